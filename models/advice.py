@@ -1,0 +1,217 @@
+"""What to do about an op's place on the roofline, and what to distrust.
+
+Advice follows the regime (seed 003 §3's table; seed 000 §5, §8): below the
+ridge cut bytes or raise I, above it move to a higher roof. Warnings name the
+cases where the model itself stops holding (seed 000 §5, §7).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from . import roofline
+from .dtypes import DTYPES
+from .ops import Attention, Elementwise, FmaSweep, Gemm, Norm, Softmax
+from .paths import MATMUL_LADDER, PATHS
+from .units import fmt_bytes, fmt_flops_rate, fmt_intensity, fmt_time
+
+ABOVE_ROOF = 1.10  # reference protocol: points more than 10% above the roof are flagged
+
+if TYPE_CHECKING:
+    from .analysis import Analysis
+
+PATH_HINTS = {
+    "tf32-tc": "TF32: torch.backends.cuda.matmul.allow_tf32 = True (10-bit mantissa)",
+    "bf16-tc": "BF16 autocast",
+    "fp16-tc": "FP16 autocast",
+    "fp8-tc": "FP8 with per-tensor or per-row scales (torch._scaled_mm, Transformer Engine)",
+    "int8-tc": "INT8 weights and activations (SmoothQuant-style)",
+    "fp4-tc": "FP4 (nvfp4 / mxfp4) with block scales",
+}
+CUBLAS_TILE_M = 32  # seed 000 §7: the kernels pad M to 32 rows (RTX 4080 FP64 computed 32 rows for M = 2)
+
+
+def advise(a: "Analysis") -> list[str]:
+    out: list[str] = []
+    i, ridge = a.intensity, a.ridge
+    if a.regime == "memory":
+        out.append(
+            f"memory-bound: I = {fmt_intensity(i)} < I* = {fmt_intensity(ridge)}; the time is moving "
+            f"{fmt_bytes(a.bytes)} at {a.bandwidth / 1e9:.0f} GB/s — cut bytes or raise I"
+        )
+        out += _memory_advice(a)
+    else:
+        out.append(
+            f"compute-bound: I = {fmt_intensity(i)} ≥ I* = {fmt_intensity(ridge)}; the time is the FLOPs "
+            f"at {fmt_flops_rate(a.peak)} on {a.path} — fewer FLOPs or a higher roof"
+        )
+        out += _compute_advice(a)
+    if 0.5 <= i / ridge <= 2:
+        out.append(
+            f"near the ridge (I/I* = {i / ridge:.2f}): bytes and FLOPs both matter, and measured points "
+            "sit under the rounded corner, below both roofs (seed 000 §4)"
+        )
+    return out
+
+
+def _memory_advice(a: "Analysis") -> list[str]:
+    op, dev = a.op, a.device
+    out: list[str] = []
+    if isinstance(op, Gemm):
+        s, so = DTYPES[op.dtype].size, DTYPES[op.out_dtype].size
+        m_star = roofline.gemm_ridge_m(op.n, op.k, s, a.ridge, so)
+        if m_star is None:
+            limit = roofline.gemm_intensity(1e30, op.n, op.k, s, so)
+            out.append(
+                f"no M reaches the ridge: with N = {op.n}, K = {op.k} even large M gives I → {fmt_intensity(limit)}; "
+                "a bigger N or K, or a lower precision, is needed"
+            )
+        else:
+            out.append(
+                f"batch more rows: from M ≈ {math.ceil(m_star)} tokens per batch the GEMM reaches the ridge; "
+                f"below that the time is reading the {op.k}×{op.n} weights once, so extra rows are nearly free "
+                "(seed 000 §5–6: decode I ≈ batch)"
+            )
+        out += _lower_precision(a, "weights and activations")
+    elif isinstance(op, Attention):
+        if op.mode == "naive":
+            flash = replace(op, mode="flash").cost()
+            out.append(
+                f"the score matrix is written and read back through {a.level}: FlashAttention keeps it on chip, "
+                f"I {fmt_intensity(a.intensity)} → {fmt_intensity(flash.intensity)}, Q {fmt_bytes(a.bytes)} → "
+                f"{fmt_bytes(flash.bytes)} (seed 003 §2.4)"
+            )
+        elif op.mode == "decode" or op.q_len <= 16:
+            kv = dict(op.cost().terms).get("K,V read (KV cache)", 0) or dict(op.cost().terms).get("K,V read", 0)
+            out.append(
+                f"reading the KV cache ({fmt_bytes(kv)}) sets the time: quantise it (kvdtype=fp8 halves it), "
+                "share it across heads (GQA/MQA: fewer kv heads), avoid redundant reads (paged attention); "
+                "batching does not raise I here — each request reads its own KV (seed 003 §2.4.3, seed 002)"
+            )
+        else:
+            out.append(
+                "K and V are read once already: raise I with more query rows per KV read "
+                "(longer q, more query heads per kv head) or a lower dtype"
+            )
+    elif isinstance(op, (Elementwise, Norm, Softmax)):
+        out.append(
+            "I is fixed by the op, not its size: fuse it with its neighbours (one read and one write for the "
+            "whole chain, seed 003 §2.3); a lower storage dtype halves the bytes"
+        )
+    elif isinstance(op, FmaSweep):
+        r_star = a.ridge * DTYPES[op.dtype].size
+        out.append(f"more FMAs per element reach the ridge: R ≥ {math.ceil(r_star)} (I = R/sizeof)")
+    return out
+
+
+def _lower_precision(a: "Analysis", what: str) -> list[str]:
+    size = DTYPES[a.op.dtype].size
+    for key in MATMUL_LADDER:
+        p = PATHS[key]
+        if key in a.device.peak and DTYPES[p.dtype].size < size:
+            ratio = size / DTYPES[p.dtype].size
+            return [f"lower precision: {p.dtype} {what} cut the bytes ×{ratio:g} and raise I ×{ratio:g} ({key} on {a.device.id})"]
+    return []
+
+
+def _compute_advice(a: "Analysis") -> list[str]:
+    dev, path = a.device, a.path
+    unit = PATHS[path].unit if path in PATHS else ""
+    if unit == "fma":
+        tc = [k for k in MATMUL_LADDER if k in dev.peak and dev.F(k) > a.peak]
+        best = max(tc, key=dev.F) if tc else None
+        msg = "on CUDA cores: fewer FLOPs per element (cheaper math) help; "
+        if best:
+            msg += f"the tensor-core roofs are higher ({best} ×{dev.F(best) / a.peak:.0f}) but only a matmul reaches them"
+        else:
+            msg += "no higher roof on this device"
+        return [msg]
+    higher = []
+    if path in MATMUL_LADDER:
+        start = MATMUL_LADDER.index(path)
+        for key in MATMUL_LADDER[start + 1:]:
+            if key in dev.peak and dev.F(key) > a.peak * 1.05:
+                higher.append(key)
+    if not higher:
+        return [f"no higher matmul roof on {dev.id}: the op is at the top; only fewer FLOPs or a faster device help"]
+    out = []
+    for key in higher[:3]:
+        hint = PATH_HINTS.get(key, "")
+        out.append(f"higher roof: {key} is ×{dev.F(key) / a.peak:.1f} ({fmt_flops_rate(dev.F(key))})" + (f" — {hint}" if hint else ""))
+    return out
+
+
+def warn(a: "Analysis") -> list[str]:
+    out: list[str] = []
+    op = a.op
+    launch = a.launch_overhead
+    if a.time_lower_bound < launch:
+        out.append(
+            f"tiny kernel: the bound {fmt_time(a.time_lower_bound)} is below one launch (~{fmt_time(launch)}): "
+            "launch overhead, not the roofline, will set the time — batch into fewer, larger kernels or use a "
+            "CUDA graph (seed 000 §5)"
+        )
+    if isinstance(op, Gemm):
+        out += _gemm_warnings(a, op)
+    if a.measured:
+        out += _measured_warnings(a)
+    return out
+
+
+def _gemm_warnings(a: "Analysis", op: Gemm) -> list[str]:
+    out: list[str] = []
+    if op.m in (2, 4):
+        out.append(
+            f"M = {op.m}: cuBLAS picks a less efficient general kernel for M = 2 and 4 (M = 1 has its own GEMV); "
+            "on H100 and B300 padding M to 8 was faster (B300: 0.064 → 0.028 ms, seed 000 §5)"
+        )
+    if 1 < op.m < CUBLAS_TILE_M:
+        padded = replace(op, m=CUBLAS_TILE_M).cost().flops
+        t_pad = max(padded / a.peak, a.bytes / a.bandwidth)
+        if t_pad > a.time_lower_bound * 1.05:
+            out.append(
+                f"padding: GEMM kernels compute whole tiles of {CUBLAS_TILE_M} rows; padded, I = "
+                f"{fmt_intensity(padded / a.bytes)} passes the {a.path} ridge ({fmt_intensity(a.ridge)}), so the "
+                f"padded FLOPs set the time: expect up to {fmt_time(t_pad)}, ×{t_pad / a.time_lower_bound:.1f} the "
+                "bound (seed 000 §7)"
+            )
+    if PATHS[a.path].unit == "tensor" and (op.n % 16 or op.k % 16):
+        out.append(
+            f"alignment: N = {op.n}, K = {op.k} — tensor-core GEMMs drop sharply when N or K is not a multiple "
+            "of 16; pad to a multiple of 16 (better 64)"
+        )
+    return out
+
+
+def _measured_warnings(a: "Analysis") -> list[str]:
+    m = a.measured
+    assert m is not None
+    out: list[str] = []
+    l2 = a.device.l2_bytes
+    if m.fraction_of_roof > ABOVE_ROOF:
+        if l2 and a.bytes <= l2 * 1.5 and a.level == "dram":
+            out.append(
+                f"above the roof by {100 * (m.fraction_of_roof - 1):.0f}%: the working set ({fmt_bytes(a.bytes)}) "
+                f"fits in L2 ({fmt_bytes(l2)}), so repeated calls read it from L2, not DRAM — the formula's Q "
+                "overstates DRAM traffic (seed 000 §7); flush L2 between calls or recount bytes with a profiler"
+            )
+        else:
+            out.append(
+                f"above the roof by {100 * (m.fraction_of_roof - 1):.0f}%: bytes under-counted, work removed by the "
+                "compiler, or a peak below the true one (dense vs sparse datasheet figures) — check the counting"
+            )
+    if m.time_s < 2 * a.launch_overhead:
+        out.append(
+            f"t = {fmt_time(m.time_s)} is within two launches (~{fmt_time(a.launch_overhead)} each): the time is "
+            "mostly launch overhead, not the kernel (seed 000 §5)"
+        )
+    elif m.fraction_of_roof < 0.5:
+        where = "bandwidth" if a.regime == "memory" else "compute"
+        out.append(
+            f"at {100 * m.fraction_of_roof:.0f}% of the roof: the kernel is far from the {where} ceiling — "
+            "look outside the model: kernel choice for small M, alignment, padding, throttled clocks, gaps between "
+            "kernels (seed 000 §5, §7)"
+        )
+    return out

@@ -1,0 +1,61 @@
+"""The element types rooftop knows, their sizes and their names.
+
+The canonical names are DESIGN.md's: fp64 fp32 tf32 fp16 bf16 fp8 int8 (plus
+fp4, which B-series cards publish). tf32 is stored as fp32 (4 bytes): it is a
+tensor-core mode of FP32 matmul, not a storage format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Dtype:
+    name: str
+    size: float  # bytes per element (sizeof)
+    label: str
+
+
+DTYPES: dict[str, Dtype] = {
+    d.name: d
+    for d in (
+        Dtype("fp64", 8, "FP64 (double)"),
+        Dtype("fp32", 4, "FP32 (float)"),
+        Dtype("tf32", 4, "TF32 (FP32 storage, 10-bit mantissa in the tensor core)"),
+        Dtype("fp16", 2, "FP16 (half)"),
+        Dtype("bf16", 2, "BF16 (bfloat16)"),
+        Dtype("fp8", 1, "FP8 (e4m3)"),
+        Dtype("int8", 1, "INT8"),
+        Dtype("fp4", 0.5, "FP4 (nvfp4 / mxfp4)"),
+    )
+}
+
+ALIASES: dict[str, str] = {
+    "float64": "fp64", "double": "fp64", "f64": "fp64",
+    "float32": "fp32", "float": "fp32", "f32": "fp32",
+    "float16": "fp16", "half": "fp16", "f16": "fp16",
+    "bfloat16": "bf16",
+    "fp8_e4m3": "fp8", "e4m3": "fp8", "float8": "fp8", "float8_e4m3fn": "fp8",
+    "i8": "int8",
+    "nvfp4": "fp4", "mxfp4": "fp4",
+}
+
+
+def dtype_names() -> list[str]:
+    return list(DTYPES)
+
+
+def lookup_dtype(token: str) -> Dtype | None:
+    """The dtype a token names (canonical name or alias), or None."""
+    key = token.strip().lower()
+    key = ALIASES.get(key, key)
+    return DTYPES.get(key)
+
+
+def parse_dtype(token: str) -> Dtype:
+    """The dtype a token names; ValueError naming the valid choices otherwise."""
+    found = lookup_dtype(token)
+    if found is None:
+        raise ValueError(f"unknown dtype {token!r}; choose one of: {', '.join(DTYPES)}")
+    return found

@@ -1,0 +1,318 @@
+"""Op cost models: each op's W (FLOP), Q (bytes) and the compute path it uses.
+
+Counting is algorithmic, as in the reference measurements: every array is read
+or written once (seed 000 §2), an FMA is 2 FLOP, and Q is the compulsory
+traffic to the memory level, so T = max(W/F, Q/B) stays a lower bound. Each
+cost says how it counted in `counting`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from .dtypes import DTYPES
+from .paths import fma_path, matmul_path, vector_path
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: float  # W
+    bytes: float  # Q
+    path: str  # compute path the op runs on
+    level: str = "dram"  # memory level it streams from
+    terms: tuple[tuple[str, float], ...] = ()  # Q broken down, bytes
+    counting: str = ""  # how W and Q were counted, in words
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+
+def _size(dtype: str) -> float:
+    return DTYPES[dtype].size
+
+
+@dataclass(frozen=True)
+class Op:
+    """Base of every op: a kind, a dtype and the memory level it is analysed at."""
+
+    kind: ClassVar[str] = ""
+    dtype: str = "bf16"
+    level: str = "dram"
+
+    def cost(self) -> Cost:  # pragma: no cover - every subclass defines it
+        raise TypeError(f"{type(self).__name__} defines no cost model")
+
+    def spec(self) -> str:
+        """The canonical one-line spec that parses back to this op."""
+        raise TypeError(f"{type(self).__name__} defines no spec")
+
+    def describe(self) -> str:
+        return self.spec()
+
+    def _level_suffix(self) -> str:
+        return "" if self.level == "dram" else f" level={self.level}"
+
+
+@dataclass(frozen=True)
+class Gemm(Op):
+    """Y[M×N] = X[M×K]·A[K×N], `batch` independent ones (seed 000 §2, seed 003 §2.1).
+
+    W = 2·batch·M·N·K; Q = batch·(sizeof·(MK + KN) + sizeof_out·MN). For an LLM
+    linear layer M is the tokens per batch, K×N the weight. fp32 runs with TF32
+    off (fp32-matmul); ask for tf32 to get the tensor-core path.
+    """
+
+    kind: ClassVar[str] = "gemm"
+    m: int = 1
+    n: int = 1
+    k: int = 1
+    batch: int = 1
+    out: str | None = None  # output dtype; default: the input dtype (reference convention)
+
+    @property
+    def out_dtype(self) -> str:
+        return self.out or self.dtype
+
+    def cost(self) -> Cost:
+        s, so, b = _size(self.dtype), _size(self.out_dtype), self.batch
+        x, a, y = b * s * self.m * self.k, b * s * self.k * self.n, b * so * self.m * self.n
+        return Cost(
+            flops=2.0 * b * self.m * self.n * self.k,
+            bytes=x + a + y,
+            path=matmul_path(self.dtype),
+            level=self.level,
+            terms=(("X (M×K)", x), ("A (K×N, weights)", a), ("Y (M×N)", y)),
+            counting="W = 2·M·N·K; Q = each matrix read or written once",
+        )
+
+    def with_m(self, m: int) -> "Gemm":
+        return replace(self, m=m)
+
+    def spec(self) -> str:
+        s = f"gemm m={self.m} n={self.n} k={self.k} {self.dtype}"
+        if self.batch != 1:
+            s += f" batch={self.batch}"
+        if self.out:
+            s += f" out={self.out}"
+        return s + self._level_suffix()
+
+    def describe(self) -> str:
+        name = "GEMV" if self.m == 1 else "GEMM"
+        b = f"{self.batch}× " if self.batch != 1 else ""
+        return f"{name} {b}{self.m}×{self.n}×{self.k} {self.dtype}"
+
+
+@dataclass(frozen=True)
+class Elementwise(Op):
+    """y = f(x) over n elements: `flops` per element, `reads` and `writes` arrays.
+
+    The default is seed 000's y = x·a + b: one FMA (2 FLOP), one read, one
+    write, so I = 1/sizeof.
+    """
+
+    kind: ClassVar[str] = "ew"
+    dtype: str = "fp32"
+    n: int = 1
+    flops: float = 2.0
+    reads: int = 1
+    writes: int = 1
+
+    def cost(self) -> Cost:
+        s = _size(self.dtype)
+        r, w = self.n * s * self.reads, self.n * s * self.writes
+        return Cost(
+            flops=self.flops * self.n,
+            bytes=r + w,
+            path=vector_path(self.dtype),
+            level=self.level,
+            terms=(("reads", r), ("writes", w)),
+            counting=f"W = {self.flops:g}·n; Q = ({self.reads} reads + {self.writes} writes)·n·sizeof",
+        )
+
+    def spec(self) -> str:
+        return (
+            f"ew n={self.n} {self.dtype} flops={self.flops:g} reads={self.reads} writes={self.writes}"
+            + self._level_suffix()
+        )
+
+    def describe(self) -> str:
+        return f"elementwise n={self.n} {self.dtype} ({self.flops:g} FLOP/elem)"
+
+
+@dataclass(frozen=True)
+class FmaSweep(Op):
+    """The FMA sweep (seed 000 §4): each element read, R FMAs in registers, written.
+
+    W = 2·R·n; Q = 2·n·sizeof; I = R/sizeof. Its slope retraces B and its
+    plateau is the FMA-unit peak.
+    """
+
+    kind: ClassVar[str] = "fma"
+    dtype: str = "fp32"
+    r: int = 1
+    n: int = 64 * 1024 * 1024  # 512 MiB read+write at fp32, as the reference
+
+    def cost(self) -> Cost:
+        s = _size(self.dtype)
+        return Cost(
+            flops=2.0 * self.r * self.n,
+            bytes=2.0 * self.n * s,
+            path=fma_path(self.dtype),
+            level=self.level,
+            terms=(("read x", self.n * s), ("write y", self.n * s)),
+            counting="W = 2·R·n (an FMA is 2 FLOP); Q = one read + one write per element",
+        )
+
+    def spec(self) -> str:
+        return f"fma r={self.r} n={self.n} {self.dtype}" + self._level_suffix()
+
+    def describe(self) -> str:
+        return f"FMA sweep R={self.r} n={self.n} {self.dtype}"
+
+
+# Per-element FLOP of the row ops, counted as a fused kernel computes them.
+NORM_FLOPS = {"rms": 4.0, "layer": 8.0}  # rms: x², sum, ×rsqrt, ×w; layer adds mean, −μ, +β
+SOFTMAX_FLOPS = 5.0  # max, −max, exp, sum, ÷
+
+
+@dataclass(frozen=True)
+class Norm(Op):
+    """RMSNorm / LayerNorm over `rows` rows of `cols` (fused: x read once, y written once)."""
+
+    kind: ClassVar[str] = "norm"
+    rows: int = 1
+    cols: int = 1
+    type: str = "rms"
+
+    def cost(self) -> Cost:
+        s = _size(self.dtype)
+        x = self.rows * self.cols * s
+        params = self.cols * s * (1 if self.type == "rms" else 2)
+        return Cost(
+            flops=NORM_FLOPS[self.type] * self.rows * self.cols,
+            bytes=2 * x + params,
+            path=vector_path(self.dtype),
+            level=self.level,
+            terms=(("read x", x), ("write y", x), ("weights", params)),
+            counting=f"W = {NORM_FLOPS[self.type]:g} FLOP per element; Q = x read once, y written once, weights once",
+        )
+
+    def spec(self) -> str:
+        return f"norm rows={self.rows} cols={self.cols} {self.dtype} type={self.type}" + self._level_suffix()
+
+    def describe(self) -> str:
+        return f"{'RMSNorm' if self.type == 'rms' else 'LayerNorm'} {self.rows}×{self.cols} {self.dtype}"
+
+
+@dataclass(frozen=True)
+class Softmax(Op):
+    """Row softmax over `rows` rows of `cols` (fused: read once, write once)."""
+
+    kind: ClassVar[str] = "softmax"
+    rows: int = 1
+    cols: int = 1
+
+    def cost(self) -> Cost:
+        s = _size(self.dtype)
+        x = self.rows * self.cols * s
+        return Cost(
+            flops=SOFTMAX_FLOPS * self.rows * self.cols,
+            bytes=2 * x,
+            path=vector_path(self.dtype),
+            level=self.level,
+            terms=(("read x", x), ("write y", x)),
+            counting=f"W = {SOFTMAX_FLOPS:g} FLOP per element; Q = read once, write once",
+        )
+
+    def spec(self) -> str:
+        return f"softmax rows={self.rows} cols={self.cols} {self.dtype}" + self._level_suffix()
+
+    def describe(self) -> str:
+        return f"softmax {self.rows}×{self.cols} {self.dtype}"
+
+
+ATTN_MODES = ("flash", "naive", "decode")
+
+
+@dataclass(frozen=True)
+class Attention(Op):
+    """Scaled dot-product attention (seed 003 §2.4; seed 002's decode case).
+
+    b batch, h query heads, kv key/value heads (GQA/MQA when kv < h), d head
+    dim, q query length, t key/value length. W counts the two matmuls,
+    4·b·h·pairs·d with pairs = q·t (fewer under a causal mask); softmax FLOPs
+    are a lower-order term on another unit and are left out.
+
+    Q is the compulsory traffic: read Q, K, V once, write O once. That is the
+    FlashAttention case (the score matrix stays on chip) and the decode case
+    (q = 1: reading the KV cache dominates). `naive` also writes the score
+    matrix S, reads it, writes P and reads P back: 4·b·h·q·t·sizeof more, which
+    pins I near d/sizeof whatever the length (seed 003 §2.4.1).
+    """
+
+    kind: ClassVar[str] = "attn"
+    b: int = 1
+    h: int = 1
+    kv: int = 0  # 0 means kv = h (multi-head attention)
+    d: int = 128
+    q: int = 0  # 0 means: 1 for decode, t otherwise
+    t: int = 1
+    mode: str = "flash"
+    causal: bool = False
+    kvdtype: str | None = None  # KV-cache dtype (fp8 KV halves its bytes); default: dtype
+
+    @property
+    def kv_heads(self) -> int:
+        return self.kv or self.h
+
+    @property
+    def q_len(self) -> int:
+        return self.q or (1 if self.mode == "decode" else self.t)
+
+    @property
+    def pairs(self) -> float:
+        """Query-key pairs scored per head: q·t, or the causal triangle's count."""
+        q, t = self.q_len, self.t
+        if self.causal and q <= t:
+            return q * t - q * (q - 1) / 2
+        return float(q * t)
+
+    def cost(self) -> Cost:
+        s, skv = _size(self.dtype), _size(self.kvdtype or self.dtype)
+        q = self.q_len
+        qo = self.b * self.h * q * self.d * s
+        kvb = 2 * self.b * self.kv_heads * self.t * self.d * skv
+        terms = [("Q read", qo), ("K,V read (KV cache)" if self.mode == "decode" else "K,V read", kvb), ("O write", qo)]
+        counting = "W = 4·b·h·pairs·d (QKᵀ and PV); Q = Q, K, V read once, O written once"
+        if self.mode == "naive":
+            sp = 4 * self.b * self.h * q * self.t * s
+            terms.append(("S, P materialised (write S, read S, write P, read P)", sp))
+            counting += ", plus the score matrix written and read twice"
+        return Cost(
+            flops=4.0 * self.b * self.h * self.pairs * self.d,
+            bytes=sum(v for _, v in terms),
+            path=matmul_path(self.dtype),
+            level=self.level,
+            terms=tuple(terms),
+            counting=counting,
+        )
+
+    def spec(self) -> str:
+        s = f"attn b={self.b} h={self.h} kv={self.kv_heads} d={self.d} q={self.q_len} t={self.t} {self.dtype} {self.mode}"
+        if self.causal:
+            s += " causal"
+        if self.kvdtype and self.kvdtype != self.dtype:
+            s += f" kvdtype={self.kvdtype}"
+        return s + self._level_suffix()
+
+    def describe(self) -> str:
+        gqa = f" kv={self.kv_heads}" if self.kv_heads != self.h else ""
+        kvd = f" (KV {self.kvdtype})" if self.kvdtype and self.kvdtype != self.dtype else ""
+        return f"{self.mode} attention b={self.b} h={self.h}{gqa} d={self.d} q={self.q_len} t={self.t} {self.dtype}{kvd}"
+
+
+OP_TYPES: dict[str, type[Op]] = {
+    cls.kind: cls for cls in (Gemm, Elementwise, FmaSweep, Norm, Softmax, Attention)
+}

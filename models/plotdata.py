@@ -1,0 +1,66 @@
+"""The roofline as lines and points to draw: pure data, no plotting library.
+
+Both the CLI's `rooftop plot` and the TUI draw from these series, so the chart
+means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .analysis import Analysis
+from .profile import DeviceProfile
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    xs: tuple[float, ...]  # intensity, FLOP/byte
+    ys: tuple[float, ...]  # FLOP/s
+    kind: str  # "roof" (flat), "slope" (memory level), "ridge", "point"
+
+
+def intensity_span(profiles: list[DeviceProfile], points: list[float] = (), lo: float = 0.1, hi: float = 1e4) -> tuple[float, float]:
+    """An I range (decade-aligned) wide enough for every ridge and point."""
+    vals = [lo, hi] + [p for p in points if p > 0 and math.isfinite(p)]
+    for prof in profiles:
+        for path in prof.peak:
+            for level in prof.bandwidth:
+                vals.append(prof.ridge(path, level))
+    return 10 ** math.floor(math.log10(min(vals))), 10 ** math.ceil(math.log10(max(vals)))
+
+
+def roof_series(
+    profile: DeviceProfile,
+    paths: list[str] | None = None,
+    levels: list[str] | None = None,
+    span: tuple[float, float] = (0.1, 1e4),
+) -> list[Series]:
+    """One slope per memory level (up to the highest roof shown) and one flat per path.
+
+    Each flat starts at its ridge on the `dram` slope (or the first level given).
+    """
+    paths = [p for p in (paths or profile.paths()) if p in profile.peak]
+    levels = [lv for lv in (levels or profile.levels()) if lv in profile.bandwidth]
+    lo, hi = span
+    out: list[Series] = []
+    if not paths or not levels:
+        return out
+    top = max(profile.F(p) for p in paths)
+    for lv in levels:
+        b = profile.B(lv)
+        x_end = min(hi, top / b)
+        out.append(Series(f"{profile.id} {lv} {b / 1e9:.0f} GB/s", (lo, x_end), (b * lo, b * x_end), "slope"))
+    base = "dram" if "dram" in levels else levels[0]
+    for p in paths:
+        f, r = profile.F(p), profile.ridge(p, base)
+        out.append(Series(f"{profile.id} {p} {f / 1e12:.4g} TFLOP/s", (max(r, lo), hi), (f, f), "roof"))
+        out.append(Series(f"I*={r:.3g}", (r,), (f,), "ridge"))
+    return out
+
+
+def point_series(a: Analysis, label: str | None = None) -> Series:
+    """An op's point: at its attainable P, or at its measured throughput when timed."""
+    y = a.measured.achieved_flops if a.measured else a.attainable
+    return Series(label or a.op.describe(), (a.intensity,), (y,), "point")

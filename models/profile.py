@@ -1,0 +1,130 @@
+"""Device profiles: a device's roofs and slopes, each number with its provenance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+from typing import Any, Mapping
+
+from .paths import LEVELS, PATHS, path_sort_key
+
+# Where a number comes from. Every ceiling carries one, and every view shows it.
+SOURCES = {
+    "measured": "measured on this machine by rooftop",
+    "reference": "published measurement (RealZST/llm-infra-notes)",
+    "datasheet": "vendor datasheet (dense, not sparse)",
+    "imported": "imported from a file",
+    "typical": "typical value, not measured on this device",
+}
+
+
+class NoRoof(LookupError):
+    """The device has no roof for the path (or no slope for the level) an op needs."""
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One roof or slope: a value in SI units and where it came from."""
+
+    value: float  # FLOP/s for a peak, bytes/s for a bandwidth, seconds for a latency
+    source: str  # a key of SOURCES
+    case: str = ""  # what produced it: "read_reduce:134217728", "2048x8192x8192", "datasheet"
+    stable: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Ceiling":
+        return cls(float(d["value"]), str(d["source"]), str(d.get("case", "")), bool(d.get("stable", True)))
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """What the roofline needs to know about one device.
+
+    `bandwidth` maps a memory level (`dram`, `l2`, links) to bytes/s; `peak`
+    maps a compute path (`bf16-tc`, `fp32-fma`, …) to FLOP/s.
+    """
+
+    id: str
+    name: str
+    source: str  # where the profile as a whole comes from (a key of SOURCES)
+    bandwidth: Mapping[str, Ceiling]
+    peak: Mapping[str, Ceiling]
+    vendor: str = ""
+    kind: str = "gpu"  # "gpu" or "cpu"
+    memory_bytes: float | None = None
+    sm_count: int | None = None  # SMs (NVIDIA), CUs (AMD), cores (CPU)
+    l2_bytes: float | None = None  # last-level cache: L2 on a GPU, LLC on a CPU
+    power_limit_w: float | None = None
+    launch_overhead: Ceiling | None = None  # seconds per kernel launch, when known
+    notes: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    # -- lookups -----------------------------------------------------------------
+
+    def paths(self) -> list[str]:
+        return sorted(self.peak, key=path_sort_key)
+
+    def levels(self) -> list[str]:
+        order = list(LEVELS)
+        return sorted(self.bandwidth, key=lambda k: order.index(k) if k in order else len(order))
+
+    def F(self, path: str) -> float:
+        """Peak FLOP/s of a compute path; NoRoof naming what the device has otherwise."""
+        if path not in self.peak:
+            have = ", ".join(self.paths()) or "none"
+            what = PATHS[path].label if path in PATHS else path
+            raise NoRoof(f"{self.id} has no {path} roof ({what}); it has: {have}")
+        return self.peak[path].value
+
+    def B(self, level: str = "dram") -> float:
+        """Bandwidth of a memory level in bytes/s; NoRoof naming what the device has otherwise."""
+        if level not in self.bandwidth:
+            have = ", ".join(self.levels()) or "none"
+            raise NoRoof(f"{self.id} has no {level} bandwidth; it has: {have}")
+        return self.bandwidth[level].value
+
+    def ridge(self, path: str, level: str = "dram") -> float:
+        """I* = F/B in FLOP/byte."""
+        return self.F(path) / self.B(level)
+
+    # -- serialisation -----------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "source": self.source,
+            "vendor": self.vendor,
+            "kind": self.kind,
+            "memory_bytes": self.memory_bytes,
+            "sm_count": self.sm_count,
+            "l2_bytes": self.l2_bytes,
+            "power_limit_w": self.power_limit_w,
+            "launch_overhead": self.launch_overhead.to_dict() if self.launch_overhead else None,
+            "bandwidth": {k: self.bandwidth[k].to_dict() for k in self.levels()},
+            "peak": {k: self.peak[k].to_dict() for k in self.paths()},
+            "notes": self.notes,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "DeviceProfile":
+        lo = d.get("launch_overhead")
+        return cls(
+            id=str(d["id"]),
+            name=str(d.get("name", d["id"])),
+            source=str(d.get("source", "imported")),
+            vendor=str(d.get("vendor", "")),
+            kind=str(d.get("kind", "gpu")),
+            memory_bytes=d.get("memory_bytes"),
+            sm_count=d.get("sm_count"),
+            l2_bytes=d.get("l2_bytes"),
+            power_limit_w=d.get("power_limit_w"),
+            launch_overhead=Ceiling.from_dict(lo) if lo else None,
+            bandwidth={k: Ceiling.from_dict(v) for k, v in d.get("bandwidth", {}).items()},
+            peak={k: Ceiling.from_dict(v) for k, v in d.get("peak", {}).items()},
+            notes=str(d.get("notes", "")),
+            extra=dict(d.get("extra", {})),
+        )

@@ -1,0 +1,254 @@
+"""The op language: one line per op, shared by `rooftop op` and the TUI.
+
+    gemm 1 8192 8192 bf16                 positional M N K, then a dtype
+    gemm m=4096 n=4096 k=4096 dtype=fp8   key=value
+    gemv 8192 8192 fp16                   a GEMM with M = 1
+    attn b=8 h=32 kv=8 d=128 t=8192 decode
+    ew n=1e9 fp32                         elementwise (default: one FMA per element)
+    fma 64 fp32                           the FMA sweep at R = 64
+    norm 4096 4096 bf16 type=layer        softmax 4096 4096 fp32
+
+Numbers: 8192, 1e9, 2^20, 8k (= 8192). Every error is a SpecError whose one
+line names the bad token and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from .dtypes import DTYPES, lookup_dtype
+from .ops import ATTN_MODES, NORM_FLOPS, Attention, Elementwise, FmaSweep, Gemm, Norm, Op, Softmax
+from .paths import LEVELS
+
+
+class SpecError(ValueError):
+    """A bad op spec; the message is one line fit for a user."""
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """How one op kind is written: its positional fields, keys and flags."""
+
+    build: Callable[..., Op]
+    usage: str
+    positional: tuple[str, ...] = ()
+    keys: dict[str, str] = field(default_factory=dict)  # alias → field
+    flags: dict[str, tuple[str, Any]] = field(default_factory=dict)  # word → (field, value)
+    required: tuple[str, ...] = ()
+    floats: tuple[str, ...] = ()  # fields taking a real number, not a count
+    words: dict[str, tuple[str, ...]] = field(default_factory=dict)  # fields taking one of these words
+    dtypes: tuple[str, ...] = tuple(DTYPES)
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+def _keys(*names: str, **aliases: str) -> dict[str, str]:
+    out = {n: n for n in names}
+    out.update(aliases)
+    return out
+
+
+def _gemv(**f: Any) -> Op:
+    return Gemm(m=1, **f)
+
+
+GRAMMARS: dict[str, Grammar] = {
+    "gemm": Grammar(
+        Gemm, "gemm M N K [dtype] [batch=B] [out=DTYPE]", ("m", "n", "k"),
+        _keys("m", "n", "k", "batch", "dtype", "out", "level", b="batch"), required=("m", "n", "k"),
+        defaults={"dtype": "bf16"},
+    ),
+    "gemv": Grammar(
+        _gemv, "gemv N K [dtype] (a GEMM with M = 1)", ("n", "k"),
+        _keys("n", "k", "batch", "dtype", "out", "level", b="batch"), required=("n", "k"),
+        defaults={"dtype": "bf16"},
+    ),
+    "attn": Grammar(
+        Attention, "attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [dtype] [flash|naive|decode] [causal] [kvdtype=DTYPE]", (),
+        _keys("b", "h", "kv", "d", "q", "t", "dtype", "kvdtype", "mode", "level",
+              batch="b", heads="h", kv_heads="kv", head_dim="d", q_len="q", kv_len="t", context="t", seq="t"),
+        flags={"flash": ("mode", "flash"), "naive": ("mode", "naive"), "decode": ("mode", "decode"),
+               "causal": ("causal", True)},
+        required=("b", "h", "t"), words={"mode": ATTN_MODES},
+        defaults={"dtype": "bf16"},
+    ),
+    "ew": Grammar(
+        Elementwise, "ew N [dtype] [flops=F] [reads=R] [writes=W]", ("n",),
+        _keys("n", "flops", "reads", "writes", "dtype", "level"), required=("n",), floats=("flops",),
+        defaults={"dtype": "fp32"},
+    ),
+    "fma": Grammar(
+        FmaSweep, "fma R [N] [dtype]  (R FMAs per element over N elements)", ("r", "n"),
+        _keys("r", "n", "dtype", "level"), required=("r",), dtypes=("fp64", "fp32", "fp16", "bf16"),
+        defaults={"dtype": "fp32"},
+    ),
+    "norm": Grammar(
+        Norm, "norm ROWS COLS [dtype] [rms|layer]", ("rows", "cols"),
+        _keys("rows", "cols", "dtype", "type", "level"), flags={"rms": ("type", "rms"), "layer": ("type", "layer")},
+        required=("rows", "cols"), words={"type": tuple(NORM_FLOPS)}, defaults={"dtype": "bf16"},
+    ),
+    "softmax": Grammar(
+        Softmax, "softmax ROWS COLS [dtype]", ("rows", "cols"),
+        _keys("rows", "cols", "dtype", "level"), required=("rows", "cols"), defaults={"dtype": "bf16"},
+    ),
+}
+KIND_ALIASES = {
+    "matmul": "gemm", "mm": "gemm", "linear": "gemm", "attention": "attn", "sdpa": "attn",
+    "elementwise": "ew", "eltwise": "ew", "rmsnorm": "norm", "layernorm": "norm",
+}
+_KIND_PRESETS = {"rmsnorm": {"type": "rms"}, "layernorm": {"type": "layer"}}
+
+_NUMBER = re.compile(r"^(?:(\d+)\^(\d+)|([0-9][0-9_]*(?:\.[0-9]*)?(?:e[+-]?\d+)?)([kK]?))$")
+MAX_DIM = 2**62  # beyond any real shape; keeps products finite
+
+
+def op_kinds() -> list[str]:
+    return list(GRAMMARS)
+
+
+def is_kind(token: str) -> bool:
+    t = token.lower()
+    return t in GRAMMARS or t in KIND_ALIASES
+
+
+def parse_count(text: str, what: str = "value") -> int:
+    """A positive whole number: 8192, 1e9, 2^20, 8k (= 8192)."""
+    m = _NUMBER.match(text.strip())
+    if not m:
+        raise SpecError(f"{what}={text!r} is not a number (examples: 8192, 1e9, 2^20, 8k)")
+    if m.group(1) is not None:
+        base, exp = int(m.group(1)), int(m.group(2))
+        if exp > 62 or base > MAX_DIM:
+            raise SpecError(f"{what}={text!r} is too large (at most 2^62)")
+        value: float = base**exp
+    else:
+        value = float(m.group(3).replace("_", "")) * (1024 if m.group(4) else 1)
+    if not math.isfinite(value) or value > MAX_DIM:
+        raise SpecError(f"{what}={text!r} is too large (at most 2^62)")
+    if value != int(value):
+        raise SpecError(f"{what}={text!r} must be a whole number")
+    if value < 1:
+        raise SpecError(f"{what}={text!r} must be at least 1")
+    if value > MAX_DIM:
+        raise SpecError(f"{what}={text!r} is too large (at most 2^62)")
+    return int(value)
+
+
+def parse_real(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise SpecError(f"{what}={text!r} is not a number") from None
+    if not (0 < value < 1e18):
+        raise SpecError(f"{what}={text!r} must be a positive number")
+    return value
+
+
+def _dtype(token: str, allowed: Iterable[str], what: str, kind: str) -> str:
+    d = lookup_dtype(token)
+    allowed = tuple(allowed)
+    if d is None or d.name not in allowed:
+        raise SpecError(f"{kind}: {what} {token!r} is not allowed; choose one of: {', '.join(allowed)}")
+    return d.name
+
+
+def parse_spec(text: str | Iterable[str]) -> Op:
+    """One op from its spec (a string or its tokens)."""
+    tokens = text.split() if isinstance(text, str) else [t for part in text for t in str(part).split()]
+    if not tokens:
+        raise SpecError(f"empty op spec; start with one of: {', '.join(GRAMMARS)}")
+    word = tokens[0].lower()
+    kind = KIND_ALIASES.get(word, word)
+    if kind not in GRAMMARS:
+        raise SpecError(f"unknown op {tokens[0]!r}; choose one of: {', '.join(GRAMMARS)}")
+    g = GRAMMARS[kind]
+    values: dict[str, Any] = dict(g.defaults)
+    values.update(_KIND_PRESETS.get(word, {}))
+    given: set[str] = set()
+    pos = 0
+
+    def put(fieldname: str, value: Any, token: str) -> None:
+        if fieldname in given:
+            raise SpecError(f"{kind}: {fieldname} given twice (at {token!r})")
+        given.add(fieldname)
+        values[fieldname] = value
+
+    for tok in tokens[1:]:
+        if "=" in tok:
+            key, _, raw = tok.partition("=")
+            name = g.keys.get(key.lower())
+            if name is None:
+                raise SpecError(f"{kind}: unknown field {tok!r}; {kind} takes: {' '.join(sorted(set(g.keys.values())))}")
+            put(name, _convert(kind, g, name, raw), tok)
+        elif tok.lower() in g.flags:
+            name, value = g.flags[tok.lower()]
+            put(name, value, tok)
+        elif lookup_dtype(tok) is not None:
+            put("dtype", _dtype(tok, g.dtypes, "dtype", kind), tok)
+        elif _NUMBER.match(tok):
+            if pos >= len(g.positional):
+                if not g.positional:
+                    raise SpecError(f"{kind}: {tok!r} needs a name; write it as key=value ({g.usage})")
+                raise SpecError(f"{kind}: too many numbers at {tok!r}; {kind} takes {' '.join(g.positional)} in that order")
+            name = g.positional[pos]
+            pos += 1
+            put(name, parse_count(tok, name), tok)
+        else:
+            raise SpecError(
+                f"{kind}: cannot read {tok!r}; expected a number, a dtype ({', '.join(g.dtypes)}), "
+                f"{'a flag (' + ', '.join(g.flags) + '), ' if g.flags else ''}or key=value  [{g.usage}]"
+            )
+    missing = [f for f in g.required if f not in values]
+    if missing:
+        raise SpecError(f"{kind}: missing {', '.join(missing)}  [{g.usage}]")
+    return _finish(kind, g.build(**values))
+
+
+def _convert(kind: str, g: Grammar, name: str, raw: str) -> Any:
+    if name in ("dtype", "out", "kvdtype"):
+        allowed = g.dtypes if name == "dtype" else tuple(DTYPES)
+        return _dtype(raw, allowed, name, kind)
+    if name == "level":
+        if raw.lower() not in LEVELS:
+            raise SpecError(f"{kind}: level {raw!r} is unknown; choose one of: {', '.join(LEVELS)}")
+        return raw.lower()
+    if name in g.words:
+        if raw.lower() not in g.words[name]:
+            raise SpecError(f"{kind}: {name}={raw!r} is unknown; choose one of: {', '.join(g.words[name])}")
+        return raw.lower()
+    if name in g.floats:
+        return parse_real(raw, name)
+    return parse_count(raw, name)
+
+
+def _finish(kind: str, op: Op) -> Op:
+    """Checks that span several fields."""
+    if isinstance(op, Attention):
+        if op.kv_heads > op.h or op.h % op.kv_heads:
+            raise SpecError(f"attn: kv={op.kv_heads} must divide h={op.h} (grouped-query attention)")
+        if op.mode == "decode" and op.q_len > op.t:
+            raise SpecError(f"attn: decode with q={op.q_len} longer than the context t={op.t}")
+    return op
+
+
+def split_specs(tokens: Iterable[str]) -> list[list[str]]:
+    """Group command-line words into ops: a new op starts at each op name or ';'."""
+    groups: list[list[str]] = []
+    for part in tokens:
+        for tok in str(part).replace(";", " ; ").split():
+            if tok == ";":
+                groups.append([])
+            elif is_kind(tok) or not groups:
+                groups.append([tok])
+            else:
+                groups[-1].append(tok)
+    return [g for g in groups if g]
+
+
+def parse_specs(tokens: Iterable[str]) -> list[Op]:
+    groups = split_specs(tokens)
+    if not groups:
+        raise SpecError(f"no op given; start with one of: {', '.join(GRAMMARS)}")
+    return [parse_spec(g) for g in groups]

@@ -1,0 +1,1 @@
+"""rooftop.tui — everything a person sees: the command line, reports, charts, the app."""
