@@ -164,7 +164,7 @@ def _gemm_warnings(a: "Analysis", op: Gemm) -> list[str]:
     out: list[str] = []
     if op.m in (2, 4):
         out.append(
-            f"M = {op.m}: cuBLAS picks a less efficient general kernel for M = 2 and 4 (M = 1 has its own GEMV); "
+            f"small M: at M = {op.m} cuBLAS picks a less efficient general kernel for M = 2 and 4 (M = 1 has its own GEMV); "
             "on H100 and B300 padding M to 8 was faster (B300: 0.064 → 0.028 ms, seed 000 §5)"
         )
     if 1 < op.m < CUBLAS_TILE_M:
@@ -193,24 +193,24 @@ def _measured_warnings(a: "Analysis") -> list[str]:
     if m.fraction_of_roof > ABOVE_ROOF:
         if l2 and a.bytes <= l2 * 1.5 and a.level == "dram":
             out.append(
-                f"above the roof by {100 * (m.fraction_of_roof - 1):.0f}%: the working set ({fmt_bytes(a.bytes)}) "
+                f"above the roof: by {100 * (m.fraction_of_roof - 1):.0f}%, the working set ({fmt_bytes(a.bytes)}) "
                 f"fits in L2 ({fmt_bytes(l2)}), so repeated calls read it from L2, not DRAM — the formula's Q "
                 "overstates DRAM traffic (seed 000 §7); flush L2 between calls or recount bytes with a profiler"
             )
         else:
             out.append(
-                f"above the roof by {100 * (m.fraction_of_roof - 1):.0f}%: bytes under-counted, work removed by the "
+                f"above the roof: by {100 * (m.fraction_of_roof - 1):.0f}% — bytes under-counted, work removed by the "
                 "compiler, or a peak below the true one (dense vs sparse datasheet figures) — check the counting"
             )
     if m.time_s < 2 * a.launch_overhead:
         out.append(
-            f"t = {fmt_time(m.time_s)} is within two launches (~{fmt_time(a.launch_overhead)} each): the time is "
+            f"launch-bound: t = {fmt_time(m.time_s)} is within two launches (~{fmt_time(a.launch_overhead)} each): the time is "
             "mostly launch overhead, not the kernel (seed 000 §5)"
         )
     elif m.fraction_of_roof < 0.5:
         where = "bandwidth" if a.regime == "memory" else "compute"
         out.append(
-            f"at {100 * m.fraction_of_roof:.0f}% of the roof: the kernel is far from the {where} ceiling — "
+            f"far below the roof: at {100 * m.fraction_of_roof:.0f}%, the kernel is far from the {where} ceiling — "
             "look outside the model: kernel choice for small M, alignment, padding, throttled clocks, gaps between "
             "kernels (seed 000 §5, §7)"
         )

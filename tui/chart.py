@@ -39,6 +39,8 @@ def _log(values: Iterable[float]) -> list[float]:
 def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
     """Draw roofs, slopes, ridges and points; y in TFLOP/s, x in FLOP/byte."""
     plt.clear_data()
+    if not color:
+        plt.theme("clear")
     xs_all: list[float] = []
     ys_all: list[float] = []
     marker_i = 0
@@ -64,5 +66,3 @@ def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool =
     plt.ylabel("TFLOP/s (log)")
     if title:
         plt.title(title)
-    if not color:
-        plt.theme("clear")

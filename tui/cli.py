@@ -168,11 +168,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
     series += [point_series(a) for a in analyses]
     size = os.get_terminal_size(sys.stdout.fileno()) if sys.stdout.isatty() else os.terminal_size((100, 30))
     plotext.clf()
+    plotext.limitsize(False, False)
     plotext.plotsize(args.width or size.columns, args.height or max(20, size.lines - 4))
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     title = "roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices)
     draw_roofline(plotext, series, title, color=color)
-    sys.stdout.write(plotext.build() + "\n")
+    chart = plotext.build()
+    sys.stdout.write((chart if color else plotext.uncolorize(chart)) + "\n")
     for a in analyses:
         sys.stdout.write(
             f"{a.op.describe()}: I = {a.intensity:.3g} FLOP/B on {a.path}, {a.regime}-bound on {a.device.id} "

@@ -67,22 +67,27 @@ def analysis_table(rows: list[Analysis]) -> Group:
 
 
 def devices_table(profiles: list[DeviceProfile]) -> Table:
+    """The catalog at a glance; units in the headers keep it within 80 columns."""
     t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("id", "left"), ("name", "left"), ("source", "left"), ("B dram", "right"),
-                      ("bf16/fp16 TC", "right"), ("fp32 FMA", "right"), ("fp64", "right"), ("I* bf16", "right")):
-        t.add_column(col, justify=just)
+    widths = {"id": 12, "source": 9}
+    for col, just in (("id", "left"), ("source", "left"), ("B GB/s", "right"), ("16-bit TF/s", "right"),
+                      ("fp64 TF/s", "right"), ("I* 16-bit", "right"), ("name", "left")):
+        if col == "name":
+            t.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1)
+        else:
+            t.add_column(col, justify=just, no_wrap=True, min_width=widths.get(col, len(col)))
     for p in profiles:
         half = next((k for k in ("bf16-tc", "fp16-tc") if k in p.peak), None)
         fp64 = next((k for k in ("fp64-tc", "fp64-fma") if k in p.peak), None)
+        dram = "dram" in p.bandwidth
         t.add_row(
             p.id,
-            p.name,
             p.source,
-            fmt_bandwidth(p.B("dram")) if "dram" in p.bandwidth else "",
-            fmt_flops_rate(p.F(half)) if half else "",
-            fmt_flops_rate(p.F("fp32-fma")) if "fp32-fma" in p.peak else "",
-            fmt_flops_rate(p.F(fp64)) if fp64 else "",
-            f"{p.ridge(half):.3g}" if half and "dram" in p.bandwidth else "",
+            f"{p.B('dram') / 1e9:.0f}" if dram else "",
+            f"{p.F(half) / 1e12:.4g}" if half else "",
+            f"{p.F(fp64) / 1e12:.3g}" if fp64 else "",
+            f"{p.ridge(half):.3g}" if half and dram else "",
+            p.name,
         )
     return t
 

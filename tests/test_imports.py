@@ -1,0 +1,60 @@
+"""Layering (DESIGN.md): models and store load neither torch nor textual; probes
+load torch only when measuring; `rooftop --help` and `rooftop op` never load torch.
+
+Each check runs in a fresh interpreter so earlier imports cannot hide a leak.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def loaded_after(code: str) -> set[str]:
+    script = code + "\nimport sys, json\nprint(json.dumps(sorted(m for m in ('torch', 'textual', 'plotext') if m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+WALK = """
+import importlib, pkgutil
+import rooftop.{pkg} as pkg
+for m in pkgutil.walk_packages(pkg.__path__, 'rooftop.{pkg}.'):
+    importlib.import_module(m.name)
+"""
+
+
+@pytest.mark.parametrize("pkg", ["models", "store"])
+def test_pure_packages_load_no_torch_or_textual(pkg: str) -> None:
+    assert loaded_after(WALK.format(pkg=pkg)) == set()
+
+
+def test_probes_import_torch_lazily_and_never_textual() -> None:
+    assert loaded_after(WALK.format(pkg="probes")) & {"torch", "textual"} == set()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["op", "gemm", "1", "8192", "8192", "bf16", "-d", "h100"], ["op", "attn b=8 h=32 t=8192 decode", "--json"],
+     ["devices"]],
+)
+def test_cli_commands_do_not_load_torch(argv: list[str]) -> None:
+    code = f"from rooftop.tui.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+    assert "torch" not in loaded_after(code)
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).with_name("rooftop")
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    assert "roofline" in out.stdout
+
+
+def test_no_top_level_models_or_store_module() -> None:
+    code = "import importlib.util as u; print([n for n in ('models', 'store', 'probes', 'tui') if u.find_spec(n)])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "[]"
