@@ -27,6 +27,17 @@ def test_op_report_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
     assert "31.3 µs" in out  # at 4295 GB/s
 
 
+def test_op_report_says_which_device_wins_and_where_roofs_cross(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(["op", "gemm 8 8192 8192 fp16", "-d", "h100,h200"], capsys)
+    assert rc == 0
+    flat = " ".join(out.split())
+    assert "fastest bound: h200" in flat
+    assert "fp16-tc roofs cross at I = 245" in flat
+    assert "favours h200" in flat
+    rc, out, _ = run(["op", "gemm 8192 8192 8192 fp16", "-d", "h100,h200"], capsys)
+    assert "favours h100" in " ".join(out.split())
+
+
 def test_op_json_per_op_and_device(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(["op", "gemm m=4096 n=4096 k=4096 dtype=fp8", "ew n=1e9 fp32", "-d", "h100,h200", "--json"], capsys)
     assert rc == 0

@@ -28,6 +28,7 @@ op specs (one or more; a new op starts at each op name):
   fma R [N] [dtype]                            the FMA sweep at R FMAs per element
   norm ROWS COLS [dtype] [rms|layer]           softmax ROWS COLS [dtype]
 numbers: 8192, 1e9, 2^20, 8k (= 8192); dtypes: fp64 fp32 tf32 fp16 bf16 fp8 int8 fp4
+(default bf16; fp32 for ew and fma); any op takes level=l2 where the profile has an L2 slope
 
 examples:
   rooftop op gemm 1 8192 8192 bf16 --device h100 --device h200

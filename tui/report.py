@@ -63,7 +63,30 @@ def analysis_table(rows: list[Analysis]) -> Group:
             notes.add_row(" →", Text(prefix + line))
         for line in a.warnings:
             notes.add_row(Text(" !", style="yellow"), Text(prefix + line, style="yellow"))
-    return Group(head, how, t, notes)
+    parts = [head, how, t, notes]
+    if len(rows) > 1:
+        parts.append(comparison_line(rows))
+    return Group(*parts)
+
+
+def comparison_line(rows: list[Analysis]) -> Text:
+    """Which device is faster for this op, and where the first two devices' roofs cross."""
+    from rooftop.models.compare import compare_path
+
+    best = min(rows, key=lambda a: a.time_lower_bound)
+    others = [a for a in rows if a is not best]
+    ratio = min(a.time_lower_bound for a in others) / best.time_lower_bound
+    msg = f" = fastest bound: {best.device.id} ({fmt_time(best.time_lower_bound)}, ×{ratio:.2f} ahead)"
+    a, b = rows[0], rows[1]
+    if a.path == b.path and a.level == b.level:
+        x = compare_path(a.device, b.device, a.path, a.level).crossover
+        if x.intensity is None:
+            msg += f"; on {a.path} {x.higher_below}'s roof is never lower than the other's"
+        else:
+            side = x.higher_below if a.intensity < x.intensity else x.higher_above
+            msg += (f"; {a.path} roofs cross at I = {x.intensity:.3g}: {x.higher_below} higher below, "
+                    f"{x.higher_above} above — this op (I = {a.intensity:.3g}) favours {side}")
+    return Text(msg, style="bold")
 
 
 def devices_table(profiles: list[DeviceProfile]) -> Table:
