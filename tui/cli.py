@@ -184,6 +184,38 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    import queue
+
+    from rooftop.probes.telemetry import MIN_INTERVAL_S, Sampler, snapshot_dict
+    from rooftop.tui.report import telemetry_lines
+
+    if not (args.interval >= MIN_INTERVAL_S):
+        raise UsageError(f"--interval {args.interval:g}: at most 20 samples a second (≥ {MIN_INTERVAL_S} s)")
+    if args.count is not None and args.count < 1:
+        raise UsageError(f"--count {args.count}: must be at least 1")
+    snaps: queue.Queue = queue.Queue()
+    sampler = Sampler(interval=args.interval, gpu=args.gpu, on_snapshot=snaps.put)
+    printed = 0
+    try:
+        sampler.start()
+        while args.count is None or printed < args.count:
+            snap = snaps.get()
+            if args.gpu is not None and sampler.state == "ok" and not snap.gpus:
+                raise UsageError(f"--gpu {args.gpu}: no such GPU")
+            if args.json:
+                sys.stdout.write(json.dumps(snapshot_dict(snap)) + "\n")
+            else:
+                sys.stdout.write("\n".join(telemetry_lines(snap)) + "\n")
+            sys.stdout.flush()
+            printed += 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sampler.stop()
+    return 0
+
+
 def build_parser() -> Parser:
     p = Parser(
         prog="rooftop",
@@ -223,6 +255,16 @@ def build_parser() -> Parser:
     pl.add_argument("--width", type=int, metavar="COLS", help="chart width (default: the terminal's)")
     pl.add_argument("--height", type=int, metavar="ROWS", help="chart height")
     pl.set_defaults(func=cmd_plot)
+
+    wt = sub.add_parser("watch", help="print live GPU (or CPU) telemetry, one line per interval",
+                        description="Live telemetry through NVML (utilisation, clocks, power, temperature, memory, "
+                                    "PCIe, throttle reasons); the CPU through psutil when there is no NVML. "
+                                    "Runs until Ctrl-C or --count lines.")
+    wt.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between lines (default 1; ≥ 0.05)")
+    wt.add_argument("--gpu", type=int, metavar="N", help="only this GPU index")
+    wt.add_argument("--count", type=int, metavar="N", help="stop after N lines")
+    wt.add_argument("--json", action="store_true", help="JSON lines (SI units; null for N/A)")
+    wt.set_defaults(func=cmd_watch)
     return p
 
 

@@ -145,3 +145,41 @@ def path_legend() -> str:
 
 def make_console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def _na(v: float | None, fmt: str) -> str:
+    return "N/A" if v is None else fmt.format(v)
+
+
+def telemetry_lines(s: "Snapshot") -> list[str]:  # noqa: F821 - imported lazily below
+    """One line per GPU (and one for the CPU) of a telemetry snapshot, for `rooftop watch`."""
+    import time as _time
+
+    stamp = _time.strftime("%H:%M:%S", _time.localtime(s.time))
+    lines = []
+    for g in s.gpus:
+        if g.lost:
+            lines.append(f"{stamp} gpu{g.index} {g.name}  LOST")
+            continue
+        mem = (f"{_na(g.memory_used_bytes and g.memory_used_bytes / 2**30, '{:.1f}')}/"
+               f"{_na(g.memory_total_bytes and g.memory_total_bytes / 2**30, '{:.1f}')} GiB")
+        throttle = ", ".join(g.throttling) or "none"
+        lines.append(
+            f"{stamp} gpu{g.index} util {_na(g.gpu_util_pct, '{:.0f}%')} mem-busy {_na(g.mem_util_pct, '{:.0f}%')}  "
+            f"SM {_na(g.sm_clock_mhz, '{:.0f}')}/{_na(g.sm_clock_max_mhz, '{:.0f}')} MHz  "
+            f"mem {_na(g.mem_clock_mhz, '{:.0f}')} MHz  {_na(g.power_w, '{:.0f}')}/{_na(g.power_limit_w, '{:.0f}')} W  "
+            f"{_na(g.temperature_c, '{:.0f}')}°C  {mem}  "
+            f"PCIe tx {_na(g.pcie_tx_bytes_s and g.pcie_tx_bytes_s / 1e9, '{:.2f}')} rx "
+            f"{_na(g.pcie_rx_bytes_s and g.pcie_rx_bytes_s / 1e9, '{:.2f}')} GB/s  throttle: {throttle}"
+        )
+    if s.cpu is not None:
+        c = s.cpu
+        cores = " ".join(f"{x:.0f}" for x in c.per_core_pct)
+        lines.append(
+            f"{stamp} cpu  util {c.util_pct:.0f}% [{cores}]  {_na(c.freq_mhz, '{:.0f}')} MHz  "
+            f"mem {c.memory_used_bytes / 2**30:.1f}/{c.memory_total_bytes / 2**30:.1f} GiB  "
+            f"load {_na(c.load1, '{:.2f}')}"
+        )
+    if not s.gpus and s.state != "ok":
+        lines[-1:] = [lines[-1] + f"  ({s.state})"] if lines else [f"{stamp} {s.state}"]
+    return lines
