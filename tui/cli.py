@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from rooftop.models.analysis import analyze
 from rooftop.models.catalog import UnknownDevice, catalog, find_by_name, lookup_device
+from rooftop.models.llm import ModelError
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, op_kinds, parse_specs
 
@@ -184,6 +185,87 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(raw: str, what: str) -> list[int]:
+    from rooftop.models.spec import parse_count
+
+    try:
+        return [parse_count(v, what) for v in raw.split(",") if v.strip()]
+    except SpecError as exc:
+        raise UsageError(f"--{what} {raw!r}: {exc}") from None
+
+
+def _named_values(raw: str | None, what: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in (raw or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise UsageError(f"--{what}: {item!r} is not NAME=NUMBER (e.g. attention=17.6,mlp=24)") from None
+    return out
+
+
+def cmd_llm(args: argparse.Namespace) -> int:
+    from rooftop.models.dtypes import parse_dtype
+    from rooftop.models.llm import Phase, amdahl, compute_bound_batch, load_arch, step_bound, with_dtype
+
+    arch = load_arch(args.model)
+    try:
+        if args.dtype:
+            arch = with_dtype(arch, parse_dtype(args.dtype).name)
+        kv_dtype = parse_dtype(args.kv_dtype).name if args.kv_dtype else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    batches = _int_list(args.batch, "batch")
+    prompt = _int_list(args.prompt, "prompt")[0]
+    contexts = _int_list(args.context, "context") if args.context else [prompt]
+    device = resolve_devices(_device_list(args.device))[0]
+    phases = [Phase(args.phase, b, prompt=prompt, context=c, kv_dtype=kv_dtype) for c in contexts for b in batches]
+    times = _measured_times(args.measured_ms, len(phases))
+    steps = [step_bound(arch, ph, device, t) for ph, t in zip(phases, times)]
+    flips = {}
+    if args.phase == "decode":
+        flips = {
+            "linear_layers": compute_bound_batch(arch, device, contexts[0], kv_dtype, linear_only=True),
+            "whole_step": compute_bound_batch(arch, device, contexts[0], kv_dtype),
+        }
+    parts = _named_values(args.parts, "parts")
+    split = amdahl(parts, _named_values(args.speedup, "speedup")) if parts else None
+    if args.json:
+        out = {
+            "model": arch.name,
+            "device": device.id,
+            "steps": [s.to_dict() for s in steps],
+            "compute_bound_batch": flips or None,
+            "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
+            if split else None,
+        }
+        json.dump(out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    from rooftop.tui.report import amdahl_table, llm_ops_table, llm_steps_table, make_console
+
+    console = make_console()
+    console.print(llm_steps_table(steps))
+    if flips:
+        lin, whole = flips["linear_layers"], flips["whole_step"]
+        console.print(
+            f"linear layers turn compute-bound from batch ≈ {lin if lin else 'never'} (I ≈ batch, seed 000 §6); "
+            f"the whole step at context {contexts[0]} "
+            + (f"from batch ≈ {whole}" if whole else "never: each request's KV cache keeps attention memory-bound")
+        )
+    console.print()
+    console.print(llm_ops_table(steps[0]))
+    if split:
+        console.print()
+        console.print(amdahl_table(split))
+    return 0
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     import queue
 
@@ -256,6 +338,33 @@ def build_parser() -> Parser:
     pl.add_argument("--height", type=int, metavar="ROWS", help="chart height")
     pl.set_defaults(func=cmd_plot)
 
+    lm = sub.add_parser(
+        "llm", help="an LLM's prefill or decode step on the roofline",
+        description="Place a transformer's prefill or decode step on a device's roofline: the per-layer ops, the "
+                    "step's lower bound (bytes read over B, and the sum of each op's bound), the tokens/s ceiling, "
+                    "and the batch at which decode turns compute-bound.",
+        epilog="MODEL is a built-in (qwen2.5-7b, llama-3.1-8b, mixtral-8x7b, … — see the error for the list) or a "
+               "Hugging Face config.json (or its folder).\n\nexamples:\n"
+               "  rooftop llm qwen2.5-7b --device h100 --batch 1,8,16 --measured-ms 11.56,11.9,12.5\n"
+               "  rooftop llm llama-3.1-8b --phase prefill --prompt 2048 --device h200\n"
+               "  rooftop llm ./config.json --context 4096 --kv-dtype fp8 --json\n"
+               "  rooftop llm qwen2.5-7b --parts attention=17.6,mlp=24,runtime=6,comm=10.4 --speedup attention=1.67",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    lm.add_argument("model", metavar="MODEL", help="built-in model name or config.json path")
+    lm.add_argument("--phase", choices=("decode", "prefill"), default="decode", help="default: decode")
+    lm.add_argument("--batch", default="1", metavar="LIST", help="batch sizes, comma-separated (default 1)")
+    lm.add_argument("--prompt", default="128", metavar="N", help="prompt tokens (default 128)")
+    lm.add_argument("--context", metavar="LIST", help="decode: tokens in the KV cache, comma-separated (default: the prompt)")
+    lm.add_argument("--dtype", metavar="DTYPE", help="weight dtype (default: the config's)")
+    lm.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache dtype, e.g. fp8 (default: the weights')")
+    lm.add_argument("-d", "--device", action="append", metavar="ID", help="device id (default: this GPU's, else h100)")
+    lm.add_argument("--measured-ms", metavar="T", help="measured step times in ms, one per batch × context")
+    lm.add_argument("--parts", metavar="NAME=MS,…", help="an end-to-end time table for an Amdahl breakdown")
+    lm.add_argument("--speedup", metavar="NAME=X,…", help="speed-up factors of some parts")
+    lm.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    lm.set_defaults(func=cmd_llm)
+
     wt = sub.add_parser("watch", help="print live GPU (or CPU) telemetry, one line per interval",
                         description="Live telemetry through NVML (utilisation, clocks, power, temperature, memory, "
                                     "PCIe, throttle reasons); the CPU through psutil when there is no NVML. "
@@ -276,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return args.func(args)
-    except (SpecError, NoRoof, UnknownDevice, UsageError) as exc:
+    except (SpecError, NoRoof, UnknownDevice, UsageError, ModelError) as exc:
         msg = exc.args[0] if exc.args else str(exc)
         sys.stderr.write(f"rooftop {args.command}: error: {msg}\n")
         return 2

@@ -183,3 +183,77 @@ def telemetry_lines(s: "Snapshot") -> list[str]:  # noqa: F821 - imported lazily
     if not s.gpus and s.state != "ok":
         lines[-1:] = [lines[-1] + f"  ({s.state})"] if lines else [f"{stamp} {s.state}"]
     return lines
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def llm_steps_table(steps: list) -> Group:
+    """One row per batch × context: the bytes a step must read, its bound, tokens/s, measured share."""
+    s0 = steps[0]
+    a = s0.arch
+    kvd = s0.phase.kv_dtype or a.dtype
+    moe = f", MoE {a.experts} experts top-{a.experts_per_token}" if a.experts else ""
+    head = Text.assemble(
+        (f"{a.name} {s0.phase.kind}", "bold"),
+        f" on {device_heading(s0.device)} — {a.params / 1e9:.2f} B params, {a.dtype} weights "
+        f"{_gb(a.weights_bytes)} (input embedding {_gb(a.embedding_bytes)}), KV {kvd}{moe}",
+    )
+    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1))
+    measured = any(s.measured_s for s in steps)
+    cols = ["batch", "prompt" if s0.phase.kind == "prefill" else "ctx", "wts GB", "KV MiB", "Q/B ms",
+            "ΣT ms", "tok/s≤"]
+    cols += ["meas ms", "expl.", "rest ms"] if measured else ["W/F ms"]
+    for c in cols:
+        t.add_column(c, justify="right", no_wrap=True, min_width=len(c))
+
+    def ms(x: float) -> str:
+        return f"{x * 1e3:.3g}"
+
+    for s in steps:
+        row = [str(s.phase.batch), str(s.phase.kv_len), f"{s.weights_read_bytes / 1e9:.2f}", f"{s.kv_bytes / 2**20:.3g}",
+               ms(s.bytes_bound_s), ms(s.lower_bound_s), f"{s.tokens_per_s:,.0f}"]
+        if measured:
+            row += [ms(s.measured_s) if s.measured_s else "", f"{100 * s.explained:.0f}%" if s.measured_s else "",
+                    ms(s.measured_s - s.lower_bound_s) if s.measured_s else ""]
+        else:
+            row.append(ms(s.compute_s))
+        t.add_row(*row)
+    notes = Text(
+        "weights = bytes read per step (all weights but the input embedding table); KV = cache read per step "
+        "(decode) or written (prefill); Q/B = the step's bytes over B; ΣT = the sum of each op's max(W/F, Q/B); "
+        "expl. = ΣT / measured; rest = measured − ΣT: kernel launch and CPU overhead, or kernels below their "
+        "roof (seed 000 §6).", style="dim")
+    return Group(head, t, notes)
+
+
+def llm_ops_table(step) -> Group:  # noqa: ANN001 - a StepBound
+    total = step.lower_bound_s
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for c, j in (("op", "left"), ("shape", "left"), ("×", "right"), ("I", "right"), ("regime", "left"),
+                 ("T each", "right"), ("T total", "right"), ("share", "right")):
+        t.add_column(c, justify=j)
+    for lo, a in step.ops:
+        t.add_row(lo.name, a.op.describe(), str(lo.count), f"{a.intensity:.3g}", a.regime,
+                  fmt_time(a.time_lower_bound), fmt_time(a.time_lower_bound * lo.count),
+                  f"{100 * a.time_lower_bound * lo.count / total:.1f}%")
+    title = Text(f"per-step ops at batch {step.phase.batch} (path {step.ops[1][1].path}; ridge "
+                 f"{step.ops[1][1].ridge:.3g} FLOP/B)", style="bold")
+    tiny = sum(1 for _, a in step.ops if a.time_lower_bound < a.launch_overhead)
+    notes = [Text(f"{tiny} op kinds are bounded below one kernel launch: at this size launch overhead, not the "
+                  "roofline, sets their time (CUDA graphs remove it).", style="yellow")] if tiny else []
+    return Group(title, t, *notes)
+
+
+def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for c in ("part", "before", "after", "saved"):
+        t.add_column(c, justify="left" if c == "part" else "right")
+    for name, before in split.before.items():
+        after = split.after[name]
+        t.add_row(name, f"{before:.3g} ms", f"{after:.3g} ms", f"{before - after:.3g} ms")
+    t.add_row("total", f"{split.total_before:.3g} ms", f"{split.total_after:.3g} ms",
+              f"{split.total_before - split.total_after:.3g} ms", style="bold")
+    return Group(Text(f"end to end: ×{split.speedup:.2f} (Amdahl: the parts not sped up keep their time, "
+                      "seed 002 §2.2)", style="bold"), t)

@@ -1,0 +1,423 @@
+"""LLM inference on the roofline: prefill vs decode, the decode-step bound (seed 000 §6).
+
+An architecture (from a Hugging Face config.json or a built-in) becomes, for a
+phase, the list of per-layer ops — seven linear GEMMs, attention, norms and
+elementwise glue — each a roofline point. Summing each op's bound gives a
+lower bound on the step; dividing the bytes a step must read by B gives the
+simpler bound seed 000 uses (weights without the input embedding table, plus
+the KV cache of every request).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from .analysis import Analysis, analyze
+from .dtypes import DTYPES, lookup_dtype
+from .ops import Attention, Elementwise, Gemm, Norm, Op
+from .profile import DeviceProfile
+
+SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
+
+
+class ModelError(ValueError):
+    """A config the model layer cannot use; one line naming the missing or bad key."""
+
+
+@dataclass(frozen=True)
+class Arch:
+    """The shape of a decoder-only transformer, in config.json's terms."""
+
+    name: str
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool = False
+    dtype: str = "bf16"
+    qkv_bias: bool = False
+    experts: int = 0  # routed experts per MoE layer (0: dense MLP)
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
+    shared_intermediate: int = 0  # shared-expert MLP width, if any
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    # -- parameter counts ------------------------------------------------------------
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden
+
+    @property
+    def attention_params(self) -> int:
+        p = self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim + self.q_dim * self.hidden
+        return p + (self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0)
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden * self.intermediate
+
+    @property
+    def expert_params(self) -> int:
+        return 3 * self.hidden * self.moe_intermediate
+
+    @property
+    def layer_params(self) -> int:
+        norms = 2 * self.hidden
+        if self.experts:
+            mlp = self.experts * self.expert_params + self.hidden * self.experts + 3 * self.hidden * self.shared_intermediate
+        else:
+            mlp = self.dense_mlp_params
+        return self.attention_params + mlp + norms
+
+    @property
+    def params(self) -> int:
+        head = 0 if self.tied else self.embedding_params
+        return self.embedding_params + head + self.layers * self.layer_params + self.hidden
+
+    @property
+    def size(self) -> float:
+        return DTYPES[self.dtype].size
+
+    @property
+    def weights_bytes(self) -> float:
+        return self.params * self.size
+
+    @property
+    def embedding_bytes(self) -> float:
+        return self.embedding_params * self.size
+
+    def kv_bytes_per_token(self, kv_dtype: str | None = None) -> float:
+        """K and V of one token across all layers."""
+        return 2 * self.layers * self.kv_dim * DTYPES[kv_dtype or self.dtype].size
+
+
+def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
+    """An Arch from a Hugging Face config.json (llama, qwen2, mistral, gemma, mixtral, qwen-MoE keys)."""
+    cfg = dict(cfg.get("text_config", cfg))  # multimodal configs nest the language model
+
+    def need(*keys: str) -> int:
+        for k in keys:
+            if cfg.get(k) is not None:
+                v = cfg[k]
+                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                    raise ModelError(f"config key {k!r} = {v!r} must be a positive integer")
+                return v
+        raise ModelError(f"config has no {' / '.join(keys)}; is it a decoder-only transformer's config.json?")
+
+    hidden = need("hidden_size", "n_embd", "d_model")
+    heads = need("num_attention_heads", "n_head")
+    kv = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0)
+    inter = need("intermediate_size", "n_inner", "ffn_dim") if not experts or cfg.get("intermediate_size") else 0
+    raw_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    dt = lookup_dtype(raw_dtype.replace("torch.", ""))
+    if kv < 1 or heads % kv:
+        raise ModelError(f"num_key_value_heads = {kv} must divide num_attention_heads = {heads}")
+    shared = int(cfg.get("shared_expert_intermediate_size") or 0)
+    if not shared and cfg.get("n_shared_experts"):
+        shared = int(cfg["n_shared_experts"]) * int(cfg.get("moe_intermediate_size") or inter)
+    return Arch(
+        name=name or str(cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"),
+        hidden=hidden,
+        intermediate=inter,
+        layers=need("num_hidden_layers", "n_layer", "num_layers"),
+        heads=heads,
+        kv_heads=kv,
+        head_dim=head_dim,
+        vocab=need("vocab_size"),
+        tied=bool(cfg.get("tie_word_embeddings", False)),
+        dtype=dt.name if dt else "bf16",
+        qkv_bias=bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
+        experts=experts,
+        experts_per_token=int(cfg.get("num_experts_per_tok") or cfg.get("moe_topk") or (2 if experts else 0)),
+        moe_intermediate=int(cfg.get("moe_intermediate_size") or (inter if experts else 0)),
+        shared_intermediate=shared,
+    )
+
+
+def builtin_models() -> dict[str, Mapping[str, Any]]:
+    text = resources.files("rooftop.models").joinpath("data", "llm", "models.json").read_text(encoding="utf-8")
+    return json.loads(text)["models"]
+
+
+def load_arch(ref: str) -> Arch:
+    """A built-in model by name, or a config.json path (or a folder holding one)."""
+    models = builtin_models()
+    if ref.lower() in models:
+        cfg = models[ref.lower()]
+        return arch_from_config(cfg, cfg.get("name", ref))
+    path = Path(ref)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise ModelError(f"unknown model {ref!r}: not a built-in ({', '.join(models)}) nor a config.json path")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"cannot read {path}: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{path} is not a config.json object")
+    return arch_from_config(cfg, path.parent.name or path.stem)
+
+
+# -- phases ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Phase:
+    """prefill: `batch` prompts of `prompt` tokens; decode: one token per request at `context`."""
+
+    kind: str  # "prefill" | "decode"
+    batch: int
+    prompt: int = 128
+    context: int = 0  # decode: tokens already in the KV cache (default: the prompt)
+    kv_dtype: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        """M of the linear layers: tokens sent through the weights at once."""
+        return self.batch * self.prompt if self.kind == "prefill" else self.batch
+
+    @property
+    def kv_len(self) -> int:
+        return self.prompt if self.kind == "prefill" else (self.context or self.prompt)
+
+
+@dataclass(frozen=True)
+class LayerOp:
+    name: str  # q, k, v, o, gate, up, down, attention, norm, act, residual, router, experts, lm_head
+    op: Op
+    count: int  # how many times per step (per layer × layers, or once)
+
+
+def expected_experts(experts: int, top_k: int, tokens: int) -> float:
+    """Distinct experts a layer touches for `tokens` tokens under uniform routing."""
+    if not experts:
+        return 0.0
+    return experts * (1 - (1 - top_k / experts) ** tokens)
+
+
+def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
+    """The ops of one step, each with how many times it runs (layers × per-layer count)."""
+    m, dt, L = phase.tokens, arch.dtype, arch.layers
+    ops: list[LayerOp] = [
+        LayerOp("norm", Norm(dtype=dt, rows=m, cols=arch.hidden), 2 * L),
+        LayerOp("q", Gemm(dtype=dt, m=m, n=arch.q_dim, k=arch.hidden), L),
+        LayerOp("k", Gemm(dtype=dt, m=m, n=arch.kv_dim, k=arch.hidden), L),
+        LayerOp("v", Gemm(dtype=dt, m=m, n=arch.kv_dim, k=arch.hidden), L),
+    ]
+    if phase.kind == "prefill":
+        attn = Attention(dtype=dt, b=phase.batch, h=arch.heads, kv=arch.kv_heads, d=arch.head_dim, q=phase.prompt,
+                         t=phase.prompt, mode="flash", causal=True, kvdtype=phase.kv_dtype)
+    else:
+        attn = Attention(dtype=dt, b=phase.batch, h=arch.heads, kv=arch.kv_heads, d=arch.head_dim, q=1,
+                         t=phase.kv_len, mode="decode", kvdtype=phase.kv_dtype)
+    ops += [
+        LayerOp("attention", attn, L),
+        LayerOp("o", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.q_dim), L),
+        LayerOp("residual", Elementwise(dtype=dt, n=m * arch.hidden, flops=1, reads=2, writes=1), 2 * L),
+    ]
+    if arch.experts:
+        used = expected_experts(arch.experts, arch.experts_per_token, m)
+        d = max(1, round(used))
+        rows = max(1, math.ceil(m * arch.experts_per_token / d))
+        ops += [
+            LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
+            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden, batch=d), L),
+            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden, batch=d), L),
+            LayerOp("act", Elementwise(dtype=dt, n=rows * d * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1), L),
+            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate, batch=d), L),
+        ]
+        if arch.shared_intermediate:
+            ops += [
+                LayerOp("shared gate+up", Gemm(dtype=dt, m=m, n=2 * arch.shared_intermediate, k=arch.hidden), L),
+                LayerOp("shared down", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.shared_intermediate), L),
+            ]
+    else:
+        ops += [
+            LayerOp("gate", Gemm(dtype=dt, m=m, n=arch.intermediate, k=arch.hidden), L),
+            LayerOp("up", Gemm(dtype=dt, m=m, n=arch.intermediate, k=arch.hidden), L),
+            LayerOp("act", Elementwise(dtype=dt, n=m * arch.intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1), L),
+            LayerOp("down", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.intermediate), L),
+        ]
+    # Logits for the last token of each request only (what generation needs).
+    ops += [
+        LayerOp("final norm", Norm(dtype=dt, rows=phase.batch, cols=arch.hidden), 1),
+        LayerOp("lm_head", Gemm(dtype=dt, m=phase.batch, n=arch.vocab, k=arch.hidden), 1),
+    ]
+    return ops
+
+
+@dataclass(frozen=True)
+class StepBound:
+    """What the roofline says about one prefill or decode step on one device."""
+
+    arch: Arch
+    phase: Phase
+    device: DeviceProfile
+    ops: tuple[tuple[LayerOp, Analysis], ...]
+    weights_read_bytes: float  # weight bytes a step must read (no input embedding table)
+    kv_bytes: float  # KV cache read (decode) or written (prefill) per step
+    measured_s: float | None = None
+
+    @property
+    def flops(self) -> float:
+        return sum(a.flops * lo.count for lo, a in self.ops)
+
+    @property
+    def bytes(self) -> float:
+        return sum(a.bytes * lo.count for lo, a in self.ops)
+
+    @property
+    def bytes_bound_s(self) -> float:
+        """Seed 000 §6: the step's bytes (weights + KV) over B."""
+        return (self.weights_read_bytes + self.kv_bytes) / self.device.B()
+
+    @property
+    def lower_bound_s(self) -> float:
+        """Σ over the step's ops of max(W/F, Q/B): never below bytes_bound_s by more than the glue."""
+        return sum(a.time_lower_bound * lo.count for lo, a in self.ops)
+
+    @property
+    def compute_s(self) -> float:
+        return sum(a.time_compute * lo.count for lo, a in self.ops)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.phase.batch if self.phase.kind == "decode" else self.phase.batch * self.phase.prompt
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.lower_bound_s
+
+    @property
+    def explained(self) -> float | None:
+        """The share of a measured step time the roofline bound accounts for."""
+        return self.lower_bound_s / self.measured_s if self.measured_s else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.arch.name,
+            "device": self.device.id,
+            "phase": self.phase.kind,
+            "batch": self.phase.batch,
+            "prompt": self.phase.prompt,
+            "context": self.phase.kv_len,
+            "dtype": self.arch.dtype,
+            "kv_dtype": self.phase.kv_dtype or self.arch.dtype,
+            "params": self.arch.params,
+            "weights_bytes": self.arch.weights_bytes,
+            "embedding_bytes": self.arch.embedding_bytes,
+            "weights_read_bytes": self.weights_read_bytes,
+            "kv_bytes": self.kv_bytes,
+            "step_flops": self.flops,
+            "step_bytes": self.bytes,
+            "bytes_bound_s": self.bytes_bound_s,
+            f"{self.phase.kind}_step_lower_bound_s": self.lower_bound_s,
+            "step_compute_s": self.compute_s,
+            "tokens_per_s_upper_bound": self.tokens_per_s,
+            "measured_s": self.measured_s,
+            "explained_fraction": self.explained,
+            "outside_roofline_s": (self.measured_s - self.lower_bound_s) if self.measured_s else None,
+            "ops": [
+                {"name": lo.name, "count": lo.count, **a.to_dict()} for lo, a in self.ops
+            ],
+        }
+
+
+def weights_read_bytes(arch: Arch, phase: Phase) -> float:
+    """Weights a step streams: all but the input embedding table (one row per token is read),
+    and for MoE only the experts the step's tokens are routed to."""
+    body = arch.params - arch.embedding_params  # layers, final norm, and the lm_head when untied
+    if arch.tied:
+        body += arch.embedding_params  # the table is read as the lm_head
+    if arch.experts:
+        used = expected_experts(arch.experts, arch.experts_per_token, phase.tokens)
+        body -= arch.layers * (arch.experts - used) * arch.expert_params
+    return body * arch.size
+
+
+def step_bound(arch: Arch, phase: Phase, device: DeviceProfile, measured_s: float | None = None) -> StepBound:
+    ops = phase_ops(arch, phase)
+    analysed = tuple((lo, analyze(lo.op, device)) for lo in ops)
+    kv = phase.batch * phase.kv_len * arch.kv_bytes_per_token(phase.kv_dtype)
+    return StepBound(arch, phase, device, analysed, weights_read_bytes(arch, phase), kv, measured_s)
+
+
+def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtype: str | None = None,
+                        linear_only: bool = False, limit: int = 1 << 20) -> int | None:
+    """The smallest decode batch whose step is compute-bound (W/F ≥ Q/B), or None below `limit`.
+
+    linear_only: the seven linear layers alone (I ≈ batch, seed 000 §6); otherwise the
+    whole step, where each request's KV cache keeps attention memory-bound.
+    """
+    def compute_bound(b: int) -> bool:
+        ph = Phase("decode", b, prompt=context, context=context, kv_dtype=kv_dtype)
+        ops = [lo for lo in phase_ops(arch, ph) if not linear_only or isinstance(lo.op, Gemm)]
+        w = sum(analyze(lo.op, device).time_compute * lo.count for lo in ops)
+        q = sum(analyze(lo.op, device).time_memory * lo.count for lo in ops)
+        return w >= q
+
+    lo, hi = 1, 1
+    while not compute_bound(hi):
+        if hi >= limit:
+            return None
+        lo, hi = hi, hi * 2
+    if hi == 1:
+        return 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
+    return hi
+
+
+@dataclass(frozen=True)
+class Amdahl:
+    """An end-to-end breakdown: which parts sped up and what the whole gained (seed 002 §2.2)."""
+
+    before: Mapping[str, float]
+    after: Mapping[str, float]
+
+    @property
+    def total_before(self) -> float:
+        return sum(self.before.values())
+
+    @property
+    def total_after(self) -> float:
+        return sum(self.after.values())
+
+    @property
+    def speedup(self) -> float:
+        return self.total_before / self.total_after
+
+
+def amdahl(parts: Mapping[str, float], speedups: Mapping[str, float]) -> Amdahl:
+    """Divide each part by its speed-up; a part with none stays as it was."""
+    unknown = set(speedups) - set(parts)
+    if unknown:
+        raise ModelError(f"speed-up for unknown part(s) {', '.join(sorted(unknown))}; parts are: {', '.join(parts)}")
+    for name, v in {**parts, **speedups}.items():
+        if not (v > 0 and math.isfinite(v)):
+            raise ModelError(f"{name} = {v!r}: times and speed-ups must be positive")
+    return Amdahl(dict(parts), {k: v / speedups.get(k, 1.0) for k, v in parts.items()})
+
+
+def with_dtype(arch: Arch, dtype: str) -> Arch:
+    return replace(arch, dtype=dtype)

@@ -1,0 +1,195 @@
+"""LLM steps on the roofline, against seed 000 §6, seed 001 and seed 002."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rooftop.models.catalog import lookup_device
+from rooftop.models.llm import (
+    ModelError,
+    Phase,
+    amdahl,
+    arch_from_config,
+    compute_bound_batch,
+    load_arch,
+    step_bound,
+)
+from rooftop.models.units import GiB
+from rooftop.tui.cli import main
+
+LINEAR = ("q", "k", "v", "o", "gate", "up", "down")
+H100 = lookup_device("h100")
+
+
+def ops_by_name(step):  # noqa: ANN001
+    return {lo.name: a for lo, a in step.ops}
+
+
+def test_qwen25_7b_sizes_match_seed_000() -> None:
+    """Seed 000 §6: 15.23 GB of bf16 weights, 1.09 GB of it the input embedding, 14.14 GB read per step."""
+    arch = load_arch("qwen2.5-7b")
+    assert arch.layers == 28
+    assert arch.weights_bytes == pytest.approx(15.23e9, abs=0.005e9)
+    assert arch.embedding_bytes == pytest.approx(1.09e9, abs=0.005e9)
+    step = step_bound(arch, Phase("decode", 1, prompt=128), H100)
+    assert step.weights_read_bytes == pytest.approx(14.14e9, abs=0.005e9)
+    # 14.14 GB / 3085 GB/s
+    assert step.weights_read_bytes / H100.B() == pytest.approx(4.58e-3, abs=0.005e-3)
+    assert step.bytes_bound_s == pytest.approx(4.58e-3, rel=0.005)  # + 7 MiB of KV at prompt 128
+    assert step.lower_bound_s == pytest.approx(4.58e-3, rel=0.01)
+    assert step.tokens_per_s == pytest.approx(1 / step.lower_bound_s)
+
+
+def test_seven_linear_layers_and_their_shapes() -> None:
+    """Seed 000 §6: q, k, v, o, gate, up, down; k and v output 512, q and o 3584."""
+    step = step_bound(load_arch("qwen2.5-7b"), Phase("decode", 1), H100)
+    ops = ops_by_name(step)
+    assert all(name in ops for name in LINEAR)
+    assert ops["k"].op.n == ops["v"].op.n == 512
+    assert ops["q"].op.n == ops["o"].op.n == 3584
+    assert ops["gate"].op.n == ops["up"].op.n == ops["down"].op.k == 18944
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_decode_linear_layers_sit_at_i_about_batch(batch: int) -> None:
+    """Seed 000 §6 (and seed 001's slider): decode I ≈ batch, memory-bound."""
+    ops = ops_by_name(step_bound(load_arch("qwen2.5-7b"), Phase("decode", batch), H100))
+    for name in LINEAR:
+        assert ops[name].intensity == pytest.approx(batch, rel=0.03)
+        assert ops[name].regime == "memory"
+
+
+def test_batch_one_compute_time_and_measured_share() -> None:
+    """Seed 000 §6: W ≈ 14.1 GFLOP → W/F ≈ 0.018 ms; H100 measured 11.56 ms, about 7 ms outside the bound."""
+    step = step_bound(load_arch("qwen2.5-7b"), Phase("decode", 1), H100, measured_s=11.56e-3)
+    linear_flops = sum(a.flops * lo.count for lo, a in step.ops if lo.name in LINEAR + ("lm_head",))
+    assert linear_flops == pytest.approx(14.14e9, rel=0.005)
+    assert step.compute_s == pytest.approx(0.018e-3, rel=0.03)
+    assert step.explained == pytest.approx(0.40, abs=0.01)
+    assert step.measured_s - step.lower_bound_s == pytest.approx(7e-3, abs=0.05e-3)
+
+
+def test_prefill_lands_on_the_flat() -> None:
+    """Seed 000 §6: prefill's linear layers sit right of the bf16 ridge (260) on H100."""
+    ops = ops_by_name(step_bound(load_arch("qwen2.5-7b"), Phase("prefill", 1, prompt=1024), H100))
+    for name in ("q", "o", "gate", "up", "down"):
+        assert ops[name].regime == "compute"
+        assert 340 <= ops[name].intensity <= 1000
+    assert ops["attention"].op.causal and ops["attention"].op.q_len == 1024
+
+
+def test_kv_cache_grows_with_batch_and_context_and_shrinks_with_fp8() -> None:
+    arch = load_arch("qwen2.5-7b")
+    base = step_bound(arch, Phase("decode", 4, context=1024), H100).kv_bytes
+    assert base == 4 * 1024 * 28 * 2 * 512 * 2
+    assert step_bound(arch, Phase("decode", 8, context=1024), H100).kv_bytes == 2 * base
+    assert step_bound(arch, Phase("decode", 4, context=2048), H100).kv_bytes == 2 * base
+    assert step_bound(arch, Phase("decode", 4, context=1024, kv_dtype="fp8"), H100).kv_bytes == base / 2
+
+
+def test_batching_gain_shrinks_with_context() -> None:
+    """Seed 000 §6: batch 1 → 16 barely moves the step at a short prompt, much more at a long one."""
+    arch = load_arch("qwen2.5-7b")
+
+    def ratio(ctx: int) -> float:
+        one = step_bound(arch, Phase("decode", 1, context=ctx), H100).lower_bound_s
+        return step_bound(arch, Phase("decode", 16, context=ctx), H100).lower_bound_s / one
+
+    assert ratio(128) < 1.05
+    assert ratio(128) < ratio(1024) < ratio(4096)
+    assert ratio(4096) > 1.2  # the bound; HF eager attention measured ×4.4 (its GQA repeat_kv copies K and V)
+
+
+def test_the_batch_where_decode_turns_compute_bound() -> None:
+    arch = load_arch("qwen2.5-7b")
+    lin = compute_bound_batch(arch, H100, 128, linear_only=True)
+    assert 260 <= lin <= 300  # "batch 到两百多之前都是这样"
+    assert compute_bound_batch(arch, H100, 128) > lin  # the KV cache pushes it out
+    assert compute_bound_batch(arch, H100, 8192) is None  # …or forever, at long context
+
+
+def test_seed_002_decode_attention_inside_a_model() -> None:
+    """Seed 002: B=8, H=32, D=128, T=8192 bf16 → ≈1.07 GFLOP, 1.0 GiB of KV, I ≈ 1 per layer."""
+    step = step_bound(load_arch("llama-2-7b").__class__(**{**load_arch("llama-2-7b").__dict__, "dtype": "bf16"}),
+                      Phase("decode", 8, context=8192), H100)
+    attn = ops_by_name(step)["attention"]
+    assert attn.flops == pytest.approx(1.07e9, rel=0.01)
+    assert dict(attn.cost.terms)["K,V read (KV cache)"] == pytest.approx(1.0 * GiB)
+    assert attn.intensity == pytest.approx(1.0, rel=0.01)
+    assert attn.regime == "memory"
+
+
+def test_tied_embeddings_are_read_as_the_lm_head() -> None:
+    arch = load_arch("qwen2.5-0.5b")
+    assert arch.tied
+    step = step_bound(arch, Phase("decode", 1), H100)
+    assert step.weights_read_bytes == pytest.approx(arch.weights_bytes)
+
+
+def test_moe_reads_only_routed_experts() -> None:
+    arch = load_arch("mixtral-8x7b")
+    one = step_bound(arch, Phase("decode", 1), H100)
+    many = step_bound(arch, Phase("decode", 256), H100)
+    expert_bytes = arch.layers * arch.expert_params * arch.size
+    assert one.weights_read_bytes == pytest.approx(arch.weights_bytes - arch.embedding_bytes - 6 * expert_bytes)
+    assert many.weights_read_bytes == pytest.approx(arch.weights_bytes - arch.embedding_bytes, rel=1e-6)
+
+
+def test_config_json_loading_and_errors(tmp_path) -> None:  # noqa: ANN001
+    cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    arch = load_arch(str(tmp_path))
+    assert arch == arch_from_config(cfg, tmp_path.name)
+    assert arch.params == load_arch("llama-3.1-8b").params
+    bad = dict(cfg)
+    del bad["num_hidden_layers"]
+    with pytest.raises(ModelError, match="num_hidden_layers"):
+        arch_from_config(bad)
+    with pytest.raises(ModelError, match="must divide"):
+        arch_from_config({**cfg, "num_key_value_heads": 5})
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(ModelError, match="cannot read"):
+        load_arch(str(tmp_path / "broken.json"))
+    with pytest.raises(ModelError, match="qwen2.5-7b"):
+        load_arch("no-such-model")
+
+
+def test_amdahl_seed_002() -> None:
+    """Seed 002 §2.2: attention 17.6 ms sped up 0.55 → 0.33 ms per layer; 58 ms → 51 ms, ×1.14."""
+    split = amdahl({"attention": 17.6, "mlp": 24.0, "runtime": 6.0, "comm": 10.4}, {"attention": 0.55 / 0.33})
+    assert split.total_before == pytest.approx(58.0)
+    assert split.total_after == pytest.approx(50.96, abs=0.01)
+    assert split.speedup == pytest.approx(1.14, abs=0.005)
+    with pytest.raises(ModelError, match="unknown part"):
+        amdahl({"a": 1.0}, {"b": 2.0})
+
+
+def test_cli_llm_json(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["llm", "qwen2.5-7b", "-d", "h100", "--batch", "1,16", "--measured-ms", "11.56,12.50", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    s1, s16 = out["steps"]
+    for key in ("weights_bytes", "kv_bytes", "decode_step_lower_bound_s", "tokens_per_s_upper_bound", "ops"):
+        assert key in s1
+    assert s1["weights_bytes"] == pytest.approx(15.23e9, abs=0.005e9)
+    assert s1["decode_step_lower_bound_s"] == pytest.approx(4.59e-3, rel=0.01)
+    assert s16["tokens_per_s_upper_bound"] > 14 * s1["tokens_per_s_upper_bound"]
+    assert {o["name"] for o in s1["ops"]} >= set(LINEAR)
+    assert all("regime" in o and "intensity" in o for o in s1["ops"])
+    assert out["compute_bound_batch"]["linear_layers"] > 200
+
+
+def test_cli_llm_report_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["llm", "qwen2.5-7b", "-d", "h100", "--parts", "attention=17.6,mlp=24", "--speedup", "attention=2"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "Qwen2.5-7B decode on h100" in out and "lm_head" in out and "×1.27" in out
+    for argv, word in ((["llm", "nope"], "unknown model"), (["llm", "qwen2.5-7b", "--batch", "x"], "--batch"),
+                       (["llm", "qwen2.5-7b", "--kv-dtype", "fp9"], "fp9"),
+                       (["llm", "qwen2.5-7b", "--parts", "a=1", "--speedup", "b=2"], "unknown part")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert word in err and len(err.strip().splitlines()) == 1
