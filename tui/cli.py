@@ -223,6 +223,8 @@ def cmd_llm(args: argparse.Namespace) -> int:
     batches = _int_list(args.batch, "batch")
     prompt = _int_list(args.prompt, "prompt")[0]
     contexts = _int_list(args.context, "context") if args.context else [prompt]
+    parts = _named_values(args.parts, "parts")
+    split = amdahl(parts, _named_values(args.speedup, "speedup")) if parts else None
     device = resolve_devices(_device_list(args.device))[0]
     phases = [Phase(args.phase, b, prompt=prompt, context=c, kv_dtype=kv_dtype) for c in contexts for b in batches]
     times = _measured_times(args.measured_ms, len(phases))
@@ -233,8 +235,6 @@ def cmd_llm(args: argparse.Namespace) -> int:
             "linear_layers": compute_bound_batch(arch, device, contexts[0], kv_dtype, linear_only=True),
             "whole_step": compute_bound_batch(arch, device, contexts[0], kv_dtype),
         }
-    parts = _named_values(args.parts, "parts")
-    split = amdahl(parts, _named_values(args.speedup, "speedup")) if parts else None
     if args.json:
         out = {
             "model": arch.name,
