@@ -15,6 +15,7 @@ from rooftop.models.llm import (
     compute_bound_batch,
     load_arch,
     step_bound,
+    with_dtype,
 )
 from rooftop.models.units import GiB
 from rooftop.tui.cli import main
@@ -112,8 +113,7 @@ def test_the_batch_where_decode_turns_compute_bound() -> None:
 
 def test_seed_002_decode_attention_inside_a_model() -> None:
     """Seed 002: B=8, H=32, D=128, T=8192 bf16 → ≈1.07 GFLOP, 1.0 GiB of KV, I ≈ 1 per layer."""
-    step = step_bound(load_arch("llama-2-7b").__class__(**{**load_arch("llama-2-7b").__dict__, "dtype": "bf16"}),
-                      Phase("decode", 8, context=8192), H100)
+    step = step_bound(with_dtype(load_arch("llama-2-7b"), "bf16"), Phase("decode", 8, context=8192), H100)
     attn = ops_by_name(step)["attention"]
     assert attn.flops == pytest.approx(1.07e9, rel=0.01)
     assert dict(attn.cost.terms)["K,V read (KV cache)"] == pytest.approx(1.0 * GiB)

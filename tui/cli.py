@@ -224,6 +224,8 @@ def cmd_llm(args: argparse.Namespace) -> int:
     prompt = _int_list(args.prompt, "prompt")[0]
     contexts = _int_list(args.context, "context") if args.context else [prompt]
     parts = _named_values(args.parts, "parts")
+    if args.speedup and not parts:
+        raise UsageError("--speedup needs --parts: the end-to-end time table it applies to")
     split = amdahl(parts, _named_values(args.speedup, "speedup")) if parts else None
     device = resolve_devices(_device_list(args.device))[0]
     phases = [Phase(args.phase, b, prompt=prompt, context=c, kv_dtype=kv_dtype) for c in contexts for b in batches]
