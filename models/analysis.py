@@ -142,3 +142,17 @@ def analyze(op: Op, device: DeviceProfile, measured_time: float | None = None) -
             ),
         )
     return replace(a, advice=tuple(advise(a)), warnings=tuple(warn(a)))
+
+
+def flip_point(op: Op, device: DeviceProfile, limit: int = 1 << 24) -> int | None:
+    """The smallest batch-like value (GEMM M, attention b, FMA R, …) at which `op` is compute-bound.
+
+    None when it never gets there below `limit` (decode attention, elementwise ops).
+    """
+    from .ops import with_batch
+
+    def compute(v: int) -> bool:
+        c = with_batch(op, v).cost()
+        return c.intensity >= device.ridge(c.path, c.level)
+
+    return roofline.first_at_least(compute, limit)

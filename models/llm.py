@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import roofline
 from .analysis import Analysis, analyze
 from .dtypes import DTYPES, lookup_dtype
 from .ops import Attention, Elementwise, Gemm, Norm, Op
@@ -375,17 +376,7 @@ def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtyp
         q = sum(analyze(lo.op, device).time_memory * lo.count for lo in ops)
         return w >= q
 
-    lo, hi = 1, 1
-    while not compute_bound(hi):
-        if hi >= limit:
-            return None
-        lo, hi = hi, hi * 2
-    if hi == 1:
-        return 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if compute_bound(mid) else (mid, hi)
-    return hi
+    return roofline.first_at_least(compute_bound, limit)
 
 
 @dataclass(frozen=True)

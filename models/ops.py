@@ -316,3 +316,18 @@ class Attention(Op):
 OP_TYPES: dict[str, type[Op]] = {
     cls.kind: cls for cls in (Gemm, Elementwise, FmaSweep, Norm, Softmax, Attention)
 }
+
+
+# The field that plays "batch" for each op: what seed 001's slider moves.
+BATCH_FIELDS: dict[type[Op], str] = {
+    Gemm: "m", Attention: "b", Elementwise: "n", FmaSweep: "r", Norm: "rows", Softmax: "rows",
+}
+
+
+def batch_value(op: Op) -> int:
+    return int(getattr(op, BATCH_FIELDS[type(op)]))
+
+
+def with_batch(op: Op, value: int) -> Op:
+    """The same op with its batch-like dimension (GEMM M, attention b, …) set to `value` (≥ 1)."""
+    return replace(op, **{BATCH_FIELDS[type(op)]: max(1, int(value))})

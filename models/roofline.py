@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 
 def intensity(flops: float, nbytes: float) -> float:
@@ -78,3 +79,19 @@ def crossover(a: str, fa: float, ba: float, b: str, fb: float, bb: float) -> Cro
     # The bandwidth-rich roof has gone flat at its F while the other is still on its slope.
     f_low, b_other = (fa, bb) if low == a else (fb, ba)
     return Crossover(f_low / b_other, low, high)
+
+
+def first_at_least(pred: Callable[[int], bool], limit: int = 1 << 24) -> int | None:
+    """The smallest n ≥ 1 with pred(n) true, for a pred that stays true once true (doubling, then bisection).
+
+    None when pred is still false at `limit`. Finds the batch where a step flips to compute-bound.
+    """
+    lo, hi = 0, 1
+    while not pred(hi):
+        if hi >= limit:
+            return None
+        lo, hi = hi, min(hi * 2, limit)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if pred(mid) else (mid, hi)
+    return hi

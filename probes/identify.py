@@ -36,3 +36,14 @@ def gpu_names() -> list[str]:
         except Exception:
             pass
     return names
+
+
+def local_reference_profile():  # noqa: ANN201 - DeviceProfile | None, imported lazily
+    """The catalog's reference profile for the first local GPU NVML names, or None."""
+    from rooftop.models.catalog import find_by_name
+
+    for name in gpu_names():
+        found = find_by_name(name)
+        if found is not None:
+            return found
+    return None

@@ -13,7 +13,7 @@ import sys
 from typing import Any, Sequence
 
 from rooftop.models.analysis import analyze
-from rooftop.models.catalog import UnknownDevice, catalog, find_by_name, lookup_device
+from rooftop.models.catalog import UnknownDevice, catalog, lookup_device
 from rooftop.models.llm import ModelError
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, op_kinds, parse_specs
@@ -62,13 +62,12 @@ def resolve_devices(ids: list[str], extra: dict[str, DeviceProfile] | None = Non
     """Profiles for --device ids; with none, the detected GPU's reference profile, else h100."""
     if ids:
         return [lookup_device(i, extra) for i in ids]
-    from rooftop.probes.identify import gpu_names
+    from rooftop.probes.identify import local_reference_profile
 
-    for name in gpu_names():
-        found = find_by_name(name)
-        if found:
-            sys.stderr.write(f"rooftop: using {found.id}, the reference profile for this machine's {name}\n")
-            return [found]
+    found = local_reference_profile()
+    if found:
+        sys.stderr.write(f"rooftop: using {found.id}, the reference profile for this machine's {found.name}\n")
+        return [found]
     sys.stderr.write(
         f"rooftop: no --device given and no known GPU found; using {FALLBACK_DEVICE} (reference measurement)\n"
     )
@@ -300,6 +299,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_app(args: argparse.Namespace) -> int:
+    """`rooftop` with no command: the Textual app."""
+    if args.device:
+        lookup_device(args.device)  # a bad id is a one-line error before the screen opens
+    from rooftop.tui.app import AppConfig, create_app
+
+    create_app(AppConfig(device=args.device)).run()
+    return 0
+
+
 def build_parser() -> Parser:
     p = Parser(
         prog="rooftop",
@@ -308,9 +317,11 @@ def build_parser() -> Parser:
             "elementwise, a decode step) on a device's measured or published roofline: the regime that "
             "bounds it, the time it cannot beat, and what to do about it."
         ),
-        epilog="Run `rooftop COMMAND --help` for each command's options.",
+        epilog="With no command, rooftop opens its terminal app (keys: 1–5 tabs, ? help, q quit).\n"
+               "Run `rooftop COMMAND --help` for each command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("-d", "--device", metavar="ID", help="the app's first device (default: this GPU's, else h100)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     op = sub.add_parser(
@@ -383,8 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
+        return run_app(args)
     try:
         return args.func(args)
     except (SpecError, NoRoof, UnknownDevice, UsageError, ModelError) as exc:

@@ -1,0 +1,129 @@
+"""The rooftop Textual app: five tabs over one set of device profiles.
+
+One factory, `create_app`, serves the command line and the tests. Long work
+runs in thread workers that only post messages; the UI shows, models compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+
+from rooftop.models.catalog import catalog
+from rooftop.models.profile import DeviceProfile
+from rooftop.probes.telemetry import Sampler
+from rooftop.tui.comparepane import Compare
+from rooftop.tui.livepane import Live, Telemetry
+from rooftop.tui.rooflinepane import Roofline
+from rooftop.tui.whatif import WhatIf
+from rooftop.tui.widgets import HelpScreen
+
+TABS = ("live", "roofline", "whatif", "compare", "history")
+FALLBACK_DEVICE = "h100"
+
+
+def default_sampler() -> Sampler:
+    return Sampler(interval=0.5)
+
+
+@dataclass
+class AppConfig:
+    """What the app starts with; tests pass their own."""
+
+    device: str | None = None  # device id shown first; None: this machine's GPU, else h100
+    compare_with: str | None = None
+    sampler: Callable[[], Sampler] | None = default_sampler  # None: no telemetry
+    profiles: dict[str, DeviceProfile] = field(default_factory=dict)  # extra profiles (measured, imported)
+    initial_tab: str = "roofline"
+
+
+class RooftopApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "rooftop"
+    SUB_TITLE = "roofline lab"
+    BINDINGS = [
+        Binding("1", "tab('live')", "Live"),
+        Binding("2", "tab('roofline')", "Roofline"),
+        Binding("3", "tab('whatif')", "What-if"),
+        Binding("4", "tab('compare')", "Compare"),
+        Binding("5", "tab('history')", "History", show=False),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, config: AppConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or AppConfig()
+        self.profiles: dict[str, DeviceProfile] = {**catalog(), **self.config.profiles}
+        self.device_id, self.device_note = self._pick_device()
+        self._sampler: Sampler | None = None
+
+    def _pick_device(self) -> tuple[str, str]:
+        if self.config.device:
+            return self.config.device, ""
+        from rooftop.probes.identify import local_reference_profile
+
+        found = local_reference_profile()
+        if found is not None:
+            return found.id, f"showing {found.id}, the reference profile of this machine's GPU"
+        return FALLBACK_DEVICE, f"no known GPU here: showing {FALLBACK_DEVICE} (reference); pick any device in the tabs"
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        other = self.config.compare_with or ("h200" if self.device_id != "h200" else "h100")
+        with TabbedContent(initial=self.config.initial_tab, id="tabs"):
+            with TabPane("1 Live", id="live"):
+                yield Live(id="live-pane")
+            with TabPane("2 Roofline", id="roofline"):
+                yield Roofline(self.profiles, self.device_id, id="roofline-pane")
+            with TabPane("3 What-if", id="whatif"):
+                yield WhatIf(self.profiles, self.device_id, id="whatif-pane")
+            with TabPane("4 Compare", id="compare"):
+                yield Compare(self.profiles, self.device_id, other, id="compare-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.device_note:
+            self.notify(self.device_note, timeout=6)
+        if self.config.sampler is not None:
+            live = self.query_one(Live)
+            self._sampler = self.config.sampler()
+            self._sampler.on_snapshot = lambda s: live.post_message(Telemetry(s))
+            self._sampler.start()
+
+    def on_unmount(self) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
+
+    # -- cross-tab wiring ------------------------------------------------------------
+
+    @on(WhatIf.Changed)
+    def _op_changed(self, message: WhatIf.Changed) -> None:
+        self.query_one(Roofline).show_op(message.analysis)
+        self.query_one(Compare).show_op(message.analysis)
+
+    @on(WhatIf.Pinned)
+    def _op_pinned(self, message: WhatIf.Pinned) -> None:
+        self.query_one(Roofline).pin(message.analysis)
+
+    # -- actions -----------------------------------------------------------------------
+
+    def action_tab(self, tab: str) -> None:
+        tabs = self.query_one(TabbedContent)
+        if tab in [p.id for p in tabs.query(TabPane)]:
+            tabs.active = tab
+        else:
+            self.notify(f"the {tab} tab needs the measurement store", severity="warning", timeout=3)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+
+def create_app(config: AppConfig | None = None) -> RooftopApp:
+    """The app as the command line starts it; tests pass a config of their own."""
+    return RooftopApp(config)

@@ -1,0 +1,100 @@
+"""Compare: devices side by side — B, F per path, ridges, crossovers, and the What-if op on each."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import DataTable, Label, Select, Static
+
+from rooftop.models.analysis import Analysis, analyze
+from rooftop.models.compare import common_paths, compare_path
+from rooftop.models.profile import DeviceProfile, NoRoof
+from rooftop.models.units import fmt_time
+
+
+class Compare(Widget):
+    """The Compare tab: two devices (any of catalog, measured, imported)."""
+
+    def __init__(self, profiles: dict[str, DeviceProfile], a: str, b: str, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.profiles = profiles
+        self.a, self.b = a, b
+        self.op_analysis: Analysis | None = None
+
+    def compose(self) -> ComposeResult:
+        options = [(p, p) for p in self.profiles]
+        with Horizontal(classes="row"):
+            yield Label("compare ")
+            yield Select(options, value=self.a, allow_blank=False, compact=True, id="cmp-a")
+            yield Label(" with ")
+            yield Select(options, value=self.b, allow_blank=False, compact=True, id="cmp-b")
+        with VerticalScroll():
+            yield Static("", id="cmp-op")
+            yield DataTable(id="cmp-table", zebra_stripes=True, cursor_type="row")
+
+    def on_mount(self) -> None:
+        self.refresh_table()
+
+    @on(Select.Changed, "#cmp-a")
+    @on(Select.Changed, "#cmp-b")
+    def _changed(self) -> None:
+        self.a = str(self.query_one("#cmp-a", Select).value)
+        self.b = str(self.query_one("#cmp-b", Select).value)
+        self.refresh_table()
+
+    def show_op(self, analysis: Analysis | None) -> None:
+        self.op_analysis = analysis
+        self._op_line()
+
+    def refresh_table(self) -> None:
+        a, b = self.profiles[self.a], self.profiles[self.b]
+        t = self.query_one("#cmp-table", DataTable)
+        t.clear(columns=True)
+        t.add_columns("roof", a.id, b.id, f"{b.id}/{a.id}", "ridge (I*)", "roofs cross at I", "higher below / above")
+        for level in sorted(set(a.bandwidth) | set(b.bandwidth)):
+            va, vb = a.bandwidth.get(level), b.bandwidth.get(level)
+            t.add_row(f"B {level} GB/s", _num(va.value / 1e9 if va else None), _num(vb.value / 1e9 if vb else None),
+                      _ratio(va and va.value, vb and vb.value), "", "", "")
+        for path in sorted(set(a.peak) | set(b.peak), key=lambda p: (p not in common_paths(a, b), p)):
+            fa, fb = a.peak.get(path), b.peak.get(path)
+            ridge = cross = side = ""
+            if path in common_paths(a, b) and "dram" in a.bandwidth and "dram" in b.bandwidth:
+                c = compare_path(a, b, path)
+                ridge = f"{c.ridges[a.id]:.3g} / {c.ridges[b.id]:.3g}"
+                x = c.crossover
+                cross = f"{x.intensity:.3g}" if x.intensity is not None else "never"
+                side = f"{x.higher_below} / {x.higher_above}"
+            t.add_row(f"F {path} TF/s", _num(fa.value / 1e12 if fa else None), _num(fb.value / 1e12 if fb else None),
+                      _ratio(fa and fa.value, fb and fb.value), ridge, cross, side)
+        self._op_line()
+
+    def _op_line(self) -> None:
+        out = self.query_one("#cmp-op", Static)
+        a = self.op_analysis
+        if a is None:
+            out.update(Text("type an op in What-if (3) to see which device runs it faster", style="dim"))
+            return
+        rows = []
+        for dev in (self.profiles[self.a], self.profiles[self.b]):
+            try:
+                rows.append(analyze(a.op, dev))
+            except NoRoof as exc:
+                out.update(Text(f"{a.op.describe()}: {exc}", style="yellow"))
+                return
+        fast, slow = sorted(rows, key=lambda r: r.time_lower_bound)
+        text = Text(f"{a.op.describe()}: ", style="bold")
+        text.append(f"{fast.device.id} is faster — T ≥ {fmt_time(fast.time_lower_bound)} ({fast.regime}-bound) vs "
+                    f"{fmt_time(slow.time_lower_bound)} on {slow.device.id} ({slow.regime}-bound), "
+                    f"×{slow.time_lower_bound / fast.time_lower_bound:.2f}")
+        out.update(text)
+
+
+def _num(v: float | None) -> str:
+    return "—" if v is None else f"{v:.4g}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"×{b / a:.2f}" if a and b else ""

@@ -1,0 +1,110 @@
+"""Roofline: the log-log chart of a device — roofs per path, slopes, ridges, measured points, your ops."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Label, Select, SelectionList, Static
+
+from rooftop.models.analysis import Analysis, analyze
+from rooftop.models.plotdata import Series, intensity_span, point_series, roof_series
+from rooftop.models.profile import DeviceProfile, NoRoof
+from rooftop.tui.widgets import RooflinePlot
+
+NO_OVERLAY = "(none)"
+DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
+
+
+class Roofline(Widget):
+    """The Roofline tab."""
+
+    def __init__(self, profiles: dict[str, DeviceProfile], device: str, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.profiles = profiles
+        self.device_id = device
+        self.overlay_id: str | None = None
+        self.current: Analysis | None = None
+        self.pinned: list[Analysis] = []
+        self.measured: dict[str, list[Series]] = {}  # device id → measured sample points
+
+    def compose(self) -> ComposeResult:
+        ids = [(p, p) for p in self.profiles]
+        with Horizontal(classes="row"):
+            yield Label("device ")
+            yield Select(ids, value=self.device_id, allow_blank=False, compact=True, id="rl-device")
+            yield Label(" overlay ")
+            yield Select([(NO_OVERLAY, NO_OVERLAY)] + ids, value=NO_OVERLAY, allow_blank=False, compact=True,
+                         id="rl-overlay")
+        with Horizontal():
+            with Vertical(id="rl-side"):
+                yield Label("roofs (space toggles)")
+                yield SelectionList[str](id="rl-paths")
+                yield Static("", id="rl-legend")
+            yield RooflinePlot(id="rl-plot")
+
+    def on_mount(self) -> None:
+        self._reset_paths()
+        self.redraw()
+
+    def _reset_paths(self) -> None:
+        dev = self.profiles[self.device_id]
+        sel = self.query_one("#rl-paths", SelectionList)
+        sel.clear_options()
+        sel.add_options([(p, p, p in DEFAULT_PATHS) for p in dev.paths()])
+
+    @on(Select.Changed, "#rl-device")
+    def _device(self, event: Select.Changed) -> None:
+        self.device_id = str(event.value)
+        self._reset_paths()
+        self.redraw()
+
+    @on(Select.Changed, "#rl-overlay")
+    def _overlay(self, event: Select.Changed) -> None:
+        self.overlay_id = None if event.value == NO_OVERLAY else str(event.value)
+        self.redraw()
+
+    @on(SelectionList.SelectedChanged, "#rl-paths")
+    def _paths(self) -> None:
+        self.redraw()
+
+    def show_op(self, analysis: Analysis | None) -> None:
+        self.current = analysis
+        self.redraw()
+
+    def pin(self, analysis: Analysis) -> None:
+        if all(p.op != analysis.op for p in self.pinned):
+            self.pinned.append(analysis)
+        self.redraw()
+
+    def set_measured(self, device_id: str, points: list[Series]) -> None:
+        self.measured[device_id] = points
+        self.redraw()
+
+    def select_device(self, device_id: str) -> None:
+        self.query_one("#rl-device", Select).value = device_id
+
+    def redraw(self) -> None:
+        if not self.is_mounted:
+            return
+        dev = self.profiles[self.device_id]
+        paths = [str(p) for p in self.query_one("#rl-paths", SelectionList).selected]
+        ops = [a.op for a in self.pinned] + ([self.current.op] if self.current else [])
+        points: list[Series] = []
+        for op in dict.fromkeys(ops):
+            try:
+                points.append(point_series(analyze(op, dev)))
+            except NoRoof:
+                continue
+        devices = [dev] + ([self.profiles[self.overlay_id]] if self.overlay_id else [])
+        span = intensity_span(devices, [p.xs[0] for p in points])
+        series: list[Series] = []
+        for d in devices:
+            shown = [p for p in paths if p in d.peak] or d.paths()[:1]
+            series += roof_series(d, shown, [lv for lv in ("dram", "l2") if lv in d.bandwidth], span)
+        series += self.measured.get(dev.id, []) + points
+        title = dev.id + (f" vs {self.overlay_id}" if self.overlay_id else "") + f" ({dev.source})"
+        self.query_one("#rl-plot", RooflinePlot).show(series, title)
+        legend = [f"● {p.label}" for p in points[-6:]]
+        self.query_one("#rl-legend", Static).update("\n".join(legend) or "pin ops from What-if with p")
