@@ -300,7 +300,7 @@ class Store:
         sql, args = self._RUN_SELECT, ()
         if device_key is not None:
             sql, args = sql + " WHERE r.device_key = ?", (device_key,)
-        return [self._run_from_row(r) for r in self.conn.execute(sql + " ORDER BY r.started_at, r.id", args)]
+        return [self._run_from_row(r) for r in self.conn.execute(sql + " ORDER BY r.started_at, r.rowid", args)]
 
     def run(self, ref: str) -> Run:
         """A run by name, full id, or unique id prefix (≥ 4 characters); UnknownRun otherwise."""
@@ -402,9 +402,9 @@ class Store:
                 chosen[run.device_key] = run
                 if run.name:
                     named.append(run)
-        picked = {r.id: r for r in list(chosen.values()) + named}
+        picked = {r.id for r in list(chosen.values()) + named}
         out = {}
-        for run in sorted(picked.values(), key=lambda r: (r.started_at, r.id)):
+        for run in (r for r in self.runs() if r.id in picked):
             p = self._as_device(run)
             out[p.id] = p
         return out
