@@ -206,61 +206,22 @@ class Store:
         return self.add_samples(run_id, [sample])[-1]
 
     def add_samples(self, run_id: str, samples: Iterable[Sample]) -> list[int]:
-        """Keep several samples in one transaction (imports); returns their sequence numbers."""
-        now = time.time()
-        seqs = []
+        """Keep several samples in one transaction; returns their sequence numbers."""
         with db.write(self.conn) as c:
             self._require(c, run_id)
-            seq = c.execute("SELECT COALESCE(MAX(seq), -1) FROM samples WHERE run_id = ?", (run_id,)).fetchone()[0]
-            for s in samples:
-                seq += 1
-                st = s.stats
-                c.execute(
-                    "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        run_id, seq, s.family, s.dtype, s.cache, _dumps(dict(s.shape)), s.flops, s.bytes,
-                        s.footprint_bytes, s.path,
-                        _num(st.median_s) if st else None, _num(st.p10_s) if st else None,
-                        _num(st.p90_s) if st else None, _num(st.min_s) if st else None,
-                        _num(st.iqr_ratio) if st else None, st.repeats if st else None, st.calls if st else None,
-                        int(s.stable), s.skipped, _num(s.max_error), _dumps(dict(s.conditions)), now,
-                    ),
-                )
-                seqs.append(seq)
-        return seqs
+            return _insert_samples(c, run_id, samples)
 
     def add_telemetry(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
         """Keep sampler snapshots (dicts; "t" in epoch seconds, now if absent); returns how many."""
-        rows = list(rows)
-        now = time.time()
         with db.write(self.conn) as c:
             self._require(c, run_id)
-            seq = c.execute("SELECT COALESCE(MAX(seq), -1) FROM telemetry WHERE run_id = ?", (run_id,)).fetchone()[0]
-            for r in rows:
-                seq += 1
-                c.execute(
-                    "INSERT INTO telemetry VALUES (?, ?, ?, ?)",
-                    (run_id, seq, float(r.get("t", now)), _dumps(dict(r))),
-                )
-        return len(rows)
+            return _insert_telemetry(c, run_id, rows)
 
     def set_ceilings(self, run_id: str, profile: DeviceProfile) -> None:
         """Store the run's calibrated profile (replacing any earlier one): ceilings plus device facts."""
-        facts = profile.to_dict()
-        for k in ("bandwidth", "peak", "launch_overhead"):
-            facts.pop(k)
-        rows = [("bandwidth", k, c) for k, c in profile.bandwidth.items()]
-        rows += [("peak", k, c) for k, c in profile.peak.items()]
-        if profile.launch_overhead:
-            rows.append(("launch", "launch", profile.launch_overhead))
         with db.write(self.conn) as c:
             self._require(c, run_id)
-            c.execute("DELETE FROM ceilings WHERE run_id = ?", (run_id,))
-            c.executemany(
-                "INSERT INTO ceilings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, kind, key, ce.value, ce.source, ce.case, int(ce.stable)) for kind, key, ce in rows],
-            )
-            c.execute("UPDATE runs SET profile_json = ? WHERE id = ?", (_dumps(facts), run_id))
+            _replace_ceilings(c, run_id, profile)
 
     def finish_run(self, run_id: str, status: str = "complete") -> None:
         """End a run: complete, cancelled or failed. Its samples stay whatever the status."""
@@ -455,7 +416,10 @@ class Store:
         telemetry: Iterable[Mapping[str, Any]] = (),
         profile: DeviceProfile | None = None,
     ) -> bool:
-        """Add a complete run from elsewhere (an import) in one transaction; False if its id is already here."""
+        """Add a whole run from elsewhere (an import) in one transaction; False if its id is already here.
+
+        One transaction: an import cut off half-way leaves nothing, so importing the file again completes it.
+        """
         status = "interrupted" if run.status == "running" else run.status  # nobody here owns it
         with db.write(self.conn) as c:
             if c.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)).fetchone():
@@ -472,17 +436,10 @@ class Store:
                     run.ended_at, status,
                 ),
             )
-        # Samples, telemetry and ceilings follow in their own transactions; should one fail, the
-        # run is already marked as imported and re-importing the file skips it, so remove it then.
-        try:
-            self.add_samples(run.id, samples)
-            self.add_telemetry(run.id, telemetry)
+            _insert_samples(c, run.id, samples)
+            _insert_telemetry(c, run.id, telemetry)
             if profile is not None:
-                self.set_ceilings(run.id, profile)
-        except BaseException:
-            with db.write(self.conn) as c:
-                c.execute("DELETE FROM runs WHERE id = ?", (run.id,))
-            raise
+                _replace_ceilings(c, run.id, profile)
         return True
 
     # -- saved what-if ops -------------------------------------------------------
@@ -511,3 +468,54 @@ class Store:
         """SQLite's own check: 'ok' when the file is sound."""
         return "; ".join(r[0] for r in self.conn.execute("PRAGMA integrity_check"))
 
+
+# -- writes inside a caller's transaction ------------------------------------------------
+
+
+def _insert_samples(c: sqlite3.Connection, run_id: str, samples: Iterable[Sample]) -> list[int]:
+    now = time.time()
+    seq = c.execute("SELECT COALESCE(MAX(seq), -1) FROM samples WHERE run_id = ?", (run_id,)).fetchone()[0]
+    seqs = []
+    for s in samples:
+        seq += 1
+        st = s.stats
+        c.execute(
+            "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id, seq, s.family, s.dtype, s.cache, _dumps(dict(s.shape)), s.flops, s.bytes,
+                s.footprint_bytes, s.path,
+                _num(st.median_s) if st else None, _num(st.p10_s) if st else None,
+                _num(st.p90_s) if st else None, _num(st.min_s) if st else None,
+                _num(st.iqr_ratio) if st else None, st.repeats if st else None, st.calls if st else None,
+                int(s.stable), s.skipped, _num(s.max_error), _dumps(dict(s.conditions)), now,
+            ),
+        )
+        seqs.append(seq)
+    return seqs
+
+
+def _insert_telemetry(c: sqlite3.Connection, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
+    now = time.time()
+    seq = c.execute("SELECT COALESCE(MAX(seq), -1) FROM telemetry WHERE run_id = ?", (run_id,)).fetchone()[0]
+    n = 0
+    for r in rows:
+        seq += 1
+        n += 1
+        c.execute("INSERT INTO telemetry VALUES (?, ?, ?, ?)", (run_id, seq, float(r.get("t", now)), _dumps(dict(r))))
+    return n
+
+
+def _replace_ceilings(c: sqlite3.Connection, run_id: str, profile: DeviceProfile) -> None:
+    facts = profile.to_dict()
+    for k in ("bandwidth", "peak", "launch_overhead"):
+        facts.pop(k)
+    rows = [("bandwidth", k, ce) for k, ce in profile.bandwidth.items()]
+    rows += [("peak", k, ce) for k, ce in profile.peak.items()]
+    if profile.launch_overhead:
+        rows.append(("launch", "launch", profile.launch_overhead))
+    c.execute("DELETE FROM ceilings WHERE run_id = ?", (run_id,))
+    c.executemany(
+        "INSERT INTO ceilings VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(run_id, kind, key, ce.value, ce.source, ce.case, int(ce.stable)) for kind, key, ce in rows],
+    )
+    c.execute("UPDATE runs SET profile_json = ? WHERE id = ?", (_dumps(facts), run_id))

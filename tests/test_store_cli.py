@@ -197,3 +197,15 @@ def test_store_imports_neither_torch_nor_textual() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_reading_commands_do_not_create_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "none.db"
+    rc, out, _ = run_cli(capsys, "runs", "--db", str(db))
+    assert rc == 0 and "no runs yet" in out
+    for argv in (("show", "abcd"), ("export", "--all"), ("delete", "abcd")):
+        rc, _, err = run_cli(capsys, *argv, "--db", str(db))
+        assert rc == 2 and "no rooftop database" in err and err.count("\n") == 1
+    rc, _, _ = run_cli(capsys, "devices", "--db", str(db))
+    assert rc == 0
+    assert not db.exists()

@@ -211,3 +211,24 @@ def test_measured_profile_resolves_beside_catalog(store: Store) -> None:
     extra = store.profiles()
     assert lookup_device("MYBOX", extra).B("dram") == 2e12
     assert lookup_device("h100", extra) == catalog()["h100"]
+
+
+def test_an_import_cut_off_half_way_leaves_nothing(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    import rooftop.store.runs as runs_mod
+
+    rid = full_run(store, {"name": "A"})
+    run = dataclasses.replace(store.run(rid), id="f" * 32, name=None)
+
+    def broken(*args: object) -> int:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(runs_mod, "_insert_telemetry", broken)
+    with pytest.raises(RuntimeError):
+        store.insert_run(run, store.samples(rid), [{"t": 1.0}], store.stored_profile(rid))
+    assert [r.id for r in store.runs()] == [rid]
+    assert store.conn.execute("SELECT COUNT(*) FROM samples WHERE run_id = ?", (run.id,)).fetchone()[0] == 0
+    monkeypatch.undo()
+    assert store.insert_run(run, store.samples(rid), [{"t": 1.0}], store.stored_profile(rid))
+    assert store.run(run.id).samples == 3

@@ -197,11 +197,20 @@ def add_db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", metavar="PATH", help=DB_HELP)
 
 
-def open_store(args: argparse.Namespace):  # noqa: ANN201 - rooftop.store.runs.Store, imported lazily
-    """The store at --db / ROOFTOP_DB / the data dir, created if absent; StoreError if unusable."""
+def open_store(args: argparse.Namespace, create: bool = False):  # noqa: ANN201 - a Store, imported lazily
+    """The store at --db / ROOFTOP_DB / the data dir; StoreError if unusable.
+
+    Only commands that add data create the file; the others say there is none yet.
+    """
+    from rooftop.store.db import StoreError
+    from rooftop.store.locations import db_path
     from rooftop.store.runs import Store
 
-    store = Store.open(getattr(args, "db", None))
+    path = db_path(getattr(args, "db", None))
+    if not create and not path.exists():
+        raise StoreError(f"no rooftop database at {path} yet: `rooftop import FILE` or a measurement creates it "
+                         "(or point --db PATH / ROOFTOP_DB at one)")
+    store = Store.open(path)
     for rid in store.interrupted:
         sys.stderr.write(f"rooftop: run {rid[:8]} was cut off (its process is gone); marked interrupted, samples kept\n")
     return store
@@ -242,6 +251,12 @@ def _runs_of(store, refs: Sequence[str]) -> list:  # noqa: ANN001
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from rooftop.store.locations import db_path
+
+    if not db_path(args.db).exists():
+        sys.stdout.write("[]\n" if args.json else f"no runs yet: {db_path(args.db)} does not exist; "
+                         "`rooftop import FILE` or a measurement creates it\n")
+        return 0
     with open_store(args) as store:
         runs = store.runs()
         if args.json:
@@ -345,7 +360,7 @@ def _refuse_overwrite(paths: list, force: bool) -> None:  # noqa: ANN001
 def cmd_import(args: argparse.Namespace) -> int:
     from rooftop.store.io import import_file
 
-    with open_store(args) as store:
+    with open_store(args, create=True) as store:
         for f in args.files:
             res = import_file(store, f)
             names = ", ".join(r.label for r in res.added)
