@@ -209,3 +209,33 @@ def test_reading_commands_do_not_create_a_database(tmp_path: Path, capsys: pytes
     rc, _, _ = run_cli(capsys, "devices", "--db", str(db))
     assert rc == 0
     assert not db.exists()
+
+
+def test_plot_draws_imported_sample_points(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_store_io import SUMMARY
+
+    db = str(tmp_path / "p.db")
+    f = tmp_path / "summary.csv"
+    f.write_text(SUMMARY)
+    assert run_cli(capsys, "import", str(f), "--db", db)[0] == 0
+    rc, out, err = run_cli(capsys, "plot", "-d", "boxa-imported", "--points", "--width", "100", "--height", "30",
+                           "--db", db)
+    assert rc == 0, err
+    assert "boxa-imported gemm" in out and "boxa-imported unstable" in out
+
+
+def test_sample_series_places_points_at_intensity_and_rate() -> None:
+    from rooftop.models.plotdata import sample_series
+    from rooftop.models.sample import Sample, TimeStats
+
+    st = TimeStats(1e-3, 1e-3, 1e-3, 1e-3, 0.01, 7, 10)
+    pts = [
+        Sample("gemm", "bf16", {"m": 1}, flops=2e12, bytes=1e9, stats=st),
+        Sample("fma", "fp32", {"n": 1}, flops=4e9, bytes=1e9, stats=TimeStats(1e-3, 1e-3, 1e-3, 1e-3, 0.5, 7, 10)),
+        Sample("copy", "fp32", {"n": 1}, flops=0.0, bytes=1e9, stats=st),  # no FLOPs: off a log chart
+        Sample("gemm", "fp8", {"m": 1}, flops=1.0, bytes=1.0, skipped="unsupported"),
+    ]
+    series = {s.label: s for s in sample_series(pts, "dev")}
+    assert set(series) == {"dev gemm", "dev unstable"}
+    assert series["dev gemm"].xs == (2000.0,) and series["dev gemm"].ys == (2e15,)
+    assert series["dev unstable"].xs == (4.0,)

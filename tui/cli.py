@@ -160,7 +160,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
         for p in wanted or []:
             if p != "all" and p not in dev.peak:
                 raise NoRoof(f"{dev.id} has no {p} roof; it has: {', '.join(dev.paths())}")
-    span = intensity_span(devices, [a.intensity for a in analyses])
+    points = store_points(args, devices) if args.points else []
+    span = intensity_span(devices, [a.intensity for a in analyses] + [x for s in points for x in s.xs])
     series = []
     for dev in devices:
         if wanted == ["all"]:
@@ -171,7 +172,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
             paths = [p for p in DEFAULT_PLOT_PATHS if p in dev.peak] + [a.path for a in analyses]
             paths = list(dict.fromkeys(paths))
         series += roof_series(dev, paths, ["dram"] + (["l2"] if "l2" in dev.bandwidth else []), span)
-    series += [point_series(a) for a in analyses]
+    series += [point_series(a) for a in analyses] + points
     size = os.get_terminal_size(sys.stdout.fileno()) if sys.stdout.isatty() else os.terminal_size((100, 30))
     plotext.clf()
     plotext.plotsize(args.width or size.columns, args.height or max(20, size.lines - 4))
@@ -244,6 +245,17 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
     except StoreError as exc:
         sys.stderr.write(f"rooftop: warning: {exc}; showing the built-in catalog only\n")
         return {}
+
+
+def store_points(args: argparse.Namespace, devices: list[DeviceProfile]) -> list:
+    """Sample points of the devices that are store runs (their profile names the run), as plot series."""
+    from rooftop.models.plotdata import sample_series
+
+    runs = [(d.id, d.extra["run_id"]) for d in devices if d.source in ("measured", "imported") and "run_id" in d.extra]
+    if not runs:
+        return []
+    with open_store(args) as store:
+        return [s for label, rid in runs for s in sample_series(store.samples(rid), label)]
 
 
 def _runs_of(store, refs: Sequence[str]) -> list:  # noqa: ANN001
@@ -499,6 +511,8 @@ def build_parser() -> Parser:
     pl.add_argument("--paths", metavar="LIST", help="compute paths to draw, comma-separated, or 'all'")
     pl.add_argument("--width", type=int, metavar="COLS", help="chart width (default: the terminal's)")
     pl.add_argument("--height", type=int, metavar="ROWS", help="chart height")
+    pl.add_argument("--points", action="store_true",
+                    help="also draw the measured (or imported) sample points of devices that are store runs")
     pl.set_defaults(func=cmd_plot)
     for cmd in (op, dv, pl):
         add_db_option(cmd)
