@@ -15,6 +15,9 @@ sample in flight)::
 A run is named by its id (32 hex digits; any unique prefix of 4 or more
 works), or by a name given with `rename`. The latest complete run of a device
 that has ceilings is that device's measured profile (`profiles()`).
+
+A Store may be handed to another thread (the TUI's measuring worker) but not
+used by two threads at once; give each thread its own `Store.open`.
 """
 
 from __future__ import annotations
