@@ -239,3 +239,11 @@ def test_sample_series_places_points_at_intensity_and_rate() -> None:
     assert set(series) == {"dev gemm", "dev unstable"}
     assert series["dev gemm"].xs == (2000.0,) and series["dev gemm"].ys == (2e15,)
     assert series["dev unstable"].xs == (4.0,)
+
+
+def test_a_run_without_ceilings_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    with Store.open(db) as s:
+        rid = s.begin_run({"name": "g"}, "quick", "cuda")
+    rc, _, err = run_cli(capsys, "op", "gemm", "1", "8192", "8192", "bf16", "-d", rid[:8], "--db", str(db))
+    assert rc == 2 and "has no ceilings" in err and err.count("\n") == 1

@@ -203,7 +203,6 @@ def open_store(args: argparse.Namespace, create: bool = False):  # noqa: ANN201 
 
     Only commands that add data create the file; the others say there is none yet.
     """
-    from rooftop.store.db import StoreError
     from rooftop.store.locations import db_path
     from rooftop.store.runs import Store
 
@@ -223,13 +222,13 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
     A missing database means none; an unusable one is reported in one line and the
     catalog still works, so `rooftop op --device h100` never depends on the store.
     """
-    from rooftop.store.db import StoreError
     from rooftop.store.locations import db_path
     from rooftop.store.runs import Store
 
     path = db_path(getattr(args, "db", None))
     if not path.exists():
         return {}
+    not_profiles: list[str] = []
     try:
         with Store.open(path) as store:
             found = store.profiles()
@@ -238,13 +237,19 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
                 if i.lower() in known:
                     continue
                 try:
-                    found[i] = store.profile(i)
+                    run = store.run(i)
                 except StoreError:
-                    pass  # not a run either: lookup_device names what exists
-            return found
+                    continue  # not a run either: lookup_device names what exists
+                try:
+                    found[i] = store.profile(run.id)
+                except StoreError as exc:  # a run without ceilings (running, failed, points only)
+                    not_profiles.append(str(exc))
     except StoreError as exc:
         sys.stderr.write(f"rooftop: warning: {exc}; showing the built-in catalog only\n")
         return {}
+    if not_profiles:
+        raise UsageError(not_profiles[0])
+    return found
 
 
 def store_points(args: argparse.Namespace, devices: list[DeviceProfile]) -> list:
