@@ -181,7 +181,13 @@ class Store:
         backend: str,
         versions: Mapping[str, Any] | None = None,
     ) -> str:
-        """Start a run owned by this process; returns its id."""
+        """Start a run owned by this process; returns its id.
+
+        `device_info` is kept whole; its "uuid" (else host + "name" + "index")
+        says which physical device this is, so its runs form one history, and
+        "name" is what listings show. `versions` adds to rooftop/python/sqlite
+        (e.g. torch, CUDA, driver).
+        """
         run_id = uuid.uuid4().hex
         host = host_name()
         pid = os.getpid()

@@ -247,3 +247,24 @@ def test_a_run_without_ceilings_is_named_as_such(tmp_path: Path, capsys: pytest.
         rid = s.begin_run({"name": "g"}, "quick", "cuda")
     rc, _, err = run_cli(capsys, "op", "gemm", "1", "8192", "8192", "bf16", "-d", rid[:8], "--db", str(db))
     assert rc == 2 and "has no ceilings" in err and err.count("\n") == 1
+
+
+def test_rooftop_database_damaged_inside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A valid header over damaged pages: reading commands fail in one line; the catalog still answers."""
+    import sqlite3
+
+    db = tmp_path / "rooftop.db"
+    f = tmp_path / "roofs.csv"
+    f.write_bytes(ROOFS.read_bytes())
+    assert run_cli(capsys, "import", str(f), "--db", str(db))[0] == 0
+    c = sqlite3.connect(db)
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.close()
+    data = bytearray(db.read_bytes())
+    for i in range(2 * 4096, len(data), 7):
+        data[i] = 0xAB
+    db.write_bytes(bytes(data))
+    rc, _, err = run_cli(capsys, "runs", "--db", str(db))
+    assert rc == 2 and "damaged" in err and str(db) in err and err.count("\n") == 1
+    rc, out, err = run_cli(capsys, "devices", "--db", str(db), "--json")
+    assert rc == 0 and "warning" in err and any(d["id"] == "h100" for d in json.loads(out))

@@ -247,6 +247,9 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
     except StoreError as exc:
         sys.stderr.write(f"rooftop: warning: {exc}; showing the built-in catalog only\n")
         return {}
+    except sqlite3.DatabaseError as exc:  # a rooftop file damaged inside
+        sys.stderr.write(f"rooftop: warning: database {path} is damaged ({exc}); showing the built-in catalog only\n")
+        return {}
     if not_profiles:
         raise UsageError(not_profiles[0])
     return found
@@ -540,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `rooftop devices | head`
         return 0
     except sqlite3.DatabaseError as exc:  # damage found mid-command: name the file, never a traceback
-        sys.stderr.write(f"rooftop {args.command}: error: database {_db_for(args)}: {exc}; "
+        sys.stderr.write(f"rooftop {args.command}: error: database {_db_for(args)} is damaged ({exc}); "
                          "check it with `sqlite3 FILE 'PRAGMA integrity_check'`, or use another --db PATH\n")
         return 2
     except Exception as exc:  # a bug, not bad input: one line unless asked for the traceback
