@@ -163,14 +163,18 @@ class Store:
             "SELECT id, pid, proc_token FROM runs WHERE status = 'running' AND host = ?", (host,)
         ).fetchall()
         dead = [rid for rid, pid, token in rows if not (pid and is_alive(int(pid), token or ""))]
+        marked = []
         for rid in dead:
             with db.write(self.conn) as c:
-                last = c.execute("SELECT MAX(created_at) FROM samples WHERE run_id = ?", (rid,)).fetchone()[0]
-                c.execute(
-                    "UPDATE runs SET status = 'interrupted', ended_at = ? WHERE id = ? AND status = 'running'",
-                    (last, rid),
+                cur = c.execute(
+                    "UPDATE runs SET status = 'interrupted', ended_at = COALESCE("
+                    "(SELECT MAX(created_at) FROM samples WHERE run_id = ?), started_at)"
+                    " WHERE id = ? AND status = 'running'",  # another process may have marked it first
+                    (rid, rid),
                 )
-        return dead
+                if cur.rowcount:
+                    marked.append(rid)
+        return marked
 
     # -- writing a run -----------------------------------------------------------
 

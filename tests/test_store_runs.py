@@ -232,3 +232,11 @@ def test_an_import_cut_off_half_way_leaves_nothing(store: Store, monkeypatch: py
     monkeypatch.undo()
     assert store.insert_run(run, store.samples(rid), [{"t": 1.0}], store.stored_profile(rid))
     assert store.run(run.id).samples == 3
+
+
+def test_open_existing_never_creates(tmp_path: Path) -> None:
+    assert Store.open_existing(tmp_path / "absent.db") is None
+    assert not (tmp_path / "absent.db").exists()
+    Store.open(tmp_path / "there.db").close()
+    with Store.open_existing(tmp_path / "there.db") as s:
+        assert s.runs() == []
