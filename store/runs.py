@@ -47,6 +47,7 @@ STATUSES = ("running", "complete", "cancelled", "failed", "interrupted")
 FINAL_STATUSES = ("complete", "cancelled", "failed")
 SHORT_ID = 8
 MIN_PREFIX = 4
+LOCAL = "local"  # the device id of this machine's latest measured profile (DESIGN.md, vocabulary)
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 
 
@@ -383,6 +384,13 @@ class Store:
             out[p.id] = p
         return out
 
+    def local_profile(self) -> DeviceProfile | None:
+        """The device `local`: the latest complete run measured on this host that has ceilings."""
+        host = host_name()
+        mine = [r for r in self.runs() if r.host == host and not r.imported_from
+                and r.status == "complete" and r.has_ceilings]
+        return self._as_device(mine[-1]) if mine else None
+
     # -- managing runs -----------------------------------------------------------
 
     def rename(self, ref: str, name: str) -> Run:
@@ -394,8 +402,9 @@ class Store:
             raise BadName(
                 f"bad run name {name!r}: start with a letter, then letters, digits, '.', '_' or '-' (64 at most)"
             )
-        if name.lower() in {k.lower() for k in catalog()}:
-            raise BadName(f"{name!r} is a catalog device id; choose another name so --device stays unambiguous")
+        if name.lower() in {k.lower() for k in catalog()} | {LOCAL}:
+            raise BadName(f"{name!r} is already a device id (the catalog's, or `local`); choose another name so "
+                          "--device stays unambiguous")
         with db.write(self.conn) as c:
             other = c.execute(
                 "SELECT id FROM runs WHERE lower(name) = lower(?) AND id != ?", (name, run.id)

@@ -76,7 +76,7 @@ def test_bad_input_is_one_line_with_exit_2(tmp_path: Path, capsys: pytest.Captur
     db = str(tmp_path / "r.db")
     rid = measured(Path(db))
     for argv, needle in [
-        (("rename", rid, "h100"), "catalog device"),
+        (("rename", rid, "h100"), "already a device id"),
         (("rename", rid, "9x"), "start with a letter"),
         (("delete", "ffff"), "no run 'ffff'"),
         (("export", "--db", db), "--all"),
@@ -268,3 +268,25 @@ def test_rooftop_database_damaged_inside(tmp_path: Path, capsys: pytest.CaptureF
     assert rc == 2 and "damaged" in err and str(db) in err and err.count("\n") == 1
     rc, out, err = run_cli(capsys, "devices", "--db", str(db), "--json")
     assert rc == 0 and "warning" in err and any(d["id"] == "h100" for d in json.loads(out))
+
+
+def test_local_is_the_latest_run_measured_here(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    rc, _, err = run_cli(capsys, "devices", "local", "--db", str(db))
+    assert rc == 2 and "unknown device 'local'" in err  # no database at all: just not a device
+    measured(db, name=None, bw=1e12)
+    newest = measured(db, name=None, bw=2e12)
+    measured(db, name=None, bw=3e12, complete=False)
+    rc, out, err = run_cli(capsys, "devices", "local", "--db", str(db), "--json")
+    assert rc == 0, err
+    d = json.loads(out)[0]
+    assert d["extra"]["run_id"] == newest and d["bandwidth"]["dram"]["value"] == 2e12
+    rc, _, err = run_cli(capsys, "rename", newest, "local", "--db", str(db))
+    assert rc == 2
+
+
+def test_no_local_run_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    measured(db, name=None, complete=False)
+    rc, _, err = run_cli(capsys, "op", "gemm", "1", "8192", "8192", "bf16", "-d", "local", "--db", str(db))
+    assert rc == 2 and "no complete run measured on this host" in err

@@ -133,7 +133,7 @@ def test_rename_rules(store: Store) -> None:
     store.rename(a, "lab-h100")
     with pytest.raises(BadName, match="taken"):
         store.rename(b, "LAB-H100")
-    with pytest.raises(BadName, match="catalog"):
+    with pytest.raises(BadName, match="already a device id"):
         store.rename(b, "h100")
     for bad in ("", "9lives", "has space", "x" * 65):
         with pytest.raises(BadName):

@@ -236,6 +236,14 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
             for i in ids:
                 if i.lower() in known:
                     continue
+                if i.lower() == "local":
+                    local = store.local_profile()
+                    if local is None:
+                        not_profiles.append(f"no complete run measured on this host yet, so there is no device "
+                                            f"'local' in {path}; measure one, or name a device from `rooftop devices`")
+                    else:
+                        found[i] = local
+                    continue
                 try:
                     run = store.run(i)
                 except StoreError:
