@@ -389,7 +389,7 @@ class Store:
         host = host_name()
         mine = [r for r in self.runs() if r.host == host and not r.imported_from
                 and r.status == "complete" and r.has_ceilings]
-        return self._as_device(mine[-1]) if mine else None
+        return dataclasses.replace(self._as_device(mine[-1]), id=LOCAL) if mine else None
 
     # -- managing runs -----------------------------------------------------------
 
