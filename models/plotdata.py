@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .analysis import Analysis
 from .profile import DeviceProfile
+from .sample import Sample
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,21 @@ def point_series(a: Analysis, label: str | None = None) -> Series:
     """An op's point: at its attainable P, or at its measured throughput when timed."""
     y = a.measured.achieved_flops if a.measured else a.attainable
     return Series(label or a.op.describe(), (a.intensity,), (y,), "point")
+
+
+def sample_series(samples: list[Sample], label: str) -> list[Series]:
+    """Measured points at (I, W/t), one series per kernel family, unstable points apart.
+
+    Points without FLOPs (a copy) or without a time (skipped) have no place on
+    a log-log FLOP/s chart and are left out.
+    """
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for s in samples:
+        rate = s.flop_rate
+        if not rate or rate <= 0 or not (0 < s.intensity < math.inf):
+            continue
+        key = f"{label} {s.family}" if s.stable else f"{label} unstable"
+        xs, ys = groups.setdefault(key, ([], []))
+        xs.append(s.intensity)
+        ys.append(rate)
+    return [Series(k, tuple(xs), tuple(ys), "point") for k, (xs, ys) in groups.items()]

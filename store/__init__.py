@@ -1,5 +1,37 @@
-"""rooftop.store — where rooftop keeps things on disk.
+"""rooftop.store — every measurement kept in SQLite: runs, samples, ceilings, telemetry, saved ops.
 
-Every path rooftop uses is decided in `locations`, so tests can point the
-whole program at a temporary directory with one environment variable.
+Modules, one job each:
+- `locations`: every path rooftop uses (platformdirs; --db PATH, ROOFTOP_DB, ROOFTOP_HOME).
+- `db`: opening the file safely (a corrupt or foreign file is refused, never
+  written), WAL + busy timeout + BEGIN IMMEDIATE writes, schema version and
+  forward migrations.
+- `process`: whether the process that owns a `running` run is still alive.
+- `runs`: the `Store` API (below) and the `Run` record.
+- `io`: export/import, rooftop JSON and the reference CSVs (`refcsv`).
+
+The API a measuring process uses; each call commits before it returns, so a
+SIGKILL loses at most the sample in flight and the next open marks the run
+`interrupted`, keeping its samples::
+
+    from rooftop.store import Store
+    store = Store.open(path)                         # None: ROOFTOP_DB, else the data dir
+    run_id = store.begin_run(device_info, plan, backend, versions)   # device_info: name, uuid, …
+    store.add_sample(run_id, sample)                 # rooftop.models.sample.Sample
+    store.add_telemetry(run_id, rows)                # dicts with "t" (epoch seconds)
+    store.set_ceilings(run_id, profile)              # rooftop.models.profile.DeviceProfile
+    store.finish_run(run_id, "complete")             # or "cancelled" / "failed"
+
+Readers: `runs()`, `run(ref)` (name, id or 4+ digit prefix), `samples(id)`,
+`telemetry(id)`, `stored_profile(id)`, `profile(ref)`, and `profiles()` — each
+device's latest complete run with ceilings (plus named runs) as profiles to
+pass as `extra` to `rooftop.models.catalog.lookup_device`. Errors about the
+file or bad references are `StoreError`s with one-line messages.
+
+This package imports rooftop.models and the standard library only: never
+torch, textual, or another rooftop package (a test checks sys.modules).
 """
+
+from .db import StoreError
+from .runs import BadName, Run, Store, UnknownRun
+
+__all__ = ["BadName", "Run", "Store", "StoreError", "UnknownRun"]

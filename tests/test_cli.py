@@ -128,9 +128,10 @@ def test_plot_prints_a_log_log_chart_with_decade_ticks(capsys: pytest.CaptureFix
     assert "GEMM 4096×4096×4096 bf16" in out and "compute-bound" in out
 
 
-def test_bare_rooftop_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = run([], capsys)
-    assert rc == 0 and "usage: rooftop" in out
+def test_bare_rooftop_checks_its_device_before_opening_the_app(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(["--device", "tpu9"], capsys)
+    assert rc == 2 and out == ""
+    assert "unknown device 'tpu9'" in err and len(err.strip().splitlines()) == 1
 
 
 def test_module_entry_runs() -> None:

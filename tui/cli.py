@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from typing import Any, Sequence
 
@@ -17,6 +18,7 @@ from rooftop.models.catalog import UnknownDevice, catalog, lookup_device
 from rooftop.models.llm import ModelError
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, op_kinds, parse_specs
+from rooftop.store.db import StoreError
 
 FALLBACK_DEVICE = "h100"
 
@@ -93,7 +95,8 @@ def _measured_times(raw: str | None, n_ops: int) -> list[float | None]:
 def cmd_op(args: argparse.Namespace) -> int:
     ops = parse_specs(args.spec)
     times = _measured_times(args.measured_ms, len(ops))
-    devices = resolve_devices(_device_list(args.device))
+    ids = _device_list(args.device)
+    devices = resolve_devices(ids, store_profiles(args, ids))
     results = [[analyze(op, dev, t) for dev in devices] for op, t in zip(ops, times)]
     if args.json:
         json.dump([a.to_dict() for rows in results for a in rows], sys.stdout, indent=2)
@@ -110,7 +113,8 @@ def cmd_op(args: argparse.Namespace) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    profiles = [lookup_device(i) for i in args.ids] if args.ids else list(catalog().values())
+    extra = store_profiles(args, args.ids)
+    profiles = [lookup_device(i, extra) for i in args.ids] if args.ids else [*catalog().values(), *extra.values()]
     if args.json:
         out: list[dict[str, Any]] = []
         for p in profiles:
@@ -132,8 +136,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
     else:
         console.print(devices_table(profiles))
         console.print(
-            "\nsources: ref = published measurement (seed 000 tables 3–5); datasheet = vendor dense figures. "
-            "`rooftop devices ID` shows every roof with the case that produced it."
+            "\nsources: ref = published measurement (seed 000 tables 3–5); datasheet = vendor dense figures; "
+            "measured / imported = the store's runs (each device's latest complete run, plus named runs; "
+            "`rooftop runs`). `rooftop devices ID` shows every roof with the case that produced it."
         )
     return 0
 
@@ -147,7 +152,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from rooftop.models.plotdata import intensity_span, point_series, roof_series
     from rooftop.tui.chart import draw_roofline
 
-    devices = resolve_devices(_device_list(args.device))
+    ids = _device_list(args.device)
+    devices = resolve_devices(ids, store_profiles(args, ids))
     ops = parse_specs(args.op) if args.op else []
     analyses = [analyze(op, dev) for op in ops for dev in devices[:1]]
     wanted = _device_list([args.paths]) if args.paths else None
@@ -155,7 +161,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
         for p in wanted or []:
             if p != "all" and p not in dev.peak:
                 raise NoRoof(f"{dev.id} has no {p} roof; it has: {', '.join(dev.paths())}")
-    span = intensity_span(devices, [a.intensity for a in analyses])
+    points = store_points(args, devices) if args.points else []
+    span = intensity_span(devices, [a.intensity for a in analyses] + [x for s in points for x in s.xs])
     series = []
     for dev in devices:
         if wanted == ["all"]:
@@ -166,7 +173,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
             paths = [p for p in DEFAULT_PLOT_PATHS if p in dev.peak] + [a.path for a in analyses]
             paths = list(dict.fromkeys(paths))
         series += roof_series(dev, paths, ["dram"] + (["l2"] if "l2" in dev.bandwidth else []), span)
-    series += [point_series(a) for a in analyses]
+    series += [point_series(a) for a in analyses] + points
     size = os.get_terminal_size(sys.stdout.fileno()) if sys.stdout.isatty() else os.terminal_size((100, 30))
     plotext.clf()
     plotext.limitsize(False, False)
@@ -309,6 +316,307 @@ def run_app(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- the store ------------------------------------------------------------------------
+
+DB_HELP = "the rooftop database file (default: $ROOFTOP_DB, else rooftop.db in the user data directory)"
+
+
+def add_db_option(p: argparse.ArgumentParser) -> None:
+    """--db PATH on every command that reads or writes the store."""
+    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+
+
+def open_store(args: argparse.Namespace, create: bool = False):  # noqa: ANN201 - a Store, imported lazily
+    """The store at --db / ROOFTOP_DB / the data dir; StoreError if unusable.
+
+    Only commands that add data create the file; the others say there is none yet.
+    """
+    from rooftop.store.locations import db_path
+    from rooftop.store.runs import Store
+
+    path = db_path(getattr(args, "db", None))
+    if not create and not path.exists():
+        raise StoreError(f"no rooftop database at {path} yet: `rooftop import FILE` or a measurement creates it "
+                         "(or point --db PATH / ROOFTOP_DB at one)")
+    store = Store.open(path)
+    for rid in store.interrupted:
+        sys.stderr.write(f"rooftop: run {rid[:8]} was cut off (its process is gone); marked interrupted, samples kept\n")
+    return store
+
+
+def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[str, DeviceProfile]:
+    """Measured and imported profiles for --device, plus any run named in `ids` by id or prefix.
+
+    A missing database means none; an unusable one is reported in one line and the
+    catalog still works, so `rooftop op --device h100` never depends on the store.
+    """
+    from rooftop.store.locations import db_path
+    from rooftop.store.runs import Store
+
+    path = db_path(getattr(args, "db", None))
+    if not path.exists():
+        return {}
+    not_profiles: list[str] = []
+    try:
+        with Store.open(path) as store:
+            found = store.profiles()
+            known = {k.lower() for k in [*found, *catalog()]}
+            for i in ids:
+                if i.lower() in known:
+                    continue
+                if i.lower() == "local":
+                    local = store.local_profile()
+                    if local is None:
+                        not_profiles.append(f"no complete run measured on this host yet, so there is no device "
+                                            f"'local' in {path}; measure one, or name a device from `rooftop devices`")
+                    else:
+                        found[i] = local
+                    continue
+                try:
+                    run = store.run(i)
+                except StoreError:
+                    continue  # not a run either: lookup_device names what exists
+                try:
+                    found[i] = store.profile(run.id)
+                except StoreError as exc:  # a run without ceilings (running, failed, points only)
+                    not_profiles.append(str(exc))
+    except StoreError as exc:
+        sys.stderr.write(f"rooftop: warning: {exc}; showing the built-in catalog only\n")
+        return {}
+    except sqlite3.DatabaseError as exc:  # a rooftop file damaged inside
+        sys.stderr.write(f"rooftop: warning: database {path} is damaged ({exc}); showing the built-in catalog only\n")
+        return {}
+    if not_profiles:
+        raise UsageError(not_profiles[0])
+    return found
+
+
+def store_points(args: argparse.Namespace, devices: list[DeviceProfile]) -> list:
+    """Sample points of the devices that are store runs (their profile names the run), as plot series."""
+    from rooftop.models.plotdata import sample_series
+
+    runs = [(d.id, d.extra["run_id"]) for d in devices if d.source in ("measured", "imported") and "run_id" in d.extra]
+    if not runs:
+        return []
+    with open_store(args) as store:
+        return [s for label, rid in runs for s in sample_series(store.samples(rid), label)]
+
+
+def _runs_of(store, refs: Sequence[str]) -> list:  # noqa: ANN001
+    return [store.run(r) for r in refs]
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from rooftop.store.locations import db_path
+
+    if not db_path(args.db).exists():
+        sys.stdout.write("[]\n" if args.json else f"no runs yet: {db_path(args.db)} does not exist; "
+                         "`rooftop import FILE` or a measurement creates it\n")
+        return 0
+    with open_store(args) as store:
+        runs = store.runs()
+        if args.json:
+            json.dump([_run_json(r) for r in runs], sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return 0
+        from rooftop.tui.report import make_console, runs_table
+
+        console = make_console()
+        if not runs:
+            console.print(f"no runs in {store.path} yet: `rooftop measure` records one, `rooftop import FILE` adds some")
+            return 0
+        console.print(runs_table(runs))
+        console.print(f"\n{len(runs)} runs in {store.path}. Name a run by its id (4+ hex digits) or a name "
+                      "(`rooftop rename RUN NAME`); complete runs with a profile work as --device.")
+    return 0
+
+
+def _run_json(run) -> dict[str, Any]:  # noqa: ANN001
+    import dataclasses
+
+    return {**dataclasses.asdict(run), "short_id": run.short_id}
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        run = store.run(args.run)
+        if args.json:
+            from rooftop.store.io import run_document
+
+            json.dump(run_document(store, run), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return 0
+        from rooftop.tui.report import make_console, profile_detail, run_facts, samples_table
+
+        console = make_console()
+        console.print(run_facts(run))
+        if run.has_ceilings:
+            console.print()
+            console.print(profile_detail(store.profile(run.id)))
+        samples = store.samples(run.id)
+        if samples:
+            console.print()
+            console.print(samples_table(samples))
+    return 0
+
+
+def cmd_rename(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        run = store.rename(args.run, args.name)
+        sys.stdout.write(f"run {run.short_id} is now {run.name}; use it as --device {run.name}\n")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        run = store.delete(args.run)
+        sys.stdout.write(f"deleted run {run.short_id}{f' ({run.name})' if run.name else ''} "
+                         f"and its {run.samples} samples\n")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rooftop.store.io import export_csv, export_json
+
+    with open_store(args) as store:
+        runs = store.runs() if args.all else _runs_of(store, args.run)
+        if not runs:
+            raise UsageError("name one or more runs (see `rooftop runs`), or give --all")
+        if args.format == "json":
+            text = json.dumps(export_json(store, runs), indent=2) + "\n"
+            if not args.out or args.out == "-":
+                sys.stdout.write(text)
+                return 0
+            out = Path(args.out)
+            _refuse_overwrite([out], args.force)
+            out.write_text(text, encoding="utf-8")
+            sys.stdout.write(f"wrote {len(runs)} runs to {out}\n")
+            return 0
+        files = export_csv(store, runs)
+    folder = Path(args.out or f"rooftop-{runs[0].short_id if len(runs) == 1 else 'runs'}")
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {folder}: CSV export writes summary.csv and roofs.csv into a folder; {folder} is a file")
+    targets = [folder / name for name in files]
+    _refuse_overwrite(targets, args.force)
+    folder.mkdir(parents=True, exist_ok=True)
+    for t in targets:
+        t.write_text(files[t.name], encoding="utf-8")
+    sys.stdout.write(f"wrote {', '.join(str(t) for t in targets)}\n")
+    return 0
+
+
+def _refuse_overwrite(paths: list, force: bool) -> None:  # noqa: ANN001
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        raise UsageError(f"{', '.join(existing)} already exists; choose another --out, or add --force to overwrite")
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from rooftop.store.io import import_file
+
+    with open_store(args, create=True) as store:
+        for f in args.files:
+            res = import_file(store, f)
+            names = ", ".join(r.label for r in res.added)
+            line = f"{f} ({res.kind}): added {len(res.added)} runs"
+            line += f" [{names}]" if names else ""
+            if res.skipped:
+                line += f"; {len(res.skipped)} already present, left as they were"
+            sys.stdout.write(line + "\n")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from itertools import combinations
+
+    from rooftop.models.compare import common_paths, compare_path
+
+    ids = _device_list(args.devices)
+    if len(ids) < 2:
+        raise UsageError("compare needs at least two devices: rooftop compare A B [C…] (catalog ids, run ids or names)")
+    profiles = resolve_devices(ids, store_profiles(args, ids))
+    pairs = []
+    for a, b in combinations(profiles, 2):
+        if "dram" not in a.bandwidth or "dram" not in b.bandwidth:
+            continue
+        pairs += [(a, b, compare_path(a, b, path)) for path in common_paths(a, b)]
+    if args.json:
+        out = {
+            "devices": [{**p.to_dict(), "ridge": {k: p.ridge(k) for k in p.paths()} if "dram" in p.bandwidth else {}}
+                        for p in profiles],
+            "pairs": [{"a": a.id, "b": b.id, "path": c.path, "level": c.level, "crossover": c.crossover.intensity,
+                       "higher_below": c.crossover.higher_below, "higher_above": c.crossover.higher_above,
+                       "ridges": c.ridges} for a, b, c in pairs],
+        }
+        json.dump(out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    from rooftop.tui.report import compare_tables, make_console
+
+    make_console().print(compare_tables(profiles, pairs))
+    return 0
+
+
+def add_store_commands(sub: Any) -> None:
+    """runs, show, rename, delete, export, import, compare."""
+    rn = sub.add_parser("runs", help="list the measured and imported runs in the store",
+                        description="Every run in the store, oldest first: status, device, host, samples.")
+    rn.add_argument("--json", action="store_true", help="print JSON")
+    add_db_option(rn)
+    rn.set_defaults(func=cmd_runs)
+
+    sh = sub.add_parser("show", help="show one run: facts, ceilings, samples",
+                        description="One run: where and how it was measured, its ceilings and every sample point.")
+    sh.add_argument("run", metavar="RUN", help="run id (4+ hex digits) or name")
+    sh.add_argument("--json", action="store_true", help="print the run as rooftop JSON (SI units)")
+    add_db_option(sh)
+    sh.set_defaults(func=cmd_show)
+
+    re_ = sub.add_parser("rename", help="give a run a name, usable as --device NAME",
+                         description="Name a run; the name works wherever a device id does.")
+    re_.add_argument("run", metavar="RUN", help="run id or current name")
+    re_.add_argument("name", metavar="NAME", help="letters, digits, '.', '_', '-'; starting with a letter")
+    add_db_option(re_)
+    re_.set_defaults(func=cmd_rename)
+
+    de = sub.add_parser("delete", help="delete a run and its samples",
+                        description="Delete a run with its samples, ceilings and telemetry (not undoable; "
+                                    "`rooftop export RUN` first to keep a copy).")
+    de.add_argument("run", metavar="RUN", help="run id or name")
+    add_db_option(de)
+    de.set_defaults(func=cmd_delete)
+
+    ex = sub.add_parser("export", help="write runs as rooftop JSON or the reference CSVs",
+                        description="json: rooftop's own complete format (to stdout, or --out FILE). "
+                                    "csv: the reference repository's summary.csv and roofs.csv, into --out FOLDER "
+                                    "(default rooftop-RUNID).")
+    ex.add_argument("run", nargs="*", metavar="RUN", help="run ids or names")
+    ex.add_argument("--all", action="store_true", help="every run in the store")
+    ex.add_argument("--format", choices=("json", "csv"), default="json", help="json (default) or csv")
+    ex.add_argument("-o", "--out", metavar="PATH", help="json: a file ('-' = stdout); csv: a folder")
+    ex.add_argument("--force", action="store_true", help="overwrite existing files")
+    add_db_option(ex)
+    ex.set_defaults(func=cmd_export)
+
+    im = sub.add_parser("import", help="import rooftop JSON or the reference roofs.csv / summary.csv",
+                        description="Import runs: rooftop JSON exports, or the reference repository's roofs.csv "
+                                    "(ceilings) and summary.csv (sample points). Each device becomes a profile; "
+                                    "importing a file again adds nothing.")
+    im.add_argument("files", nargs="+", metavar="FILE")
+    add_db_option(im)
+    im.set_defaults(func=cmd_import)
+
+    cp = sub.add_parser("compare", help="profiles side by side: B, F, ridges, crossovers",
+                        description="Devices side by side: bandwidth per level, peak per path, ridges, and the "
+                                    "intensity where each pair's roofs cross (seed 000 §3).")
+    cp.add_argument("devices", nargs="+", metavar="DEVICE", help="catalog ids, run ids or run names (two or more)")
+    cp.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    add_db_option(cp)
+    cp.set_defaults(func=cmd_compare)
+
+
 def build_parser() -> Parser:
     p = Parser(
         prog="rooftop",
@@ -349,6 +657,8 @@ def build_parser() -> Parser:
     pl.add_argument("--paths", metavar="LIST", help="compute paths to draw, comma-separated, or 'all'")
     pl.add_argument("--width", type=int, metavar="COLS", help="chart width (default: the terminal's)")
     pl.add_argument("--height", type=int, metavar="ROWS", help="chart height")
+    pl.add_argument("--points", action="store_true",
+                    help="also draw the measured (or imported) sample points of devices that are store runs")
     pl.set_defaults(func=cmd_plot)
 
     lm = sub.add_parser(
@@ -387,27 +697,40 @@ def build_parser() -> Parser:
     wt.add_argument("--count", type=int, metavar="N", help="stop after N lines")
     wt.add_argument("--json", action="store_true", help="JSON lines (SI units; null for N/A)")
     wt.set_defaults(func=cmd_watch)
+    for cmd in (op, dv, pl):
+        add_db_option(cmd)
+    add_store_commands(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        return run_app(args)
+    func = getattr(args, "func", None) or run_app
+    name = f"rooftop {args.command}" if args.command else "rooftop"
     try:
-        return args.func(args)
-    except (SpecError, NoRoof, UnknownDevice, UsageError, ModelError) as exc:
+        return func(args)
+    except (SpecError, NoRoof, UnknownDevice, UsageError, ModelError, StoreError) as exc:
         msg = exc.args[0] if exc.args else str(exc)
-        sys.stderr.write(f"rooftop {args.command}: error: {msg}\n")
+        sys.stderr.write(f"{name}: error: {msg}\n")
         return 2
     except BrokenPipeError:  # `rooftop devices | head`
         return 0
+    except sqlite3.DatabaseError as exc:  # damage found mid-command: name the file, never a traceback
+        sys.stderr.write(f"{name}: error: database {_db_for(args)} is damaged ({exc}); "
+                         "check it with `sqlite3 FILE 'PRAGMA integrity_check'`, or use another --db PATH\n")
+        return 2
     except Exception as exc:  # a bug, not bad input: one line unless asked for the traceback
         if os.environ.get("ROOFTOP_DEBUG"):
             raise
-        sys.stderr.write(f"rooftop {args.command}: internal error: {exc!r} (set ROOFTOP_DEBUG=1 for the traceback)\n")
+        sys.stderr.write(f"{name}: internal error: {exc!r} (set ROOFTOP_DEBUG=1 for the traceback)\n")
         return 1
+
+
+def _db_for(args: argparse.Namespace) -> str:
+    from rooftop.store.locations import db_path
+
+    return str(db_path(getattr(args, "db", None)))
 
 
 if __name__ == "__main__":

@@ -257,3 +257,108 @@ def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
               f"{split.total_before - split.total_after:.3g} ms", style="bold")
     return Group(Text(f"end to end: ×{split.speedup:.2f} (Amdahl: the parts not sped up keep their time, "
                       "seed 002 §2.2)", style="bold"), t)
+
+
+# -- the store: runs, samples, comparisons -------------------------------------------
+
+
+def _when(t: float | None) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else ""
+
+
+def _duration(run) -> str:  # noqa: ANN001 - a rooftop.store.runs.Run
+    return fmt_time(run.ended_at - run.started_at) if run.ended_at and run.ended_at >= run.started_at else ""
+
+
+def runs_table(runs: list) -> Table:
+    """Every run in the store, oldest first."""
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    t.add_column("run", no_wrap=True)
+    t.add_column("name", no_wrap=True)
+    for col, just in (("status", "left"), ("device", "left"), ("host", "left"), ("backend/plan", "left"),
+                      ("started", "left"), ("samples", "right"), ("profile", "left")):
+        t.add_column(col, justify=just)
+    style = {"complete": "green", "running": "cyan", "interrupted": "yellow", "failed": "red", "cancelled": "dim"}
+    for r in runs:
+        t.add_row(
+            r.short_id, r.name or "", Text(r.status, style=style.get(r.status, "")), r.device_name,
+            "imported" if r.imported_from else r.host, f"{r.backend}/{r.plan}",
+            _when(r.started_at), str(r.samples), "yes" if r.has_ceilings else "",
+        )
+    return t
+
+
+def run_facts(run) -> Table:  # noqa: ANN001 - a rooftop.store.runs.Run
+    """The run's header: who, where, with what, when, how it ended."""
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("run", f"{run.id}" + (f"  ({run.name})" if run.name else ""))
+    t.add_row("status", run.status)
+    t.add_row("device", f"{run.device_name}  [{run.device_key}]")
+    t.add_row("host", run.host or "")
+    t.add_row("backend / plan", f"{run.backend} / {run.plan}")
+    t.add_row("versions", ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())))
+    t.add_row("started", _when(run.started_at) + (f", took {_duration(run)}" if _duration(run) else ""))
+    if run.imported_from:
+        t.add_row("imported from", run.imported_from)
+    t.add_row("samples", str(run.samples))
+    return t
+
+
+def samples_table(samples: list) -> Table:
+    """Sample points: W, Q, I, time and achieved rates; unstable and skipped points marked."""
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for col, just in (("#", "right"), ("family", "left"), ("dtype", "left"), ("cache", "left"), ("shape", "left"),
+                      ("W", "right"), ("Q", "right"), ("I", "right"), ("median", "right"), ("B achieved", "right"),
+                      ("F achieved", "right"), ("iqr", "right"), ("note", "left")):
+        t.add_column(col, justify=just)
+    for i, s in enumerate(samples):
+        shape = " ".join(f"{k}={v}" for k, v in s.shape.items())
+        if s.stats is None:
+            t.add_row(str(i), s.family, s.dtype, s.cache, shape, fmt_flops(s.flops), fmt_bytes(s.bytes),
+                      fmt_intensity(s.intensity), "", "", "", "", Text(f"skipped: {s.skipped}", style="yellow"))
+            continue
+        note = Text("unstable", style="yellow") if not s.stable else Text("")
+        t.add_row(
+            str(i), s.family, s.dtype, s.cache, shape, fmt_flops(s.flops), fmt_bytes(s.bytes),
+            fmt_intensity(s.intensity), fmt_time(s.stats.median_s),
+            fmt_bandwidth(s.bandwidth) if s.bandwidth else "", fmt_flops_rate(s.flop_rate) if s.flop_rate else "",
+            f"{s.stats.iqr_ratio:.3f}", note,
+        )
+    return t
+
+
+def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
+    """Profiles side by side (B per level, F per path, ridges), then where each pair's roofs cross."""
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    t.add_column("")
+    for p in profiles:
+        t.add_column(device_heading(p), justify="right")
+    levels = list(dict.fromkeys(lv for p in profiles for lv in p.levels()))
+    paths = sorted({k for p in profiles for k in p.peak}, key=lambda k: list(PATHS).index(k) if k in PATHS else 99)
+    for lv in levels:
+        t.add_row(f"B {lv}", *[fmt_bandwidth(p.B(lv)) if lv in p.bandwidth else "" for p in profiles])
+    for path in paths:
+        t.add_row(f"F {path}", *[fmt_flops_rate(p.F(path)) if path in p.peak else "" for p in profiles])
+    for path in paths:
+        t.add_row(f"I* {path}", *[
+            fmt_intensity(p.ridge(path)) if path in p.peak and "dram" in p.bandwidth else "" for p in profiles
+        ])
+    x = Table(header_style="bold", box=None, pad_edge=False)
+    for col, just in (("pair", "left"), ("path", "left"), ("crossover I", "right"), ("below it", "left"),
+                      ("above it", "left")):
+        x.add_column(col, justify=just)
+    for a, b, c in pairs:
+        cx = c.crossover
+        if cx.intensity is None:  # one roof is at least as high everywhere: no crossover
+            x.add_row(f"{a.id} vs {b.id}", c.path, "none", f"{cx.higher_above} at least as high everywhere", "")
+        else:
+            x.add_row(f"{a.id} vs {b.id}", c.path, fmt_intensity(cx.intensity),
+                      f"{cx.higher_below} higher", f"{cx.higher_above} higher")
+    legend = Text("B: dram bandwidth per level; F: peak per compute path; I* = F/B (dram). "
+                  "Below the crossover intensity the bandwidth-richer roof is higher, above it the "
+                  "compute-richer one (seed 000 §3).", style="dim")
+    return Group(t, Text(""), x, legend)

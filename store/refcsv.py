@@ -1,0 +1,224 @@
+"""The reference repository's CSV formats (RealZST/llm-infra-notes, roofline/data/).
+
+`summary.csv` holds every microbenchmark point, `roofs.csv` the ceilings per
+GPU and dtype. rooftop writes both so its measurements sit beside the
+published ones, and reads both so published (or a colleague's) measurements
+become profiles and plottable points. Units: the CSVs use ms, GB/s, TFLOP/s;
+rooftop converts to SI at this boundary and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+from rooftop.models.catalog import REFERENCE_DTYPE_PATH, reference_profiles
+from rooftop.models.paths import PATHS, fma_path
+from rooftop.models.profile import Ceiling, DeviceProfile
+from rooftop.models.sample import DATA_MOVING, Sample, TimeStats
+from rooftop.models.units import MiB
+
+SUMMARY_COLUMNS = (
+    "family", "dtype", "cache", "m", "n", "k", "reps", "bytes", "flops", "footprint_bytes", "target",
+    "median_ms", "p10_ms", "p90_ms", "iqr_ratio", "gb_s", "tflop_s", "ai", "max_error", "l2_bytes", "device",
+)
+SUMMARY_REQUIRED = ("family", "dtype", "bytes", "flops", "target", "median_ms")
+ROOFS_COLUMNS = (
+    "target", "dtype", "bandwidth_gb_s", "peak_tflop_s", "ridge_flop_byte", "bw_case", "compute_case",
+)
+SHAPE_COLUMNS = ("m", "n", "k", "reps")
+
+# Reference dtype names that rooftop spells differently, and back.
+FROM_REFERENCE_DTYPE = {"fp8_e4m3": "fp8", "nvfp4": "fp4"}
+TO_REFERENCE_DTYPE = {v: k for k, v in FROM_REFERENCE_DTYPE.items()}
+# The matmul path each roofs.csv dtype row describes (the first dtype naming a path wins).
+PATH_REFERENCE_DTYPE: dict[str, str] = {}
+for _dt, _path in REFERENCE_DTYPE_PATH.items():
+    PATH_REFERENCE_DTYPE.setdefault(_path, TO_REFERENCE_DTYPE.get(_dt, _dt))
+
+# The reference's bandwidth definition: a data-moving kernel far above L2.
+BW_MIN_FOOTPRINT = 256 * MiB
+FMA_BW_MIN_FOOTPRINT = 512 * MiB
+REPEATS = 7  # the reference protocol's samples per point; summary.csv does not record it
+
+
+class CsvFormatError(ValueError):
+    """A CSV row that cannot be read; the message names the row and the field."""
+
+
+def _fmt(v: float | int | None) -> str:
+    """A number as the CSV carries it: integers plain, floats at full precision, None empty."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+        return str(int(v))
+    return repr(float(v))
+
+
+# -- export ------------------------------------------------------------------------
+
+
+def summary_rows(target: str, device: str, l2_bytes: float | None, samples: Iterable[Sample]) -> list[dict[str, str]]:
+    """summary.csv rows for measured samples (skipped points have no time and are left out)."""
+    rows = []
+    for s in samples:
+        if s.stats is None:
+            continue
+        t = s.stats.median_s
+        rows.append({
+            "family": s.family,
+            "dtype": TO_REFERENCE_DTYPE.get(s.dtype, s.dtype),
+            "cache": s.cache,
+            **{c: _fmt(s.shape.get(c)) for c in SHAPE_COLUMNS},
+            "bytes": _fmt(s.bytes),
+            "flops": _fmt(s.flops),
+            "footprint_bytes": _fmt(s.footprint_bytes),
+            "target": target,
+            "median_ms": _fmt(t * 1e3),
+            "p10_ms": _fmt(s.stats.p10_s * 1e3),
+            "p90_ms": _fmt(s.stats.p90_s * 1e3),
+            "iqr_ratio": _fmt(s.stats.iqr_ratio),
+            "gb_s": _fmt(s.bytes / t / 1e9 if t > 0 else None),
+            "tflop_s": _fmt(s.flops / t / 1e12 if t > 0 else None),
+            "ai": _fmt(s.flops / s.bytes if s.bytes else None),
+            "max_error": _fmt(s.max_error),
+            "l2_bytes": _fmt(l2_bytes),
+            "device": device,
+        })
+    return rows
+
+
+def roofs_rows(target: str, profile: DeviceProfile) -> list[dict[str, str]]:
+    """roofs.csv rows: one per matmul path the profile has, against its dram bandwidth."""
+    bw = profile.bandwidth.get("dram")
+    if bw is None:
+        return []
+    rows = []
+    for path in profile.paths():
+        dtype = PATH_REFERENCE_DTYPE.get(path)
+        if dtype is None:  # FMA paths live in the reference's fma.csv, not roofs.csv
+            continue
+        f = profile.peak[path]
+        rows.append({
+            "target": target,
+            "dtype": dtype,
+            "bandwidth_gb_s": _fmt(bw.value / 1e9),
+            "peak_tflop_s": _fmt(f.value / 1e12),
+            "ridge_flop_byte": _fmt(f.value / bw.value),
+            "bw_case": bw.case,
+            "compute_case": f.case,
+        })
+    return rows
+
+
+# -- import ------------------------------------------------------------------------
+
+
+def _float(row: Mapping[str, str], col: str, line: int, required: bool = True) -> float | None:
+    text = (row.get(col) or "").strip()
+    if not text:
+        if required:
+            raise CsvFormatError(f"row {line}: {col} is empty")
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise CsvFormatError(f"row {line}: {col} = {text!r} is not a number") from None
+
+
+def sample_from_summary(row: Mapping[str, str], line: int) -> Sample:
+    """One summary.csv row as a Sample in SI units (p10 stands in for the minimum it does not record)."""
+    family = (row.get("family") or "").strip()
+    dtype = (row.get("dtype") or "").strip().lower()
+    if not family or not dtype:
+        raise CsvFormatError(f"row {line}: family and dtype are required")
+    dtype = FROM_REFERENCE_DTYPE.get(dtype, dtype)
+    shape = {c: int(v) for c in SHAPE_COLUMNS if (v := _float(row, c, line, required=False)) is not None}
+    median = _float(row, "median_ms", line) / 1e3  # type: ignore[operator]
+    p10 = _float(row, "p10_ms", line, required=False)
+    p90 = _float(row, "p90_ms", line, required=False)
+    iqr = _float(row, "iqr_ratio", line, required=False)
+    stats = TimeStats(
+        median_s=median,
+        p10_s=p10 / 1e3 if p10 is not None else median,
+        p90_s=p90 / 1e3 if p90 is not None else median,
+        min_s=p10 / 1e3 if p10 is not None else median,
+        iqr_ratio=iqr if iqr is not None else 0.0,
+        repeats=REPEATS,
+        calls=0,  # not recorded in summary.csv
+    )
+    if family == "gemm":
+        path = REFERENCE_DTYPE_PATH.get(TO_REFERENCE_DTYPE.get(dtype, dtype))
+    elif family == "fma":
+        path = fma_path(dtype) if fma_path(dtype) in PATHS else None
+    else:
+        path = None
+    return Sample(
+        family=family,
+        dtype=dtype,
+        shape=shape,
+        flops=_float(row, "flops", line),  # type: ignore[arg-type]
+        bytes=_float(row, "bytes", line),  # type: ignore[arg-type]
+        footprint_bytes=_float(row, "footprint_bytes", line, required=False) or 0.0,
+        cache=(row.get("cache") or "warm").strip() or "warm",
+        stats=stats,
+        path=path,
+        max_error=_float(row, "max_error", line, required=False),
+    )
+
+
+def reference_ceilings(samples: Iterable[Sample], source: str = "imported") -> tuple[dict[str, Ceiling], dict[str, Ceiling]]:
+    """B and F from sample points with the reference's definitions (reference/README.md).
+
+    B (dram): the best stable data-moving kernel with a working set ≥ 256 MiB,
+    or the FMA sweep at R = 1 over ≥ 512 MiB. F per path: the best stable warm
+    GEMM of each dtype; the FMA paths: the best stable FMA-sweep point. Unstable
+    points (IQR/median > 0.10) never set a ceiling.
+    """
+    bandwidth: dict[str, Ceiling] = {}
+    peak: dict[str, Ceiling] = {}
+    for s in samples:
+        if not s.stable:
+            continue
+        ws = s.footprint_bytes or s.bytes
+        n = s.shape.get("n", int(ws))
+        if (s.family in DATA_MOVING and ws >= BW_MIN_FOOTPRINT) or (
+            s.family == "fma" and s.shape.get("reps") == 1 and ws >= FMA_BW_MIN_FOOTPRINT
+        ):
+            bw = s.bandwidth or 0.0
+            case = f"{s.family}:{n}" if s.family != "fma" else f"fma:{s.dtype}:reps=1:{n}"
+            if bw > bandwidth.get("dram", Ceiling(0.0, source)).value:
+                bandwidth["dram"] = Ceiling(bw, source, case)
+        if s.path and ((s.family == "gemm" and s.cache == "warm") or s.family == "fma"):
+            rate = s.flop_rate or 0.0
+            if s.family == "gemm":
+                case = "x".join(str(s.shape.get(c, "?")) for c in ("m", "n", "k"))
+            else:
+                case = f"fma:{s.dtype}:reps={s.shape.get('reps', '?')}:{n}"
+            if rate > peak.get(s.path, Ceiling(0.0, source)).value:
+                peak[s.path] = Ceiling(rate, source, case)
+    return bandwidth, peak
+
+
+def profiles_from_roofs(rows: list[dict[str, str]]) -> list[DeviceProfile]:
+    """roofs.csv rows as profiles, through the catalog's own converter (source 'imported')."""
+    for i, r in enumerate(rows, start=2):
+        for col in ("target", "dtype", "bandwidth_gb_s", "peak_tflop_s"):
+            if not (r.get(col) or "").strip():
+                raise CsvFormatError(f"row {i}: {col} is empty")
+        for col in ("bandwidth_gb_s", "peak_tflop_s"):
+            _float(r, col, i)
+    return reference_profiles(rows, source="imported")
+
+
+def group_summary(rows: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """summary.csv rows by target: its device name, L2 size and samples, in file order."""
+    out: dict[str, dict[str, Any]] = {}
+    for i, r in enumerate(rows, start=2):
+        target = (r.get("target") or "").strip()
+        if not target:
+            raise CsvFormatError(f"row {i}: target is empty")
+        g = out.setdefault(target, {"device": (r.get("device") or "").strip() or target,
+                                    "l2_bytes": _float(r, "l2_bytes", i, required=False), "samples": []})
+        g["samples"].append(sample_from_summary(r, i))
+    return out

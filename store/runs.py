@@ -1,0 +1,543 @@
+"""The Store: runs, their samples, ceilings and telemetry, and saved what-if ops.
+
+A measuring process uses it like this (each call is its own short
+transaction, committed before it returns, so a SIGKILL loses at most the
+sample in flight)::
+
+    store = Store.open(db_path)                  # --db / ROOFTOP_DB / the data dir
+    run_id = store.begin_run(device_info, plan="quick", backend="cuda", versions={"torch": ...})
+    for sample in plan:                          # rooftop.models.sample.Sample
+        store.add_sample(run_id, sample)
+    store.add_telemetry(run_id, rows)            # sampler snapshots: dicts with a "t" (epoch seconds)
+    store.set_ceilings(run_id, profile)          # the DeviceProfile calibrated from the samples
+    store.finish_run(run_id, "complete")         # or "cancelled" / "failed"
+
+A run is named by its id (32 hex digits; any unique prefix of 4 or more
+works), or by a name given with `rename`. The latest complete run of a device
+that has ceilings is that device's measured profile (`profiles()`).
+
+A Store may be handed to another thread (the TUI's measuring worker) but not
+used by two threads at once; give each thread its own `Store.open`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import platform
+import re
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from rooftop.models.profile import Ceiling, DeviceProfile
+from rooftop.models.sample import Sample, TimeStats
+
+from . import db
+from .db import StoreError
+from .locations import db_path
+from .process import host_name, is_alive, process_token
+
+STATUSES = ("running", "complete", "cancelled", "failed", "interrupted")
+FINAL_STATUSES = ("complete", "cancelled", "failed")
+SHORT_ID = 8
+MIN_PREFIX = 4
+LOCAL = "local"  # the device id of this machine's latest measured profile (DESIGN.md, vocabulary)
+NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
+
+
+class UnknownRun(StoreError, LookupError):
+    """A run reference that matches no run (or more than one)."""
+
+
+class BadName(StoreError, ValueError):
+    """A run name that is malformed, taken, or would shadow a catalog device."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One sweep on one device: where, with what, when, and how it ended."""
+
+    id: str
+    device_key: str  # the physical device; its runs form its history
+    host: str
+    device: Mapping[str, Any]  # what the backend reported about the device
+    backend: str
+    plan: str
+    started_at: float  # epoch seconds
+    status: str  # one of STATUSES
+    name: str | None = None
+    versions: Mapping[str, Any] = field(default_factory=dict)
+    ended_at: float | None = None
+    imported_from: str | None = None  # None when measured on this machine
+    samples: int = 0  # how many samples it holds
+    has_ceilings: bool = False
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:SHORT_ID]
+
+    @property
+    def label(self) -> str:
+        """How the run is named as a device: its name, else its short id."""
+        return self.name or self.short_id
+
+    @property
+    def device_name(self) -> str:
+        return str(self.device.get("name") or self.device_key)
+
+
+def default_versions() -> dict[str, str]:
+    """Versions rooftop can know without importing torch; the backend adds its own."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        rooftop = version("rooftop")
+    except PackageNotFoundError:
+        rooftop = "unknown"
+    return {"rooftop": rooftop, "python": platform.python_version(), "sqlite": sqlite3.sqlite_version}
+
+
+def device_key_for(device_info: Mapping[str, Any], host: str) -> str:
+    """A stable key for a physical device: its UUID when the backend gives one, else host/name/index."""
+    if device_info.get("uuid"):
+        return str(device_info["uuid"])
+    name = device_info.get("name") or device_info.get("kind") or "device"
+    return f"{host}/{name}/{device_info.get('index', 0)}"
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+def _num(v: float | None) -> float | None:
+    """SQLite stores NaN as NULL; keep that explicit."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+class Store:
+    """rooftop's SQLite file. Open with `Store.open(path)`; every public method commits before returning."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self.interrupted: list[str] = []  # runs this open found orphaned and marked interrupted
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None, recover: bool = True) -> "Store":
+        """Open (creating if absent) the store at --db PATH / ROOFTOP_DB / the data dir.
+
+        Raises StoreError, without touching the file, when it is not a rooftop database.
+        """
+        p = db_path(path)
+        store = cls(db.connect(p), p)
+        if recover:
+            store.interrupted = store.recover()
+        return store
+
+    @classmethod
+    def open_existing(cls, path: str | os.PathLike[str] | None = None) -> "Store | None":
+        """Open the store if its file exists; None otherwise (readers should not create files)."""
+        p = db_path(path)
+        return cls.open(p) if p.exists() else None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def recover(self) -> list[str]:
+        """Mark `running` runs of dead processes on this host `interrupted`; their samples stay."""
+        host = host_name()
+        rows = self.conn.execute(
+            "SELECT id, pid, proc_token FROM runs WHERE status = 'running' AND host = ?", (host,)
+        ).fetchall()
+        dead = [rid for rid, pid, token in rows if not (pid and is_alive(int(pid), token or ""))]
+        marked = []
+        for rid in dead:
+            with db.write(self.conn) as c:
+                cur = c.execute(
+                    "UPDATE runs SET status = 'interrupted', ended_at = COALESCE("
+                    "(SELECT MAX(created_at) FROM samples WHERE run_id = ?), started_at)"
+                    " WHERE id = ? AND status = 'running'",  # another process may have marked it first
+                    (rid, rid),
+                )
+                if cur.rowcount:
+                    marked.append(rid)
+        return marked
+
+    # -- writing a run -----------------------------------------------------------
+
+    def begin_run(
+        self,
+        device_info: Mapping[str, Any],
+        plan: str,
+        backend: str,
+        versions: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Start a run owned by this process; returns its id.
+
+        `device_info` is kept whole; its "uuid" (else host + "name" + "index")
+        says which physical device this is, so its runs form one history, and
+        "name" is what listings show. `versions` adds to rooftop/python/sqlite
+        (e.g. torch, CUDA, driver).
+        """
+        run_id = uuid.uuid4().hex
+        host = host_name()
+        pid = os.getpid()
+        with db.write(self.conn) as c:
+            c.execute(
+                "INSERT INTO runs (id, device_key, host, device_json, backend, versions_json, plan, started_at,"
+                " status, pid, proc_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+                (
+                    run_id,
+                    device_key_for(device_info, host),
+                    host,
+                    _dumps(dict(device_info)),
+                    backend,
+                    _dumps({**default_versions(), **dict(versions or {})}),
+                    plan,
+                    time.time(),
+                    pid,
+                    process_token(pid),
+                ),
+            )
+        return run_id
+
+    def add_sample(self, run_id: str, sample: Sample) -> int:
+        """Keep one sample, committed at once; returns its sequence number in the run."""
+        return self.add_samples(run_id, [sample])[-1]
+
+    def add_samples(self, run_id: str, samples: Iterable[Sample]) -> list[int]:
+        """Keep several samples in one transaction; returns their sequence numbers."""
+        with db.write(self.conn) as c:
+            self._require(c, run_id)
+            return _insert_samples(c, run_id, samples)
+
+    def add_telemetry(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Keep sampler snapshots (dicts; "t" in epoch seconds, now if absent); returns how many."""
+        with db.write(self.conn) as c:
+            self._require(c, run_id)
+            return _insert_telemetry(c, run_id, rows)
+
+    def set_ceilings(self, run_id: str, profile: DeviceProfile) -> None:
+        """Store the run's calibrated profile (replacing any earlier one): ceilings plus device facts."""
+        with db.write(self.conn) as c:
+            self._require(c, run_id)
+            _replace_ceilings(c, run_id, profile)
+
+    def finish_run(self, run_id: str, status: str = "complete") -> None:
+        """End a run: complete, cancelled or failed. Its samples stay whatever the status."""
+        if status not in FINAL_STATUSES:
+            raise StoreError(f"cannot finish a run as {status!r}; use one of: {', '.join(FINAL_STATUSES)}")
+        with db.write(self.conn) as c:
+            self._require(c, run_id)
+            c.execute(
+                "UPDATE runs SET status = ?, ended_at = ?, pid = NULL, proc_token = NULL WHERE id = ?",
+                (status, time.time(), run_id),
+            )
+
+    def _require(self, c: sqlite3.Connection, run_id: str) -> None:
+        if c.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            raise UnknownRun(f"no run {run_id!r} in {self.path}")
+
+    # -- reading -----------------------------------------------------------------
+
+    _RUN_SELECT = (
+        "SELECT r.id, r.device_key, r.host, r.device_json, r.backend, r.plan, r.started_at, r.status, r.name,"
+        " r.versions_json, r.ended_at, r.imported_from,"
+        " (SELECT COUNT(*) FROM samples s WHERE s.run_id = r.id),"
+        " EXISTS (SELECT 1 FROM ceilings c WHERE c.run_id = r.id)"
+        " FROM runs r"
+    )
+
+    @staticmethod
+    def _run_from_row(row: tuple) -> Run:
+        return Run(
+            id=row[0], device_key=row[1], host=row[2], device=json.loads(row[3]), backend=row[4], plan=row[5],
+            started_at=row[6], status=row[7], name=row[8], versions=json.loads(row[9]), ended_at=row[10],
+            imported_from=row[11], samples=row[12], has_ceilings=bool(row[13]),
+        )
+
+    def runs(self, device_key: str | None = None) -> list[Run]:
+        """Every run, oldest first (optionally of one device)."""
+        sql, args = self._RUN_SELECT, ()
+        if device_key is not None:
+            sql, args = sql + " WHERE r.device_key = ?", (device_key,)
+        return [self._run_from_row(r) for r in self.conn.execute(sql + " ORDER BY r.started_at, r.rowid", args)]
+
+    def run(self, ref: str) -> Run:
+        """A run by name, full id, or unique id prefix (≥ 4 characters); UnknownRun otherwise."""
+        want = ref.strip()
+        rows = self.conn.execute(self._RUN_SELECT + " WHERE lower(r.name) = lower(?)", (want,)).fetchall()
+        if not rows:
+            rows = self.conn.execute(self._RUN_SELECT + " WHERE r.id = lower(?)", (want,)).fetchall()
+        if not rows and len(want) >= MIN_PREFIX and re.fullmatch(r"[0-9a-fA-F]+", want):
+            rows = self.conn.execute(
+                self._RUN_SELECT + " WHERE r.id LIKE ? ORDER BY r.id", (want.lower() + "%",)
+            ).fetchall()
+        if len(rows) == 1:
+            return self._run_from_row(rows[0])
+        if rows:
+            ids = ", ".join(r[0][:SHORT_ID] for r in rows)
+            raise UnknownRun(f"run {ref!r} is ambiguous ({ids}); give more of the id")
+        raise UnknownRun(
+            f"no run {ref!r} in {self.path}; give a run name or id (4+ hex digits) from `rooftop runs`"
+        )
+
+    def samples(self, run_id: str) -> list[Sample]:
+        out = []
+        for r in self.conn.execute(
+            "SELECT family, dtype, cache, shape_json, flops, bytes, footprint_bytes, path, median_s, p10_s, p90_s,"
+            " min_s, iqr_ratio, repeats, calls, skipped, max_error, conditions_json"
+            " FROM samples WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+        ):
+            stats = TimeStats(r[8], r[9], r[10], r[11], r[12], r[13], r[14]) if r[8] is not None else None
+            out.append(
+                Sample(
+                    family=r[0], dtype=r[1], cache=r[2], shape=json.loads(r[3]), flops=r[4], bytes=r[5],
+                    footprint_bytes=r[6], path=r[7], stats=stats, skipped=r[15], max_error=r[16],
+                    conditions=json.loads(r[17]),
+                )
+            )
+        return out
+
+    def telemetry(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            json.loads(d) for (d,) in self.conn.execute(
+                "SELECT data_json FROM telemetry WHERE run_id = ? ORDER BY seq", (run_id,)
+            )
+        ]
+
+    def stored_profile(self, run_id: str) -> DeviceProfile | None:
+        """The profile exactly as set_ceilings stored it (provenance unchanged); None without ceilings."""
+        row = self.conn.execute("SELECT profile_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+        ceilings = self.conn.execute(
+            "SELECT kind, key, value, source, case_, stable FROM ceilings WHERE run_id = ?", (run_id,)
+        ).fetchall()
+        if row is None or row[0] is None:
+            return None
+        d = json.loads(row[0])
+        bandwidth = {k: Ceiling(v, s, c, bool(st)) for kind, k, v, s, c, st in ceilings if kind == "bandwidth"}
+        peak = {k: Ceiling(v, s, c, bool(st)) for kind, k, v, s, c, st in ceilings if kind == "peak"}
+        launch = [Ceiling(v, s, c, bool(st)) for kind, k, v, s, c, st in ceilings if kind == "launch"]
+        base = DeviceProfile.from_dict({**d, "bandwidth": {}, "peak": {}, "launch_overhead": None})
+        return dataclasses.replace(
+            base, bandwidth=bandwidth, peak=peak, launch_overhead=launch[0] if launch else None
+        )
+
+    def profile(self, ref: str) -> DeviceProfile:
+        """The run as a device profile: id = its label, source measured (or imported when it came from a file)."""
+        run = self.run(ref)
+        return self._as_device(run)
+
+    def _as_device(self, run: Run) -> DeviceProfile:
+        stored = self.stored_profile(run.id)
+        if stored is None:
+            raise UnknownRun(
+                f"run {run.label} ({run.status}) has no ceilings, so it is not a device profile; "
+                "finished runs with ceilings are listed by `rooftop devices`"
+            )
+        source = "imported" if run.imported_from else "measured"
+
+        def prov(c: Ceiling) -> Ceiling:
+            return Ceiling(c.value, "imported", c.case, c.stable) if source == "imported" and c.source == "measured" else c
+
+        when = time.strftime("%Y-%m-%d", time.gmtime(run.started_at))
+        return dataclasses.replace(
+            stored,
+            id=run.label,
+            source=source,
+            bandwidth={k: prov(c) for k, c in stored.bandwidth.items()},
+            peak={k: prov(c) for k, c in stored.peak.items()},
+            launch_overhead=prov(stored.launch_overhead) if stored.launch_overhead else None,
+            notes=f"run {run.short_id} on {run.host or 'unknown host'}, {when}"
+            + (f", imported from {run.imported_from}" if run.imported_from else ""),
+            extra={**dict(stored.extra), "run_id": run.id, "device_key": run.device_key},
+        )
+
+    def profiles(self) -> dict[str, DeviceProfile]:
+        """Measured and imported profiles by id: each device's latest complete run with ceilings, plus named runs."""
+        chosen: dict[str, Run] = {}
+        named: list[Run] = []
+        for run in self.runs():  # oldest first, so later runs replace earlier ones
+            if run.status == "complete" and run.has_ceilings:
+                chosen[run.device_key] = run
+                if run.name:
+                    named.append(run)
+        picked = {r.id for r in list(chosen.values()) + named}
+        out = {}
+        for run in (r for r in self.runs() if r.id in picked):
+            p = self._as_device(run)
+            out[p.id] = p
+        return out
+
+    def local_profile(self) -> DeviceProfile | None:
+        """The device `local`: the latest complete run measured on this host that has ceilings."""
+        host = host_name()
+        mine = [r for r in self.runs() if r.host == host and not r.imported_from
+                and r.status == "complete" and r.has_ceilings]
+        return dataclasses.replace(self._as_device(mine[-1]), id=LOCAL) if mine else None
+
+    # -- managing runs -----------------------------------------------------------
+
+    def rename(self, ref: str, name: str) -> Run:
+        """Give a run a name usable wherever a device id is (`--device NAME`)."""
+        from rooftop.models.catalog import catalog
+
+        run = self.run(ref)
+        if not NAME_RE.fullmatch(name):
+            raise BadName(
+                f"bad run name {name!r}: start with a letter, then letters, digits, '.', '_' or '-' (64 at most)"
+            )
+        if name.lower() in {k.lower() for k in catalog()} | {LOCAL}:
+            raise BadName(f"{name!r} is already a device id (the catalog's, or `local`); choose another name so "
+                          "--device stays unambiguous")
+        with db.write(self.conn) as c:
+            other = c.execute(
+                "SELECT id FROM runs WHERE lower(name) = lower(?) AND id != ?", (name, run.id)
+            ).fetchone()
+            if other:
+                raise BadName(f"the name {name!r} is taken by run {other[0][:SHORT_ID]}; choose another")
+            c.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run.id))
+        return self.run(run.id)
+
+    def delete(self, ref: str) -> Run:
+        """Delete a run with its samples, ceilings and telemetry; refuses a run still being measured."""
+        run = self.run(ref)
+        if run.status == "running" and self._owner_alive(run.id):
+            raise StoreError(f"run {run.label} is being measured right now; stop it before deleting it")
+        with db.write(self.conn) as c:
+            c.execute("DELETE FROM runs WHERE id = ?", (run.id,))
+        return run
+
+    def _owner_alive(self, run_id: str) -> bool:
+        host, pid, token = self.conn.execute(
+            "SELECT host, pid, proc_token FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
+        if host != host_name():
+            return True  # another machine's process: assume it lives
+        return bool(pid) and is_alive(int(pid), token or "")
+
+    def insert_run(
+        self,
+        run: Run,
+        samples: Iterable[Sample] = (),
+        telemetry: Iterable[Mapping[str, Any]] = (),
+        profile: DeviceProfile | None = None,
+    ) -> bool:
+        """Add a whole run from elsewhere (an import) in one transaction; False if its id is already here.
+
+        One transaction: an import cut off half-way leaves nothing, so importing the file again completes it.
+        """
+        status = "interrupted" if run.status == "running" else run.status  # nobody here owns it
+        with db.write(self.conn) as c:
+            if c.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)).fetchone():
+                return False
+            name = run.name
+            if name and c.execute("SELECT 1 FROM runs WHERE lower(name) = lower(?)", (name,)).fetchone():
+                name = None  # keep the local run's name; the imported one is reachable by id
+            c.execute(
+                "INSERT INTO runs (id, name, device_key, host, device_json, backend, versions_json, plan,"
+                " imported_from, started_at, ended_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.id, name, run.device_key, run.host, _dumps(dict(run.device)), run.backend,
+                    _dumps(dict(run.versions)), run.plan, run.imported_from or "file", run.started_at,
+                    run.ended_at, status,
+                ),
+            )
+            _insert_samples(c, run.id, samples)
+            _insert_telemetry(c, run.id, telemetry)
+            if profile is not None:
+                _replace_ceilings(c, run.id, profile)
+        return True
+
+    # -- saved what-if ops -------------------------------------------------------
+
+    def save_op(self, name: str, spec: str, devices: Iterable[str] = (), note: str = "") -> None:
+        """Save (or replace) a named op spec with the devices it was looked at on."""
+        with db.write(self.conn) as c:
+            c.execute(
+                "INSERT OR REPLACE INTO saved_ops VALUES (?, ?, ?, ?, ?)",
+                (name, spec, ",".join(devices), note, time.time()),
+            )
+
+    def saved_ops(self) -> list[dict[str, Any]]:
+        return [
+            {"name": n, "spec": s, "devices": [d for d in ds.split(",") if d], "note": note, "created_at": t}
+            for n, s, ds, note, t in self.conn.execute(
+                "SELECT name, spec, devices, note, created_at FROM saved_ops ORDER BY name"
+            )
+        ]
+
+    def delete_op(self, name: str) -> bool:
+        with db.write(self.conn) as c:
+            return c.execute("DELETE FROM saved_ops WHERE name = ?", (name,)).rowcount > 0
+
+    def integrity_check(self) -> str:
+        """SQLite's own check: 'ok' when the file is sound."""
+        return "; ".join(r[0] for r in self.conn.execute("PRAGMA integrity_check"))
+
+
+# -- writes inside a caller's transaction ------------------------------------------------
+
+
+def _insert_samples(c: sqlite3.Connection, run_id: str, samples: Iterable[Sample]) -> list[int]:
+    now = time.time()
+    seq = c.execute("SELECT COALESCE(MAX(seq), -1) FROM samples WHERE run_id = ?", (run_id,)).fetchone()[0]
+    seqs = []
+    for s in samples:
+        seq += 1
+        st = s.stats
+        c.execute(
+            "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id, seq, s.family, s.dtype, s.cache, _dumps(dict(s.shape)), s.flops, s.bytes,
+                s.footprint_bytes, s.path,
+                _num(st.median_s) if st else None, _num(st.p10_s) if st else None,
+                _num(st.p90_s) if st else None, _num(st.min_s) if st else None,
+                _num(st.iqr_ratio) if st else None, st.repeats if st else None, st.calls if st else None,
+                int(s.stable), s.skipped, _num(s.max_error), _dumps(dict(s.conditions)), now,
+            ),
+        )
+        seqs.append(seq)
+    return seqs
+
+
+def _insert_telemetry(c: sqlite3.Connection, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
+    now = time.time()
+    seq = c.execute("SELECT COALESCE(MAX(seq), -1) FROM telemetry WHERE run_id = ?", (run_id,)).fetchone()[0]
+    n = 0
+    for r in rows:
+        seq += 1
+        n += 1
+        c.execute("INSERT INTO telemetry VALUES (?, ?, ?, ?)", (run_id, seq, float(r.get("t", now)), _dumps(dict(r))))
+    return n
+
+
+def _replace_ceilings(c: sqlite3.Connection, run_id: str, profile: DeviceProfile) -> None:
+    facts = profile.to_dict()
+    for k in ("bandwidth", "peak", "launch_overhead"):
+        facts.pop(k)
+    rows = [("bandwidth", k, ce) for k, ce in profile.bandwidth.items()]
+    rows += [("peak", k, ce) for k, ce in profile.peak.items()]
+    if profile.launch_overhead:
+        rows.append(("launch", "launch", profile.launch_overhead))
+    c.execute("DELETE FROM ceilings WHERE run_id = ?", (run_id,))
+    c.executemany(
+        "INSERT INTO ceilings VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(run_id, kind, key, ce.value, ce.source, ce.case, int(ce.stable)) for kind, key, ce in rows],
+    )
+    c.execute("UPDATE runs SET profile_json = ? WHERE id = ?", (_dumps(facts), run_id))
