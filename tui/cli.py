@@ -61,9 +61,12 @@ def _device_list(values: list[str] | None) -> list[str]:
 
 
 def resolve_devices(ids: list[str], extra: dict[str, DeviceProfile] | None = None) -> list[DeviceProfile]:
-    """Profiles for --device ids; with none, the detected GPU's reference profile, else h100."""
+    """Profiles for --device ids; with none: this host's measured profile, the detected GPU's reference, else h100."""
     if ids:
         return [lookup_device(i, extra) for i in ids]
+    if extra and "local" in extra:
+        sys.stderr.write(f"rooftop: using local, this machine's latest measured profile ({extra['local'].name})\n")
+        return [extra["local"]]
     from rooftop.probes.identify import local_reference_profile
 
     found = local_reference_profile()
@@ -233,7 +236,8 @@ def cmd_llm(args: argparse.Namespace) -> int:
     if args.speedup and not parts:
         raise UsageError("--speedup needs --parts: the end-to-end time table it applies to")
     split = amdahl(parts, _named_values(args.speedup, "speedup")) if parts else None
-    device = resolve_devices(_device_list(args.device))[0]
+    ids = _device_list(args.device)
+    device = resolve_devices(ids, store_profiles(args, ids))[0]
     phases = [Phase(args.phase, b, prompt=prompt, context=c, kv_dtype=kv_dtype) for c in contexts for b in batches]
     times = _measured_times(args.measured_ms, len(phases))
     steps = [step_bound(arch, ph, device, t) for ph, t in zip(phases, times)]
@@ -360,6 +364,10 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
     try:
         with Store.open(path) as store:
             found = store.profiles()
+            if not ids:  # the default device: this host's latest measurement, when there is one
+                local = store.local_profile()
+                if local is not None:
+                    found["local"] = local
             known = {k.lower() for k in [*found, *catalog()]}
             for i in ids:
                 if i.lower() in known:
@@ -686,6 +694,7 @@ def build_parser() -> Parser:
     lm.add_argument("--parts", metavar="NAME=MS,…", help="an end-to-end time table for an Amdahl breakdown")
     lm.add_argument("--speedup", metavar="NAME=X,…", help="speed-up factors of some parts")
     lm.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    add_db_option(lm)
     lm.set_defaults(func=cmd_llm)
 
     wt = sub.add_parser("watch", help="print live GPU (or CPU) telemetry, one line per interval",
