@@ -7,6 +7,7 @@ runs in thread workers that only post messages; the UI shows, models compute.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from textual import on
@@ -18,6 +19,7 @@ from rooftop.models.catalog import catalog
 from rooftop.models.profile import DeviceProfile
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.comparepane import Compare
+from rooftop.tui.historypane import History
 from rooftop.tui.livepane import Live, Telemetry
 from rooftop.tui.rooflinepane import Roofline
 from rooftop.tui.whatif import WhatIf
@@ -28,7 +30,7 @@ FALLBACK_DEVICE = "h100"
 
 
 def default_sampler() -> Sampler:
-    return Sampler(interval=0.5)
+    return Sampler()  # 4 Hz
 
 
 @dataclass
@@ -40,6 +42,8 @@ class AppConfig:
     sampler: Callable[[], Sampler] | None = default_sampler  # None: no telemetry
     profiles: dict[str, DeviceProfile] = field(default_factory=dict)  # extra profiles (measured, imported)
     initial_tab: str = "roofline"
+    db_path: Path | None = None  # None: --db / ROOFTOP_DB / the data directory
+    export_dir: Path | None = None  # where History's export writes (default: the working directory)
 
 
 class RooftopApp(App[None]):
@@ -51,7 +55,7 @@ class RooftopApp(App[None]):
         Binding("2", "tab('roofline')", "Roofline"),
         Binding("3", "tab('whatif')", "What-if"),
         Binding("4", "tab('compare')", "Compare"),
-        Binding("5", "tab('history')", "History", show=False),
+        Binding("5", "tab('history')", "History"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -59,13 +63,37 @@ class RooftopApp(App[None]):
     def __init__(self, config: AppConfig | None = None) -> None:
         super().__init__()
         self.config = config or AppConfig()
-        self.profiles: dict[str, DeviceProfile] = {**catalog(), **self.config.profiles}
+        self.store_note = ""
+        self.profiles: dict[str, DeviceProfile] = {**catalog(), **self._stored_profiles(), **self.config.profiles}
         self.device_id, self.device_note = self._pick_device()
         self._sampler: Sampler | None = None
+
+    def _stored_profiles(self) -> dict[str, DeviceProfile]:
+        """Measured and imported profiles, and `local`; a broken store is a note, not a crash."""
+        import sqlite3
+
+        from rooftop.store.db import StoreError
+        from rooftop.store.runs import Store
+
+        try:
+            store = Store.open_existing(self.config.db_path)
+            if store is None:
+                return {}
+            with store:
+                found = store.profiles()
+                local = store.local_profile()
+        except (StoreError, sqlite3.DatabaseError, OSError) as exc:
+            self.store_note = f"store unavailable: {exc}"
+            return {}
+        if local is not None:
+            found["local"] = local
+        return found
 
     def _pick_device(self) -> tuple[str, str]:
         if self.config.device:
             return self.config.device, ""
+        if "local" in self.profiles:
+            return "local", "showing local: this machine's latest measured profile"
         from rooftop.probes.identify import local_reference_profile
 
         found = local_reference_profile()
@@ -85,11 +113,15 @@ class RooftopApp(App[None]):
                 yield WhatIf(self.profiles, self.device_id, id="whatif-pane")
             with TabPane("4 Compare", id="compare"):
                 yield Compare(self.profiles, self.device_id, other, id="compare-pane")
+            with TabPane("5 History", id="history"):
+                yield History(self.config.db_path, self.config.export_dir, id="history-pane")
         yield Footer()
 
     def on_mount(self) -> None:
         if self.device_note:
             self.notify(self.device_note, timeout=6)
+        if self.store_note:
+            self.notify(self.store_note, severity="warning", timeout=8)
         if self.config.sampler is not None:
             live = self.query_one(Live)
             self._sampler = self.config.sampler()
@@ -114,11 +146,7 @@ class RooftopApp(App[None]):
     # -- actions -----------------------------------------------------------------------
 
     def action_tab(self, tab: str) -> None:
-        tabs = self.query_one(TabbedContent)
-        if tab in [p.id for p in tabs.query(TabPane)]:
-            tabs.active = tab
-        else:
-            self.notify(f"the {tab} tab needs the measurement store", severity="warning", timeout=3)
+        self.query_one(TabbedContent).active = tab
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -313,10 +313,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def run_app(args: argparse.Namespace) -> int:
     """`rooftop` with no command: the Textual app."""
     if args.device:
-        lookup_device(args.device)  # a bad id is a one-line error before the screen opens
+        lookup_device(args.device, store_profiles(args, [args.device]))  # a bad id: one line, before the screen opens
     from rooftop.tui.app import AppConfig, create_app
 
-    create_app(AppConfig(device=args.device)).run()
+    create_app(AppConfig(device=args.device, db_path=getattr(args, "db", None))).run()
     return 0
 
 
@@ -638,6 +638,7 @@ def build_parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-d", "--device", metavar="ID", help="the app's first device (default: this GPU's, else h100)")
+    add_db_option(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     op = sub.add_parser(

@@ -29,6 +29,7 @@ CPU_TRACES = (
     ("sm", "CPU clock", "MHz", lambda c: c.freq_mhz),
     ("mem", "memory", "GiB", lambda c: c.memory_used_bytes / 2**30),
 )
+VALUE_FORMAT = {"mem": "{:,.1f}"}
 
 
 @dataclass
@@ -82,7 +83,8 @@ class TelemetryPanel(Widget):
             if v is not None:
                 self.data[key].append(float(v))
                 self.query_one(f"#sp-{key}", Sparkline).data = list(self.data[key])
-            self.query_one(f"#val-{key}", Static).update("N/A" if v is None else f"{v:,.0f} {unit}")
+            fmt = VALUE_FORMAT.get(key, "{:,.0f}")
+            self.query_one(f"#val-{key}", Static).update("N/A" if v is None else f"{fmt.format(v)} {unit}")
         for key, *_ in GPU_TRACES:
             self.query_one(f"#tr-{key}").display = key in shown
 

@@ -16,8 +16,11 @@ from rooftop.tui.chart import draw_roofline
 class RooflinePlot(PlotextPlot):
     """A log-log roofline: set the series, it redraws (plotext state is rebuilt on each render)."""
 
+    can_focus = True  # so the keys of the tab it sits in ([ ] p) reach it by keyboard
+
     DEFAULT_CSS = """
     RooflinePlot { min-height: 10; min-width: 30; }
+    RooflinePlot:focus { border: round $accent; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002

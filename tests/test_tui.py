@@ -1,0 +1,189 @@
+"""The Textual app driven by Pilot, as a user drives it: keys, typing, what each tab shows."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable, Input, Static, TabbedContent
+
+from fake_nvml import FakeNVML
+from rooftop.probes.telemetry import Sampler
+from rooftop.tui.app import AppConfig, create_app
+from rooftop.tui.comparepane import Compare
+from rooftop.tui.livepane import TelemetryPanel
+from rooftop.tui.rooflinepane import Roofline
+from rooftop.tui.whatif import WhatIf
+from rooftop.tui.widgets import HelpScreen, RooflinePlot
+
+SIZE = (110, 36)
+
+
+def app(**kw):  # noqa: ANN001, ANN201
+    kw.setdefault("device", "h100")
+    kw.setdefault("sampler", None)
+    return create_app(AppConfig(**kw))
+
+
+def text_of(widget: Static) -> str:
+    return str(widget.render())
+
+
+async def test_number_keys_switch_tabs_and_help_opens() -> None:
+    a = app()
+    async with a.run_test(size=SIZE) as pilot:
+        tabs = a.query_one(TabbedContent)
+        assert tabs.active == "roofline"
+        for key, tab in (("3", "whatif"), ("4", "compare"), ("1", "live"), ("2", "roofline")):
+            a.set_focus(None)
+            await pilot.press(key)
+            assert tabs.active == tab
+        await pilot.press("question_mark")
+        assert isinstance(a.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(a.screen, HelpScreen)
+
+
+async def test_whatif_opens_with_a_batch_one_decode_gemv() -> None:
+    a = app(initial_tab="whatif")
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        w = a.query_one(WhatIf)
+        assert w.analysis is not None
+        assert w.analysis.op.describe() == "GEMV 1×8192×8192 bf16"
+        shown = text_of(a.query_one("#analysis", Static))
+        assert "memory-bound" in shown and "T ≥ 43.5 µs" in shown
+        assert "compute-bound from m ≈ 278" in text_of(a.query_one("#batch-bar", Static))
+
+
+async def test_typing_a_spec_updates_the_analysis_and_errors_are_inline() -> None:
+    a = app(initial_tab="whatif")
+    async with a.run_test(size=SIZE) as pilot:
+        spec = a.query_one("#spec", Input)
+        spec.focus()
+        spec.value = ""
+        await pilot.press(*"gemm 4096 4096 4096 fp8")
+        await pilot.pause()
+        w = a.query_one(WhatIf)
+        assert w.analysis is not None and w.analysis.path == "fp8-tc"
+        assert "compute-bound" in text_of(a.query_one("#analysis", Static))
+        assert a.query_one("#f-m", Input).value == "4096"  # the form follows the spec
+        await pilot.press("backspace", "backspace", "backspace", *"fp99")
+        await pilot.pause()
+        err = text_of(a.query_one("#spec-error", Static))
+        assert "'fp99'" in err and "bf16" in err
+        assert w.analysis is None
+        # a device without the roof: inline, names what it has
+        spec.value = "gemm 1 8192 8192 fp8"
+        a.query_one("#device").value = "v100-32"
+        await pilot.pause()
+        assert "v100-32 has no fp8-tc roof" in text_of(a.query_one("#spec-error", Static))
+
+
+async def test_form_edit_rewrites_the_spec() -> None:
+    a = app(initial_tab="whatif")
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        field = a.query_one("#f-m", Input)
+        field.focus()
+        await pilot.press("backspace", *"64")
+        await pilot.pause()
+        assert a.query_one("#spec", Input).value.startswith("gemm m=64 n=8192 k=8192")
+        assert a.query_one(WhatIf).analysis.op.m == 64
+
+
+async def test_batch_keys_walk_the_point_across_the_ridge() -> None:
+    """Seed 001's slider: doubling M moves a decode GEMV right until it turns compute-bound."""
+    a = app(initial_tab="whatif")
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        w = a.query_one(WhatIf)
+        a.query_one("#whatif-plot", RooflinePlot).focus()
+        regimes = []
+        for _ in range(10):
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+            regimes.append((w.analysis.op.m, w.analysis.regime))
+        assert regimes[0] == (2, "memory")
+        assert ("memory" if 256 < 278 else "compute") == dict(regimes)[256]
+        assert dict(regimes)[512] == "compute"
+        await pilot.press("left_square_bracket")
+        await pilot.pause()
+        assert w.analysis.op.m == 512
+
+
+async def test_pinned_op_appears_on_the_roofline() -> None:
+    a = app(initial_tab="whatif")
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        a.query_one("#whatif-plot", RooflinePlot).focus()
+        await pilot.press("p")
+        a.query_one(WhatIf).set_spec("attn b=8 h=32 d=128 t=8192 decode")
+        await pilot.pause()
+        await pilot.press("p")
+        a.set_focus(None)
+        await pilot.press("2")
+        await pilot.pause()
+        labels = [s.label for s in a.query_one("#rl-plot", RooflinePlot).series if s.kind == "point"]
+        assert "GEMV 1×8192×8192 bf16" in labels
+        assert any(label.startswith("decode attention b=8") for label in labels)
+        assert "GEMV 1×8192×8192 bf16" in text_of(a.query_one("#rl-legend", Static))
+
+
+async def test_roofline_switches_device_and_overlays() -> None:
+    a = app()
+    async with a.run_test(size=SIZE) as pilot:
+        r = a.query_one(Roofline)
+        a.query_one("#rl-overlay").value = "h200"
+        await pilot.pause()
+        labels = [s.label for s in a.query_one("#rl-plot", RooflinePlot).series]
+        assert any(lb.startswith("h100 bf16-tc") for lb in labels)
+        assert any(lb.startswith("h200 bf16-tc") for lb in labels)
+        a.query_one("#rl-device").value = "b300"
+        await pilot.pause()
+        assert r.device_id == "b300"
+        assert any(s.label.startswith("b300 fp4-tc") is False for s in a.query_one("#rl-plot", RooflinePlot).series)
+
+
+async def test_compare_shows_roofs_crossover_and_the_faster_device() -> None:
+    a = app(initial_tab="compare")
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        table = a.query_one("#cmp-table", DataTable)
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        fp16 = next(r for r in rows if r[0] == "F fp16-tc TF/s")
+        assert fp16[5] == "245"  # seed 000 §3: H100 and H200 cross at I = 245
+        assert fp16[6] == "h200 / h100"
+        op_line = text_of(a.query_one("#cmp-op", Static))
+        assert "h200 is faster" in op_line  # the default what-if op is memory-bound
+        a.query_one(Compare).show_op(None)
+        assert "type an op" in text_of(a.query_one("#cmp-op", Static))
+
+
+async def test_live_telemetry_from_a_fake_gpu() -> None:
+    nv = FakeNVML()
+    a = app(initial_tab="live", sampler=lambda: Sampler(interval=0.05, nvml=nv, cpu=False))
+    async with a.run_test(size=SIZE) as pilot:
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if len(a.query_one(TelemetryPanel).data["power"]) >= 3:
+                break
+        panel = a.query_one(TelemetryPanel)
+        assert list(panel.data["power"])[:3] == [650.0, 650.0, 650.0]
+        assert "NVIDIA H200" in panel.source and "power cap" in panel.source
+        assert text_of(a.query_one("#val-temp", Static)) == "71 °C"
+
+
+async def test_live_telemetry_falls_back_to_the_cpu() -> None:
+    a = app(initial_tab="live", sampler=lambda: Sampler(interval=0.05, nvml=FakeNVML(init_error=RuntimeError("no NVML"))))
+    async with a.run_test(size=SIZE) as pilot:
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if a.query_one(TelemetryPanel).data["util"]:
+                break
+        panel = a.query_one(TelemetryPanel)
+        assert panel.source.startswith("CPU (") and "NVML not available" in panel.source
+        assert not a.query_one("#tr-power").display  # no power trace for a CPU
+
+
+@pytest.mark.parametrize("tab", ["live", "roofline", "whatif", "compare"])
+def test_snapshots(tab: str, snap_compare) -> None:  # noqa: ANN001
+    assert snap_compare(app(initial_tab=tab), terminal_size=(100, 32))

@@ -1,0 +1,106 @@
+"""The History tab over a real SQLite store: list, open, rename, delete, export; a broken store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from textual.widgets import DataTable, Static
+
+from rooftop.models.profile import Ceiling, DeviceProfile
+from rooftop.models.sample import Sample, TimeStats
+from rooftop.store.runs import Store
+from rooftop.tui.app import AppConfig, create_app
+from rooftop.tui.historypane import ConfirmScreen, History, NameScreen
+from rooftop.tui.widgets import RooflinePlot
+
+SIZE = (110, 36)
+
+
+def stats(t: float) -> TimeStats:
+    return TimeStats(median_s=t, p10_s=t * 0.98, p90_s=t * 1.02, min_s=t * 0.97, iqr_ratio=0.02, repeats=7, calls=10)
+
+
+def seeded_db(path: Path) -> str:
+    with Store.open(path) as store:
+        rid = store.begin_run({"name": "Test CPU", "index": 0}, "quick", "cpu")
+        store.add_sample(rid, Sample("read_reduce", "fp32", {"n": 2**26}, flops=2**26, bytes=4 * 2**26,
+                                     footprint_bytes=4 * 2**26, stats=stats(0.01), path="fp32-fma"))
+        store.add_sample(rid, Sample("gemm", "fp32", {"m": 1024, "n": 1024, "k": 1024}, flops=2 * 1024**3,
+                                     bytes=12 * 1024**2, stats=stats(0.01), path="fp32-matmul"))
+        store.add_sample(rid, Sample("gemm", "fp8", {"m": 64, "n": 64, "k": 64}, flops=1, bytes=1,
+                                     skipped="fp8 needs compute capability ≥ 8.9"))
+        store.set_ceilings(rid, DeviceProfile(
+            id="test-cpu", name="Test CPU", source="measured", kind="cpu",
+            bandwidth={"dram": Ceiling(26.8e9, "measured", "read_reduce:268435456")},
+            peak={"fp32-matmul": Ceiling(214.7e9, "measured", "1024x1024x1024")}))
+        store.finish_run(rid, "complete")
+    return rid
+
+
+def make(tmp_path: Path, **kw):  # noqa: ANN003, ANN201
+    return create_app(AppConfig(device="h100", sampler=None, initial_tab="history", db_path=tmp_path / "r.db",
+                                export_dir=tmp_path, **kw))
+
+
+async def test_history_lists_opens_and_exports(tmp_path: Path) -> None:
+    rid = seeded_db(tmp_path / "r.db")
+    app = make(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        table = app.query_one("#hist-table", DataTable)
+        assert table.row_count == 1
+        assert table.get_row_at(0)[2] == "Test CPU"
+        detail = str(app.query_one("#hist-detail", Static).render())
+        assert "B dram: 26.80 GB/s" in detail and "1024x1024x1024" in detail
+        assert "3 samples, 0 unstable, 1 skipped" in detail and "compute capability" in detail
+        labels = [s.label for s in app.query_one("#hist-plot", RooflinePlot).series]
+        assert any(lb.endswith("gemm") for lb in labels)
+        # the measured profile is a device everywhere else too
+        assert "local" in app.profiles or "test-cpu" in str(list(app.profiles))
+        table.focus()
+        await pilot.press("e")
+        await pilot.pause()
+        doc = json.loads((tmp_path / f"rooftop-{rid[:8]}.json").read_text())
+        assert doc["runs"][0]["run"]["id"] == rid
+
+
+async def test_history_rename_and_delete(tmp_path: Path) -> None:
+    rid = seeded_db(tmp_path / "r.db")
+    app = make(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.query_one("#hist-table", DataTable).focus()
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, NameScreen)
+        await pilot.press(*"lab-box", "enter")
+        await pilot.pause()
+        with Store.open(tmp_path / "r.db") as store:
+            assert store.run(rid).name == "lab-box"
+        assert app.query_one("#hist-table", DataTable).get_row_at(0)[1] == "lab-box"
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await pilot.pause()
+        with Store.open(tmp_path / "r.db") as store:
+            assert store.runs() == []
+        assert app.query_one("#hist-table", DataTable).row_count == 0
+
+
+async def test_empty_and_broken_stores_keep_the_app_running(tmp_path: Path) -> None:
+    app = make(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "no measurements stored yet" in str(app.query_one("#hist-status", Static).render())
+    assert not (tmp_path / "r.db").exists()  # reading never creates the file
+    (tmp_path / "r.db").write_text("this is not a database")
+    app = make(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "✗" in str(app.query_one("#hist-status", Static).render())
+        assert app.query_one(History).run_ids == []
+        await pilot.press("3")  # the rest of the app works
+        assert app.query_one("#analysis", Static).render()
+    assert (tmp_path / "r.db").read_text() == "this is not a database"

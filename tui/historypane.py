@@ -1,0 +1,236 @@
+"""History: the runs in the store — open one to see its points and ceilings; rename, delete, export."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Label, Static
+
+from rooftop.models.plotdata import intensity_span, roof_series, sample_series
+from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
+from rooftop.store.db import StoreError
+from rooftop.tui.widgets import RooflinePlot
+
+
+class NameScreen(ModalScreen[str | None]):
+    """Ask for a run's new name."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    DEFAULT_CSS = """
+    NameScreen { align: center middle; }
+    NameScreen > Vertical { width: 60; height: auto; border: round $accent; background: $surface; padding: 1; }
+    """
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("a name for this run (letters, digits, . _ -); Enter to save, Esc to cancel")
+            yield Input(self.current, id="new-name")
+
+    @on(Input.Submitted)
+    def _done(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [Binding("y", "dismiss(True)", "Yes"), Binding("n,escape", "dismiss(False)", "No")]
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    ConfirmScreen > Static { width: 60; height: auto; border: round $warning; background: $surface; padding: 1; }
+    """
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"{self.question}  [y/n]")
+
+
+class History(Widget):
+    """The History tab over the store at `db_path`."""
+
+    BINDINGS = [
+        Binding("r", "rename", "Rename"),
+        Binding("d", "delete", "Delete"),
+        Binding("e", "export", "Export"),
+        Binding("f5", "reload", "Reload", show=False),
+    ]
+
+    @dataclass
+    class StoreChanged(Message):
+        """Runs were renamed or deleted: device lists elsewhere may need the news."""
+
+    def __init__(self, db_path: Path | None, export_dir: Path | None = None, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.db_path = db_path
+        self.export_dir = export_dir or Path.cwd()
+        self.run_ids: list[str] = []
+        self.selected: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="hist-status")
+        with Horizontal():
+            with Vertical(id="hist-left"):
+                yield DataTable(id="hist-table", cursor_type="row", zebra_stripes=True)
+                with VerticalScroll(id="hist-detail-scroll"):
+                    yield Static("", id="hist-detail")
+            yield RooflinePlot(id="hist-plot")
+
+    def on_mount(self) -> None:
+        t = self.query_one("#hist-table", DataTable)
+        t.add_columns("run", "name", "device", "plan", "status", "started", "samples")
+        self.reload()
+
+    def _open(self):  # noqa: ANN202 - Store | None
+        from rooftop.store.runs import Store
+
+        return Store.open_existing(self.db_path)
+
+    def reload(self) -> None:
+        status = self.query_one("#hist-status", Static)
+        t = self.query_one("#hist-table", DataTable)
+        t.clear()
+        self.run_ids = []
+        try:
+            store = self._open()
+        except StoreError as exc:
+            status.update(Text(f"✗ {exc}", style="bold red"))
+            return
+        if store is None:
+            status.update(Text("no measurements stored yet: press m to measure this machine, or `rooftop import FILE`",
+                               style="dim"))
+            return
+        with store:
+            runs = store.runs()
+        for r in reversed(runs):  # newest first
+            started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at))
+            t.add_row(r.short_id, r.name or "", r.device_name, r.plan, r.status, started, str(r.samples), key=r.id)
+            self.run_ids.append(r.id)
+        status.update(Text(f"{len(runs)} runs in {store.path} — Enter opens, r renames, d deletes, e exports", style="dim"))
+        if self.run_ids:
+            self.show_run(self.selected if self.selected in self.run_ids else self.run_ids[0])
+
+    @on(DataTable.RowSelected, "#hist-table")
+    @on(DataTable.RowHighlighted, "#hist-table")
+    def _row(self, event: DataTable.RowSelected | DataTable.RowHighlighted) -> None:
+        if event.row_key.value:
+            self.show_run(str(event.row_key.value))
+
+    def show_run(self, run_id: str) -> None:
+        self.selected = run_id
+        detail = self.query_one("#hist-detail", Static)
+        try:
+            store = self._open()
+            if store is None:
+                return
+            with store:
+                run = store.run(run_id)
+                samples = store.samples(run_id)
+                prof = store.stored_profile(run_id)
+        except StoreError as exc:
+            detail.update(Text(f"✗ {exc}", style="red"))
+            return
+        text = Text(f"{run.label} — {run.device_name} ({run.backend}, {run.plan}, {run.status})\n", style="bold")
+        if prof is None:
+            text.append("no ceilings: the run did not complete\n", style="yellow")
+        else:
+            for lv in prof.levels():
+                c = prof.bandwidth[lv]
+                text.append(f"B {lv}: {fmt_bandwidth(c.value)}  [{c.case}]\n")
+            for p in prof.paths():
+                c = prof.peak[p]
+                text.append(f"F {p}: {fmt_flops_rate(c.value)}  [{c.case}]\n")
+        skipped = [s for s in samples if s.skipped]
+        unstable = [s for s in samples if s.stats and not s.stable]
+        text.append(f"{len(samples)} samples, {len(unstable)} unstable, {len(skipped)} skipped\n", style="dim")
+        for s in skipped[:5]:
+            text.append(f"  skipped {s.family} {s.dtype} {dict(s.shape)}: {s.skipped}\n", style="dim")
+        detail.update(text)
+        points = sample_series(samples, run.label)
+        series = []
+        if prof is not None and prof.peak and prof.bandwidth:
+            span = intensity_span([prof], [x for p in points for x in p.xs])
+            series = roof_series(prof, prof.paths(), prof.levels(), span)
+        self.query_one("#hist-plot", RooflinePlot).show(series + points, f"run {run.label}: {run.device_name}")
+
+    # -- actions ---------------------------------------------------------------------
+
+    def _current(self) -> str | None:
+        if not self.selected:
+            self.notify("no run selected", severity="warning", timeout=3)
+        return self.selected
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def action_rename(self) -> None:
+        run_id = self._current()
+        if run_id is None:
+            return
+
+        def done(name: str | None) -> None:
+            if not name:
+                return
+            try:
+                with self._open() as store:
+                    store.rename(run_id, name)
+            except StoreError as exc:
+                self.notify(str(exc), severity="error", timeout=6)
+                return
+            self.notify(f"run {run_id[:8]} is now {name!r}: use it as --device {name}", timeout=4)
+            self.reload()
+            self.post_message(self.StoreChanged())
+
+        self.app.push_screen(NameScreen(""), done)
+
+    def action_delete(self) -> None:
+        run_id = self._current()
+        if run_id is None:
+            return
+
+        def done(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                with self._open() as store:
+                    store.delete(run_id)
+            except StoreError as exc:
+                self.notify(str(exc), severity="error", timeout=6)
+                return
+            self.selected = None
+            self.notify(f"deleted run {run_id[:8]}", timeout=3)
+            self.reload()
+            self.post_message(self.StoreChanged())
+
+        self.app.push_screen(ConfirmScreen(f"delete run {run_id[:8]} and all its samples?"), done)
+
+    def action_export(self) -> None:
+        run_id = self._current()
+        if run_id is None:
+            return
+        from rooftop.store.io import export_json
+
+        try:
+            with self._open() as store:
+                doc = export_json(store, [store.run(run_id)])
+            out = self.export_dir / f"rooftop-{run_id[:8]}.json"
+            out.write_text(json.dumps(doc, indent=2))
+        except (StoreError, OSError) as exc:
+            self.notify(f"export failed: {exc}", severity="error", timeout=6)
+            return
+        self.notify(f"exported to {out}", timeout=5)
