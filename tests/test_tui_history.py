@@ -62,7 +62,7 @@ async def test_history_lists_opens_and_exports(tmp_path: Path) -> None:
         await pilot.press("e")
         await pilot.pause()
         doc = json.loads((tmp_path / f"rooftop-{rid[:8]}.json").read_text())
-        assert doc["runs"][0]["run"]["id"] == rid
+        assert doc["runs"][0]["id"] == rid and len(doc["runs"][0]["samples"]) == 3
 
 
 async def test_history_rename_and_delete(tmp_path: Path) -> None:
