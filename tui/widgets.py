@@ -6,7 +6,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Markdown
 from textual_plotext import PlotextPlot
 
 from rooftop.models.plotdata import Series
@@ -80,5 +79,7 @@ class HelpScreen(ModalScreen[None]):
     """
 
     def compose(self) -> ComposeResult:
+        from textual.widgets import Markdown  # markdown-it costs ~40 ms: only when help is asked for
+
         with VerticalScroll():
             yield Markdown(HELP)
