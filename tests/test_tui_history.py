@@ -104,3 +104,14 @@ async def test_empty_and_broken_stores_keep_the_app_running(tmp_path: Path) -> N
         await pilot.press("3")  # the rest of the app works
         assert app.query_one("#analysis", Static).render()
     assert (tmp_path / "r.db").read_text() == "this is not a database"
+
+
+async def test_roofline_shows_a_stored_runs_points(tmp_path: Path) -> None:
+    seeded_db(tmp_path / "r.db")
+    app = create_app(AppConfig(sampler=None, db_path=tmp_path / "r.db"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.device_id == "local"  # this host's latest measurement opens first
+        labels = [s.label for s in app.query_one("#rl-plot", RooflinePlot).series]
+        assert "local gemm" in labels  # its measured GEMM point
+        assert any(lb.startswith("local fp32-matmul") for lb in labels)

@@ -89,6 +89,24 @@ class RooftopApp(App[None]):
             found["local"] = local
         return found
 
+    def run_points(self, profile: DeviceProfile) -> list:
+        """The sample points of the stored run behind a measured or imported profile ([] if unreadable)."""
+        import sqlite3
+
+        from rooftop.models.plotdata import sample_series
+        from rooftop.store.db import StoreError
+        from rooftop.store.runs import Store
+
+        run_id = profile.extra.get("run_id")
+        try:
+            store = Store.open_existing(self.config.db_path) if run_id else None
+            if store is None:
+                return []
+            with store:
+                return sample_series(store.samples(str(run_id)), profile.id)
+        except (StoreError, sqlite3.DatabaseError, OSError):
+            return []
+
     def _pick_device(self) -> tuple[str, str]:
         if self.config.device:
             return self.config.device, ""
