@@ -187,3 +187,30 @@ async def test_live_telemetry_falls_back_to_the_cpu() -> None:
 @pytest.mark.parametrize("tab", ["live", "roofline", "whatif", "compare"])
 def test_snapshots(tab: str, snap_compare) -> None:  # noqa: ANN001
     assert snap_compare(app(initial_tab=tab), terminal_size=(100, 32))
+
+
+async def test_llm_tab_moves_with_batch_and_context() -> None:
+    """Issue 7's screen: Qwen2.5-7B decode on H100 — 4.59 ms bound at batch 1, I ≈ batch for the linear layers."""
+    from rooftop.tui.llmpane import Llm
+
+    a = app(initial_tab="llm")
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        pane = a.query_one(Llm)
+        assert pane.step is not None
+        assert pane.step.lower_bound_s == pytest.approx(4.59e-3, rel=0.01)
+        assert "≤ 218 tokens/s" in text_of(a.query_one("#llm-summary", Static))
+        a.query_one("#llm-plot", RooflinePlot).focus()
+        for _ in range(3):
+            await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert pane.step.phase.batch == 8
+        q = next(x for lo, x in pane.step.ops if lo.name == "q")
+        assert q.intensity == pytest.approx(8, rel=0.03)
+        await pilot.press("full_stop")
+        await pilot.pause()
+        assert pane.step.phase.kv_len == 256
+        batch = a.query_one("#llm-batch", Input)
+        batch.value = "0"
+        await pilot.pause()
+        assert "at least 1" in text_of(a.query_one("#llm-error", Static))

@@ -21,11 +21,12 @@ from rooftop.probes.telemetry import Sampler
 from rooftop.tui.comparepane import Compare
 from rooftop.tui.historypane import History
 from rooftop.tui.livepane import Live, Telemetry
+from rooftop.tui.llmpane import Llm
 from rooftop.tui.rooflinepane import Roofline
 from rooftop.tui.whatif import WhatIf
 from rooftop.tui.widgets import HelpScreen
 
-TABS = ("live", "roofline", "whatif", "compare", "history")
+TABS = ("live", "roofline", "whatif", "compare", "history", "llm")
 FALLBACK_DEVICE = "h100"
 
 
@@ -56,6 +57,7 @@ class RooftopApp(App[None]):
         Binding("3", "tab('whatif')", "What-if"),
         Binding("4", "tab('compare')", "Compare"),
         Binding("5", "tab('history')", "History"),
+        Binding("6", "tab('llm')", "LLM"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -133,6 +135,8 @@ class RooftopApp(App[None]):
                 yield Compare(self.profiles, self.device_id, other, id="compare-pane")
             with TabPane("5 History", id="history"):
                 yield History(self.config.db_path, self.config.export_dir, id="history-pane")
+            with TabPane("6 LLM", id="llm"):
+                yield Llm(self.profiles, self.device_id, id="llm-pane")
         yield Footer()
 
     def on_mount(self) -> None:

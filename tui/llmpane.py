@@ -1,0 +1,128 @@
+"""LLM: a model's prefill or decode step on the roofline; move batch and context, watch the points move."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Label, Select, Static
+
+from rooftop.models.llm import ModelError, Phase, StepBound, builtin_models, compute_bound_batch, load_arch, step_bound
+from rooftop.models.plotdata import Series, intensity_span, roof_series
+from rooftop.models.profile import DeviceProfile, NoRoof
+from rooftop.models.spec import SpecError, parse_count
+from rooftop.models.units import fmt_time
+from rooftop.tui.widgets import RooflinePlot
+
+SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
+
+
+class Llm(Widget):
+    """The LLM tab."""
+
+    BINDINGS = [
+        Binding("left_square_bracket", "scale('batch', 0.5)", "batch ÷2"),
+        Binding("right_square_bracket", "scale('batch', 2)", "batch ×2"),
+        Binding("comma", "scale('context', 0.5)", "ctx ÷2"),
+        Binding("full_stop", "scale('context', 2)", "ctx ×2"),
+    ]
+
+    def __init__(self, profiles: dict[str, DeviceProfile], device: str, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.profiles = profiles
+        self.device_id = device
+        self.step: StepBound | None = None
+
+    def compose(self) -> ComposeResult:
+        models = [(m, m) for m in builtin_models()]
+        with Horizontal():
+            with Vertical(id="llm-left"):
+                with Horizontal(classes="row"):
+                    yield Select(models, value="qwen2.5-7b", allow_blank=False, compact=True, id="llm-model")
+                    yield Select([("decode", "decode"), ("prefill", "prefill")], value="decode", allow_blank=False,
+                                 compact=True, id="llm-phase")
+                    yield Select([(p, p) for p in self.profiles], value=self.device_id, allow_blank=False,
+                                 compact=True, id="llm-device")
+                with Horizontal(classes="row"):
+                    yield Label("batch ")
+                    yield Input("1", compact=True, id="llm-batch")
+                    yield Label(" prompt/ctx ")
+                    yield Input("128", compact=True, id="llm-context")
+                    yield Label(" config.json ")
+                    yield Input("", placeholder="path (optional)", compact=True, id="llm-config")
+                yield Static("", id="llm-error")
+                yield Static("", id="llm-summary")
+                yield DataTable(id="llm-ops", cursor_type="row", zebra_stripes=True)
+            yield RooflinePlot(id="llm-plot")
+
+    def on_mount(self) -> None:
+        self.query_one("#llm-ops", DataTable).add_columns("op", "×", "I", "regime", "T each", "share")
+        self.recompute()
+
+    @on(Select.Changed)
+    @on(Input.Changed)
+    def _changed(self) -> None:
+        self.recompute()
+
+    def _inputs(self) -> tuple[str, str, str, int, int]:
+        model = self.query_one("#llm-config", Input).value.strip() or str(self.query_one("#llm-model", Select).value)
+        try:
+            batch = parse_count(self.query_one("#llm-batch", Input).value, "batch")
+            ctx = parse_count(self.query_one("#llm-context", Input).value, "context")
+        except SpecError as exc:
+            raise ModelError(str(exc)) from None
+        return (model, str(self.query_one("#llm-phase", Select).value), str(self.query_one("#llm-device", Select).value),
+                batch, ctx)
+
+    def recompute(self) -> None:
+        err = self.query_one("#llm-error", Static)
+        try:
+            model, phase, device, batch, ctx = self._inputs()
+            arch = load_arch(model)
+            dev = self.profiles[device]
+            ph = Phase(phase, batch, prompt=ctx, context=ctx)
+            step = step_bound(arch, ph, dev)
+            flip = compute_bound_batch(arch, dev, ctx, linear_only=True) if phase == "decode" else None
+        except (ModelError, NoRoof) as exc:
+            err.update(Text(f"✗ {exc.args[0] if exc.args else exc}", style="bold red"))
+            return
+        err.update("")
+        self.step = step
+        s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.dtype}\n", style="bold")
+        s.append(f"weights read {step.weights_read_bytes / 1e9:.2f} GB + KV {step.kv_bytes / 1e9:.3g} GB per step\n")
+        s.append(f"bound: Q/B {fmt_time(step.bytes_bound_s)}, ΣT {fmt_time(step.lower_bound_s)} → ")
+        s.append(f"≤ {step.tokens_per_s:,.0f} tokens/s\n", style="bold")
+        if flip:
+            s.append(f"linear layers compute-bound from batch ≈ {flip}", style="dim")
+        self.query_one("#llm-summary", Static).update(s)
+        table = self.query_one("#llm-ops", DataTable)
+        table.clear()
+        total = step.lower_bound_s
+        for lo, a in step.ops:
+            table.add_row(lo.name, str(lo.count), f"{a.intensity:.3g}", a.regime, fmt_time(a.time_lower_bound),
+                          f"{100 * a.time_lower_bound * lo.count / total:.1f}%")
+        self._draw(step)
+
+    def _draw(self, step: StepBound) -> None:
+        dev = step.device
+        shown = [(lo, a) for lo, a in step.ops if lo.name in SHOWN]
+        groups: dict[str, list] = {}  # the linear layers sit together at I ≈ tokens: one legend entry
+        for lo, a in shown:
+            groups.setdefault("attention" if lo.name == "attention" else "linear layers", []).append(a)
+        points = [Series(name, tuple(a.intensity for a in group), tuple(a.attainable for a in group), "point")
+                  for name, group in groups.items()]
+        paths = list(dict.fromkeys(a.path for _, a in shown))
+        span = intensity_span([dev], [x for p in points for x in p.xs])
+        series = roof_series(dev, paths, ["dram"], span) + points
+        self.query_one("#llm-plot", RooflinePlot).show(series, f"{step.arch.name} {step.phase.kind}, batch {step.phase.batch}")
+
+    def action_scale(self, field: str, factor: float) -> None:
+        inp = self.query_one("#llm-batch" if field == "batch" else "#llm-context", Input)
+        try:
+            value = parse_count(inp.value, field)
+        except SpecError:
+            value = 1
+        inp.value = str(max(1, round(value * factor)))
