@@ -52,12 +52,12 @@ class RooftopApp(App[None]):
     TITLE = "rooftop"
     SUB_TITLE = "roofline lab"
     BINDINGS = [
-        Binding("1", "tab(\'live\')", "Live", show=False),
-        Binding("2", "tab(\'roofline\')", "Roofline", show=False),
-        Binding("3", "tab(\'whatif\')", "What-if", show=False),
-        Binding("4", "tab(\'compare\')", "Compare", show=False),
-        Binding("5", "tab(\'history\')", "History", show=False),
-        Binding("6", "tab(\'llm\')", "LLM", show=False),
+        Binding("1", "tab('live')", "Live", show=False),
+        Binding("2", "tab('roofline')", "Roofline", show=False),
+        Binding("3", "tab('whatif')", "What-if", show=False),
+        Binding("4", "tab('compare')", "Compare", show=False),
+        Binding("5", "tab('history')", "History", show=False),
+        Binding("6", "tab('llm')", "LLM", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
