@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .analysis import Analysis
 from .profile import DeviceProfile
-from .sample import Sample
+from .sample import DATA_MOVING, Sample
 
 
 @dataclass(frozen=True)
@@ -83,3 +83,17 @@ def sample_series(samples: list[Sample], label: str) -> list[Series]:
         xs.append(s.intensity)
         ys.append(rate)
     return [Series(k, tuple(xs), tuple(ys), "point") for k, (xs, ys) in groups.items()]
+
+
+def bandwidth_curves(samples: list[Sample], label: str = "") -> list[Series]:
+    """GB/s against working set, one curve per data-moving kernel (seed 000 §4, figure 2)."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for s in samples:
+        bw = s.bandwidth
+        if s.family in DATA_MOVING and bw and s.footprint_bytes > 0:
+            groups.setdefault(f"{label} {s.family}".strip(), []).append((s.footprint_bytes, bw))
+    out = []
+    for name, pts in groups.items():
+        pts.sort()
+        out.append(Series(name, tuple(x for x, _ in pts), tuple(y for _, y in pts), "curve"))
+    return out

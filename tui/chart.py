@@ -36,8 +36,25 @@ def _log(values: Iterable[float]) -> list[float]:
     return [math.log10(v) for v in values]
 
 
-def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
-    """Draw roofs, slopes, ridges and points; y in TFLOP/s, x in FLOP/byte."""
+def binary_label(exp: int) -> str:
+    """10^exp bytes as a short size label: 1K, 10K, 100K, 1M, 10M, 100M, 1G (decimal decades)."""
+    for power, suffix in ((9, "G"), (6, "M"), (3, "K")):
+        if exp >= power:
+            return f"{10 ** (exp - power)}{suffix}"
+    return str(10**exp) if exp >= 0 else f"{10.0 ** exp:.{-exp}f}"
+
+
+def draw_loglog(
+    plt: Any,
+    series: list[Series],
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    yscale: float = 1.0,
+    xlabels: Any = decade_label,
+    color: bool = True,
+) -> None:
+    """Lines, ridges and points on log-log axes: log10 of the data, decade ticks labelled by `xlabels`."""
     plt.clear_data()
     if not color:
         plt.theme("clear")
@@ -45,10 +62,10 @@ def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool =
     ys_all: list[float] = []
     marker_i = 0
     for s in series:
-        xs, ys = _log(s.xs), _log(y / 1e12 for y in s.ys)
+        xs, ys = _log(s.xs), _log(y / yscale for y in s.ys)
         xs_all += xs
         ys_all += ys
-        if s.kind in ("roof", "slope"):
+        if s.kind in ("roof", "slope", "curve"):
             plt.plot(xs, ys, label=s.label, marker="braille")
         elif s.kind == "ridge":
             plt.scatter(xs, ys, marker="┼")
@@ -56,13 +73,25 @@ def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool =
             plt.scatter(xs, ys, label=s.label, marker=POINT_MARKERS[marker_i % len(POINT_MARKERS)])
             marker_i += 1
     if xs_all:
-        xt, xl = decade_ticks(min(xs_all), max(xs_all))
+        xt, _ = decade_ticks(min(xs_all), max(xs_all))
         yt, yl = decade_ticks(min(ys_all), max(ys_all))
-        plt.xticks(xt, xl)
+        plt.xticks(xt, [xlabels(e) for e in xt])
         plt.yticks(yt, yl)
         plt.xlim(xt[0], xt[-1])
         plt.ylim(yt[0], yt[-1])
-    plt.xlabel("arithmetic intensity I (FLOP/byte, log)")
-    plt.ylabel("TFLOP/s (log)")
+    if xlabel:
+        plt.xlabel(xlabel)
+    if ylabel:
+        plt.ylabel(ylabel)
     if title:
         plt.title(title)
+
+
+def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
+    """Draw roofs, slopes, ridges and points; y in TFLOP/s, x in FLOP/byte."""
+    draw_loglog(plt, series, title, "arithmetic intensity I (FLOP/byte, log)", "TFLOP/s (log)", 1e12, color=color)
+
+
+def draw_bandwidth(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
+    """Bandwidth against working set (seed 000 figure 2): launch region, cache plateau, DRAM plateau."""
+    draw_loglog(plt, series, title, "working set (bytes, log)", "GB/s (log)", 1e9, binary_label, color)
