@@ -1,0 +1,346 @@
+"""Where the probes run: a CUDA device through torch (ROCm builds count) or the CPU.
+
+The backend gives the probes one clock, one way to synchronise, an L2 flush
+for cold points, a memory check, and the device facts recorded with every run.
+The CUDA parts are kept thin: everything else is shared with the CPU path.
+torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from rooftop.models.calibrate import Hardware
+from rooftop.models.units import MiB
+
+from .timing import CPU_PROTOCOL, GPU_PROTOCOL, CpuTimer, Protocol, Timer
+
+SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+class BackendError(Exception):
+    """The requested device does not exist or cannot be used; a one-line message for the user."""
+
+
+class Unsupported(Exception):
+    """This point cannot run here (dtype, shape or memory); recorded as a skipped sample with the reason."""
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    level: int
+    type: str  # Data, Instruction, Unified
+    size_bytes: int  # one instance
+    instances: int  # how many of them the CPUs we run on share between them
+
+    @property
+    def total_bytes(self) -> int:
+        return self.size_bytes * self.instances
+
+
+def parse_size(text: str) -> int:
+    """'32K', '512K', '32768K', '1M', '32 MiB' → bytes."""
+    m = re.fullmatch(r"\s*([\d.]+)\s*([KMG]?)(i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise ValueError(f"not a cache size: {text!r}")
+    scale = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2).upper()]
+    return int(float(m.group(1)) * scale)
+
+
+def parse_cpu_list(text: str) -> int:
+    """How many CPUs a sysfs list like '0-3,8' names."""
+    n = 0
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        n += int(hi or lo) - int(lo) + 1
+    return n
+
+
+def sysfs_caches(root: Path = SYSFS_CACHE, ncpus: int | None = None) -> list[CacheLevel]:
+    """The CPU caches as cpu0 sees them; instances = CPUs / CPUs sharing one."""
+    ncpus = ncpus or os.cpu_count() or 1
+    out = []
+    for d in sorted(root.glob("index*")):
+        try:
+            level = int((d / "level").read_text())
+            ctype = (d / "type").read_text().strip()
+            size = parse_size((d / "size").read_text())
+            shared = parse_cpu_list((d / "shared_cpu_list").read_text())
+        except (OSError, ValueError):
+            continue
+        out.append(CacheLevel(level, ctype, size, max(1, ncpus // max(1, shared))))
+    return out
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Facts about the device, recorded with every run."""
+
+    kind: str  # "cuda" or "cpu"
+    name: str
+    vendor: str
+    memory_bytes: int | None
+    units: int | None  # SMs / CUs on a GPU, threads torch uses on a CPU
+    l2_bytes: int | None  # GPU L2; on a CPU the last-level cache (all instances)
+    torch_version: str
+    index: int | None = None
+    private_cache_bytes: int | None = None  # CPU: the level below the LLC, all instances
+    caches: tuple[CacheLevel, ...] = ()
+    compute_capability: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    hip_version: str | None = None
+    cpu_capability: str | None = None  # torch's SIMD level on the CPU (AVX2, AVX512, …)
+    native_bf16: bool | None = None  # CPU: avx512_bf16 / AMX present
+    clocks_mhz: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["caches"] = [asdict(c) for c in self.caches]
+        d["clocks_mhz"] = dict(self.clocks_mhz)
+        return d
+
+    def hardware(self) -> Hardware:
+        """The facts calibration needs, as a pure models value."""
+        return Hardware(
+            kind="gpu" if self.kind == "cuda" else "cpu",
+            name=self.name,
+            vendor=self.vendor,
+            memory_bytes=self.memory_bytes,
+            units=self.units,
+            l2_bytes=self.l2_bytes,
+            private_cache_bytes=self.private_cache_bytes,
+        )
+
+
+class CudaTimer:
+    """CUDA events around the calls (thin: the protocol is shared with the CPU)."""
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self._torch = torch
+        self._device = device
+
+    def sync(self) -> None:
+        self._torch.cuda.synchronize(self._device)
+
+    def time_calls(self, fn: Callable[[], object], calls: int) -> float:
+        torch = self._torch
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+
+@dataclass
+class Backend:
+    """One device the probes run on."""
+
+    spec: str  # "cpu" or "cuda:N"
+    info: DeviceInfo
+    protocol: Protocol
+    timer: Timer
+    _flush_buf: Any = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.info.kind == "cuda"
+
+    @property
+    def torch_device(self) -> Any:
+        import torch
+
+        return torch.device(self.spec)
+
+    def sync(self) -> None:
+        self.timer.sync()
+
+    def free_bytes(self) -> int:
+        """Memory free for new tensors now."""
+        if self.is_cuda:
+            import torch
+
+            return int(torch.cuda.mem_get_info(self.torch_device)[0])
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+
+    def check_fits(self, nbytes: float) -> None:
+        """Unsupported when a working set would not fit comfortably (CPU: half the free RAM)."""
+        free = self.free_bytes()
+        limit = free * (0.85 if self.is_cuda else 0.5)
+        if nbytes > limit:
+            raise Unsupported(f"out of memory: needs {nbytes / MiB:.0f} MiB, {free / MiB:.0f} MiB free")
+
+    def flush_bytes(self) -> int:
+        """The eviction buffer for cold points: at least max(128 MiB, 4 × L2)."""
+        return max(128 * MiB, 4 * (self.info.l2_bytes or 0))
+
+    def flush(self) -> None:
+        """Evict the caches by writing a buffer larger than them (outside the timed interval)."""
+        import torch
+
+        if self._flush_buf is None:
+            self._flush_buf = torch.empty(self.flush_bytes() // 4, dtype=torch.int32, device=self.torch_device)
+        self._flush_buf.zero_()
+
+    def release(self) -> None:
+        """Drop the flush buffer and cached blocks between probes."""
+        self._flush_buf = None
+        if self.is_cuda:
+            import torch
+
+            torch.cuda.empty_cache()
+
+
+def _nvml_facts(index: int) -> tuple[str | None, dict[str, float]]:
+    """Driver version and clocks from NVML; (None, {}) whenever NVML cannot say."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None, {}
+    clocks: dict[str, float] = {}
+    driver = None
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        for key, clk in (("sm", pynvml.NVML_CLOCK_SM), ("mem", pynvml.NVML_CLOCK_MEM)):
+            try:
+                clocks[f"{key}_max"] = float(pynvml.nvmlDeviceGetMaxClockInfo(h, clk))
+                clocks[f"{key}_now"] = float(pynvml.nvmlDeviceGetClockInfo(h, clk))
+            except Exception:
+                pass
+    except Exception:
+        pass
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    return driver, clocks
+
+
+def cuda_info(index: int) -> DeviceInfo:
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    driver, clocks = _nvml_facts(index)
+    hip = getattr(torch.version, "hip", None)
+    l2 = getattr(props, "L2_cache_size", None) or getattr(props, "l2_cache_size", None)
+    return DeviceInfo(
+        kind="cuda",
+        index=index,
+        name=str(props.name),
+        vendor="amd" if hip else "nvidia",
+        memory_bytes=int(props.total_memory),
+        units=int(props.multi_processor_count),
+        l2_bytes=int(l2) if l2 else None,
+        torch_version=str(torch.__version__),
+        compute_capability=f"{props.major}.{props.minor}",
+        driver_version=driver,
+        cuda_version=getattr(torch.version, "cuda", None),
+        hip_version=hip,
+        clocks_mhz=clocks,
+    )
+
+
+def cpu_info() -> DeviceInfo:
+    import psutil
+    import torch
+
+    caches = tuple(sysfs_caches())
+    unified = sorted((c for c in caches if c.type in ("Unified", "Data")), key=lambda c: c.level)
+    llc = unified[-1] if unified else None
+    below = unified[-2] if len(unified) >= 2 else None
+    if llc is None:
+        size = os.sysconf("SC_LEVEL3_CACHE_SIZE") if hasattr(os, "sysconf") else 0
+        llc_bytes = int(size) if size and size > 0 else None
+    else:
+        llc_bytes = llc.total_bytes
+    flags = cpu_flags()
+    try:
+        capability = torch.backends.cpu.get_cpu_capability()
+    except Exception:
+        capability = None
+    freq = psutil.cpu_freq()
+    return DeviceInfo(
+        kind="cpu",
+        name=cpu_name(),
+        vendor=platform.machine(),
+        memory_bytes=int(psutil.virtual_memory().total),
+        units=int(torch.get_num_threads()),
+        l2_bytes=llc_bytes,
+        private_cache_bytes=below.total_bytes if below else None,
+        caches=caches,
+        torch_version=str(torch.__version__),
+        cpu_capability=capability,
+        native_bf16=bool(flags & {"avx512_bf16", "amx_bf16"}) if flags else None,
+        clocks_mhz={"now": float(freq.current), "max": float(freq.max)} if freq and freq.max else {},
+    )
+
+
+def parse_device(spec: str | None) -> tuple[str, int | None]:
+    """'cpu' → ('cpu', None); 'cuda' / 'cuda:N' → ('cuda', N); BackendError otherwise."""
+    if spec is None:
+        return "auto", None
+    s = spec.strip().lower()
+    if s == "cpu":
+        return "cpu", None
+    m = re.fullmatch(r"cuda(?::(\d+))?", s)
+    if not m:
+        raise BackendError(f"--device {spec!r}: expected cpu, cuda or cuda:N")
+    return "cuda", int(m.group(1) or 0)
+
+
+def select_backend(spec: str | None = None) -> Backend:
+    """The backend for --device (cuda:N or cpu); by default the first GPU, else the CPU."""
+    import torch
+
+    kind, index = parse_device(spec)
+    if kind == "auto":
+        kind, index = ("cuda", 0) if torch.cuda.is_available() else ("cpu", None)
+    if kind == "cpu":
+        return Backend("cpu", cpu_info(), CPU_PROTOCOL, CpuTimer())
+    if not torch.cuda.is_available():
+        raise BackendError(f"--device {spec}: torch sees no CUDA device here (torch {torch.__version__})")
+    count = torch.cuda.device_count()
+    if index is None or index >= count:
+        raise BackendError(f"--device {spec}: there are {count} CUDA device(s), cuda:0 … cuda:{count - 1}")
+    torch.cuda.set_device(index)
+    device = torch.device(f"cuda:{index}")
+    return Backend(f"cuda:{index}", cuda_info(index), GPU_PROTOCOL, CudaTimer(device))
