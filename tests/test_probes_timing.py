@@ -1,0 +1,73 @@
+"""The timing protocol: statistics, adaptive call count, warm-ups, cold-mode flushes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rooftop.models.sample import TimeStats, percentile
+from rooftop.probes.timing import CpuTimer, Protocol, TooSlow, calls_for, measure
+
+
+@given(st.lists(st.floats(min_value=1e-9, max_value=1.0), min_size=1, max_size=30))
+def test_percentiles_match_numpy(xs):
+    s = sorted(xs)
+    for q in (10, 25, 50, 75, 90):
+        assert percentile(s, q) == pytest.approx(float(np.percentile(xs, q)), rel=1e-9, abs=1e-15)
+
+
+def test_time_stats_from_times():
+    t = TimeStats.from_times([1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0], calls=40)
+    assert t.median_s == 1.0 and t.min_s == 0.9 and t.repeats == 7 and t.calls == 40
+    assert t.p10_s < t.median_s < t.p90_s
+    assert t.iqr_ratio == pytest.approx((1.025 - 0.975) / 1.0)
+    assert t.stable
+    assert not TimeStats.from_times([1.0, 2.0, 3.0, 4.0], calls=1).stable
+    with pytest.raises(ValueError):
+        TimeStats.from_times([], calls=1)
+
+
+def test_calls_fill_the_window():
+    assert calls_for(1e-3, 0.02, 200) == 20
+    assert calls_for(1e-6, 0.02, 200) == 200  # capped, as the reference does
+    assert calls_for(0.5, 0.02, 200) == 1
+    assert calls_for(0.0, 0.02, 200) == 200
+
+
+class SpyTimer(CpuTimer):
+    """The real CPU clock, recording what happened inside and outside timed intervals."""
+
+    def __init__(self):
+        self.log: list[str] = []
+
+    def sync(self):
+        self.log.append("sync")
+
+    def time_calls(self, fn, calls):
+        self.log.append(f"timed:{calls}")
+        return super().time_calls(fn, calls)
+
+
+def test_measure_runs_the_protocol_and_flushes_outside_the_timed_interval():
+    calls = []
+    timer = SpyTimer()
+    proto = Protocol(warmups=5, window_s=1e-3, repeats=7, max_calls=50)
+    stats = measure(lambda: calls.append(1) or sum(range(200)), timer, proto,
+                    before_sample=lambda: timer.log.append("flush"))
+    assert stats.repeats == 7 and 1 <= stats.calls <= 50
+    timed = [e for e in timer.log if e.startswith("timed")]
+    assert timed[:5] == ["timed:1"] * 5  # the warm-ups
+    samples = timer.log[timer.log.index("flush"):]
+    assert samples == ["flush", "sync", f"timed:{stats.calls}"] * 7  # flush, then the clock
+    assert len(calls) == sum(int(e.split(":")[1]) for e in timed)
+    assert stats.min_s <= stats.median_s
+
+
+def test_slow_kernels_warm_up_less_and_over_budget_raises():
+    timer = SpyTimer()
+    measure(lambda: sum(range(100)), timer, Protocol(warmups=5, warmup_budget_s=0.0, repeats=3, window_s=0))
+    assert timer.log[:2] == ["timed:1", "timed:1"]  # one warm-up, then the samples
+    with pytest.raises(TooSlow, match="budget"):
+        measure(lambda: sum(range(1000)), SpyTimer(), Protocol(max_call_s=0.0))
