@@ -120,6 +120,8 @@ class DeviceInfo:
     cpu_capability: str | None = None  # torch's SIMD level on the CPU (AVX2, AVX512, …)
     native_bf16: bool | None = None  # CPU: avx512_bf16 / AMX present
     clocks_mhz: Mapping[str, float] = field(default_factory=dict)
+    load_avg_1m: float | None = None  # CPU: how busy the machine was when the run started
+    busy_cpus: int | None = None  # CPU: CPUs over half busy with other work at the start
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -279,6 +281,13 @@ def cuda_info(index: int) -> DeviceInfo:
     )
 
 
+def busy_cpus(interval_s: float = 0.2) -> int:
+    """CPUs more than half busy over a short look, before we start using them."""
+    import psutil
+
+    return sum(1 for pct in psutil.cpu_percent(interval=interval_s, percpu=True) if pct > 50)
+
+
 def cpu_info() -> DeviceInfo:
     import psutil
     import torch
@@ -311,6 +320,19 @@ def cpu_info() -> DeviceInfo:
         cpu_capability=capability,
         native_bf16=bool(flags & {"avx512_bf16", "amx_bf16"}) if flags else None,
         clocks_mhz={"now": float(freq.current), "max": float(freq.max)} if freq and freq.max else {},
+        load_avg_1m=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        busy_cpus=busy_cpus(),
+    )
+
+
+def busy_note(info: DeviceInfo) -> str | None:
+    """A warning when other work holds the CPUs: torch's threads then wait for them (figures low, unstable)."""
+    if info.kind != "cpu" or not info.busy_cpus:
+        return None
+    return (
+        f"{info.busy_cpus} of {os.cpu_count()} CPUs were busy with other work when the run started "
+        f"(load {info.load_avg_1m or 0:.2f}); torch's {info.units} threads wait for them, so CPU figures are low "
+        "and unstable: measure on a quiet machine, or pass --threads to use fewer"
     )
 
 
@@ -327,13 +349,22 @@ def parse_device(spec: str | None) -> tuple[str, int | None]:
     return "cuda", int(m.group(1) or 0)
 
 
-def select_backend(spec: str | None = None) -> Backend:
-    """The backend for --device (cuda:N or cpu); by default the first GPU, else the CPU."""
+def select_backend(spec: str | None = None, threads: int | None = None) -> Backend:
+    """The backend for --device (cuda:N or cpu); by default the first GPU, else the CPU.
+
+    `threads` sets torch's CPU threads for the CPU backend (process-wide).
+    """
     import torch
 
     kind, index = parse_device(spec)
     if kind == "auto":
         kind, index = ("cuda", 0) if torch.cuda.is_available() else ("cpu", None)
+    if threads is not None:
+        if threads < 1:
+            raise BackendError(f"--threads {threads}: give at least 1")
+        if kind != "cpu":
+            raise BackendError("--threads applies to the CPU backend only (--device cpu)")
+        torch.set_num_threads(threads)
     if kind == "cpu":
         return Backend("cpu", cpu_info(), CPU_PROTOCOL, CpuTimer())
     if not torch.cuda.is_available():

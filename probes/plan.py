@@ -17,7 +17,7 @@ from typing import Iterable, Iterator
 from rooftop.models.sample import Sample
 
 from . import bandwidth, launch
-from .backend import Backend
+from .backend import Backend, busy_note
 from .fma import FmaProbe, FmaSweep
 from .gemm import GemmProbe, GemmSweeps
 from .steps import Step, run_step
@@ -117,6 +117,9 @@ def build_plan(backend: Backend, name: str = "quick", only: str | Iterable[str] 
         f"{sizes.protocol.window_s * 1e3:g} ms (≤ {sizes.protocol.max_calls}), {sizes.protocol.repeats} samples, "
         f"median; iqr/median > 0.10 is unstable and left out of the ceilings"
     ]
+    busy = busy_note(backend.info)
+    if busy:
+        notes.append(busy)
     if "launch" in parts:
         steps += launch.steps(backend)
     if "bandwidth" in parts:

@@ -18,7 +18,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=f"{name} test: run with -m {name}"))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cpu_backend():
     from rooftop.probes.backend import select_backend
 

@@ -8,6 +8,7 @@ from rooftop.models.units import KiB, MiB
 from rooftop.probes.backend import (
     BackendError,
     Unsupported,
+    busy_note,
     parse_cpu_list,
     parse_device,
     parse_size,
@@ -77,3 +78,23 @@ def test_cuda_request_without_cuda_is_a_clear_error():
         pytest.skip("this machine has CUDA")
     with pytest.raises(BackendError, match="no CUDA device"):
         select_backend("cuda:0")
+
+
+def test_threads_option_and_busy_note(cpu_backend):
+    import dataclasses
+
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        b = select_backend("cpu", threads=1)
+        assert torch.get_num_threads() == 1 and b.info.units == 1
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(BackendError, match="at least 1"):
+        select_backend("cpu", threads=0)
+    with pytest.raises(BackendError, match="CPU backend only"):
+        select_backend("cuda:0", threads=2)
+    busy = dataclasses.replace(cpu_backend.info, busy_cpus=1, load_avg_1m=1.5)
+    assert "busy with other work" in busy_note(busy) and "--threads" in busy_note(busy)
+    assert busy_note(dataclasses.replace(cpu_backend.info, busy_cpus=0)) is None

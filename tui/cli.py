@@ -220,12 +220,15 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from rooftop.tui.report import make_console
 
     try:
-        backend = select_backend(args.device)
+        backend = select_backend(args.device, args.threads)
         plan = build_plan(backend, args.plan, only)
     except (BackendError, PlanError) as exc:
         raise UsageError(str(exc)) from None
     err = make_console(stderr=True)
     err.print(f"rooftop measure: {plan.name} plan, {len(plan.steps)} points on {backend.spec} ({backend.info.name})")
+    for note in plan.notes:
+        if "busy with other work" in note:
+            err.print(f"rooftop measure: warning: {note}", style="yellow")
     samples = []
     interrupted = False
     start = time.perf_counter()
@@ -314,6 +317,7 @@ def build_parser() -> Parser:
     ms.add_argument("--plan", choices=("quick", "full"), default="quick", help="quick (default) or full sweeps")
     ms.add_argument("--device", metavar="DEV", help="cuda:N or cpu (default: the first GPU, else the CPU)")
     ms.add_argument("--only", metavar="LIST", help="comma-separated subset of: bandwidth,gemm,fma,launch")
+    ms.add_argument("--threads", type=int, metavar="N", help="CPU only: torch threads (default: torch's, one per core)")
     ms.add_argument("--json", action="store_true", help="print {profile, samples, device_info} as JSON (SI units)")
     ms.add_argument("--no-plot", action="store_true", help="omit the roofline plot")
     ms.add_argument("--width", type=int, metavar="COLS", help="plot width")
