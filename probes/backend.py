@@ -327,10 +327,11 @@ def cpu_info() -> DeviceInfo:
 
 def busy_note(info: DeviceInfo) -> str | None:
     """A warning when other work holds the CPUs: torch's threads then wait for them (figures low, unstable)."""
-    if info.kind != "cpu" or not info.busy_cpus:
+    cpus = os.cpu_count() or 1
+    if info.kind != "cpu" or not info.busy_cpus or info.busy_cpus + (info.units or cpus) <= cpus:
         return None
     return (
-        f"{info.busy_cpus} of {os.cpu_count()} CPUs were busy with other work when the run started "
+        f"{info.busy_cpus} of {cpus} CPUs were busy with other work when the run started "
         f"(load {info.load_avg_1m or 0:.2f}); torch's {info.units} threads wait for them, so CPU figures are low "
         "and unstable: measure on a quiet machine, or pass --threads to use fewer"
     )

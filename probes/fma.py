@@ -7,9 +7,10 @@ points climb the bandwidth slope, then flatten at the compute plateau.
   plateau is the CUDA-core FMA peak (fp32-fma, fp64-fma).
 - CPU (method "torch-chain"): no compiler is at hand (torch.compile takes
   minutes for large R), and numpy or a plain torch chain re-streams memory for
-  every operation. So the array is processed in LLC-resident chunks: y = x·a
-  (one DRAM read, one write), then R−1 in-place `mul_(a).add_(b)` on the chunk
-  while it is in cache. Its R = 1 point retraces the DRAM slope; its plateau
+  every operation. So the array is processed in LLC-resident chunks: y = b + a·x
+  (`torch.add(b, x, alpha=a, out=y)`: one DRAM read, one write, one
+  multiply-add per element), then R−1 more in place on the chunk while it is in
+  cache. Its R = 1 point retraces the DRAM slope; its plateau
   is the rate of unfused torch elementwise kernels from cache — what torch
   elementwise code gets on this CPU, not the cores' FMA peak (that is what
   the fp32/fp64 GEMMs run on). The output says so.
@@ -38,7 +39,7 @@ GPU_TRAFFIC = 512 * MiB  # bytes read + written, as in the reference
 CHECK_ELEMENTS = 4096
 
 CPU_NOTE = (
-    "CPU FMA sweep (torch-chain): y = x·a, then R−1 in-place mul_/add_ on LLC-resident chunks; "
+    "CPU FMA sweep (torch-chain): y = b + a·x, then R−1 more in place on LLC-resident chunks (torch.add); "
     "its plateau is torch's unfused elementwise rate from cache, not the cores' FMA peak"
 )
 GPU_NOTE = "GPU FMA sweep: Triton kernel, R unrolled FMAs per element in registers, 512 MiB read + written"
@@ -75,17 +76,17 @@ def max_error(x: Any, y: Any, reps: int) -> float:
 
 
 def chain_kernel(x: Any, y: Any, reps: int, chunk_elems: int) -> Callable[[], None]:
-    """The CPU torch chain: per chunk, y = x·a then R−1 × mul_/add_ in place (see the module doc)."""
+    """The CPU torch chain: per chunk, y = b + a·x, then R−1 × y = b + a·y in place (one kernel each)."""
     import torch
 
     pairs = list(zip(x.split(chunk_elems), y.split(chunk_elems)))
+    b = torch.tensor(B, dtype=x.dtype)  # a 0-dim tensor: `torch.add(b, y, alpha=a)` is one multiply-add pass
 
     def kernel() -> None:
         for xc, yc in pairs:
-            torch.mul(xc, A, out=yc)
-            yc.add_(B)
+            torch.add(b, xc, alpha=A, out=yc)
             for _ in range(reps - 1):
-                yc.mul_(A).add_(B)
+                torch.add(b, yc, alpha=A, out=yc)
 
     return kernel
 

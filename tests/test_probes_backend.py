@@ -95,6 +95,10 @@ def test_threads_option_and_busy_note(cpu_backend):
         select_backend("cpu", threads=0)
     with pytest.raises(BackendError, match="CPU backend only"):
         select_backend("cuda:0", threads=2)
-    busy = dataclasses.replace(cpu_backend.info, busy_cpus=1, load_avg_1m=1.5)
+    import os
+
+    busy = dataclasses.replace(cpu_backend.info, busy_cpus=1, load_avg_1m=1.5, units=os.cpu_count())
     assert "busy with other work" in busy_note(busy) and "--threads" in busy_note(busy)
     assert busy_note(dataclasses.replace(cpu_backend.info, busy_cpus=0)) is None
+    if os.cpu_count() > 1:  # fewer threads than idle CPUs: nothing to warn about
+        assert busy_note(dataclasses.replace(busy, units=os.cpu_count() - 1)) is None
