@@ -3,10 +3,12 @@
 - the quick plan's wall time on this machine (targets: < 90 s on a 2-core CPU, < 30 s on an H100/H200);
 - the measured DRAM bandwidth against a plain torch streaming loop timed in the same
   process, same kernel and working set (target: within 10%).
+ROOFTOP_BENCH_THREADS=N sets torch's CPU threads (see `rooftop measure --threads`).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -21,7 +23,8 @@ pytestmark = pytest.mark.bench
 
 @pytest.fixture(scope="module")
 def quick_run():
-    backend = select_backend()
+    threads = os.environ.get("ROOFTOP_BENCH_THREADS")  # CPU: e.g. 1 on a shared, busy box
+    backend = select_backend(None, int(threads) if threads else None)
     plan = build_plan(backend, "quick")
     start = time.perf_counter()
     samples = [s for _, s in run_plan(plan)]
