@@ -67,11 +67,16 @@ def case_of(s: Sample) -> str:
         return f"{s.family}:{int(s.footprint_bytes)}"
     if s.family == "gemm":
         cold = ":cold" if s.cache == "cold" else ""
-        return f"{s.dtype}:{sh.get('m')}x{sh.get('n')}x{sh.get('k')}{cold}"
+        return f"{sh.get('m')}x{sh.get('n')}x{sh.get('k')}{cold}"
     if s.family == "fma":
         prefix = "fma" if s.conditions.get("method", "triton") == "triton" else f"fma-{s.conditions['method']}"
         return f"{prefix}:{s.dtype}:reps={sh.get('reps')}:{sh.get('n')}"
     return f"{s.family}:{s.dtype}:" + ",".join(f"{k}={v}" for k, v in sh.items())
+
+
+def label_of(s: Sample) -> str:
+    """case_of with the dtype in front for GEMMs (whose case names only the shape)."""
+    return f"{s.dtype} {case_of(s)}" if s.family == "gemm" else case_of(s)
 
 
 def _best(cands: Iterable[Sample], rate) -> Ceiling | None:  # noqa: ANN001 - rate: Sample -> float
@@ -157,7 +162,7 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
         extra["launch_graph_s"] = min(s.stats.median_s for s in graphs)  # type: ignore[union-attr]
     unstable = tuple(s for s in measured if not s.stable)
     if unstable:
-        extra["unstable"] = [case_of(s) for s in unstable]
+        extra["unstable"] = [label_of(s) for s in unstable]
 
     profile = DeviceProfile(
         id=device_id,

@@ -82,7 +82,7 @@ def test_peaks_per_path_from_gemms_and_fma_plateaus():
     cal = calibrate(samples, GPU)
     p = cal.profile
     assert p.source == "measured" and p.kind == "gpu" and p.l2_bytes == 60 * MiB
-    assert p.F("bf16-tc") == pytest.approx(815e12) and p.peak["bf16-tc"].case == "bf16:2048x8192x8192"
+    assert p.F("bf16-tc") == pytest.approx(815e12) and p.peak["bf16-tc"].case == "2048x8192x8192"
     assert p.F("fp32-matmul") == pytest.approx(51e12)
     assert p.F("fp32-fma") == pytest.approx(62.2e12) and p.peak["fp32-fma"].case == f"fma:fp32:reps=1024:{1 << 26}"
     assert p.F("fp64-fma") == pytest.approx(32.9e12)

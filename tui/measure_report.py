@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from rooftop.models.calibrate import Calibration, case_of
+from rooftop.models.calibrate import Calibration, label_of
 from rooftop.models.plotdata import Series
 from rooftop.models.sample import DATA_MOVING, Sample
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_time
@@ -113,13 +113,13 @@ def measure_report(cal: Calibration, samples: list[Sample], notes: list[str]) ->
     if cal.unstable:
         parts.append(Text(
             f"\n{len(cal.unstable)} unstable points (iqr/median > 0.10) left out: "
-            + ", ".join(case_of(s) for s in cal.unstable[:12]) + (" …" if len(cal.unstable) > 12 else ""),
+            + ", ".join(label_of(s) for s in cal.unstable[:12]) + (" …" if len(cal.unstable) > 12 else ""),
             style="yellow",
         ))
     if cal.above_roof:
         parts.append(Text(
             "points > 10% above the measured roofline (cache residency?): "
-            + ", ".join(case_of(s) for s in cal.above_roof), style="yellow",
+            + ", ".join(label_of(s) for s in cal.above_roof), style="yellow",
         ))
     skipped = skipped_summary(cal)
     if skipped is not None:
