@@ -16,6 +16,8 @@ from rooftop.probes.backend import (
     sysfs_caches,
 )
 
+from probe_fixtures import cpu_backend  # noqa: F401 - a fixture
+
 
 def test_parse_sizes_and_cpu_lists():
     assert parse_size("32K") == 32 * KiB

@@ -9,6 +9,8 @@ from rooftop.probes import bandwidth
 from rooftop.probes.steps import run_step
 from rooftop.probes.timing import Protocol
 
+from probe_fixtures import cpu_backend  # noqa: F401 - a fixture
+
 
 def test_working_sets_reach_the_top_from_a_few_kib():
     sets = bandwidth.working_sets(256 * MiB, factor=4)

@@ -15,6 +15,8 @@ from rooftop.probes.fma import A, B, CPU_NOTE, FmaProbe, FmaSweep, chain_kernel,
 from rooftop.probes.steps import run_step
 from rooftop.probes.timing import Protocol
 
+from probe_fixtures import cpu_backend  # noqa: F401 - a fixture
+
 
 def test_closed_form_matches_iterating():
     x0 = torch.rand(16, dtype=torch.float64)

@@ -11,6 +11,8 @@ from rooftop.probes.gemm import TOLERANCE, GemmProbe, GemmSweeps, check, shape_s
 from rooftop.probes.steps import run_step
 from rooftop.probes.timing import Protocol
 
+from probe_fixtures import cpu_backend  # noqa: F401 - a fixture
+
 TINY = Protocol(window_s=1e-4, repeats=3, max_calls=3, warmups=2)
 
 

@@ -15,6 +15,8 @@ from rooftop.probes.plan import PARTS, Plan, PlanError, Sizes, build_plan, parse
 from rooftop.probes.steps import Step
 from rooftop.probes.timing import Protocol
 
+from probe_fixtures import cpu_backend  # noqa: F401 - a fixture
+
 TINY = Sizes(
     protocol=Protocol(window_s=1e-4, repeats=3, max_calls=3, warmups=1),
     working_sets=(16 * KiB, 64 * KiB),
