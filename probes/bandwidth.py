@@ -24,11 +24,18 @@ CONVENTION = (
     "triad 3n·s, write n·s; write-allocate traffic not counted); working set = all arrays together"
 )
 
+def _triad(a: list[Any]) -> object:
+    """a0 = a1 + s·a2 into a preallocated output (no temporary)."""
+    import torch
+
+    return torch.add(a[1], a[2], alpha=0.5, out=a[0])
+
+
 # family → (arrays, kernel over the arrays). Array 0 is the one written (or read, for read_reduce).
 KERNELS: dict[str, tuple[int, Callable[[list[Any]], object]]] = {
     "read_reduce": (1, lambda a: a[0].sum()),
     "copy": (2, lambda a: a[0].copy_(a[1])),
-    "triad": (3, lambda a: __import__("torch").add(a[1], a[2], alpha=0.5, out=a[0])),
+    "triad": (3, _triad),
     "write": (1, lambda a: a[0].zero_()),
 }
 ELEMENT = 4  # fp32
