@@ -9,7 +9,7 @@ from rich.console import Console
 from rooftop.models.calibrate import calibrate
 from rooftop.models.sample import Sample
 from rooftop.models.units import KiB, MiB
-from rooftop.tui.cli import _measure_plot
+from rooftop.tui.measure_cmd import _measure_plot
 from rooftop.tui.measure_report import measure_report, point_series
 
 from test_calibrate import CPU, fma, gemm, stats, stream

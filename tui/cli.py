@@ -1,8 +1,7 @@
 """The `rooftop` command line.
 
 Imports stay light: `rooftop --help`, `rooftop op`, `rooftop devices` and
-`rooftop plot` never load torch (a test checks it); `rooftop measure` loads it
-inside cmd_measure.
+`rooftop plot` never load torch (a test checks it).
 """
 
 from __future__ import annotations
@@ -182,93 +181,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int | None) -> str:
-    """The measured roofline with the GEMM / FMA points, as text."""
-    import plotext
-
-    from rooftop.models.plotdata import intensity_span, roof_series
-    from rooftop.tui.chart import draw_roofline
-    from rooftop.tui.measure_report import point_series
-
-    prof = cal.profile
-    if not prof.peak or not prof.bandwidth:
-        return "(no roofline: the run measured no compute roof or no bandwidth)"
-    points = point_series(samples)
-    span = intensity_span([prof], [x for s in points for x in s.xs], lo=0.01)
-    series = roof_series(prof, prof.paths(), prof.levels(), span) + points
-    size = os.get_terminal_size(sys.stdout.fileno()) if sys.stdout.isatty() else os.terminal_size((100, 30))
-    plotext.clf()
-    plotext.plotsize(width or size.columns, height or max(20, min(40, size.lines - 4)))
-    draw_roofline(plotext, series, f"measured roofline: {prof.name}", color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    return plotext.build()
-
-
-def cmd_measure(args: argparse.Namespace) -> int:
-    import time
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from rooftop.models.calibrate import calibrate
-    from rooftop.probes.plan import PlanError, parse_only
-
-    try:
-        only = parse_only(args.only)
-    except PlanError as exc:
-        raise UsageError(str(exc)) from None
-    from rooftop.probes.backend import BackendError, select_backend
-    from rooftop.probes.plan import build_plan, run_plan
-    from rooftop.tui.report import make_console
-
-    try:
-        backend = select_backend(args.device, args.threads)
-        plan = build_plan(backend, args.plan, only)
-    except (BackendError, PlanError) as exc:
-        raise UsageError(str(exc)) from None
-    err = make_console(stderr=True)
-    err.print(f"rooftop measure: {plan.name} plan, {len(plan.steps)} points on {backend.spec} ({backend.info.name})")
-    for note in plan.notes:
-        if "busy with other work" in note:
-            err.print(f"rooftop measure: warning: {note}", style="yellow")
-    samples = []
-    interrupted = False
-    start = time.perf_counter()
-    columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task("starting", total=len(plan.steps))
-        try:
-            for prog, sample in run_plan(plan):
-                samples.append(sample)
-                bar.update(task, completed=prog.done, description=prog.label)
-        except KeyboardInterrupt:
-            interrupted = True
-    wall = time.perf_counter() - start
-    cal = calibrate(samples, backend.info.hardware())
-    skipped = sum(1 for s in samples if s.skipped)
-    err.print(
-        f"rooftop measure: {len(samples)} points in {wall:.1f} s ({skipped} skipped, {len(cal.unstable)} unstable)"
-        + (" — interrupted, showing what was measured" if interrupted else "")
-    )
-    if args.json:
-        json.dump({
-            "profile": cal.profile.to_dict(),
-            "samples": [s.to_dict() for s in samples],
-            "device_info": backend.info.to_dict(),
-            "plan": plan.name,
-            "notes": list(plan.notes) + list(cal.notes),
-            "wall_s": wall,
-            "interrupted": interrupted,
-        }, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 130 if interrupted else 0
-    from rooftop.tui.measure_report import measure_report
-
-    console = make_console()
-    console.print(measure_report(cal, samples, list(plan.notes)))
-    if not args.no_plot:
-        sys.stdout.write("\n" + _measure_plot(cal, samples, args.width, args.height) + "\n")
-    return 130 if interrupted else 0
-
-
 def build_parser() -> Parser:
     p = Parser(
         prog="rooftop",
@@ -281,6 +193,8 @@ def build_parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    from rooftop.tui.measure_cmd import add_measure_command  # light: torch loads only when measuring
+    add_measure_command(sub)
 
     op = sub.add_parser(
         "op", help="analyse ops on one or more devices", epilog=EPILOG_OP,
@@ -308,21 +222,6 @@ def build_parser() -> Parser:
     pl.add_argument("--width", type=int, metavar="COLS", help="chart width (default: the terminal's)")
     pl.add_argument("--height", type=int, metavar="ROWS", help="chart height")
     pl.set_defaults(func=cmd_plot)
-
-    ms = sub.add_parser(
-        "measure", help="measure this machine's roofline (bandwidth, GEMM, FMA sweep, launch)",
-        description="Measure the local GPU's (or CPU's) ceilings by the reference protocol, then print the "
-                    "ceilings (value, case, stability) and the measured roofline. Progress goes to stderr.",
-    )
-    ms.add_argument("--plan", choices=("quick", "full"), default="quick", help="quick (default) or full sweeps")
-    ms.add_argument("--device", metavar="DEV", help="cuda:N or cpu (default: the first GPU, else the CPU)")
-    ms.add_argument("--only", metavar="LIST", help="comma-separated subset of: bandwidth,gemm,fma,launch")
-    ms.add_argument("--threads", type=int, metavar="N", help="CPU only: torch threads (default: torch's, one per core)")
-    ms.add_argument("--json", action="store_true", help="print {profile, samples, device_info} as JSON (SI units)")
-    ms.add_argument("--no-plot", action="store_true", help="omit the roofline plot")
-    ms.add_argument("--width", type=int, metavar="COLS", help="plot width")
-    ms.add_argument("--height", type=int, metavar="ROWS", help="plot height")
-    ms.set_defaults(func=cmd_measure)
     return p
 
 
