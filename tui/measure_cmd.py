@@ -31,6 +31,12 @@ def add_measure_command(sub: Any) -> None:
     ms.set_defaults(func=cmd_measure)
 
 
+def usage_error(message: str) -> int:
+    """Bad input: one line on stderr, exit status 2 (as the rest of the CLI)."""
+    sys.stderr.write(f"rooftop measure: error: {message}\n")
+    return 2
+
+
 def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int | None) -> str:
     """The measured roofline with the GEMM / FMA points, as text."""
     import plotext
@@ -60,12 +66,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from rooftop.models.calibrate import calibrate
     from rooftop.probes.plan import PlanError, parse_only
 
-    from rooftop.tui.cli import UsageError
-
     try:
         only = parse_only(args.only)
     except PlanError as exc:
-        raise UsageError(str(exc)) from None
+        return usage_error(str(exc))
     from rooftop.probes.backend import BackendError, select_backend
     from rooftop.probes.plan import build_plan, run_plan
     from rooftop.tui.report import make_console
@@ -74,7 +78,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         backend = select_backend(args.device, args.threads)
         plan = build_plan(backend, args.plan, only)
     except (BackendError, PlanError) as exc:
-        raise UsageError(str(exc)) from None
+        return usage_error(str(exc))
     err = make_console(stderr=True)
     err.print(f"rooftop measure: {plan.name} plan, {len(plan.steps)} points on {backend.spec} ({backend.info.name})")
     for note in plan.notes:
