@@ -22,6 +22,10 @@ def samples() -> list[Sample]:
     out += [gemm("fp32", 512, 512, 512, 0.08, "fp32-matmul"), gemm("fp64", 512, 512, 512, 0.04, "fp64-tc", iqr=0.4)]
     out += [fma("fp32", r, 1 << 24, 0.002 * r ** 0.5, method="torch-chain") for r in (1, 4, 16)]
     out.append(Sample("gemm", "tf32", {"m": 64, "n": 64, "k": 64}, 1.0, 1.0, skipped="TF32 is a tensor-core mode"))
+    out.append(Sample("gemm", "bf16", {"m": 1024, "n": 1024, "k": 1024}, 1.0, 1.0,
+                      skipped="skipped: predicted 1.7 s per call, over the 0.5 s budget"))
+    out.append(Sample("gemm", "bf16", {"m": 2048, "n": 2048, "k": 2048}, 1.0, 1.0,
+                      skipped="skipped: bf16 1024x1024x1024 was already over the 0.5 s per-call budget"))
     out.append(Sample("launch", "fp32", {"n": 1}, 1.0, 8.0, 4.0, stats=stats(5e-6)))
     return out
 
@@ -43,6 +47,7 @@ def test_report_shows_ceilings_sweeps_and_reasons():
     assert "FMA sweep" in text
     assert "1 unstable points" in text and "fp64 512x512x512" in text
     assert "1× TF32 is a tensor-core mode" in text
+    assert "2× over the plan's per-call time budget" in text
     assert "each array counted once" in text and "not the cores' FMA peak" in text
 
 

@@ -63,7 +63,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from rooftop.models.calibrate import calibrate
+    from rooftop.models.calibrate import calibrate, label_of
     from rooftop.probes.plan import PlanError, parse_only
 
     try:
@@ -110,6 +110,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             "device_info": backend.info.to_dict(),
             "plan": plan.name,
             "notes": list(plan.notes) + list(cal.notes),
+            "above_roof": [label_of(s) for s in cal.above_roof],
             "wall_s": wall,
             "interrupted": interrupted,
         }, sys.stdout, indent=2)

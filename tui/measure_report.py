@@ -96,10 +96,17 @@ def fma_table(samples: list[Sample]) -> Table | None:
     return t
 
 
+def reason_kind(reason: str) -> str:
+    """Group the per-call budget skips (each names its own figures) under one line."""
+    if "budget" in reason:
+        return "over the plan's per-call time budget (measured or predicted from a smaller size)"
+    return reason
+
+
 def skipped_summary(cal: Calibration) -> Text | None:
     if not cal.skipped:
         return None
-    reasons = Counter(s.skipped for s in cal.skipped)
+    reasons = Counter(reason_kind(s.skipped) for s in cal.skipped)
     lines = [f"{len(cal.skipped)} points skipped:"]
     lines += [f"  {n}× {reason}" for reason, n in reasons.most_common()]
     return Text("\n".join(lines), style="dim")
