@@ -8,6 +8,7 @@ torch is imported inside functions only.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import re
@@ -122,6 +123,7 @@ class DeviceInfo:
     clocks_mhz: Mapping[str, float] = field(default_factory=dict)
     load_avg_1m: float | None = None  # CPU: how busy the machine was when the run started
     busy_cpus: int | None = None  # CPU: CPUs over half busy with other work at the start
+    default_threads: int | None = None  # CPU: torch's thread count before rooftop chose one
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -326,9 +328,18 @@ def cpu_info() -> DeviceInfo:
 
 
 def busy_note(info: DeviceInfo) -> str | None:
-    """A warning when other work holds the CPUs: torch's threads then wait for them (figures low, unstable)."""
+    """Say when other work held the CPUs: torch's threads then wait for them (figures low, unstable)."""
     cpus = os.cpu_count() or 1
-    if info.kind != "cpu" or not info.busy_cpus or info.busy_cpus + (info.units or cpus) <= cpus:
+    if info.kind != "cpu" or not info.busy_cpus:
+        return None
+    if info.default_threads and info.units and info.units < info.default_threads:
+        return (
+            f"{info.busy_cpus} of {cpus} CPUs were busy with other work when the run started "
+            f"(load {info.load_avg_1m or 0:.2f}): measuring with {info.units} of torch's {info.default_threads} "
+            "threads, since a thread that waits for a busy CPU stalls every parallel kernel; "
+            "pass --threads to choose"
+        )
+    if info.busy_cpus + (info.units or cpus) <= cpus:
         return None
     return (
         f"{info.busy_cpus} of {cpus} CPUs were busy with other work when the run started "
@@ -353,7 +364,9 @@ def parse_device(spec: str | None) -> tuple[str, int | None]:
 def select_backend(spec: str | None = None, threads: int | None = None) -> Backend:
     """The backend for --device (cuda:N or cpu); by default the first GPU, else the CPU.
 
-    `threads` sets torch's CPU threads for the CPU backend (process-wide).
+    `threads` sets torch's CPU threads for the CPU backend (process-wide). By
+    default the CPU backend keeps torch's count unless other work holds some
+    CPUs at the start: then it uses the idle ones only (busy_note says so).
     """
     import torch
 
@@ -367,7 +380,13 @@ def select_backend(spec: str | None = None, threads: int | None = None) -> Backe
             raise BackendError("--threads applies to the CPU backend only (--device cpu)")
         torch.set_num_threads(threads)
     if kind == "cpu":
-        return Backend("cpu", cpu_info(), CPU_PROTOCOL, CpuTimer())
+        default = torch.get_num_threads()
+        info = dataclasses.replace(cpu_info(), default_threads=default)
+        idle = max(1, (os.cpu_count() or 1) - (info.busy_cpus or 0))
+        if threads is None and idle < default:
+            torch.set_num_threads(idle)
+            info = dataclasses.replace(info, units=idle)
+        return Backend("cpu", info, CPU_PROTOCOL, CpuTimer())
     if not torch.cuda.is_available():
         raise BackendError(f"--device {spec}: torch sees no CUDA device here (torch {torch.__version__})")
     count = torch.cuda.device_count()

@@ -99,8 +99,11 @@ def test_threads_option_and_busy_note(cpu_backend):
         select_backend("cuda:0", threads=2)
     import os
 
-    busy = dataclasses.replace(cpu_backend.info, busy_cpus=1, load_avg_1m=1.5, units=os.cpu_count())
+    busy = dataclasses.replace(cpu_backend.info, busy_cpus=1, load_avg_1m=1.5, units=os.cpu_count(),
+                               default_threads=None)
     assert "busy with other work" in busy_note(busy) and "--threads" in busy_note(busy)
     assert busy_note(dataclasses.replace(cpu_backend.info, busy_cpus=0)) is None
     if os.cpu_count() > 1:  # fewer threads than idle CPUs: nothing to warn about
         assert busy_note(dataclasses.replace(busy, units=os.cpu_count() - 1)) is None
+        chosen = dataclasses.replace(busy, units=os.cpu_count() - 1, default_threads=os.cpu_count())
+        assert f"measuring with {os.cpu_count() - 1} of torch's {os.cpu_count()} threads" in busy_note(chosen)

@@ -83,7 +83,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     err.print(f"rooftop measure: {plan.name} plan, {len(plan.steps)} points on {backend.spec} ({backend.info.name})")
     for note in plan.notes:
         if "busy with other work" in note:
-            err.print(f"rooftop measure: warning: {note}", style="yellow")
+            err.print(f"rooftop measure: note: {note}", style="yellow")
     samples = []
     interrupted = False
     start = time.perf_counter()
