@@ -107,3 +107,25 @@ def test_threads_option_and_busy_note(cpu_backend):
         assert busy_note(dataclasses.replace(busy, units=os.cpu_count() - 1)) is None
         chosen = dataclasses.replace(busy, units=os.cpu_count() - 1, default_threads=os.cpu_count())
         assert f"measuring with {os.cpu_count() - 1} of torch's {os.cpu_count()} threads" in busy_note(chosen)
+
+
+def test_busy_cpus_at_start_mean_fewer_threads(monkeypatch):
+    import os
+
+    import torch
+
+    from rooftop.probes import backend as be
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(os.cpu_count())
+        monkeypatch.setattr(be, "busy_cpus", lambda interval_s=0.2: os.cpu_count())  # everything busy
+        b = select_backend("cpu")
+        assert b.info.units == 1 == torch.get_num_threads()
+        assert b.info.default_threads == os.cpu_count()
+        if os.cpu_count() > 1:
+            assert "measuring with 1 of torch's" in busy_note(b.info)
+        b = select_backend("cpu", threads=os.cpu_count())  # the user's choice wins
+        assert b.info.units == os.cpu_count()
+    finally:
+        torch.set_num_threads(before)
