@@ -2,7 +2,7 @@
 
 The definitions are the reference's (shared/reference/README.md):
 - B dram: the best data-moving kernel (read_reduce, copy, triad, write, or the
-  FMA sweep at R = 1) whose working set is far above the last cache level:
+  compiled FMA sweep at R = 1) whose working set is far above the last cache level:
   ≥ max(4 × L2, 256 MiB) on a GPU, ≥ 4 × LLC on a CPU.
 - B l2: the best data-moving kernel whose working set sits inside the cache
   (GPU: ≤ L2/2; CPU: above the private caches, ≤ LLC/2).
@@ -98,7 +98,13 @@ def _fl(s: Sample) -> float:
 
 
 def is_data_moving(s: Sample) -> bool:
-    return s.family in DATA_MOVING or (s.family == "fma" and s.shape.get("reps") == 1)
+    """Stream kernels, and the compiled FMA sweep at R = 1 (a pure load-FMA-store stream).
+
+    The CPU's chunked torch chain is left out: its chunks are cache-sized on purpose.
+    """
+    if s.family in DATA_MOVING:
+        return True
+    return s.family == "fma" and s.shape.get("reps") == 1 and s.conditions.get("method", "triton") == "triton"
 
 
 @dataclass(frozen=True)

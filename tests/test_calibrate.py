@@ -98,7 +98,10 @@ def test_fma_at_r1_counts_as_a_data_moving_kernel():
 
 
 def test_cpu_chain_sweep_is_named_and_caveated():
-    cal = calibrate([fma("fp32", 16, 1 << 24, 0.02, method="torch-chain")], CPU)
+    chain_r1 = fma("fp32", 1, 1 << 25, 0.01, method="torch-chain")  # 40 GB/s from cache-sized chunks
+    cal = calibrate([fma("fp32", 16, 1 << 24, 0.02, method="torch-chain"), chain_r1,
+                     stream("read_reduce", 256 * MiB, 20)], CPU)
+    assert cal.profile.B("dram") == pytest.approx(20e9)  # the chain is no DRAM candidate
     assert cal.profile.peak["fp32-fma"].case == f"fma-torch-chain:fp32:reps=16:{1 << 24}"
     assert any("not the cores' FMA peak" in n for n in cal.notes)
     assert "not the cores' FMA peak" in cal.profile.notes
