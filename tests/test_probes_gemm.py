@@ -76,3 +76,13 @@ def test_budget_skips_points_predicted_too_slow(cpu_backend):
     samples = [run_step(s) for s in probe.steps()]
     assert "over the plan's" in samples[0].skipped
     assert all("already over" in s.skipped for s in samples[1:])
+
+
+def test_cold_points_flush_before_each_sample(cpu_backend, monkeypatch):
+    backend = dataclasses.replace(cpu_backend, protocol=TINY)
+    flushes = []
+    monkeypatch.setattr(backend, "flush", lambda: flushes.append(1))
+    probe = GemmProbe(backend, GemmSweeps(squares=(32,), nk=32, ms=(), dtypes=("fp32",), cold_squares=(32,)))
+    warm, cold = [run_step(s) for s in probe.steps()]
+    assert warm.cache == "warm" and cold.cache == "cold" and cold.stats is not None
+    assert len(flushes) == TINY.repeats  # once per sample, for the cold point only

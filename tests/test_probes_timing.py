@@ -71,3 +71,29 @@ def test_slow_kernels_warm_up_less_and_over_budget_raises():
     assert timer.log[:2] == ["timed:1", "timed:1"]  # one warm-up, then the samples
     with pytest.raises(TooSlow, match="budget"):
         measure(lambda: sum(range(1000)), SpyTimer(), Protocol(max_call_s=0.0))
+
+
+def test_budget_predicts_from_the_largest_measured_point():
+    import dataclasses
+
+    from rooftop.models.sample import Sample
+    from rooftop.probes.steps import Budget
+
+    base = Sample("gemm", "fp32", {"m": 1, "n": 1, "k": 1}, 1.0, 1.0)
+    timed = dataclasses.replace(base, stats=TimeStats(0.1, 0.1, 0.1, 0.1, 0.0, 7, 1))
+    b = Budget(limit_s=0.5)
+    assert b.guard("fp32", 1e9, "1 GFLOP", lambda: timed) is timed
+    b.guard("fp32", 1e6, "tiny", lambda: dataclasses.replace(timed, stats=TimeStats(1e-3, 0, 0, 0, 0, 7, 1)))
+    b.check("fp32", 4e9)  # 0.4 s predicted from the 1 GFLOP point (not from the tiny one): runs
+    with pytest.raises(TooSlow, match="predicted 0.8 s"):
+        b.check("fp32", 8e9)
+    b.check("fp64", 8e9)  # another key: no prediction
+
+    def too_slow():
+        raise TooSlow("one call takes 2 s")
+
+    with pytest.raises(TooSlow):
+        b.guard("fp64", 8e9, "fp64 big", too_slow)
+    with pytest.raises(TooSlow, match="fp64 big was already over"):
+        b.check("fp64", 9e9)
+    b.check("fp64", 1e9)  # smaller than the slow one: still allowed
