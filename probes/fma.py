@@ -32,7 +32,10 @@ from .backend import Backend, Unsupported
 from .steps import Budget, Step
 from .timing import measure
 
-A, B = 0.999, 0.001  # x → a·x + b converges to 1: no overflow, no denormals
+# x → a·x + b converges to b/(1 − a) = 1: no overflow, no denormals. METHODS.md's 0.999 and 0.001,
+# moved to the nearest binary fractions so that fp16, fp32 and fp64 (and Triton's fp32 scalar
+# arguments) all hold them exactly, and the closed-form check sees the kernel's own constants.
+A, B = 1.0 - 2.0**-10, 2.0**-10
 SIZE = {"fp32": 4, "fp64": 8, "fp16": 2}
 TOLERANCE = {"fp32": 1e-3, "fp64": 1e-9, "fp16": 5e-2}
 GPU_TRAFFIC = 512 * MiB  # bytes read + written, as in the reference
