@@ -117,7 +117,8 @@ def build_plan(backend: Backend, name: str = "quick", only: str | Iterable[str] 
     notes = [
         f"timing: {sizes.protocol.warmups} warm-ups, back-to-back calls filling "
         f"{sizes.protocol.window_s * 1e3:g} ms (≤ {sizes.protocol.max_calls}), {sizes.protocol.repeats} samples, "
-        f"median; iqr/median > 0.10 is unstable and left out of the ceilings"
+        f"median; iqr/median > 0.10 is unstable and left out of the ceilings; "
+        f"points whose call would take over {sizes.protocol.max_call_s:g} s are skipped"
     ]
     busy = busy_note(backend.info)
     if busy:
