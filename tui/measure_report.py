@@ -23,7 +23,7 @@ def ceilings_table(cal: Calibration) -> Table:
     p = cal.profile
     t = Table(title=f"ceilings of {p.name} (measured)", header_style="bold", box=None, pad_edge=False)
     for col, just in (("ceiling", "left"), ("value", "right"), ("case", "left"), ("stability", "left")):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, overflow="fold")  # cases are long names: wrap, never cut
     for level in p.levels():
         c = p.bandwidth[level]
         t.add_row(f"B {level}", fmt_bandwidth(c.value), c.case, _stability(c.stable))
