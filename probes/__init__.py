@@ -1,6 +1,6 @@
 """rooftop.probes — measuring the machine: what GPU it has, and its ceilings.
 
-- backend: the device (CUDA through torch, ROCm included, or the CPU), its facts and clock
+- backend: the device (CUDA through torch, ROCm included, or the CPU) and its clock; devinfo: its facts
 - timing: the reference's protocol (warm-ups, ~20 ms windows, 7 samples, median / p10 / p90 / iqr)
 - bandwidth, gemm, fma (+ fma_triton), launch: the probes, each a list of steps
 - plan: quick / full plans, run as an iterator of (progress, sample) that a threading.Event stops

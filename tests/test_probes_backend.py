@@ -114,7 +114,7 @@ def test_busy_cpus_at_start_mean_fewer_threads(monkeypatch):
 
     import torch
 
-    from rooftop.probes import backend as be
+    from rooftop.probes import devinfo as be
 
     before = torch.get_num_threads()
     try:
