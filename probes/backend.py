@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rooftop.models.sample import TimeStats
 from rooftop.models.units import MiB
 
 from .devinfo import (  # noqa: F401 - re-exported: the device facts are part of a backend
@@ -27,7 +29,7 @@ from .devinfo import (  # noqa: F401 - re-exported: the device facts are part of
     parse_size,
     sysfs_caches,
 )
-from .timing import CPU_PROTOCOL, GPU_PROTOCOL, CpuTimer, Protocol, Timer
+from .timing import CPU_PROTOCOL, GPU_PROTOCOL, CpuTimer, Protocol, Timer, measure
 
 
 class BackendError(Exception):
@@ -70,7 +72,12 @@ class Backend:
     info: DeviceInfo
     protocol: Protocol
     timer: Timer
+    cancel: threading.Event | None = None  # set by run_plan; probes stop between samples when it is set
     _flush_buf: Any = None
+
+    def measure(self, fn: Callable[[], object], before_sample: Callable[[], object] | None = None) -> TimeStats:
+        """Time fn by this backend's protocol and clock (see timing.measure)."""
+        return measure(fn, self.timer, self.protocol, before_sample, self.cancel)
 
     @property
     def is_cuda(self) -> bool:

@@ -17,7 +17,6 @@ from rooftop.models.units import GiB, KiB, MiB
 
 from .backend import Backend
 from .steps import Step
-from .timing import measure
 
 CONVENTION = (
     "bandwidth = algorithmic bytes / time, each array counted once (read_reduce n·s, copy 2n·s, "
@@ -92,7 +91,7 @@ def _run(backend: Backend, family: str, working_set: float) -> Sample:
     dev = backend.torch_device
     bufs = [torch.empty(n, dtype=torch.float32, device=dev).fill_(1.0 + i) for i in range(arrays)]
     backend.sync()
-    stats = measure(lambda: kernel(bufs), backend.timer, backend.protocol)
+    stats = backend.measure(lambda: kernel(bufs))
     del bufs
     return dataclasses.replace(tmpl, stats=stats)
 

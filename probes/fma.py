@@ -30,7 +30,6 @@ from rooftop.models.units import KiB, MiB
 
 from .backend import Backend, Unsupported
 from .steps import Budget, Step
-from .timing import measure
 
 # x → a·x + b converges to b/(1 − a) = 1: no overflow, no denormals. METHODS.md's 0.999 and 0.001,
 # moved to the nearest binary fractions so that fp16, fp32 and fp64 (and Triton's fp32 scalar
@@ -161,7 +160,7 @@ class FmaProbe:
             if self.backend.is_cuda:
                 kernel()  # compile the Triton kernel before the clock (and the budget) starts
             self.backend.sync()
-            stats = measure(kernel, self.backend.timer, self.backend.protocol)
+            stats = self.backend.measure(kernel)
             err = max_error(x, y, reps)
             if not err <= TOLERANCE[dtype]:
                 raise Unsupported(f"result check failed: max_error {err:.3g} > {TOLERANCE[dtype]:g}")

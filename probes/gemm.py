@@ -20,7 +20,6 @@ from rooftop.models.sample import Sample
 
 from .backend import Backend, Unsupported
 from .steps import Budget, Step
-from .timing import measure
 
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 # Bytes per element of A/B and of the output C.
@@ -168,7 +167,7 @@ class GemmProbe:
                 kernel, _ = operands(dtype, m, n, k, self.backend.torch_device)
                 self.backend.sync()
                 flush = self.backend.flush if tmpl.cache == "cold" else None
-                stats = measure(kernel, self.backend.timer, self.backend.protocol, before_sample=flush)
+                stats = self.backend.measure(kernel, before_sample=flush)
             return dataclasses.replace(tmpl, stats=stats, max_error=err)
 
         return self.budget.guard(f"{dtype}:{tmpl.cache}", tmpl.flops, f"{dtype} {m}x{n}x{k}", timed)

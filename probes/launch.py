@@ -13,7 +13,6 @@ from rooftop.models.sample import Sample
 
 from .backend import Backend, Unsupported
 from .steps import Step
-from .timing import measure
 
 GRAPH_KERNELS = 100  # kernels captured in one graph; time per kernel = replay time / this
 N = 1  # elements of the tiny tensor
@@ -38,7 +37,7 @@ def _plain(backend: Backend) -> Sample:
     import torch
 
     x = torch.zeros(N, device=backend.torch_device)
-    stats = measure(lambda: x.add_(1.0), backend.timer, backend.protocol)
+    stats = backend.measure(lambda: x.add_(1.0))
     return dataclasses.replace(template("launch"), stats=stats)
 
 
@@ -58,7 +57,7 @@ def _graph(backend: Backend) -> Sample:
     with torch.cuda.graph(graph):
         for _ in range(GRAPH_KERNELS):
             x.add_(1.0)
-    stats = measure(graph.replay, backend.timer, backend.protocol)
+    stats = backend.measure(graph.replay)
     per_kernel = dataclasses.replace(
         stats,
         median_s=stats.median_s / GRAPH_KERNELS,

@@ -21,7 +21,7 @@ from .backend import Backend, busy_note
 from .fma import FmaProbe, FmaSweep
 from .gemm import GemmProbe, GemmSweeps
 from .steps import Step, run_step
-from .timing import Protocol
+from .timing import Cancelled, Protocol
 
 PLANS = ("quick", "full")
 PARTS = ("bandwidth", "gemm", "fma", "launch")
@@ -143,14 +143,20 @@ def build_plan(backend: Backend, name: str = "quick", only: str | Iterable[str] 
 
 
 def run_plan(plan: Plan, cancel: threading.Event | None = None) -> Iterator[tuple[Progress, Sample]]:
-    """Yield each step's sample as it is taken; stop between steps once `cancel` is set."""
+    """Yield each step's sample as it is taken; stop once `cancel` is set (between steps, or between
+    the samples of the step in progress, which is then dropped)."""
     start = time.perf_counter()
     total = len(plan.steps)
+    plan.backend.cancel = cancel  # the probes also look between the samples of a slow point
     try:
         for i, step in enumerate(plan.steps):
             if cancel is not None and cancel.is_set():
                 return
-            sample = run_step(step, on_oom=plan.backend.release)
+            try:
+                sample = run_step(step, on_oom=plan.backend.release)
+            except Cancelled:
+                return  # the point in progress is dropped; every sample before it was yielded
             yield Progress(i + 1, total, step.label, time.perf_counter() - start), sample
     finally:
+        plan.backend.cancel = None
         plan.backend.release()

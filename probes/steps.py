@@ -14,7 +14,7 @@ from typing import Callable
 from rooftop.models.sample import Sample
 
 from .backend import Unsupported
-from .timing import TooSlow
+from .timing import Cancelled, TooSlow
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,11 @@ def first_line(exc: BaseException) -> str:
 
 
 def run_step(step: Step, on_oom: Callable[[], None] | None = None) -> Sample:
-    """The step's sample, or its template marked skipped with the reason."""
+    """The step's sample, or its template marked skipped with the reason (Cancelled passes through)."""
     try:
         return step.run()
+    except Cancelled:
+        raise
     except (Unsupported, TooSlow) as exc:
         reason = str(exc)
     except Exception as exc:  # OOM, an unsupported dtype in the library, a failing kernel

@@ -11,6 +11,7 @@ interval.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol as TypingProtocol
@@ -28,6 +29,10 @@ class Timer(TypingProtocol):
 
 class TooSlow(Exception):
     """One call takes longer than the plan's per-call budget: the point is skipped."""
+
+
+class Cancelled(Exception):
+    """The run was asked to stop while this point was being timed: the point is dropped."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,12 @@ def measure(
     timer: Timer,
     protocol: Protocol = GPU_PROTOCOL,
     before_sample: Callable[[], object] | None = None,
+    cancel: threading.Event | None = None,
 ) -> TimeStats:
-    """Time `fn` by the protocol; TooSlow if one call exceeds protocol.max_call_s."""
+    """Time `fn` by the protocol; TooSlow if one call exceeds protocol.max_call_s.
+
+    `cancel` is checked between samples (Cancelled), so a slow point does not hold up a stop.
+    """
     first = timer.time_calls(fn, 1)
     if first > protocol.max_call_s:
         raise TooSlow(f"one call takes {first:.3g} s, over the plan's {protocol.max_call_s:g} s budget per call")
@@ -91,6 +100,8 @@ def measure(
         calls = calls_for(timer.time_calls(fn, calls) / calls, protocol.window_s, protocol.max_calls)
     per_call: list[float] = []
     for _ in range(protocol.repeats):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("stopped while timing")
         if before_sample is not None:
             before_sample()
             timer.sync()

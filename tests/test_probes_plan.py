@@ -99,3 +99,23 @@ def test_failures_become_skipped_samples_and_the_run_goes_on(cpu_backend):
     assert samples[3].skipped.startswith("out of memory")
     assert all(s.stats is None for s in samples[1:4])
     assert isinstance(plan, Plan)
+
+
+def test_cancel_during_a_slow_point_drops_it_and_keeps_the_rest(cpu_backend):
+    base = build_plan(cpu_backend, "quick", "bandwidth", sizes=TINY)
+    cancel = threading.Event()
+    calls = []
+
+    def kernel():
+        calls.append(1)
+        if len(calls) == 4:  # a stop request arrives while this point is being timed
+            cancel.set()
+
+    def run() -> Sample:
+        return dataclasses.replace(base.steps[0].template, stats=base.backend.measure(kernel))
+
+    plan = dataclasses.replace(base, steps=(base.steps[0], Step("slow", base.steps[0].template, run), base.steps[1]))
+    samples = [s for _, s in run_plan(plan, cancel)]
+    assert len(samples) == 1 and samples[0].stats is not None
+    assert len(calls) < 4 + TINY.protocol.repeats * TINY.protocol.max_calls  # stopped before its last sample
+    assert base.backend.cancel is None  # the event is not left behind on the backend

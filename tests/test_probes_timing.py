@@ -97,3 +97,15 @@ def test_budget_predicts_from_the_largest_measured_point():
     with pytest.raises(TooSlow, match="fp64 big was already over"):
         b.check("fp64", 9e9)
     b.check("fp64", 1e9)  # smaller than the slow one: still allowed
+
+
+def test_measure_stops_between_samples_when_cancelled():
+    import threading
+
+    from rooftop.probes.timing import Cancelled
+
+    stop = threading.Event()
+    timer = SpyTimer()
+    with pytest.raises(Cancelled):
+        measure(lambda: None, timer, Protocol(warmups=1, window_s=0), before_sample=stop.set, cancel=stop)
+    assert timer.log.count("sync") == 1  # one flush ran, the next sample was never timed
