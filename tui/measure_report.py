@@ -15,14 +15,14 @@ from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_t
 
 
 def _stability(stable: bool) -> Text:
-    return Text("stable") if stable else Text("unstable", style="yellow")
+    return Text("yes") if stable else Text("no", style="yellow")
 
 
 def ceilings_table(cal: Calibration) -> Table:
     """Every measured ceiling: value, the case that produced it, stability."""
     p = cal.profile
     t = Table(title=f"ceilings of {p.name} (measured)", header_style="bold", box=None, pad_edge=False)
-    for col, just in (("ceiling", "left"), ("value", "right"), ("case", "left"), ("stability", "left")):
+    for col, just in (("ceiling", "left"), ("value", "right"), ("case", "left"), ("stable", "left")):
         t.add_column(col, justify=just, overflow="fold")  # cases are long names: wrap, never cut
     for level in p.levels():
         c = p.bandwidth[level]
