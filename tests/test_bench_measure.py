@@ -9,6 +9,7 @@ ROOFTOP_BENCH_THREADS=N sets torch's CPU threads (see `rooftop measure --threads
 from __future__ import annotations
 
 import os
+import statistics
 import time
 
 import pytest
@@ -42,15 +43,20 @@ def plain_loop(backend, family: str, working_set: int, calls: int = 20) -> float
     arrays, kernel = KERNELS[family]
     bufs = [torch.empty(tmpl.shape["n"], device=backend.torch_device).fill_(1.0) for _ in range(arrays)]
     kernel(bufs)
-    best = 0.0
-    for _ in range(3):
-        backend.sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            kernel(bufs)
-        backend.sync()
-        best = max(best, tmpl.bytes * calls / (time.perf_counter() - t0))
-    return best
+    backend.sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        kernel(bufs)
+    backend.sync()
+    return tmpl.bytes * calls / (time.perf_counter() - t0)
+
+
+def protocol_point(backend, family: str, working_set: int) -> float:
+    """bytes/s of the same kernel timed by the probe (the protocol's median)."""
+    from rooftop.probes.bandwidth import steps
+
+    [step] = steps(backend, [working_set], (family,))
+    return step.run().bandwidth
 
 
 def test_quick_plan_wall_time(quick_run):
@@ -75,9 +81,17 @@ def test_dram_bandwidth_vs_a_plain_torch_loop(quick_run):
         pytest.skip(f"B dram came from {dram.case}")
     ws = next(int(s.conditions["working_set"]) for s in samples
               if s.family == family and int(s.footprint_bytes) == int(size))
-    plain = plain_loop(backend, family, ws)
-    ratio = dram.value / plain
-    print(f"\nB dram {dram.value / 1e9:.2f} GB/s ({dram.case}) vs plain torch loop {plain / 1e9:.2f} GB/s "
-          f"({family}, {ws / MiB:.0f} MiB): ratio {ratio:.3f} (target 0.90–1.10: "
-          f"{'met' if 0.9 <= ratio <= 1.1 else 'MISSED'})")
+    # The neighbours' load moves from minute to minute on a shared box: alternate the two ways of
+    # timing a few times and compare medians, next to the plan's own figure.
+    plain, probe = [], []
+    for _ in range(5):
+        plain.append(plain_loop(backend, family, ws))
+        probe.append(protocol_point(backend, family, ws))
+    plain_med, probe_med = statistics.median(plain), statistics.median(probe)
+    ratio = dram.value / plain_med
+    print(f"\nB dram {dram.value / 1e9:.2f} GB/s ({dram.case}) vs a plain torch loop of {family} on "
+          f"{ws / MiB:.0f} MiB, {plain_med / 1e9:.2f} GB/s (median of 5): ratio {ratio:.3f} "
+          f"(target 0.90–1.10: {'met' if 0.9 <= ratio <= 1.1 else 'MISSED'})")
+    print(f"interleaved with it, the probe's protocol gives {probe_med / 1e9:.2f} GB/s: "
+          f"ratio {probe_med / plain_med:.3f}")
     assert ratio > 0
