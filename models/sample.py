@@ -8,7 +8,7 @@ rooftop run exports next to the published measurements.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 UNSTABLE_IQR = 0.10  # reference protocol: iqr_ratio above this is unstable, left out of ceilings
 
@@ -32,6 +32,34 @@ class TimeStats:
     @property
     def stable(self) -> bool:
         return self.iqr_ratio <= UNSTABLE_IQR
+
+    @classmethod
+    def from_times(cls, per_call_s: Sequence[float], calls: int) -> "TimeStats":
+        """Statistics of the per-call times of the repeats (linear-interpolated percentiles)."""
+        if not per_call_s:
+            raise ValueError("no times to summarise")
+        xs = sorted(float(t) for t in per_call_s)
+        med = percentile(xs, 50)
+        iqr = percentile(xs, 75) - percentile(xs, 25)
+        return cls(
+            median_s=med,
+            p10_s=percentile(xs, 10),
+            p90_s=percentile(xs, 90),
+            min_s=xs[0],
+            iqr_ratio=iqr / med if med > 0 else float("inf"),
+            repeats=len(xs),
+            calls=int(calls),
+        )
+
+
+def percentile(sorted_xs: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100) of sorted values, interpolated linearly (numpy's default)."""
+    if not sorted_xs:
+        raise ValueError("percentile of no values")
+    pos = (len(sorted_xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True)

@@ -640,6 +640,8 @@ def build_parser() -> Parser:
     p.add_argument("-d", "--device", metavar="ID", help="the app's first device (default: this GPU's, else h100)")
     add_db_option(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    from rooftop.tui.measure_cmd import add_measure_command  # light: torch loads only when measuring
+    add_measure_command(sub)
 
     op = sub.add_parser(
         "op", help="analyse ops on one or more devices", epilog=EPILOG_OP,

@@ -1,0 +1,213 @@
+"""Calibration: measured samples → ceilings → a DeviceProfile comparable to the catalog.
+
+The definitions are the reference's (shared/reference/README.md):
+- B dram: the best data-moving kernel (read_reduce, copy, triad, write, or the
+  compiled FMA sweep at R = 1) whose working set is far above the last cache level:
+  ≥ max(4 × L2, 256 MiB) on a GPU, ≥ 4 × LLC on a CPU.
+- B l2: the best data-moving kernel whose working set sits inside the cache
+  (GPU: ≤ L2/2; CPU: above the private caches, ≤ LLC/2).
+- F per compute path: the best stable warm GEMM of that path, and the FMA-sweep
+  plateau (best R) for fp32-fma / fp64-fma.
+Unstable points (iqr_ratio > 0.10) are left out and listed; a level or path
+with only unstable points keeps its best one, marked stable=False.
+Pure: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from .profile import Ceiling, DeviceProfile
+from .sample import DATA_MOVING, Sample
+from .units import MiB
+
+ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagged (L2 residency)
+GPU_DRAM_MIN = 256 * MiB
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What calibration needs to know about the device that produced the samples."""
+
+    kind: str  # "gpu" or "cpu"
+    name: str
+    vendor: str = ""
+    memory_bytes: float | None = None
+    units: int | None = None  # SMs / CUs, or CPU threads
+    l2_bytes: float | None = None  # GPU L2; CPU last-level cache
+    private_cache_bytes: float | None = None  # CPU: the cache level below the LLC, all instances
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Working-set ranges that count as DRAM and as in-cache."""
+
+    dram_min: float
+    cache_min: float
+    cache_max: float  # 0 when the cache size is unknown: no cache level
+
+
+def windows(hw: Hardware) -> Windows:
+    """The reference's 'far above L2' and 'inside the cache' for this device."""
+    llc = hw.l2_bytes or 0.0
+    if hw.kind == "gpu":
+        return Windows(dram_min=max(4 * llc, GPU_DRAM_MIN), cache_min=0.0, cache_max=llc / 2)
+    return Windows(
+        dram_min=4 * llc if llc else GPU_DRAM_MIN,
+        cache_min=hw.private_cache_bytes or 0.0,
+        cache_max=llc / 2,
+    )
+
+
+def case_of(s: Sample) -> str:
+    """The reference's case names: read_reduce:<bytes>, MxNxK, fma:<dtype>:reps=R:<elements>."""
+    sh = s.shape
+    if s.family in DATA_MOVING:
+        return f"{s.family}:{int(s.footprint_bytes)}"
+    if s.family == "gemm":
+        cold = ":cold" if s.cache == "cold" else ""
+        return f"{sh.get('m')}x{sh.get('n')}x{sh.get('k')}{cold}"
+    if s.family == "fma":
+        prefix = "fma" if s.conditions.get("method", "triton") == "triton" else f"fma-{s.conditions['method']}"
+        return f"{prefix}:{s.dtype}:reps={sh.get('reps')}:{sh.get('n')}"
+    return f"{s.family}:{s.dtype}:" + ",".join(f"{k}={v}" for k, v in sh.items())
+
+
+def label_of(s: Sample) -> str:
+    """case_of with the dtype in front for GEMMs (whose case names only the shape)."""
+    return f"{s.dtype} {case_of(s)}" if s.family == "gemm" else case_of(s)
+
+
+def _best(cands: Iterable[Sample], rate) -> Ceiling | None:  # noqa: ANN001 - rate: Sample -> float
+    cands = [c for c in cands if rate(c)]
+    if not cands:
+        return None
+    stable = [c for c in cands if c.stable]
+    pool = stable or cands
+    best = max(pool, key=rate)
+    return Ceiling(rate(best), "measured", case_of(best), stable=bool(stable))
+
+
+def _bw(s: Sample) -> float:
+    return s.bandwidth or 0.0
+
+
+def _fl(s: Sample) -> float:
+    return s.flop_rate or 0.0
+
+
+def is_data_moving(s: Sample) -> bool:
+    """Stream kernels, and the compiled FMA sweep at R = 1 (a pure load-FMA-store stream).
+
+    The CPU's chunked torch chain is left out: its chunks are cache-sized on purpose.
+    """
+    if s.family in DATA_MOVING:
+        return True
+    return s.family == "fma" and s.shape.get("reps") == 1 and s.conditions.get("method", "triton") == "triton"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    profile: DeviceProfile
+    unstable: tuple[Sample, ...]  # measured but left out of the ceilings
+    skipped: tuple[Sample, ...]  # not measured, with their reasons
+    above_roof: tuple[Sample, ...]  # > 10% above the measured roofline (cache residency, miscount)
+    notes: tuple[str, ...]
+
+
+def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local") -> Calibration:
+    """Turn one run's samples into a measured DeviceProfile, with what was left out and why."""
+    measured = [s for s in samples if s.stats is not None and not s.skipped]
+    warm = [s for s in measured if s.cache != "cold"]
+    win = windows(hw)
+    notes: list[str] = []
+
+    bandwidth: dict[str, Ceiling] = {}
+    moving = [s for s in warm if is_data_moving(s)]
+    far = [s for s in moving if s.footprint_bytes >= win.dram_min]
+    if not far and moving and hw.l2_bytes:
+        top = max(s.footprint_bytes for s in moving)
+        if top > hw.l2_bytes:
+            far = [s for s in moving if s.footprint_bytes == top]
+            notes.append(
+                f"B dram from the largest working set ({top / MiB:.0f} MiB), below the "
+                f"{win.dram_min / MiB:.0f} MiB the definition asks for"
+            )
+    dram = _best(far, _bw)
+    if dram:
+        bandwidth["dram"] = dram
+    if win.cache_max > 0:
+        inside = [s for s in moving if s.family in DATA_MOVING and win.cache_min < s.footprint_bytes <= win.cache_max]
+        l2 = _best(inside, _bw)
+        if l2:
+            bandwidth["l2"] = l2
+
+    peak: dict[str, Ceiling] = {}
+    for fam in ("gemm", "fma"):
+        by_path: dict[str, list[Sample]] = {}
+        for s in warm:
+            if s.family == fam and s.path:
+                by_path.setdefault(s.path, []).append(s)
+        for path, group in by_path.items():
+            c = _best(group, _fl)
+            if c and (path not in peak or c.value > peak[path].value):
+                peak[path] = c
+    methods = {s.conditions.get("method") for s in warm if s.family == "fma"} - {None, "triton"}
+    for m in sorted(methods):
+        notes.append(
+            f"fp32-fma/fp64-fma come from the {m} FMA sweep: the rate of unfused torch elementwise kernels "
+            "on cache-resident chunks, not the cores' FMA peak (the GEMM paths run on the same units)"
+        )
+
+    launches = [s for s in warm if s.family == "launch"]
+    launch = min(launches, key=lambda s: s.stats.median_s) if launches else None  # type: ignore[union-attr]
+    graphs = [s for s in warm if s.family == "launch_graph"]
+    extra: dict[str, object] = {}
+    if graphs:
+        extra["launch_graph_s"] = min(s.stats.median_s for s in graphs)  # type: ignore[union-attr]
+    unstable = tuple(s for s in measured if not s.stable)
+    if unstable:
+        extra["unstable"] = [label_of(s) for s in unstable]
+
+    profile = DeviceProfile(
+        id=device_id,
+        name=hw.name,
+        source="measured",
+        bandwidth=bandwidth,
+        peak=peak,
+        vendor=hw.vendor,
+        kind=hw.kind,
+        memory_bytes=hw.memory_bytes,
+        sm_count=hw.units,
+        l2_bytes=hw.l2_bytes,
+        launch_overhead=(
+            Ceiling(launch.stats.median_s, "measured", case_of(launch), launch.stable)  # type: ignore[union-attr]
+            if launch
+            else None
+        ),
+        notes="; ".join(notes),
+        extra=extra,
+    )
+    return Calibration(
+        profile=profile,
+        unstable=unstable,
+        skipped=tuple(s for s in samples if s.skipped),
+        above_roof=tuple(above_roof(measured, profile)),
+        notes=tuple(notes),
+    )
+
+
+def above_roof(samples: Iterable[Sample], profile: DeviceProfile, factor: float = ABOVE_ROOF) -> list[Sample]:
+    """Compute points more than `factor` above min(F, B_dram · I) of their own path."""
+    if "dram" not in profile.bandwidth:
+        return []
+    out = []
+    b = profile.B("dram")
+    for s in samples:
+        if s.family not in ("gemm", "fma") or not s.path or s.path not in profile.peak or not s.flop_rate:
+            continue
+        roof = min(profile.F(s.path), b * s.intensity)
+        if s.flop_rate > factor * roof:
+            out.append(s)
+    return out

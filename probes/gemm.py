@@ -1,0 +1,186 @@
+"""GEMM probes: the square sweep and the M sweep per dtype (seed 000 §4–5).
+
+F per compute path is the best stable GEMM. Inputs are random (an A100 runs
+~15% faster on zeros); fp32 runs with TF32 off and tf32 with it on, and the
+user's setting is restored afterwards. Each dtype's kernel is checked once
+against a float64 product on a small case (max_error on every sample of that
+dtype); a failed check skips the dtype. Unsupported combinations become
+skipped samples with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from rooftop.models.paths import matmul_path
+from rooftop.models.sample import Sample
+
+from .backend import Backend, Unsupported
+from .steps import Budget, Step
+
+DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+# Bytes per element of A/B and of the output C.
+IN_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}
+OUT_SIZE = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2, "int8": 4}
+# Relative max error allowed in the check (|C − C_ref|max / |C_ref|max).
+TOLERANCE = {"fp64": 1e-10, "fp32": 1e-4, "tf32": 2e-2, "fp16": 2e-2, "bf16": 5e-2, "fp8": 5e-2, "int8": 0.0}
+CHECK_SHAPE = (32, 64, 64)  # m, n, k: M > 16 and multiples of 16 for _int_mm / _scaled_mm
+
+
+@dataclass(frozen=True)
+class GemmSweeps:
+    """The shapes a plan times: squares n³ and the M sweep at N = K = `mk`."""
+
+    squares: tuple[int, ...]
+    nk: int
+    ms: tuple[int, ...]
+    dtypes: tuple[str, ...] = DTYPES
+    cold_squares: tuple[int, ...] = field(default_factory=tuple)
+
+
+@contextlib.contextmanager
+def tf32_mode(enabled: bool) -> Iterator[None]:
+    """TF32 on or off for fp32 matmuls, restoring the user's setting afterwards."""
+    import torch
+
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def support(backend: Backend, dtype: str) -> str | None:
+    """Why `dtype` GEMMs cannot run on this backend, or None when they can."""
+    import torch
+
+    cc = backend.info.compute_capability
+    major_minor = tuple(int(x) for x in cc.split(".")) if cc else None
+    if dtype == "tf32":
+        if not backend.is_cuda:
+            return "TF32 is a tensor-core mode of CUDA GPUs; the CPU has no TF32 matmul"
+        if major_minor and major_minor < (8, 0) and not backend.info.hip_version:
+            return f"TF32 needs compute capability ≥ 8.0; this device is {cc}"
+    if dtype == "bf16" and backend.is_cuda and major_minor and major_minor < (8, 0) and not backend.info.hip_version:
+        return f"bf16 tensor cores need compute capability ≥ 8.0; this device is {cc}"
+    if dtype == "fp8":
+        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+            return f"torch {torch.__version__} has no float8 / torch._scaled_mm"
+        if not backend.is_cuda:
+            return "fp8 on the CPU is a slow emulation in torch (torch._scaled_mm), not a hardware path"
+        if major_minor and major_minor < (8, 9) and not backend.info.hip_version:
+            return f"fp8 (torch._scaled_mm) needs compute capability ≥ 8.9; this device is {cc}"
+    if dtype == "int8" and not hasattr(torch, "_int_mm"):
+        return f"torch {torch.__version__} has no torch._int_mm"
+    return None
+
+
+def shape_support(dtype: str, m: int, n: int, k: int) -> str | None:
+    if dtype == "int8" and (m <= 16 or n % 8 or k % 8):
+        return "torch._int_mm needs M > 16 and K, N multiples of 8"
+    if dtype == "fp8" and (m % 16 or n % 16 or k % 16):
+        return "torch._scaled_mm needs M, K, N multiples of 16"
+    return None
+
+
+def operands(dtype: str, m: int, n: int, k: int, device: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """(kernel, float64 reference) for C = A·B with random inputs in `dtype`."""
+    import torch
+
+    if dtype == "int8":
+        a = torch.randint(-64, 64, (m, k), dtype=torch.int8, device=device)
+        b = torch.randint(-64, 64, (k, n), dtype=torch.int8, device=device)
+        c = torch.empty(m, n, dtype=torch.int32, device=device)
+        return (lambda: torch._int_mm(a, b, out=c)), (lambda: a.double() @ b.double())
+    if dtype == "fp8":
+        a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm wants
+        one = torch.tensor(1.0, device=device)
+        return (
+            lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
+        ), (lambda: a.double() @ b.double())
+    tdt = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
+           "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    a = torch.randn(m, k, dtype=tdt, device=device)
+    b = torch.randn(k, n, dtype=tdt, device=device)
+    c = torch.empty(m, n, dtype=tdt, device=device)
+    return (lambda: torch.mm(a, b, out=c)), (lambda: a.double() @ b.double())
+
+
+def check(dtype: str, device: Any) -> float:
+    """Relative max error of the dtype's kernel against a float64 product on a small case."""
+    m, n, k = CHECK_SHAPE
+    with tf32_mode(dtype == "tf32"):
+        kernel, ref = operands(dtype, m, n, k, device)
+        out = kernel().double()
+    want = ref()
+    return float((out - want).abs().max() / want.abs().max().clamp_min(1e-30))
+
+
+def template(dtype: str, m: int, n: int, k: int, cache: str, sweep: str) -> Sample:
+    nbytes = float(IN_SIZE[dtype] * (m * k + k * n) + OUT_SIZE[dtype] * m * n)
+    return Sample(
+        family="gemm",
+        dtype=dtype,
+        shape={"m": m, "n": n, "k": k},
+        flops=2.0 * m * n * k,
+        bytes=nbytes,
+        footprint_bytes=nbytes,
+        cache=cache,
+        path=matmul_path(dtype),
+        conditions={"sweep": sweep},
+    )
+
+
+class GemmProbe:
+    """Builds the steps; remembers each dtype's check and which sizes were too slow."""
+
+    def __init__(self, backend: Backend, sweeps: GemmSweeps) -> None:
+        self.backend = backend
+        self.sweeps = sweeps
+        self.budget = Budget(backend.protocol.max_call_s)
+        self._checked: dict[str, float] = {}
+
+    def _max_error(self, dtype: str) -> float:
+        if dtype not in self._checked:
+            self._checked[dtype] = check(dtype, self.backend.torch_device)
+        err = self._checked[dtype]
+        if not err <= TOLERANCE[dtype]:
+            raise Unsupported(f"result check failed: max_error {err:.3g} > {TOLERANCE[dtype]:g} on {CHECK_SHAPE}")
+        return err
+
+    def _run(self, tmpl: Sample) -> Sample:
+        dtype, sh = tmpl.dtype, tmpl.shape
+        m, n, k = sh["m"], sh["n"], sh["k"]
+        why = support(self.backend, dtype) or shape_support(dtype, m, n, k)
+        if why:
+            raise Unsupported(why)
+        err = self._max_error(dtype)
+        self.backend.check_fits(tmpl.footprint_bytes * 1.2)
+
+        def timed() -> Sample:
+            with tf32_mode(dtype == "tf32"):
+                kernel, _ = operands(dtype, m, n, k, self.backend.torch_device)
+                self.backend.sync()
+                flush = self.backend.flush if tmpl.cache == "cold" else None
+                stats = self.backend.measure(kernel, before_sample=flush)
+            return dataclasses.replace(tmpl, stats=stats, max_error=err)
+
+        return self.budget.guard(f"{dtype}:{tmpl.cache}", tmpl.flops, f"{dtype} {m}x{n}x{k}", timed)
+
+    def steps(self) -> list[Step]:
+        sw = self.sweeps
+        shapes: list[tuple[int, int, int, str, str]] = [(s, s, s, "warm", "square") for s in sw.squares]
+        shapes += [(m, sw.nk, sw.nk, "warm", "m") for m in sw.ms]
+        shapes += [(s, s, s, "cold", "square") for s in sw.cold_squares]
+        out = []
+        for dtype in sw.dtypes:
+            for m, n, k, cache, sweep in shapes:
+                tmpl = template(dtype, m, n, k, cache, sweep)
+                label = f"gemm {dtype} {m}x{n}x{k}" + (" cold" if cache == "cold" else "")
+                out.append(Step(label, tmpl, lambda t=tmpl: self._run(t)))
+        return out

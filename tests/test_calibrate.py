@@ -1,0 +1,131 @@
+"""Calibration from synthetic samples: the reference's definitions of B and F."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooftop.models.calibrate import Hardware, calibrate, case_of, windows
+from rooftop.models.sample import Sample, TimeStats
+from rooftop.models.units import KiB, MiB
+
+GPU = Hardware(kind="gpu", name="NVIDIA H200", vendor="nvidia", memory_bytes=141e9, units=132, l2_bytes=60 * MiB)
+CPU = Hardware(kind="cpu", name="AMD EPYC", l2_bytes=32 * MiB, private_cache_bytes=1 * MiB)
+
+
+def stats(t: float, iqr: float = 0.01) -> TimeStats:
+    return TimeStats(median_s=t, p10_s=t * 0.99, p90_s=t * 1.01, min_s=t * 0.98, iqr_ratio=iqr, repeats=7, calls=10)
+
+
+def stream(family: str, ws: float, gbps: float, iqr: float = 0.01) -> Sample:
+    return Sample(family, "fp32", {"n": int(ws // 4)}, 0.0, ws, ws, stats=stats(ws / (gbps * 1e9), iqr))
+
+
+def gemm(dtype: str, m: int, n: int, k: int, tflops: float, path: str, iqr: float = 0.01, cache: str = "warm") -> Sample:
+    w = 2.0 * m * n * k
+    q = 2.0 * (m * k + k * n + m * n)
+    return Sample("gemm", dtype, {"m": m, "n": n, "k": k}, w, q, q, cache, stats(w / (tflops * 1e12), iqr), path)
+
+
+def fma(dtype: str, reps: int, n: int, tflops: float, method: str = "triton") -> Sample:
+    size = 4 if dtype == "fp32" else 8
+    w = 2.0 * reps * n
+    q = 2.0 * n * size
+    return Sample("fma", dtype, {"n": n, "reps": reps}, w, q, q, "streaming", stats(w / (tflops * 1e12)),
+                  f"{dtype}-fma", conditions={"method": method})
+
+
+def test_windows_follow_the_reference():
+    g = windows(GPU)
+    assert g.dram_min == 256 * MiB and g.cache_max == 30 * MiB
+    assert windows(Hardware("gpu", "B300", l2_bytes=126.5 * MiB)).dram_min == 4 * 126.5 * MiB
+    c = windows(CPU)
+    assert c.dram_min == 128 * MiB and c.cache_min == MiB and c.cache_max == 16 * MiB
+
+
+def test_bandwidth_levels_from_the_sweep():
+    samples = [
+        stream("read_reduce", 4 * KiB, 2),  # launch-overhead region
+        stream("read_reduce", 8 * MiB, 9000),  # L2 plateau
+        stream("copy", 16 * MiB, 9500),
+        stream("read_reduce", 128 * MiB, 5200),  # above L2 but below the 256 MiB floor: not DRAM
+        stream("read_reduce", 512 * MiB, 4295),
+        stream("copy", 512 * MiB, 3900),
+        stream("triad", 512 * MiB, 4400, iqr=0.3),  # unstable: left out
+    ]
+    cal = calibrate(samples, GPU)
+    b = cal.profile.bandwidth
+    assert b["dram"].value == pytest.approx(4295e9) and b["dram"].case == f"read_reduce:{512 * MiB}"
+    assert b["dram"].source == "measured" and b["dram"].stable
+    assert b["l2"].value == pytest.approx(9500e9) and b["l2"].case == f"copy:{16 * MiB}"
+    assert [case_of(s) for s in cal.unstable] == [f"triad:{512 * MiB}"]
+    assert cal.profile.extra["unstable"] == [f"triad:{512 * MiB}"]
+
+
+def test_only_unstable_points_give_a_ceiling_marked_unstable():
+    cal = calibrate([stream("read_reduce", 512 * MiB, 4000, iqr=0.2)], GPU)
+    assert cal.profile.bandwidth["dram"].value == pytest.approx(4000e9)
+    assert not cal.profile.bandwidth["dram"].stable
+
+
+def test_peaks_per_path_from_gemms_and_fma_plateaus():
+    samples = [
+        gemm("bf16", 8192, 8192, 8192, 790, "bf16-tc"),
+        gemm("bf16", 2048, 8192, 8192, 815, "bf16-tc"),
+        gemm("bf16", 4096, 4096, 4096, 900, "bf16-tc", iqr=0.5),  # unstable
+        gemm("bf16", 4096, 4096, 4096, 950, "bf16-tc", cache="cold"),  # cold: not a warm ceiling
+        gemm("fp32", 8192, 8192, 8192, 51, "fp32-matmul"),
+        fma("fp32", 1, 1 << 26, 1.0),
+        fma("fp32", 256, 1 << 26, 60.1),
+        fma("fp32", 1024, 1 << 26, 62.2),
+        fma("fp64", 1024, 1 << 25, 32.9),
+    ]
+    cal = calibrate(samples, GPU)
+    p = cal.profile
+    assert p.source == "measured" and p.kind == "gpu" and p.l2_bytes == 60 * MiB
+    assert p.F("bf16-tc") == pytest.approx(815e12) and p.peak["bf16-tc"].case == "2048x8192x8192"
+    assert p.F("fp32-matmul") == pytest.approx(51e12)
+    assert p.F("fp32-fma") == pytest.approx(62.2e12) and p.peak["fp32-fma"].case == f"fma:fp32:reps=1024:{1 << 26}"
+    assert p.F("fp64-fma") == pytest.approx(32.9e12)
+    assert not cal.notes  # the Triton sweep measures the FMA units: nothing to caveat
+
+
+def test_fma_at_r1_counts_as_a_data_moving_kernel():
+    n = 1 << 26  # 512 MiB read + written in fp32
+    s = fma("fp32", 1, n, 4300e9 * 2 / 8 / 1e12)  # 2 FLOP per 8 bytes at 4300 GB/s
+    cal = calibrate([s, stream("copy", 512 * MiB, 3900)], GPU)
+    assert cal.profile.B("dram") == pytest.approx(4300e9)
+    assert cal.profile.bandwidth["dram"].case.startswith("fma:fp32:reps=1:")
+
+
+def test_cpu_chain_sweep_is_named_and_caveated():
+    chain_r1 = fma("fp32", 1, 1 << 25, 0.01, method="torch-chain")  # 40 GB/s from cache-sized chunks
+    cal = calibrate([fma("fp32", 16, 1 << 24, 0.02, method="torch-chain"), chain_r1,
+                     stream("read_reduce", 256 * MiB, 20)], CPU)
+    assert cal.profile.B("dram") == pytest.approx(20e9)  # the chain is no DRAM candidate
+    assert cal.profile.peak["fp32-fma"].case == f"fma-torch-chain:fp32:reps=16:{1 << 24}"
+    assert any("not the cores' FMA peak" in n for n in cal.notes)
+    assert "not the cores' FMA peak" in cal.profile.notes
+
+
+def test_cpu_dram_needs_four_times_the_llc_else_says_so():
+    cal = calibrate([stream("read_reduce", 4 * MiB, 60), stream("read_reduce", 128 * MiB, 20)], CPU)
+    assert cal.profile.B("dram") == pytest.approx(20e9) and cal.profile.B("l2") == pytest.approx(60e9)
+    short = calibrate([stream("read_reduce", 64 * MiB, 25)], CPU)
+    assert short.profile.B("dram") == pytest.approx(25e9)
+    assert "below the 128 MiB" in short.notes[0]
+    assert "dram" not in calibrate([stream("read_reduce", 8 * MiB, 60)], CPU).profile.bandwidth
+
+
+def test_skipped_launch_and_points_above_the_roof():
+    skipped = Sample("gemm", "fp8", {"m": 1, "n": 8192, "k": 8192}, 1.0, 1.0, skipped="fp8 needs cc ≥ 8.9")
+    launch = Sample("launch", "fp32", {"n": 1}, 1.0, 8.0, 4.0, stats=stats(4.5e-6))
+    # a GEMV at I ≈ 1 FLOP/B running at 5 TFLOP/s on a 4.3 TB/s slope: above B·I → flagged
+    small = gemm("bf16", 1, 8192, 8192, 5.0, "bf16-tc")
+    cal = calibrate([skipped, launch, small, gemm("bf16", 8192, 8192, 8192, 800, "bf16-tc"),
+                     stream("read_reduce", 512 * MiB, 4300)], GPU)
+    assert cal.skipped == (skipped,)
+    assert cal.profile.launch_overhead.value == pytest.approx(4.5e-6)
+    assert cal.profile.launch_overhead.case == "launch:fp32:n=1"
+    assert cal.above_roof == (small,)
+    d = cal.profile.to_dict()
+    assert set(d["bandwidth"]) == {"dram"} and set(d["peak"]) == {"bf16-tc"}

@@ -1,0 +1,66 @@
+"""`rooftop measure` end to end in a subprocess, and the import layering it must keep."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def rooftop(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rooftop.tui.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={"COLUMNS": "100", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+
+
+def test_measure_launch_json():
+    out = rooftop("measure", "--only", "launch", "--device", "cpu", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert set(doc) >= {"profile", "samples", "device_info", "notes"}
+    assert doc["device_info"]["kind"] == "cpu"
+    assert doc["profile"]["source"] == "measured"
+    assert doc["profile"]["launch_overhead"]["value"] > 0
+    [s] = doc["samples"]
+    assert s["family"] == "launch" and s["stats"]["repeats"] == 7
+    assert {"dtype", "shape", "flops", "bytes"} <= set(s)
+    assert "launch x.add_" not in out.stdout  # the progress bar went to stderr
+    assert "points in" in out.stderr
+
+
+def test_measure_report_prints_ceilings():
+    out = rooftop("measure", "--only", "launch", "--device", "cpu", "--no-plot")
+    assert out.returncode == 0, out.stderr
+    assert "ceilings of" in out.stdout and "launch" in out.stdout and "notes:" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--only", "gemm,nvlink"), "choose from bandwidth, gemm, fma, launch"),
+        (("--device", "tpu"), "expected cpu, cuda or cuda:N"),
+        (("--plan", "huge"), "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    out = rooftop("measure", *args)
+    assert out.returncode == 2
+    assert needle in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_layering_no_torch_or_textual_at_import():
+    code = (
+        "import importlib, pkgutil, sys, rooftop.probes as p, rooftop.models.calibrate, rooftop.tui.cli\n"
+        "for m in pkgutil.walk_packages(p.__path__, 'rooftop.probes.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "print([m for m in ('torch', 'textual') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_help_lists_measure():
+    out = rooftop("--help")
+    assert out.returncode == 0 and "measure" in out.stdout

@@ -1,0 +1,73 @@
+"""CUDA-only checks (marked `gpu`; scripts/gpu-check.sh runs them). Skipped without a CUDA device."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from rooftop.probes.fma import FmaProbe, FmaSweep
+from rooftop.probes.gemm import TOLERANCE, GemmProbe, GemmSweeps, check, support
+from rooftop.probes.plan import Sizes, build_plan, run_plan
+from rooftop.probes.steps import run_step
+from rooftop.probes.timing import Protocol
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+SHORT = Protocol(window_s=2e-3, repeats=3, max_calls=20, warmups=2)
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    from rooftop.probes.backend import select_backend
+
+    return select_backend("cuda:0")
+
+
+def test_device_facts(gpu):
+    info = gpu.info
+    assert info.kind == "cuda" and info.name and info.compute_capability
+    assert info.units and info.units > 0 and info.memory_bytes > 0
+    assert info.l2_bytes and info.l2_bytes > 0
+    assert gpu.flush_bytes() >= max(128 << 20, 4 * info.l2_bytes)
+
+
+@pytest.mark.parametrize("dtype", ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"])
+def test_gemm_kernels_are_correct(gpu, dtype):
+    why = support(gpu, dtype)
+    if why:
+        pytest.skip(why)
+    assert check(dtype, gpu.torch_device) <= TOLERANCE[dtype]
+
+
+def test_gemm_sweep_restores_tf32(gpu):
+    old = torch.get_float32_matmul_precision()
+    backend = dataclasses.replace(gpu, protocol=SHORT)
+    probe = GemmProbe(backend, GemmSweeps(squares=(1024,), nk=1024, ms=(16,), dtypes=("fp32", "tf32", "bf16"),
+                                          cold_squares=(1024,)))
+    samples = [run_step(s) for s in probe.steps()]
+    assert all(s.stats is not None for s in samples if not support(gpu, s.dtype)), [s.skipped for s in samples]
+    assert torch.get_float32_matmul_precision() == old
+
+
+def test_triton_fma_sweep_on_the_gpu(gpu):
+    pytest.importorskip("triton")
+    backend = dataclasses.replace(gpu, protocol=SHORT)
+    probe = FmaProbe(backend, FmaSweep(reps=(1, 64)), n=1 << 22)
+    samples = [run_step(s) for s in probe.steps()]
+    for s in samples:
+        assert s.stats is not None, s.skipped
+        assert s.conditions["method"] == "triton" and s.max_error is not None
+
+
+def test_tiny_plan_with_cuda_graph_launch(gpu):
+    sizes = Sizes(SHORT, (64 << 10, 256 << 20), GemmSweeps((512,), 512, (16,), ("bf16",)), FmaSweep((1,), ("fp32",)),
+                  fma_elements=1 << 20)
+    samples = [s for _, s in run_plan(build_plan(gpu, "quick", sizes=sizes))]
+    fams = {s.family: s for s in samples}
+    assert fams["launch_graph"].stats is not None
+    assert fams["launch_graph"].stats.median_s < fams["launch"].stats.median_s
+    assert fams["read_reduce"].stats is not None

@@ -1,0 +1,121 @@
+"""Plans: an end-to-end run on the CPU, cancellation, failures that do not stop the run."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+
+from rooftop.models.sample import Sample
+from rooftop.models.units import KiB
+from rooftop.probes.fma import FmaSweep
+from rooftop.probes.gemm import GemmSweeps
+from rooftop.probes.plan import PARTS, Plan, PlanError, Sizes, build_plan, parse_only, run_plan
+from rooftop.probes.steps import Step
+from rooftop.probes.timing import Protocol
+
+from probe_fixtures import cpu_backend  # noqa: F401 - a fixture
+
+TINY = Sizes(
+    protocol=Protocol(window_s=1e-4, repeats=3, max_calls=3, warmups=1),
+    working_sets=(16 * KiB, 64 * KiB),
+    gemm=GemmSweeps(squares=(32,), nk=32, ms=(16,), dtypes=("fp32", "fp8")),
+    fma=FmaSweep(reps=(1, 4), dtypes=("fp32",)),
+    fma_elements=1 << 14,
+)
+
+
+def test_parse_only():
+    assert parse_only(None) == PARTS
+    assert parse_only("gemm, bandwidth,gemm") == ("gemm", "bandwidth")
+    with pytest.raises(PlanError, match="choose from bandwidth, gemm, fma, launch"):
+        parse_only("gemm,nvlink")
+    with pytest.raises(PlanError):
+        parse_only(",")
+
+
+def test_unknown_plan(cpu_backend):
+    with pytest.raises(PlanError, match="quick, full"):
+        build_plan(cpu_backend, "medium")
+
+
+def test_default_plans_are_built_lazily(cpu_backend):
+    quick = build_plan(cpu_backend, "quick")
+    full = build_plan(cpu_backend, "full")
+    assert len(full.steps) > len(quick.steps) > 50
+    assert {s.template.family for s in quick.steps} == {"launch", "read_reduce", "copy", "triad", "write", "gemm", "fma"}
+    assert any("each array counted once" in n for n in quick.notes)
+    assert build_plan(cpu_backend, "quick", "launch").steps[0].template.family == "launch"
+
+
+def test_tiny_plan_end_to_end(cpu_backend):
+    plan = build_plan(cpu_backend, "quick", sizes=TINY)
+    got = list(run_plan(plan))
+    assert [p.done for p, _ in got] == list(range(1, len(plan.steps) + 1))
+    assert all(p.total == len(plan.steps) for p, _ in got)
+    samples = [s for _, s in got]
+    fams = {s.family for s in samples if s.stats is not None}
+    assert fams == {"launch", "read_reduce", "copy", "triad", "write", "gemm", "fma"}
+    fp8 = [s for s in samples if s.dtype == "fp8"]
+    assert fp8 and all("emulation" in s.skipped for s in fp8)  # skipped, and the run went on after them
+    assert samples[-1].family == "fma" and samples[-1].stats is not None
+
+
+def test_cancel_stops_between_steps_and_keeps_samples(cpu_backend):
+    plan = build_plan(cpu_backend, "quick", sizes=TINY)
+    cancel = threading.Event()
+    kept: list[Sample] = []
+    for progress, sample in run_plan(plan, cancel):
+        kept.append(sample)
+        if progress.done == 3:
+            cancel.set()
+    assert len(kept) == 3 < len(plan.steps)
+    assert all(s.stats is not None for s in kept)
+
+
+def _failing(exc: Exception, template: Sample) -> Step:
+    def run() -> Sample:
+        raise exc
+
+    return Step("boom", template, run)
+
+
+def test_failures_become_skipped_samples_and_the_run_goes_on(cpu_backend):
+    base = build_plan(cpu_backend, "quick", "bandwidth", sizes=TINY)
+    tmpl = base.steps[0].template
+    steps = (
+        base.steps[0],
+        _failing(RuntimeError("CUDA error: an illegal memory access was encountered"), tmpl),
+        _failing(MemoryError(), tmpl),
+        _failing(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), tmpl),
+        base.steps[1],
+    )
+    plan = dataclasses.replace(base, steps=steps)
+    samples = [s for _, s in run_plan(plan)]
+    assert samples[0].stats is not None and samples[-1].stats is not None
+    assert samples[1].skipped.startswith("kernel error: RuntimeError: CUDA error")
+    assert samples[2].skipped.startswith("out of memory")
+    assert samples[3].skipped.startswith("out of memory")
+    assert all(s.stats is None for s in samples[1:4])
+    assert isinstance(plan, Plan)
+
+
+def test_cancel_during_a_slow_point_drops_it_and_keeps_the_rest(cpu_backend):
+    base = build_plan(cpu_backend, "quick", "bandwidth", sizes=TINY)
+    cancel = threading.Event()
+    calls = []
+
+    def kernel():
+        calls.append(1)
+        if len(calls) == 4:  # a stop request arrives while this point is being timed
+            cancel.set()
+
+    def run() -> Sample:
+        return dataclasses.replace(base.steps[0].template, stats=base.backend.measure(kernel))
+
+    plan = dataclasses.replace(base, steps=(base.steps[0], Step("slow", base.steps[0].template, run), base.steps[1]))
+    samples = [s for _, s in run_plan(plan, cancel)]
+    assert len(samples) == 1 and samples[0].stats is not None
+    assert len(calls) < 4 + TINY.protocol.repeats * TINY.protocol.max_calls  # stopped before its last sample
+    assert base.backend.cancel is None  # the event is not left behind on the backend

@@ -1,0 +1,125 @@
+"""`rooftop measure`: run a probe plan with a progress bar, then the ceilings and the measured roofline.
+
+Kept out of cli.py so the command line's module stays light: torch is imported
+only inside cmd_measure, when a measurement really starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+
+def add_measure_command(sub: Any) -> None:
+    """Add the `measure` subcommand to the CLI's subparsers."""
+    ms = sub.add_parser(
+        "measure", help="measure this machine's roofline (bandwidth, GEMM, FMA sweep, launch)",
+        description="Measure the local GPU's (or CPU's) ceilings by the reference protocol, then print the "
+                    "ceilings (value, case, stability) and the measured roofline. Progress goes to stderr.",
+    )
+    ms.add_argument("--plan", choices=("quick", "full"), default="quick", help="quick (default) or full sweeps")
+    ms.add_argument("--device", metavar="DEV", help="cuda:N or cpu (default: the first GPU, else the CPU)")
+    ms.add_argument("--only", metavar="LIST", help="comma-separated subset of: bandwidth,gemm,fma,launch")
+    ms.add_argument("--threads", type=int, metavar="N", help="CPU only: torch threads (default: torch's, one per core)")
+    ms.add_argument("--json", action="store_true", help="print {profile, samples, device_info} as JSON (SI units)")
+    ms.add_argument("--no-plot", action="store_true", help="omit the roofline plot")
+    ms.add_argument("--width", type=int, metavar="COLS", help="plot width")
+    ms.add_argument("--height", type=int, metavar="ROWS", help="plot height")
+    ms.set_defaults(func=cmd_measure)
+
+
+def usage_error(message: str) -> int:
+    """Bad input: one line on stderr, exit status 2 (as the rest of the CLI)."""
+    sys.stderr.write(f"rooftop measure: error: {message}\n")
+    return 2
+
+
+def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int | None) -> str:
+    """The measured roofline with the GEMM / FMA points, as text."""
+    import plotext
+
+    from rooftop.models.plotdata import intensity_span, roof_series
+    from rooftop.tui.chart import draw_roofline
+    from rooftop.tui.measure_report import point_series
+
+    prof = cal.profile
+    if not prof.peak or not prof.bandwidth:
+        return "(no roofline: the run measured no compute roof or no bandwidth)"
+    points = point_series(samples)
+    span = intensity_span([prof], [x for s in points for x in s.xs], lo=0.01)
+    series = roof_series(prof, prof.paths(), prof.levels(), span) + points
+    size = os.get_terminal_size(sys.stdout.fileno()) if sys.stdout.isatty() else os.terminal_size((100, 30))
+    plotext.clf()
+    plotext.plotsize(width or size.columns, height or max(20, min(40, size.lines - 4)))
+    draw_roofline(plotext, series, f"measured roofline: {prof.name}", color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    return plotext.build()
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rooftop.models.calibrate import calibrate, label_of
+    from rooftop.probes.plan import PlanError, parse_only
+
+    try:
+        only = parse_only(args.only)
+    except PlanError as exc:
+        return usage_error(str(exc))
+    from rooftop.probes.backend import BackendError, select_backend
+    from rooftop.probes.plan import build_plan, run_plan
+    from rooftop.tui.report import make_console
+
+    try:
+        backend = select_backend(args.device, args.threads)
+        plan = build_plan(backend, args.plan, only)
+    except (BackendError, PlanError) as exc:
+        return usage_error(str(exc))
+    err = make_console(stderr=True)
+    err.print(f"rooftop measure: {plan.name} plan, {len(plan.steps)} points on {backend.spec} ({backend.info.name})")
+    for note in plan.notes:
+        if "busy with other work" in note:
+            err.print(f"rooftop measure: note: {note}", style="yellow")
+    samples = []
+    interrupted = False
+    start = time.perf_counter()
+    columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("starting", total=len(plan.steps))
+        try:
+            for prog, sample in run_plan(plan):
+                samples.append(sample)
+                bar.update(task, completed=prog.done, description=prog.label)
+        except KeyboardInterrupt:
+            interrupted = True
+    wall = time.perf_counter() - start
+    cal = calibrate(samples, backend.info.hardware())
+    skipped = sum(1 for s in samples if s.skipped)
+    err.print(
+        f"rooftop measure: {len(samples)} points in {wall:.1f} s ({skipped} skipped, {len(cal.unstable)} unstable)"
+        + (" — interrupted, showing what was measured" if interrupted else "")
+    )
+    if args.json:
+        json.dump({
+            "profile": cal.profile.to_dict(),
+            "samples": [s.to_dict() for s in samples],
+            "device_info": backend.info.to_dict(),
+            "plan": plan.name,
+            "notes": list(plan.notes) + list(cal.notes),
+            "above_roof": [label_of(s) for s in cal.above_roof],
+            "wall_s": wall,
+            "interrupted": interrupted,
+        }, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 130 if interrupted else 0
+    from rooftop.tui.measure_report import measure_report
+
+    console = make_console()
+    console.print(measure_report(cal, samples, list(plan.notes)))
+    if not args.no_plot:
+        sys.stdout.write("\n" + _measure_plot(cal, samples, args.width, args.height) + "\n")
+    return 130 if interrupted else 0

@@ -1,0 +1,147 @@
+"""Text reports for `rooftop measure`: ceilings, the bandwidth and FMA sweeps, the roofline points."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from rooftop.models.calibrate import Calibration, label_of
+from rooftop.models.plotdata import Series
+from rooftop.models.sample import DATA_MOVING, Sample
+from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_time
+
+
+def _stability(stable: bool) -> Text:
+    return Text("yes") if stable else Text("no", style="yellow")
+
+
+def ceilings_table(cal: Calibration) -> Table:
+    """Every measured ceiling: value, the case that produced it, stability."""
+    p = cal.profile
+    t = Table(title=f"ceilings of {p.name} (measured)", header_style="bold", box=None, pad_edge=False)
+    for col, just in (("ceiling", "left"), ("value", "right"), ("case", "left"), ("stable", "left")):
+        t.add_column(col, justify=just, overflow="fold")  # cases are long names: wrap, never cut
+    for level in p.levels():
+        c = p.bandwidth[level]
+        t.add_row(f"B {level}", fmt_bandwidth(c.value), c.case, _stability(c.stable))
+    for path in p.paths():
+        c = p.peak[path]
+        t.add_row(f"F {path}", fmt_flops_rate(c.value), c.case, _stability(c.stable))
+    if p.launch_overhead:
+        c = p.launch_overhead
+        t.add_row("launch", fmt_time(c.value), c.case, _stability(c.stable))
+    if "launch_graph_s" in p.extra:
+        t.add_row("launch (graph)", fmt_time(float(p.extra["launch_graph_s"])), "per kernel in a CUDA graph", "")
+    return t
+
+
+def _cell(s: Sample, value: float | None, fmt) -> Text:  # noqa: ANN001 - fmt: float -> str
+    if s.skipped:
+        return Text("skipped", style="dim")
+    text = Text(fmt(value) if value else "n/a")
+    if not s.stable:
+        text.append("~", style="yellow")
+    return text
+
+
+def bandwidth_table(samples: list[Sample]) -> Table | None:
+    """GB/s per kernel (columns) and working set (rows): the launch, cache and DRAM regions."""
+    rows: dict[float, dict[str, Sample]] = {}
+    for s in samples:
+        if s.family in DATA_MOVING:
+            ws = float(s.conditions.get("working_set", s.footprint_bytes))
+            rows.setdefault(ws, {})[s.family] = s
+    if not rows:
+        return None
+    fams = [f for f in DATA_MOVING if any(f in r for r in rows.values())]
+    t = Table(title="bandwidth sweep (GB/s; ~ = unstable)", header_style="bold", box=None, pad_edge=False)
+    t.add_column("working set", justify="right")
+    for f in fams:
+        t.add_column(f, justify="right")
+    for ws in sorted(rows):
+        t.add_row(fmt_bytes(ws), *[
+            _cell(rows[ws][f], rows[ws][f].bandwidth, lambda v: f"{v / 1e9:.3g}") if f in rows[ws] else Text("")
+            for f in fams
+        ])
+    return t
+
+
+def fma_table(samples: list[Sample]) -> Table | None:
+    """GFLOP/s per FMA count R and dtype: the slope, then the plateau."""
+    rows: dict[int, dict[str, Sample]] = {}
+    for s in samples:
+        if s.family == "fma":
+            rows.setdefault(int(s.shape.get("reps", 0)), {})[s.dtype] = s
+    if not rows:
+        return None
+    dtypes = list(dict.fromkeys(s.dtype for s in samples if s.family == "fma"))
+    t = Table(title="FMA sweep (GFLOP/s, and GB/s moved)", header_style="bold", box=None, pad_edge=False)
+    t.add_column("R", justify="right")
+    for d in dtypes:
+        t.add_column(d, justify="right")
+    for r in sorted(rows):
+        cells = []
+        for d in dtypes:
+            s = rows[r].get(d)
+            if s is None:
+                cells.append(Text(""))
+            elif s.skipped:
+                cells.append(Text("skipped", style="dim"))
+            else:
+                cells.append(_cell(s, s.flop_rate, lambda v, s=s: f"{v / 1e9:.4g} ({(s.bandwidth or 0) / 1e9:.3g} GB/s)"))
+        t.add_row(str(r), *cells)
+    return t
+
+
+def reason_kind(reason: str) -> str:
+    """Group the per-call budget skips (each names its own figures) under one line."""
+    if "budget" in reason:
+        return "over the plan's per-call time budget (measured or predicted from a smaller size)"
+    return reason
+
+
+def skipped_summary(cal: Calibration) -> Text | None:
+    if not cal.skipped:
+        return None
+    reasons = Counter(reason_kind(s.skipped) for s in cal.skipped)
+    lines = [f"{len(cal.skipped)} points skipped:"]
+    lines += [f"  {n}× {reason}" for reason, n in reasons.most_common()]
+    return Text("\n".join(lines), style="dim")
+
+
+def measure_report(cal: Calibration, samples: list[Sample], notes: list[str]) -> Group:
+    parts: list = [ceilings_table(cal)]
+    for table in (bandwidth_table(samples), fma_table(samples)):
+        if table is not None:
+            parts += [Text(""), table]
+    if cal.unstable:
+        parts.append(Text(
+            f"\n{len(cal.unstable)} unstable points (iqr/median > 0.10) left out: "
+            + ", ".join(label_of(s) for s in cal.unstable[:12]) + (" …" if len(cal.unstable) > 12 else ""),
+            style="yellow",
+        ))
+    if cal.above_roof:
+        parts.append(Text(
+            "points > 10% above the measured roofline (cache residency?): "
+            + ", ".join(label_of(s) for s in cal.above_roof), style="yellow",
+        ))
+    skipped = skipped_summary(cal)
+    if skipped is not None:
+        parts.append(skipped)
+    parts += [Text("notes:", style="bold")] + [Text(f"  {n}") for n in list(notes) + list(cal.notes)]
+    return Group(*parts)
+
+
+def point_series(samples: list[Sample]) -> list[Series]:
+    """Measured GEMM and FMA points per (family, dtype), at (I, FLOP/s)."""
+    groups: dict[str, list[Sample]] = {}
+    for s in samples:
+        if s.family in ("gemm", "fma") and s.flop_rate and s.cache != "cold":
+            groups.setdefault(f"{s.family} {s.dtype}", []).append(s)
+    return [
+        Series(label, tuple(s.intensity for s in g), tuple(s.flop_rate for s in g), "point")  # type: ignore[misc]
+        for label, g in groups.items()
+    ]
