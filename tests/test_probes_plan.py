@@ -15,15 +15,9 @@ from rooftop.probes.plan import PARTS, Plan, PlanError, Sizes, build_plan, parse
 from rooftop.probes.steps import Step
 from rooftop.probes.timing import Protocol
 
-from probe_fixtures import cpu_backend  # noqa: F401 - a fixture
+from probe_fixtures import cpu_backend, tiny_sizes  # noqa: F401 - a fixture
 
-TINY = Sizes(
-    protocol=Protocol(window_s=1e-4, repeats=3, max_calls=3, warmups=1),
-    working_sets=(16 * KiB, 64 * KiB),
-    gemm=GemmSweeps(squares=(32,), nk=32, ms=(16,), dtypes=("fp32", "fp8")),
-    fma=FmaSweep(reps=(1, 4), dtypes=("fp32",)),
-    fma_elements=1 << 14,
-)
+TINY = tiny_sizes()
 
 
 def test_parse_only():

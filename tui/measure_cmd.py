@@ -28,6 +28,9 @@ def add_measure_command(sub: Any) -> None:
     ms.add_argument("--no-plot", action="store_true", help="omit the roofline plot")
     ms.add_argument("--width", type=int, metavar="COLS", help="plot width")
     ms.add_argument("--height", type=int, metavar="ROWS", help="plot height")
+    ms.add_argument("--no-save", action="store_true", help="do not keep this run in the store")
+    ms.add_argument("--db", metavar="PATH",
+                    help="the rooftop database file (default: $ROOFTOP_DB, else rooftop.db in the user data directory)")
     ms.set_defaults(func=cmd_measure)
 
 
@@ -59,8 +62,6 @@ def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int |
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    import time
-
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from rooftop.models.calibrate import calibrate, label_of
@@ -71,7 +72,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     except PlanError as exc:
         return usage_error(str(exc))
     from rooftop.probes.backend import BackendError, select_backend
-    from rooftop.probes.plan import build_plan, run_plan
+    from rooftop.probes.plan import build_plan
     from rooftop.tui.report import make_console
 
     try:
@@ -84,25 +85,32 @@ def cmd_measure(args: argparse.Namespace) -> int:
     for note in plan.notes:
         if "busy with other work" in note:
             err.print(f"rooftop measure: note: {note}", style="yellow")
-    samples = []
-    interrupted = False
-    start = time.perf_counter()
+    from rooftop.probes.telemetry import Sampler
+    from rooftop.tui.measuring import measure_run
+
     columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
+    with Progress(*columns, console=err, transient=True) as bar, Sampler() as sampler:
         task = bar.add_task("starting", total=len(plan.steps))
-        try:
-            for prog, sample in run_plan(plan):
-                samples.append(sample)
-                bar.update(task, completed=prog.done, description=prog.label)
-        except KeyboardInterrupt:
-            interrupted = True
-    wall = time.perf_counter() - start
-    cal = calibrate(samples, backend.info.hardware())
+        result = measure_run(
+            plan, args.db, store=not args.no_save, sampler=sampler,
+            on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
+            on_store_error=lambda msg: err.print(f"rooftop measure: warning: {msg}", style="yellow"),
+        )
+    samples, cal, wall = result.samples, result.calibration, result.wall_s
+    interrupted = result.status == "cancelled"
+    if result.store_error:
+        err.print(f"rooftop measure: warning: {result.store_error}", style="yellow")
     skipped = sum(1 for s in samples if s.skipped)
     err.print(
         f"rooftop measure: {len(samples)} points in {wall:.1f} s ({skipped} skipped, {len(cal.unstable)} unstable)"
         + (" — interrupted, showing what was measured" if interrupted else "")
+        + (f" — failed: {result.error}" if result.status == "failed" else "")
+        + (f"; saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "")
     )
+    if result.throttled:
+        err.print(f"rooftop measure: {len(result.throttled)} points were taken while the GPU throttled "
+                  f"({', '.join(sorted({r for s in result.throttled for r in s.conditions['throttle']}))}): "
+                  + ", ".join(label_of(s) for s in result.throttled[:8]), style="yellow")
     if args.json:
         json.dump({
             "profile": cal.profile.to_dict(),
@@ -113,13 +121,16 @@ def cmd_measure(args: argparse.Namespace) -> int:
             "above_roof": [label_of(s) for s in cal.above_roof],
             "wall_s": wall,
             "interrupted": interrupted,
+            "status": result.status,
+            "run_id": result.run_id,
+            "throttled": [label_of(s) for s in result.throttled],
         }, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return 130 if interrupted else 0
+        return 130 if interrupted else (1 if result.status == "failed" else 0)
     from rooftop.tui.measure_report import measure_report
 
     console = make_console()
     console.print(measure_report(cal, samples, list(plan.notes)))
     if not args.no_plot:
         sys.stdout.write("\n" + _measure_plot(cal, samples, args.width, args.height) + "\n")
-    return 130 if interrupted else 0
+    return 130 if interrupted else (1 if result.status == "failed" else 0)

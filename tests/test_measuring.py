@@ -1,0 +1,76 @@
+"""A measurement run end to end on the CPU: stored sample by sample with its conditions, however it ends."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from fake_nvml import FakeNVML
+from probe_fixtures import cpu_backend, tiny_sizes  # noqa: F401 - a fixture
+from rooftop.probes.plan import build_plan
+from rooftop.probes.telemetry import Sampler
+from rooftop.store.runs import Store
+from rooftop.tui.measuring import measure_run
+
+
+@pytest.fixture
+def plan(cpu_backend):  # noqa: ANN001, ANN201, F811
+    return build_plan(cpu_backend, "quick", "launch,bandwidth,gemm,fma", sizes=tiny_sizes())
+
+
+def test_run_is_stored_with_samples_ceilings_telemetry_and_conditions(plan, tmp_path: Path) -> None:  # noqa: ANN001
+    nv = FakeNVML()  # the CPU backend, with a (fake) GPU sampled alongside: conditions come from it
+    with Sampler(interval=0.05, nvml=nv, cpu=False) as sampler:
+        result = measure_run(plan, tmp_path / "r.db", sampler=sampler)
+    assert result.status == "complete" and not result.store_error
+    assert len(result.samples) == len(plan.steps)
+    with Store.open(tmp_path / "r.db") as store:
+        run = store.run(result.run_id)
+        assert run.status == "complete" and run.samples == len(plan.steps)
+        stored = store.samples(result.run_id)
+        assert [s.family for s in stored] == [s.family for s in result.samples]
+        assert store.stored_profile(result.run_id).peak["fp32-matmul"].value > 0
+        assert len(store.telemetry(result.run_id)) >= 1
+    with_snaps = [s for s in stored if s.conditions.get("snapshots")]
+    assert with_snaps, "every sample after the first snapshot carries its conditions"
+    assert with_snaps[-1].conditions["mean_sm_clock_mhz"] == 1980
+    assert with_snaps[-1].conditions["throttle"] == ["power cap"]
+    assert result.throttled  # flagged: the fake GPU reports a power cap
+
+
+def test_cancel_keeps_what_was_measured(plan, tmp_path: Path) -> None:  # noqa: ANN001
+    cancel = threading.Event()
+
+    def after_three(prog, sample, cal) -> None:  # noqa: ANN001
+        if prog.done == 3:
+            cancel.set()
+
+    result = measure_run(plan, tmp_path / "r.db", cancel=cancel, on_sample=after_three)
+    assert result.status == "cancelled" and len(result.samples) == 3
+    with Store.open(tmp_path / "r.db") as store:
+        run = store.run(result.run_id)
+        assert run.status == "cancelled" and run.samples == 3
+
+
+def test_a_failure_mid_run_keeps_the_samples_before_it(plan, tmp_path: Path) -> None:  # noqa: ANN001
+    def boom(prog, sample, cal) -> None:  # noqa: ANN001
+        if prog.done == 2:
+            raise RuntimeError("device fell off the bus")
+
+    result = measure_run(plan, tmp_path / "r.db", on_sample=boom)
+    assert result.status == "failed" and "fell off the bus" in result.error
+    with Store.open(tmp_path / "r.db") as store:
+        run = store.run(result.run_id)
+        assert run.status == "failed" and run.samples == 2
+
+
+def test_an_unusable_store_does_not_stop_the_measurement(plan, tmp_path: Path) -> None:  # noqa: ANN001
+    bad = tmp_path / "not-a-db"
+    bad.write_text("plain text")
+    told: list[str] = []
+    result = measure_run(plan, bad, on_store_error=told.append)
+    assert result.status == "complete" and len(result.samples) == len(plan.steps)
+    assert result.run_id is None and "will not be saved" in result.store_error and told
+    assert bad.read_text() == "plain text"

@@ -1,0 +1,126 @@
+"""One measurement run, as `rooftop measure` and the app's Live tab both make it.
+
+The plan's samples go into the store one by one as they arrive (a crash loses
+at most the point in flight), each with the conditions it ran under (mean SM
+clock, max temperature, throttle reasons from the telemetry sampler); the
+telemetry goes in beside them and the ceilings at the end. A store that cannot
+be opened or written does not stop the measurement: it is reported, and the
+samples are still returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rooftop.models.calibrate import Calibration, calibrate
+from rooftop.models.sample import Sample
+from rooftop.probes.plan import Plan, Progress, run_plan
+from rooftop.probes.telemetry import Sampler, conditions, snapshot_dict
+from rooftop.store.db import StoreError
+
+
+@dataclass
+class RunResult:
+    samples: list[Sample]
+    calibration: Calibration
+    status: str  # complete | cancelled | failed
+    wall_s: float
+    run_id: str | None = None  # None when nothing could be stored
+    store_error: str = ""
+    error: str = ""  # why a failed run failed
+    throttled: list[Sample] = field(default_factory=list)  # points taken while the GPU throttled
+
+
+OnSample = Callable[[Progress, Sample, Calibration], None]
+
+
+def measure_run(
+    plan: Plan,
+    db_path: str | Path | None = None,
+    *,
+    store: bool = True,
+    sampler: Sampler | None = None,
+    cancel: threading.Event | None = None,
+    on_sample: OnSample | None = None,
+    on_store_error: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run `plan`, storing as it goes; returns what was measured however the run ended.
+
+    Ctrl-C (KeyboardInterrupt) and `cancel` end the run as cancelled; an exception from a
+    probe ends it as failed (its message in `error`). `on_sample` gets each sample with the
+    ceilings so far, computed here so a UI only shows them.
+    """
+    backend = plan.backend
+    hw = backend.info.hardware()
+    gpu = backend.info.index if backend.is_cuda and backend.info.index is not None else 0
+    db, run_id, store_error = _open(db_path, plan) if store else (None, None, "")
+    if store_error and on_store_error:
+        on_store_error(store_error)
+    samples: list[Sample] = []
+    status, error = "complete", ""
+    started = time.time()
+    t0 = time.perf_counter()
+    last = started
+    cal = calibrate([], hw)
+    try:
+        for prog, sample in run_plan(plan, cancel):
+            if sampler is not None:  # the snapshots during the point, and the one just before it began
+                during = sampler.history(since=last - sampler.interval)
+                sample = dataclasses.replace(sample, conditions=conditions(during, gpu))
+            last = time.time()
+            samples.append(sample)
+            if db is not None:
+                store_error = _try(db.add_sample, run_id, sample) or store_error
+            cal = calibrate(samples, hw)
+            if on_sample is not None:
+                on_sample(prog, sample, cal)
+        if cancel is not None and cancel.is_set():
+            status = "cancelled"
+    except KeyboardInterrupt:
+        status = "cancelled"
+    except Exception as exc:  # a probe bug or a dead device: keep what was measured
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+    finally:
+        cal = calibrate(samples, hw)
+        if db is not None:
+            if sampler is not None:
+                rows = [{**snapshot_dict(s), "t": s.time} for s in sampler.history(since=started - sampler.interval)]
+                store_error = _try(db.add_telemetry, run_id, rows) or store_error
+            if cal.profile.peak or cal.profile.bandwidth:
+                store_error = _try(db.set_ceilings, run_id, cal.profile) or store_error
+            store_error = _try(db.finish_run, run_id, status) or store_error
+            db.close()
+    throttled = [s for s in samples if s.conditions.get("throttle")]
+    return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled)
+
+
+def _open(db_path: str | Path | None, plan: Plan) -> tuple[Any, str | None, str]:
+    from rooftop.store.runs import Store
+
+    backend = plan.backend
+    try:
+        db = Store.open(db_path)
+        run_id = db.begin_run(backend.info.to_dict(), plan.name, backend.spec, _versions(backend.info.to_dict()))
+    except (StoreError, sqlite3.Error, OSError) as exc:
+        return None, None, f"measurements will not be saved: {exc}"
+    return db, run_id, ""
+
+
+def _versions(info: dict[str, Any]) -> dict[str, Any]:
+    keys = ("torch_version", "cuda_version", "hip_version", "driver_version", "compute_capability")
+    return {k.removesuffix("_version"): info[k] for k in keys if info.get(k) is not None}
+
+
+def _try(fn: Callable[..., Any], *args: Any) -> str:
+    """Call a store write; its failure becomes a message, never an exception mid-measurement."""
+    try:
+        fn(*args)
+    except (StoreError, sqlite3.Error, OSError) as exc:
+        return f"saving to the store failed: {exc}"
+    return ""
