@@ -10,17 +10,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from textual import on
+from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from rooftop.models.catalog import catalog
 from rooftop.models.profile import DeviceProfile
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.comparepane import Compare
 from rooftop.tui.historypane import History
-from rooftop.tui.livepane import Live, Telemetry
+from rooftop.tui.livepane import Live, MeasurePanel, Telemetry
 from rooftop.tui.llmpane import Llm
 from rooftop.tui.rooflinepane import Roofline
 from rooftop.tui.whatif import WhatIf
@@ -34,6 +36,38 @@ def default_sampler() -> Sampler:
     return Sampler()  # 4 Hz
 
 
+def default_plan():  # noqa: ANN201 - a probes.plan.Plan; torch loads here, in the worker thread
+    """The quick plan on this machine's first GPU, else its CPU."""
+    from rooftop.probes.backend import select_backend
+    from rooftop.probes.plan import build_plan
+
+    return build_plan(select_backend(None), "quick")
+
+
+@dataclass
+class MeasureStarted(Message):
+    plan: str
+    points: int
+    device: str
+
+
+@dataclass
+class SampleTaken(Message):
+    progress: object  # probes.plan.Progress
+    sample: object  # models.sample.Sample
+    calibration: object  # models.calibrate.Calibration (the ceilings so far, computed in the worker)
+
+
+@dataclass
+class MeasureFinished(Message):
+    result: object  # tui.measuring.RunResult
+
+
+@dataclass
+class StoreProblem(Message):
+    message: str
+
+
 @dataclass
 class AppConfig:
     """What the app starts with; tests pass their own."""
@@ -45,6 +79,9 @@ class AppConfig:
     initial_tab: str = "roofline"
     db_path: Path | None = None  # None: --db / ROOFTOP_DB / the data directory
     export_dir: Path | None = None  # where History's export writes (default: the working directory)
+    plan: Callable[[], object] = default_plan  # the plan `m` runs (tests pass a tiny one)
+    autostart: bool = False  # measure at once when this machine has no stored profile (the CLI sets it)
+    save: bool = True  # keep measurements in the store
 
 
 class RooftopApp(App[None]):
@@ -58,6 +95,8 @@ class RooftopApp(App[None]):
         Binding("4", "tab('compare')", "Compare", show=False),
         Binding("5", "tab('history')", "History", show=False),
         Binding("6", "tab('llm')", "LLM", show=False),
+        Binding("m", "measure", "Measure"),
+        Binding("c,escape", "cancel", "Cancel", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -149,6 +188,10 @@ class RooftopApp(App[None]):
             self._sampler = self.config.sampler()
             self._sampler.on_snapshot = lambda s: live.post_message(Telemetry(s))
             self._sampler.start()
+        if self.config.autostart and "local" not in self.profiles:
+            self.notify("no measurement of this machine yet: measuring it now (quick plan) — c cancels", timeout=8)
+            self.query_one(TabbedContent).active = "live"
+            self.action_measure()
 
     def on_unmount(self) -> None:
         if self._sampler is not None:
@@ -164,6 +207,81 @@ class RooftopApp(App[None]):
     @on(WhatIf.Pinned)
     def _op_pinned(self, message: WhatIf.Pinned) -> None:
         self.query_one(Roofline).pin(message.analysis)
+
+    # -- measuring ---------------------------------------------------------------------
+
+    @property
+    def measuring(self) -> bool:
+        return any(w.group == "measure" and w.is_running for w in self.workers)
+
+    def action_measure(self) -> None:
+        if self.measuring:
+            self.notify("a measurement is already running (c cancels it)", timeout=3)
+            return
+        self.measure()
+
+    def action_cancel(self) -> None:
+        if self.measuring:
+            self.workers.cancel_group(self, "measure")
+            self.notify("cancelling: the point in flight finishes or is dropped; everything measured is kept",
+                        timeout=4)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="measure", description="measuring")
+    def measure(self) -> object:
+        """Run the plan in a thread; only messages reach the UI (harlequin's pattern)."""
+        from rooftop.tui.measuring import measure_run
+
+        worker = get_current_worker()
+        plan = self.config.plan()
+        self.post_message(MeasureStarted(plan.name, len(plan.steps), f"{plan.backend.spec} ({plan.backend.info.name})"))
+        result = measure_run(
+            plan, self.config.db_path, store=self.config.save, sampler=self._sampler,
+            cancel=worker.cancelled_event,  # toolong's pattern: the domain loop checks the worker's event
+            on_sample=lambda p, s, c: self.post_message(SampleTaken(p, s, c)),
+            on_store_error=lambda m: self.post_message(StoreProblem(m)),
+        )
+        self.post_message(MeasureFinished(result))
+        return result
+
+    @on(MeasureStarted)
+    def _started(self, m: MeasureStarted) -> None:
+        self.query_one(MeasurePanel).started(m.plan, m.points, m.device)
+
+    @on(SampleTaken)
+    def _sample(self, m: SampleTaken) -> None:
+        self.query_one(MeasurePanel).add(m.progress, m.sample, m.calibration)
+
+    @on(MeasureFinished)
+    def _finished(self, m: MeasureFinished) -> None:
+        result = m.result
+        self.query_one(MeasurePanel).finished(result)
+        self.notify(f"measurement {result.status}: {len(result.samples)} points", timeout=5,
+                    severity="information" if result.status != "failed" else "error")
+        self.reload_profiles()
+
+    @on(StoreProblem)
+    def _store_problem(self, m: StoreProblem) -> None:
+        self.notify(m.message, severity="warning", timeout=8)
+
+    @on(Worker.StateChanged)
+    def _worker_state(self, event: Worker.StateChanged) -> None:
+        """The one place worker failures surface (a probe that could not even start, a bug)."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            err = event.worker.error
+            self.notify(f"{event.worker.description} failed: {err}", severity="error", timeout=10)
+            self.query_one(MeasurePanel).query_one("#ms-status").update(f"failed: {err}")
+
+    def reload_profiles(self, history: bool = True) -> None:
+        """Pick up new measured or renamed profiles in every device list."""
+        self.profiles = {**catalog(), **self._stored_profiles(), **self.config.profiles}
+        for pane in (self.query_one(Roofline), self.query_one(WhatIf), self.query_one(Compare), self.query_one(Llm)):
+            pane.set_profiles(self.profiles)
+        if history:
+            self.query_one(History).reload()
+
+    @on(History.StoreChanged)
+    def _store_changed(self) -> None:
+        self.reload_profiles(history=False)
 
     # -- actions -----------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.compare import common_paths, compare_path
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_time
+from rooftop.tui.widgets import refresh_select
 
 
 class Compare(Widget):
@@ -44,6 +45,12 @@ class Compare(Widget):
         self.a = str(self.query_one("#cmp-a", Select).value)
         self.b = str(self.query_one("#cmp-b", Select).value)
         self.refresh_table()
+
+    def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        self.profiles = profiles
+        for sel in ("#cmp-a", "#cmp-b"):
+            refresh_select(self.query_one(sel, Select), list(profiles))
+        self._changed()
 
     def show_op(self, analysis: Analysis | None) -> None:
         self.op_analysis = analysis

@@ -90,12 +90,100 @@ class TelemetryPanel(Widget):
 
 
 class Live(Widget):
-    """The Live tab: telemetry now; the measurement section is mounted by the app when probes are available."""
+    """The Live tab: telemetry above, the measurement below."""
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("telemetry", classes="section")
             yield TelemetryPanel(id="telemetry")
+            yield Label("measurement", classes="section")
+            yield MeasurePanel(id="measure")
 
     def on_telemetry(self, message: Telemetry) -> None:
         self.query_one(TelemetryPanel).add(message.snapshot)
+
+
+class MeasurePanel(Widget):
+    """The running measurement: progress, the bandwidth curve and the roofline growing, ceilings so far."""
+
+    DEFAULT_CSS = """
+    MeasurePanel { height: 1fr; }
+    MeasurePanel #ms-status { height: auto; }
+    MeasurePanel #ms-progress { height: 1; }
+    MeasurePanel #ms-charts { height: 1fr; }
+    MeasurePanel #ms-ceilings { height: auto; max-height: 8; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.samples: list = []
+        self.calibration = None
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import ProgressBar
+
+        from rooftop.tui.widgets import RooflinePlot
+
+        yield Static(Text("no measurement running — press m to measure this machine (quick plan)", style="dim"),
+                     id="ms-status")
+        yield ProgressBar(id="ms-progress", show_eta=True)
+        with Horizontal(id="ms-charts"):
+            yield RooflinePlot(kind="bandwidth", id="ms-bw")
+            yield RooflinePlot(id="ms-roof")
+        yield Static("", id="ms-ceilings")
+
+    def started(self, plan: str, points: int, device: str) -> None:
+        from textual.widgets import ProgressBar
+
+        self.samples = []
+        self.query_one("#ms-progress", ProgressBar).update(total=points, progress=0)
+        self.query_one("#ms-status", Static).update(
+            Text(f"measuring {device}: {plan} plan, {points} points — c or Esc cancels (what is measured is kept)",
+                 style="bold"))
+
+    def add(self, progress, sample, calibration) -> None:  # noqa: ANN001 - probes/models types
+        from textual.widgets import ProgressBar
+
+        from rooftop.models.plotdata import bandwidth_curves, intensity_span, roof_series, sample_series
+        from rooftop.tui.widgets import RooflinePlot
+
+        self.samples.append(sample)
+        self.calibration = calibration
+        self.query_one("#ms-progress", ProgressBar).update(total=progress.total, progress=progress.done)
+        note = f" — skipped: {sample.skipped}" if sample.skipped else ("" if sample.stable else " — unstable")
+        self.query_one("#ms-status", Static).update(Text(
+            f"[{progress.done}/{progress.total}] {progress.label}{note}  ({progress.elapsed_s:.1f} s) — c cancels"))
+        self.query_one("#ms-bw", RooflinePlot).show(bandwidth_curves(self.samples), "bandwidth vs working set")
+        prof = calibration.profile
+        points = sample_series(self.samples, "")
+        series = []
+        if prof.peak and prof.bandwidth:
+            span = intensity_span([prof], [x for p in points for x in p.xs], lo=0.01)
+            series = roof_series(prof, prof.paths(), prof.levels(), span)
+        self.query_one("#ms-roof", RooflinePlot).show(series + points, "measured roofline so far")
+        self.query_one("#ms-ceilings", Static).update(ceilings_text(calibration))
+
+    def finished(self, result) -> None:  # noqa: ANN001 - a RunResult
+        saved = f"saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "not saved"
+        style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
+        text = Text(f"{result.status}: {len(result.samples)} points in {result.wall_s:.1f} s, {saved}", style=style)
+        if result.error:
+            text.append(f" — {result.error}")
+        if result.throttled:
+            text.append(f"\n{len(result.throttled)} points taken while throttled", style="yellow")
+        self.query_one("#ms-status", Static).update(text)
+        self.query_one("#ms-ceilings", Static).update(ceilings_text(result.calibration))
+
+
+def ceilings_text(cal) -> Text:  # noqa: ANN001 - a Calibration
+    """The ceilings so far, each with the case that produced it."""
+    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
+
+    prof = cal.profile
+    t = Text("ceilings: ", style="bold")
+    parts = [f"B {lv} {fmt_bandwidth(c.value)} [{c.case}]" for lv, c in prof.bandwidth.items()]
+    parts += [f"F {p} {fmt_flops_rate(c.value)} [{c.case}]" for p, c in prof.peak.items()]
+    t.append("; ".join(parts) if parts else "none yet")
+    if cal.unstable:
+        t.append(f"  ({len(cal.unstable)} unstable left out)", style="yellow")
+    return t

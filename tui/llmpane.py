@@ -15,7 +15,7 @@ from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_time
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.widgets import RooflinePlot, refresh_select
 
 SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
 
@@ -118,6 +118,11 @@ class Llm(Widget):
         span = intensity_span([dev], [x for p in points for x in p.xs])
         series = roof_series(dev, paths, ["dram"], span) + points
         self.query_one("#llm-plot", RooflinePlot).show(series, f"{step.arch.name} {step.phase.kind}, batch {step.phase.batch}")
+
+    def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        self.profiles = profiles
+        refresh_select(self.query_one("#llm-device", Select), list(profiles))
+        self.recompute()
 
     def action_scale(self, field: str, factor: float) -> None:
         inp = self.query_one("#llm-batch" if field == "batch" else "#llm-context", Input)

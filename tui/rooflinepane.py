@@ -11,7 +11,7 @@ from textual.widgets import Label, Select, SelectionList, Static
 from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.plotdata import Series, intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.widgets import RooflinePlot, refresh_select
 
 NO_OVERLAY = "(none)"
 DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
@@ -80,6 +80,16 @@ class Roofline(Widget):
 
     def set_measured(self, device_id: str, points: list[Series]) -> None:
         self.measured[device_id] = points
+        self.redraw()
+
+    def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        self.profiles = profiles
+        self.measured.clear()  # a re-measured profile has new points
+        refresh_select(self.query_one("#rl-device", Select), list(profiles))
+        refresh_select(self.query_one("#rl-overlay", Select), list(profiles), [NO_OVERLAY])
+        self.device_id = str(self.query_one("#rl-device", Select).value)
+        ov = self.query_one("#rl-overlay", Select).value
+        self.overlay_id = None if ov == NO_OVERLAY else str(ov)
         self.redraw()
 
     def select_device(self, device_id: str) -> None:

@@ -21,7 +21,7 @@ from rooftop.models.plotdata import intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import GRAMMARS, SpecError, parse_spec
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_time
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.widgets import RooflinePlot, refresh_select
 
 DEFAULT_SPEC = "gemv 8192 8192 bf16"  # a batch-1 decode GEMV: seed 001's starting point
 FORM_FIELDS: dict[str, tuple[str, ...]] = {
@@ -243,6 +243,12 @@ class WhatIf(Widget):
         span = intensity_span([dev], [a.intensity])
         series = roof_series(dev, paths, ["dram"], span) + [point_series(a)]
         self.query_one(RooflinePlot).show(series, f"{dev.id}: {a.regime}-bound")
+
+    def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        self.profiles = profiles
+        refresh_select(self.query_one("#device", Select), list(profiles))
+        self.device_id = str(self.query_one("#device", Select).value)
+        self.analyse()
 
     # -- actions ---------------------------------------------------------------------
 

@@ -6,14 +6,20 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
+from textual.widgets import Select
 from textual_plotext import PlotextPlot
 
 from rooftop.models.plotdata import Series
-from rooftop.tui.chart import draw_roofline
+from rooftop.tui.chart import draw_bandwidth, draw_roofline
+
+DRAWERS = {"roofline": draw_roofline, "bandwidth": draw_bandwidth}
 
 
 class RooflinePlot(PlotextPlot):
-    """A log-log roofline: set the series, it redraws (plotext state is rebuilt on each render)."""
+    """A log-log chart (a roofline, or bandwidth against working set): set the series, it redraws.
+
+    plotext state is rebuilt on each render, so a resize never re-logs the data.
+    """
 
     can_focus = True  # so the keys of the tab it sits in ([ ] p) reach it by keyboard
 
@@ -22,8 +28,9 @@ class RooflinePlot(PlotextPlot):
     RooflinePlot:focus { border: round $accent; }
     """
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, kind: str = "roofline", id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id, classes=classes)
+        self._draw = DRAWERS[kind]
         self._series: list[Series] = []
         self._title = ""
 
@@ -39,7 +46,7 @@ class RooflinePlot(PlotextPlot):
     def render(self):  # noqa: ANN201 - textual's RenderResult
         self.plt.clear_figure()
         if self._series:
-            draw_roofline(self.plt, self._series, self._title)
+            self._draw(self.plt, self._series, self._title)
         else:
             self.plt.title(self._title or "no data yet")
         return super().render()
@@ -83,3 +90,13 @@ class HelpScreen(ModalScreen[None]):
 
         with VerticalScroll():
             yield Markdown(HELP)
+
+
+def refresh_select(select: Select, ids: list[str], extra: list[str] = ()) -> None:  # type: ignore[assignment]
+    """New options for a device Select, keeping its value when it still exists."""
+    keep = select.value
+    options = [(i, i) for i in list(extra) + list(ids)]
+    with select.prevent(Select.Changed):
+        select.set_options(options)
+        if keep in [v for _, v in options]:
+            select.value = keep

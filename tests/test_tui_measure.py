@@ -1,0 +1,98 @@
+"""Measuring from the app: samples stream into the Live tab, cancel keeps them, failures are shown."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from textual.widgets import Static, TabbedContent
+
+from probe_fixtures import tiny_sizes
+from rooftop.models.units import KiB
+from rooftop.store.runs import Store
+from rooftop.tui.app import AppConfig, create_app
+from rooftop.tui.livepane import MeasurePanel
+from rooftop.tui.widgets import RooflinePlot
+
+SIZE = (110, 36)
+
+
+def tiny_plan(parts: str = "launch,bandwidth,gemm,fma", sets: int = 2):  # noqa: ANN201
+    def make():  # noqa: ANN202
+        from rooftop.probes.backend import select_backend
+        from rooftop.probes.plan import build_plan
+
+        sizes = tiny_sizes()
+        sizes = dataclasses.replace(sizes, working_sets=tuple(4 * KiB * (i + 1) for i in range(sets)))
+        return build_plan(select_backend("cpu"), "quick", parts, sizes=sizes)
+
+    return make
+
+
+async def wait_for(pilot, cond, timeout: float = 30.0) -> None:  # noqa: ANN001
+    for _ in range(int(timeout / 0.05)):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("timed out waiting for the app")
+
+
+def make(tmp_path: Path, **kw):  # noqa: ANN003, ANN201
+    kw.setdefault("plan", tiny_plan())
+    return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", **kw))
+
+
+async def test_m_measures_streams_samples_and_stores_the_run(tmp_path: Path) -> None:
+    app = make(tmp_path, initial_tab="live")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("m")
+        panel = app.query_one(MeasurePanel)
+        await wait_for(pilot, lambda: "complete" in str(app.query_one("#ms-status", Static).render()))
+        assert len(panel.samples) >= 8
+        assert app.query_one("#ms-bw", RooflinePlot).series  # the bandwidth curve grew
+        assert any(s.kind == "point" for s in app.query_one("#ms-roof", RooflinePlot).series)
+        assert "F fp32-matmul" in str(app.query_one("#ms-ceilings", Static).render())
+        assert "local" in app.profiles  # the new measured profile is a device everywhere
+        assert "local" in [v for _, v in app.query_one("#rl-device")._options]
+    with Store.open(tmp_path / "r.db") as store:
+        (run,) = store.runs()
+        assert run.status == "complete" and run.samples == len(panel.samples)
+
+
+async def test_cancel_keeps_what_was_measured_and_keys_work_meanwhile(tmp_path: Path) -> None:
+    app = make(tmp_path, initial_tab="live", plan=tiny_plan("bandwidth", sets=200))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("m")
+        panel = app.query_one(MeasurePanel)
+        await wait_for(pilot, lambda: len(panel.samples) >= 2)
+        await pilot.press("3")  # the UI answers while the sweep runs
+        assert app.query_one(TabbedContent).active == "whatif"
+        await pilot.press("c")
+        await wait_for(pilot, lambda: "cancelled" in str(app.query_one("#ms-status", Static).render()))
+        kept = len(panel.samples)
+        assert 2 <= kept < 800
+    with Store.open(tmp_path / "r.db") as store:
+        (run,) = store.runs()
+        assert run.status == "cancelled" and run.samples == kept
+
+
+async def test_autostart_measures_a_machine_with_no_profile(tmp_path: Path) -> None:
+    app = make(tmp_path, autostart=True, plan=tiny_plan("launch"))
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.query_one(TabbedContent).active == "live"
+        await wait_for(pilot, lambda: "complete" in str(app.query_one("#ms-status", Static).render()))
+
+
+async def test_a_plan_that_cannot_start_is_reported_and_the_app_goes_on(tmp_path: Path) -> None:
+    from rooftop.probes.backend import BackendError
+
+    def broken():  # noqa: ANN202
+        raise BackendError("--device cuda:3: no such GPU (this machine has none)")
+
+    app = make(tmp_path, initial_tab="live", plan=broken)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("m")
+        await wait_for(pilot, lambda: "failed" in str(app.query_one("#ms-status", Static).render()))
+        assert "no such GPU" in str(app.query_one("#ms-status", Static).render())
+        await pilot.press("3")
+        assert app.query_one(TabbedContent).active == "whatif"
