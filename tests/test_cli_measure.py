@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 def rooftop(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rooftop.tui.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={"COLUMNS": "100", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+                          timeout=timeout, env={**os.environ, "COLUMNS": "100", "NO_COLOR": "1"})  # ROOFTOP_HOME: the tests' own store
 
 
 def test_measure_launch_json():

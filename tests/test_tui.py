@@ -18,8 +18,13 @@ SIZE = (110, 36)
 
 
 def app(**kw):  # noqa: ANN001, ANN201
+    """The app on a fixed device, no telemetry, and a store of its own (empty)."""
+    import tempfile
+    from pathlib import Path
+
     kw.setdefault("device", "h100")
     kw.setdefault("sampler", None)
+    kw.setdefault("db_path", Path(tempfile.mkdtemp(prefix="rooftop-tui-")) / "r.db")
     return create_app(AppConfig(**kw))
 
 

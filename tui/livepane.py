@@ -109,7 +109,8 @@ class MeasurePanel(Widget):
     DEFAULT_CSS = """
     MeasurePanel { height: 1fr; }
     MeasurePanel #ms-status { height: auto; }
-    MeasurePanel #ms-progress { height: 1; }
+    MeasurePanel #ms-progress { height: 1; display: none; }
+    MeasurePanel.-running #ms-progress { display: block; }
     MeasurePanel #ms-charts { height: 1fr; }
     MeasurePanel #ms-ceilings { height: auto; max-height: 8; }
     """
@@ -136,6 +137,7 @@ class MeasurePanel(Widget):
         from textual.widgets import ProgressBar
 
         self.samples = []
+        self.add_class("-running")
         self.query_one("#ms-progress", ProgressBar).update(total=points, progress=0)
         self.query_one("#ms-status", Static).update(
             Text(f"measuring {device}: {plan} plan, {points} points — c or Esc cancels (what is measured is kept)",
