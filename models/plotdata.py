@@ -76,8 +76,8 @@ def sample_series(samples: list[Sample], label: str) -> list[Series]:
     groups: dict[str, tuple[list[float], list[float]]] = {}
     for s in samples:
         rate = s.flop_rate
-        if not rate or rate <= 0 or not (0 < s.intensity < math.inf):
-            continue
+        if s.family.startswith("launch") or not rate or rate <= 0 or not (0 < s.intensity < math.inf):
+            continue  # a launch probe's token FLOP is not a throughput
         key = f"{label} {s.family}" if s.stable else f"{label} unstable"
         xs, ys = groups.setdefault(key, ([], []))
         xs.append(s.intensity)

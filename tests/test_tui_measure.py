@@ -54,6 +54,9 @@ async def test_m_measures_streams_samples_and_stores_the_run(tmp_path: Path) -> 
         assert "F fp32-matmul" in str(app.query_one("#ms-ceilings", Static).render())
         assert "local" in app.profiles  # the new measured profile is a device everywhere
         assert "local" in [v for _, v in app.query_one("#rl-device")._options]
+        await pilot.pause()
+        assert app.query_one("#rl-device").value == "local"  # the Roofline tab shows the new measurement…
+        assert app.query_one("#rl-overlay").value == "h100"  # …over what it showed before
     with Store.open(tmp_path / "r.db") as store:
         (run,) = store.runs()
         assert run.status == "complete" and run.samples == len(panel.samples)

@@ -37,11 +37,21 @@ def default_sampler() -> Sampler:
 
 
 def default_plan():  # noqa: ANN201 - a probes.plan.Plan; torch loads here, in the worker thread
-    """The quick plan on this machine's first GPU, else its CPU."""
+    """The quick plan on this machine's first GPU, else its CPU — leaving one core to the UI.
+
+    On a CPU, torch's threads spin between kernels; with every core theirs the app
+    could not answer a key for seconds (measured: tests/test_bench_tui_keys.py).
+    """
+    import os
+
+    import torch
+
     from rooftop.probes.backend import select_backend
     from rooftop.probes.plan import build_plan
 
-    return build_plan(select_backend(None), "quick")
+    if torch.cuda.is_available():
+        return build_plan(select_backend(None), "quick")
+    return build_plan(select_backend("cpu", threads=max(1, (os.cpu_count() or 1) - 1)), "quick")
 
 
 @dataclass
@@ -258,6 +268,12 @@ class RooftopApp(App[None]):
         self.notify(f"measurement {result.status}: {len(result.samples)} points", timeout=5,
                     severity="information" if result.status != "failed" else "error")
         self.reload_profiles()
+        if result.status == "complete" and "local" in self.profiles:
+            roofline = self.query_one(Roofline)
+            before = roofline.device_id
+            roofline.select_device("local")  # the new measurement, with what was shown before overlaid
+            if before != "local":
+                roofline.query_one("#rl-overlay").value = before
 
     @on(StoreProblem)
     def _store_problem(self, m: StoreProblem) -> None:

@@ -115,10 +115,16 @@ class MeasurePanel(Widget):
     MeasurePanel #ms-ceilings { height: auto; max-height: 8; }
     """
 
+    REDRAW_S = 0.5  # charts redraw at most twice a second: plotext holds the GIL while it draws
+
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self.samples: list = []
         self.calibration = None
+        self._dirty = False
+
+    def on_mount(self) -> None:
+        self.set_interval(self.REDRAW_S, self._redraw)
 
     def compose(self) -> ComposeResult:
         from textual.widgets import ProgressBar
@@ -146,15 +152,23 @@ class MeasurePanel(Widget):
     def add(self, progress, sample, calibration) -> None:  # noqa: ANN001 - probes/models types
         from textual.widgets import ProgressBar
 
-        from rooftop.models.plotdata import bandwidth_curves, intensity_span, roof_series, sample_series
-        from rooftop.tui.widgets import RooflinePlot
-
         self.samples.append(sample)
         self.calibration = calibration
         self.query_one("#ms-progress", ProgressBar).update(total=progress.total, progress=progress.done)
         note = f" — skipped: {sample.skipped}" if sample.skipped else ("" if sample.stable else " — unstable")
         self.query_one("#ms-status", Static).update(Text(
             f"[{progress.done}/{progress.total}] {progress.label}{note}  ({progress.elapsed_s:.1f} s) — c cancels"))
+        self._dirty = True
+
+    def _redraw(self) -> None:
+        """The curves and ceilings for the samples so far (coalesced: see REDRAW_S)."""
+        from rooftop.models.plotdata import bandwidth_curves, intensity_span, roof_series, sample_series
+        from rooftop.tui.widgets import RooflinePlot
+
+        if not self._dirty or self.calibration is None:
+            return
+        self._dirty = False
+        calibration = self.calibration
         self.query_one("#ms-bw", RooflinePlot).show(bandwidth_curves(self.samples), "bandwidth vs working set")
         prof = calibration.profile
         points = sample_series(self.samples, "")
@@ -166,6 +180,9 @@ class MeasurePanel(Widget):
         self.query_one("#ms-ceilings", Static).update(ceilings_text(calibration))
 
     def finished(self, result) -> None:  # noqa: ANN001 - a RunResult
+        self.calibration = result.calibration
+        self._dirty = True
+        self._redraw()
         saved = f"saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "not saved"
         style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
         text = Text(f"{result.status}: {len(result.samples)} points in {result.wall_s:.1f} s, {saved}", style=style)
