@@ -30,9 +30,14 @@ def tiny_plan(parts: str = "launch,bandwidth,gemm,fma", sets: int = 2):  # noqa:
 
 
 async def wait_for(pilot, cond, timeout: float = 30.0) -> None:  # noqa: ANN001
+    from textual.css.query import NoMatches
+
     for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
+        try:
+            if cond():
+                return
+        except NoMatches:  # a tab not mounted yet (tabs mount lazily after the first frame)
+            pass
         await pilot.pause(0.05)
     raise AssertionError("timed out waiting for the app")
 
@@ -53,8 +58,9 @@ async def test_m_measures_streams_samples_and_stores_the_run(tmp_path: Path) -> 
         assert any(s.kind == "point" for s in app.query_one("#ms-roof", RooflinePlot).series)
         assert "F fp32-matmul" in str(app.query_one("#ms-ceilings", Static).render())
         assert "local" in app.profiles  # the new measured profile is a device everywhere
-        assert "local" in [v for _, v in app.query_one("#rl-device")._options]
+        await pilot.press("2")
         await pilot.pause()
+        assert "local" in [v for _, v in app.query_one("#rl-device")._options]
         assert app.query_one("#rl-device").value == "local"  # the Roofline tab shows the new measurement…
         assert app.query_one("#rl-overlay").value == "h100"  # …over what it showed before
     with Store.open(tmp_path / "r.db") as store:
@@ -82,7 +88,7 @@ async def test_cancel_keeps_what_was_measured_and_keys_work_meanwhile(tmp_path: 
 async def test_autostart_measures_a_machine_with_no_profile(tmp_path: Path) -> None:
     app = make(tmp_path, autostart=True, plan=tiny_plan("launch"))
     async with app.run_test(size=SIZE) as pilot:
-        assert app.query_one(TabbedContent).active == "live"
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "live")
         await wait_for(pilot, lambda: "complete" in str(app.query_one("#ms-status", Static).render()))
 
 

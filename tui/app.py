@@ -22,7 +22,7 @@ from rooftop.models.profile import DeviceProfile
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.comparepane import Compare
 from rooftop.tui.historypane import History
-from rooftop.tui.livepane import Live, MeasurePanel, Telemetry
+from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry, TelemetryPanel
 from rooftop.tui.llmpane import Llm
 from rooftop.tui.rooflinepane import Roofline
 from rooftop.tui.whatif import WhatIf
@@ -118,6 +118,24 @@ class RooftopApp(App[None]):
         self.profiles: dict[str, DeviceProfile] = {**catalog(), **self._stored_profiles(), **self.config.profiles}
         self.device_id, self.device_note = self._pick_device()
         self._sampler: Sampler | None = None
+        # State the tabs read when they mount (tabs other than the first mount after the first frame).
+        self.current = self._first_op()  # the What-if analysis (its tab may not be built yet)
+        self.pinned: list = []  # analyses pinned to the Roofline tab
+        self.run_view = RunView()  # the measurement in progress or last finished
+        self.overlay_id: str | None = None  # the Roofline tab's second device
+        self._unbuilt: dict[str, Callable[[], object]] = {}  # tabs not shown yet
+
+    def _first_op(self):  # noqa: ANN202 - an Analysis or None
+        """The What-if tab's opening op (a batch-1 decode GEMV) on the first device."""
+        from rooftop.models.analysis import analyze
+        from rooftop.models.profile import NoRoof
+        from rooftop.models.spec import parse_spec
+        from rooftop.tui.whatif import DEFAULT_SPEC
+
+        try:
+            return analyze(parse_spec(DEFAULT_SPEC), self.profiles[self.device_id])
+        except (NoRoof, KeyError):
+            return None
 
     def _stored_profiles(self) -> dict[str, DeviceProfile]:
         """Measured and imported profiles, and `local`; a broken store is a note, not a crash."""
@@ -160,7 +178,9 @@ class RooftopApp(App[None]):
 
     def _pick_device(self) -> tuple[str, str]:
         if self.config.device:
-            return self.config.device, ""
+            from rooftop.models.catalog import lookup_device
+
+            return lookup_device(self.config.device, self.profiles).id, ""
         if "local" in self.profiles:
             return "local", "showing local: this machine's latest measured profile"
         from rooftop.probes.identify import local_reference_profile
@@ -173,20 +193,32 @@ class RooftopApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         other = self.config.compare_with or ("h200" if self.device_id != "h200" else "h100")
+        panes = {
+            "live": ("1 Live", lambda: Live(id="live-pane")),
+            "roofline": ("2 Roofline", lambda: Roofline(self.profiles, self.device_id, overlay=self.overlay_id,
+                                                       id="roofline-pane")),
+            "whatif": ("3 What-if", lambda: WhatIf(self.profiles, self.device_id, id="whatif-pane")),
+            "compare": ("4 Compare", lambda: Compare(self.profiles, self.device_id, other, id="compare-pane")),
+            "history": ("5 History", lambda: History(self.config.db_path, self.config.export_dir, id="history-pane")),
+            "llm": ("6 LLM", lambda: Llm(self.profiles, self.device_id, id="llm-pane")),
+        }
         with TabbedContent(initial=self.config.initial_tab, id="tabs"):
-            with TabPane("1 Live", id="live"):
-                yield Live(id="live-pane")
-            with TabPane("2 Roofline", id="roofline"):
-                yield Roofline(self.profiles, self.device_id, id="roofline-pane")
-            with TabPane("3 What-if", id="whatif"):
-                yield WhatIf(self.profiles, self.device_id, id="whatif-pane")
-            with TabPane("4 Compare", id="compare"):
-                yield Compare(self.profiles, self.device_id, other, id="compare-pane")
-            with TabPane("5 History", id="history"):
-                yield History(self.config.db_path, self.config.export_dir, id="history-pane")
-            with TabPane("6 LLM", id="llm"):
-                yield Llm(self.profiles, self.device_id, id="llm-pane")
+            for tab, (title, make) in panes.items():
+                with TabPane(title, id=tab):
+                    # Only the first tab is built now (first frame fast); each other one is built
+                    # when first shown, and reads what it needs from the app's state.
+                    if tab == self.config.initial_tab:
+                        yield make()
+                    else:
+                        self._unbuilt[tab] = make
         yield Footer()
+
+    @on(TabbedContent.TabActivated)
+    def _build_tab(self, event: TabbedContent.TabActivated) -> None:
+        tab = event.pane.id or ""
+        make = self._unbuilt.pop(tab, None)
+        if make is not None:
+            event.pane.mount(make())
 
     def on_mount(self) -> None:
         if self.device_note:
@@ -194,9 +226,8 @@ class RooftopApp(App[None]):
         if self.store_note:
             self.notify(self.store_note, severity="warning", timeout=8)
         if self.config.sampler is not None:
-            live = self.query_one(Live)
             self._sampler = self.config.sampler()
-            self._sampler.on_snapshot = lambda s: live.post_message(Telemetry(s))
+            self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
         if self.config.autostart and "local" not in self.profiles:
             self.notify("no measurement of this machine yet: measuring it now (quick plan) — c cancels", timeout=8)
@@ -209,14 +240,28 @@ class RooftopApp(App[None]):
 
     # -- cross-tab wiring ------------------------------------------------------------
 
+    @property
+    def sampler(self) -> Sampler | None:
+        return self._sampler
+
+    def on_telemetry(self, message: Telemetry) -> None:
+        for panel in self.query(TelemetryPanel):
+            panel.add(message.snapshot)
+
     @on(WhatIf.Changed)
     def _op_changed(self, message: WhatIf.Changed) -> None:
-        self.query_one(Roofline).show_op(message.analysis)
-        self.query_one(Compare).show_op(message.analysis)
+        self.current = message.analysis
+        for r in self.query(Roofline):
+            r.show_op(message.analysis)
+        for c in self.query(Compare):
+            c.show_op(message.analysis)
 
     @on(WhatIf.Pinned)
     def _op_pinned(self, message: WhatIf.Pinned) -> None:
-        self.query_one(Roofline).pin(message.analysis)
+        if all(p.op != message.analysis.op for p in self.pinned):
+            self.pinned.append(message.analysis)
+        for r in self.query(Roofline):
+            r.redraw()
 
     # -- measuring ---------------------------------------------------------------------
 
@@ -255,25 +300,32 @@ class RooftopApp(App[None]):
 
     @on(MeasureStarted)
     def _started(self, m: MeasureStarted) -> None:
-        self.query_one(MeasurePanel).started(m.plan, m.points, m.device)
+        self.run_view = RunView(m.plan, m.points, m.device)
+        for panel in self.query(MeasurePanel):
+            panel.show_run(self.run_view)
 
     @on(SampleTaken)
     def _sample(self, m: SampleTaken) -> None:
-        self.query_one(MeasurePanel).add(m.progress, m.sample, m.calibration)
+        self.run_view.add(m.progress, m.sample, m.calibration)
+        for panel in self.query(MeasurePanel):
+            panel.update_progress(self.run_view)
 
     @on(MeasureFinished)
     def _finished(self, m: MeasureFinished) -> None:
         result = m.result
-        self.query_one(MeasurePanel).finished(result)
+        self.run_view.result = result
+        for panel in self.query(MeasurePanel):
+            panel.show_run(self.run_view)
         self.notify(f"measurement {result.status}: {len(result.samples)} points", timeout=5,
                     severity="information" if result.status != "failed" else "error")
         self.reload_profiles()
         if result.status == "complete" and "local" in self.profiles:
-            roofline = self.query_one(Roofline)
-            before = roofline.device_id
-            roofline.select_device("local")  # the new measurement, with what was shown before overlaid
-            if before != "local":
-                roofline.query_one("#rl-overlay").value = before
+            before = self.device_id  # show the new measurement, with what was shown before overlaid
+            self.device_id, self.overlay_id = "local", (before if before != "local" else self.overlay_id)
+            for roofline in self.query(Roofline):
+                roofline.select_device("local")
+                if self.overlay_id:
+                    roofline.query_one("#rl-overlay").value = self.overlay_id
 
     @on(StoreProblem)
     def _store_problem(self, m: StoreProblem) -> None:
@@ -285,15 +337,19 @@ class RooftopApp(App[None]):
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error
             self.notify(f"{event.worker.description} failed: {err}", severity="error", timeout=10)
-            self.query_one(MeasurePanel).query_one("#ms-status").update(f"failed: {err}")
+            self.run_view.error = str(err)
+            for panel in self.query(MeasurePanel):
+                panel.show_run(self.run_view)
 
     def reload_profiles(self, history: bool = True) -> None:
         """Pick up new measured or renamed profiles in every device list."""
         self.profiles = {**catalog(), **self._stored_profiles(), **self.config.profiles}
-        for pane in (self.query_one(Roofline), self.query_one(WhatIf), self.query_one(Compare), self.query_one(Llm)):
-            pane.set_profiles(self.profiles)
+        for kind in (Roofline, WhatIf, Compare, Llm):
+            for pane in self.query(kind):
+                pane.set_profiles(self.profiles)
         if history:
-            self.query_one(History).reload()
+            for h in self.query(History):
+                h.reload()
 
     @on(History.StoreChanged)
     def _store_changed(self) -> None:

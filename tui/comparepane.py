@@ -37,6 +37,7 @@ class Compare(Widget):
             yield DataTable(id="cmp-table", zebra_stripes=True, cursor_type="row")
 
     def on_mount(self) -> None:
+        self.op_analysis = getattr(self.app, "current", None)
         self.refresh_table()
 
     @on(Select.Changed, "#cmp-a")

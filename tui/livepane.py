@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -33,6 +33,24 @@ VALUE_FORMAT = {"mem": "{:,.1f}"}
 
 
 @dataclass
+class RunView:
+    """What the app knows of the measurement in progress (or the last one): panels draw from it."""
+
+    plan: str = ""
+    points: int = 0
+    device: str = ""
+    samples: list = field(default_factory=list)
+    calibration: object = None  # models.calibrate.Calibration, the ceilings so far
+    progress: object = None  # probes.plan.Progress of the last sample
+    result: object = None  # tui.measuring.RunResult once finished
+    error: str = ""  # the worker could not even start
+
+    def add(self, progress: object, sample: object, calibration: object) -> None:
+        self.samples.append(sample)
+        self.progress, self.calibration = progress, calibration
+
+
+@dataclass
 class Telemetry(Message):
     """A snapshot from the sampler thread (post_message is thread-safe)."""
 
@@ -54,6 +72,11 @@ class TelemetryPanel(Widget):
         super().__init__(id=id)
         self.data: dict[str, deque[float]] = {k: deque(maxlen=HISTORY) for k, *_ in GPU_TRACES}
         self.source = "waiting for the first sample"
+
+    def on_mount(self) -> None:
+        sampler = getattr(self.app, "sampler", None)  # mounted late (a lazy tab): fill in what was sampled
+        for snap in sampler.history()[-HISTORY:] if sampler is not None else []:
+            self.add(snap)
 
     def compose(self) -> ComposeResult:
         yield Static(self.source, id="tel-source")
@@ -99,9 +122,6 @@ class Live(Widget):
             yield Label("measurement", classes="section")
             yield MeasurePanel(id="measure")
 
-    def on_telemetry(self, message: Telemetry) -> None:
-        self.query_one(TelemetryPanel).add(message.snapshot)
-
 
 class MeasurePanel(Widget):
     """The running measurement: progress, the bandwidth curve and the roofline growing, ceilings so far."""
@@ -119,12 +139,18 @@ class MeasurePanel(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
-        self.samples: list = []
-        self.calibration = None
+        self.view = RunView()
         self._dirty = False
+
+    @property
+    def samples(self) -> list:
+        return self.view.samples
 
     def on_mount(self) -> None:
         self.set_interval(self.REDRAW_S, self._redraw)
+        view = getattr(self.app, "run_view", None)
+        if view is not None and view.plan:  # mounted late: show the run so far
+            self.show_run(view)
 
     def compose(self) -> ComposeResult:
         from textual.widgets import ProgressBar
@@ -139,21 +165,29 @@ class MeasurePanel(Widget):
             yield RooflinePlot(id="ms-roof")
         yield Static("", id="ms-ceilings")
 
-    def started(self, plan: str, points: int, device: str) -> None:
-        from textual.widgets import ProgressBar
-
-        self.samples = []
+    def show_run(self, view: RunView) -> None:
+        """Start showing `view`: a run just started, finished, failed, or one mounted late into."""
+        self.view = view
+        if view.error and not view.plan:
+            self.query_one("#ms-status", Static).update(Text(f"failed: {view.error}", style="bold red"))
+            return
         self.add_class("-running")
-        self.query_one("#ms-progress", ProgressBar).update(total=points, progress=0)
-        self.query_one("#ms-status", Static).update(
-            Text(f"measuring {device}: {plan} plan, {points} points — c or Esc cancels (what is measured is kept)",
-                 style="bold"))
+        if view.result is not None:
+            self._finished(view.result)
+        elif view.progress is not None:
+            self.update_progress(view)
+        else:
+            from textual.widgets import ProgressBar
 
-    def add(self, progress, sample, calibration) -> None:  # noqa: ANN001 - probes/models types
+            self.query_one("#ms-progress", ProgressBar).update(total=view.points, progress=0)
+            self.query_one("#ms-status", Static).update(Text(
+                f"measuring {view.device}: {view.plan} plan, {view.points} points — c or Esc cancels "
+                "(what is measured is kept)", style="bold"))
+
+    def update_progress(self, view: RunView) -> None:
         from textual.widgets import ProgressBar
 
-        self.samples.append(sample)
-        self.calibration = calibration
+        progress, sample = view.progress, view.samples[-1]
         self.query_one("#ms-progress", ProgressBar).update(total=progress.total, progress=progress.done)
         note = f" — skipped: {sample.skipped}" if sample.skipped else ("" if sample.stable else " — unstable")
         self.query_one("#ms-status", Static).update(Text(
@@ -165,13 +199,14 @@ class MeasurePanel(Widget):
         from rooftop.models.plotdata import bandwidth_curves, intensity_span, roof_series, sample_series
         from rooftop.tui.widgets import RooflinePlot
 
-        if not self._dirty or self.calibration is None:
+        calibration = self.view.calibration
+        if not self._dirty or calibration is None:
             return
         self._dirty = False
-        calibration = self.calibration
-        self.query_one("#ms-bw", RooflinePlot).show(bandwidth_curves(self.samples), "bandwidth vs working set")
+        samples = self.view.samples
+        self.query_one("#ms-bw", RooflinePlot).show(bandwidth_curves(samples), "bandwidth vs working set")
         prof = calibration.profile
-        points = sample_series(self.samples, "")
+        points = sample_series(samples, "")
         series = []
         if prof.peak and prof.bandwidth:
             span = intensity_span([prof], [x for p in points for x in p.xs], lo=0.01)
@@ -179,19 +214,22 @@ class MeasurePanel(Widget):
         self.query_one("#ms-roof", RooflinePlot).show(series + points, "measured roofline so far")
         self.query_one("#ms-ceilings", Static).update(ceilings_text(calibration))
 
-    def finished(self, result) -> None:  # noqa: ANN001 - a RunResult
-        self.calibration = result.calibration
+    def _finished(self, result) -> None:  # noqa: ANN001 - a RunResult
+        from textual.widgets import ProgressBar
+
+        self.view.calibration = result.calibration
         self._dirty = True
         self._redraw()
+        done = len(result.samples)
+        self.query_one("#ms-progress", ProgressBar).update(total=max(self.view.points, done), progress=done)
         saved = f"saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "not saved"
         style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
-        text = Text(f"{result.status}: {len(result.samples)} points in {result.wall_s:.1f} s, {saved}", style=style)
+        text = Text(f"{result.status}: {done} points in {result.wall_s:.1f} s, {saved}", style=style)
         if result.error:
             text.append(f" — {result.error}")
         if result.throttled:
             text.append(f"\n{len(result.throttled)} points taken while throttled", style="yellow")
         self.query_one("#ms-status", Static).update(text)
-        self.query_one("#ms-ceilings", Static).update(ceilings_text(result.calibration))
 
 
 def ceilings_text(cal) -> Text:  # noqa: ANN001 - a Calibration

@@ -61,11 +61,15 @@ class Llm(Widget):
     def on_mount(self) -> None:
         self.query_one("#llm-ops", DataTable).add_columns("op", "×", "I", "regime", "T each", "share")
         self.recompute()
+        self._ready = True  # the Changed events of mounting itself are not edits
+
+    _ready = False
 
     @on(Select.Changed)
     @on(Input.Changed)
     def _changed(self) -> None:
-        self.recompute()
+        if self._ready:
+            self.recompute()
 
     def _inputs(self) -> tuple[str, str, str, int, int]:
         model = self.query_one("#llm-config", Input).value.strip() or str(self.query_one("#llm-model", Select).value)

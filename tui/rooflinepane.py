@@ -20,13 +20,13 @@ DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
 class Roofline(Widget):
     """The Roofline tab."""
 
-    def __init__(self, profiles: dict[str, DeviceProfile], device: str, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, profiles: dict[str, DeviceProfile], device: str, overlay: str | None = None, *,
+                 id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self.profiles = profiles
         self.device_id = device
-        self.overlay_id: str | None = None
+        self.overlay_id = overlay if overlay in profiles else None
         self.current: Analysis | None = None
-        self.pinned: list[Analysis] = []
         self.measured: dict[str, list[Series]] = {}  # device id → measured sample points
 
     def compose(self) -> ComposeResult:
@@ -35,8 +35,8 @@ class Roofline(Widget):
             yield Label("device ")
             yield Select(ids, value=self.device_id, allow_blank=False, compact=True, id="rl-device")
             yield Label(" overlay ")
-            yield Select([(NO_OVERLAY, NO_OVERLAY)] + ids, value=NO_OVERLAY, allow_blank=False, compact=True,
-                         id="rl-overlay")
+            yield Select([(NO_OVERLAY, NO_OVERLAY)] + ids, value=self.overlay_id or NO_OVERLAY, allow_blank=False,
+                         compact=True, id="rl-overlay")
         with Horizontal():
             with Vertical(id="rl-side"):
                 yield Label("roofs (space toggles)")
@@ -46,6 +46,7 @@ class Roofline(Widget):
 
     def on_mount(self) -> None:
         self._reset_paths()
+        self.current = getattr(self.app, "current", None)
         self.redraw()
 
     def _reset_paths(self) -> None:
@@ -73,11 +74,6 @@ class Roofline(Widget):
         self.current = analysis
         self.redraw()
 
-    def pin(self, analysis: Analysis) -> None:
-        if all(p.op != analysis.op for p in self.pinned):
-            self.pinned.append(analysis)
-        self.redraw()
-
     def set_measured(self, device_id: str, points: list[Series]) -> None:
         self.measured[device_id] = points
         self.redraw()
@@ -100,7 +96,8 @@ class Roofline(Widget):
             return
         dev = self.profiles[self.device_id]
         paths = [str(p) for p in self.query_one("#rl-paths", SelectionList).selected]
-        ops = [a.op for a in self.pinned] + ([self.current.op] if self.current else [])
+        pinned = getattr(self.app, "pinned", [])  # the app keeps them: this tab may mount late
+        ops = [a.op for a in pinned] + ([self.current.op] if self.current else [])
         points: list[Series] = []
         for op in dict.fromkeys(ops):
             try:

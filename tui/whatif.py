@@ -206,6 +206,8 @@ class WhatIf(Widget):
         self.query_one("#spec", Input).value = spec
 
     def analyse(self) -> None:
+        if not self.query("#spec") or not self.query("#analysis"):
+            return  # still composing (Changed events of the form's own mounting)
         spec = self.query_one("#spec", Input).value
         error = self.query_one("#spec-error", Static)
         try:
