@@ -13,9 +13,12 @@ out=${ROOFTOP_GPU_CHECK_OUT:-$(mktemp -t rooftop-measure-XXXXXX.json)}
 echo "== pytest -m gpu"
 timeout 180 "$PY" -m pytest -q -m gpu tests
 
+echo "== rooftop watch: the sampler against real NVML (3 lines)"
+timeout 30 "$PY" -m rooftop.tui.cli watch --count 3 --interval 0.25
+
 echo "== rooftop measure --plan quick --json  (> $out)"
 start=$(date +%s)
-timeout 240 "$PY" -m rooftop.tui.cli measure --plan quick --json > "$out"
+timeout 240 "$PY" -m rooftop.tui.cli measure --plan quick --json --no-save > "$out"
 echo "quick plan: $(( $(date +%s) - start )) s wall (target < 30 s on an H100/H200)"
 
 echo "== measured vs reference"
