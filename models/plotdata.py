@@ -67,18 +67,28 @@ def point_series(a: Analysis, label: str | None = None) -> Series:
     return Series(label or a.op.describe(), (a.intensity,), (y,), "point")
 
 
-def sample_series(samples: list[Sample], label: str) -> list[Series]:
-    """Measured points at (I, W/t), one series per kernel family, unstable points apart.
+def sample_series(
+    samples: list[Sample],
+    label: str,
+    by_dtype: bool = False,
+    families: tuple[str, ...] | None = None,
+    warm_only: bool = False,
+    split_unstable: bool = True,
+) -> list[Series]:
+    """Measured points at (I, W/t), one series per kernel family (and dtype), unstable points apart.
 
-    Points without FLOPs (a copy) or without a time (skipped) have no place on
-    a log-log FLOP/s chart and are left out.
+    Points without FLOPs (a copy) or without a time (skipped), and the launch
+    probe's token FLOP, have no place on a FLOP/s chart and are left out.
     """
     groups: dict[str, tuple[list[float], list[float]]] = {}
     for s in samples:
         rate = s.flop_rate
         if s.family.startswith("launch") or not rate or rate <= 0 or not (0 < s.intensity < math.inf):
-            continue  # a launch probe's token FLOP is not a throughput
-        key = f"{label} {s.family}" if s.stable else f"{label} unstable"
+            continue
+        if (families and s.family not in families) or (warm_only and s.cache == "cold"):
+            continue
+        kind = f"{s.family} {s.dtype}" if by_dtype else s.family
+        key = f"{label} {kind}".strip() if s.stable or not split_unstable else f"{label} unstable".strip()
         xs, ys = groups.setdefault(key, ([], []))
         xs.append(s.intensity)
         ys.append(rate)

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rooftop.models.calibrate import Calibration, label_of
-from rooftop.models.plotdata import Series
+from rooftop.models.plotdata import Series, sample_series
 from rooftop.models.sample import DATA_MOVING, Sample
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_time
 
@@ -136,12 +136,5 @@ def measure_report(cal: Calibration, samples: list[Sample], notes: list[str]) ->
 
 
 def point_series(samples: list[Sample]) -> list[Series]:
-    """Measured GEMM and FMA points per (family, dtype), at (I, FLOP/s)."""
-    groups: dict[str, list[Sample]] = {}
-    for s in samples:
-        if s.family in ("gemm", "fma") and s.flop_rate and s.cache != "cold":
-            groups.setdefault(f"{s.family} {s.dtype}", []).append(s)
-    return [
-        Series(label, tuple(s.intensity for s in g), tuple(s.flop_rate for s in g), "point")  # type: ignore[misc]
-        for label, g in groups.items()
-    ]
+    """Measured warm GEMM and FMA points per (family, dtype), at (I, FLOP/s)."""
+    return sample_series(samples, "", by_dtype=True, families=("gemm", "fma"), warm_only=True, split_unstable=False)
