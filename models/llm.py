@@ -14,7 +14,6 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from pathlib import Path
 from typing import Any, Mapping
 
 from . import roofline
@@ -158,24 +157,10 @@ def builtin_models() -> dict[str, Mapping[str, Any]]:
     return json.loads(text)["models"]
 
 
-def load_arch(ref: str) -> Arch:
-    """A built-in model by name, or a config.json path (or a folder holding one)."""
-    models = builtin_models()
-    if ref.lower() in models:
-        cfg = models[ref.lower()]
-        return arch_from_config(cfg, cfg.get("name", ref))
-    path = Path(ref)
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.is_file():
-        raise ModelError(f"unknown model {ref!r}: not a built-in ({', '.join(models)}) nor a config.json path")
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelError(f"cannot read {path}: {exc}") from None
-    if not isinstance(cfg, dict):
-        raise ModelError(f"{path} is not a config.json object")
-    return arch_from_config(cfg, path.parent.name or path.stem)
+def builtin_arch(name: str) -> Arch | None:
+    """A built-in architecture by name (package data), or None."""
+    cfg = builtin_models().get(name.lower())
+    return arch_from_config(cfg, cfg.get("name", name)) if cfg is not None else None
 
 
 # -- phases ----------------------------------------------------------------------------

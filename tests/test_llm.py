@@ -13,11 +13,11 @@ from rooftop.models.llm import (
     amdahl,
     arch_from_config,
     compute_bound_batch,
-    load_arch,
     step_bound,
     with_dtype,
 )
 from rooftop.models.units import GiB
+from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main
 
 LINEAR = ("q", "k", "v", "o", "gate", "up", "down")

@@ -220,7 +220,8 @@ def _named_values(raw: str | None, what: str) -> dict[str, float]:
 
 def cmd_llm(args: argparse.Namespace) -> int:
     from rooftop.models.dtypes import parse_dtype
-    from rooftop.models.llm import Phase, amdahl, compute_bound_batch, load_arch, step_bound, with_dtype
+    from rooftop.models.llm import Phase, amdahl, compute_bound_batch, step_bound, with_dtype
+    from rooftop.store.hfconfig import load_arch
 
     arch = load_arch(args.model)
     try:

@@ -10,7 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Static
 
-from rooftop.models.llm import ModelError, Phase, StepBound, builtin_models, compute_bound_batch, load_arch, step_bound
+from rooftop.models.llm import ModelError, Phase, StepBound, builtin_models, compute_bound_batch, step_bound
+from rooftop.store.hfconfig import load_arch
 from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count

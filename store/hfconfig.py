@@ -1,0 +1,31 @@
+"""Model descriptions from disk: a Hugging Face config.json, or a built-in name.
+
+The file reading lives here, not in models (which does no I/O beyond its own
+package data); the parsing is models.llm.arch_from_config.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rooftop.models.llm import Arch, ModelError, arch_from_config, builtin_arch, builtin_models
+
+
+def load_arch(ref: str) -> Arch:
+    """A built-in model by name, or a config.json path (or a folder holding one)."""
+    found = builtin_arch(ref)
+    if found is not None:
+        return found
+    path = Path(ref)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise ModelError(f"unknown model {ref!r}: not a built-in ({', '.join(builtin_models())}) nor a config.json path")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"cannot read {path}: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{path} is not a config.json object")
+    return arch_from_config(cfg, path.parent.name or path.stem)
