@@ -107,3 +107,30 @@ def bandwidth_curves(samples: list[Sample], label: str = "") -> list[Series]:
         pts.sort()
         out.append(Series(name, tuple(x for x, _ in pts), tuple(y for _, y in pts), "curve"))
     return out
+
+
+def gemm_curves(samples: list[Sample]) -> list[Series]:
+    """GEMM FLOP/s against size: the square sweep against n, the M sweep against M (seed 000 §4–5)."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for s in samples:
+        rate = s.flop_rate
+        if s.family != "gemm" or not rate or s.cache == "cold":
+            continue
+        m, n, k = (int(s.shape.get(x, 0)) for x in "mnk")
+        if m == n == k:
+            groups.setdefault(f"{s.dtype} n×n×n (x = n)", []).append((n, rate))
+        else:
+            groups.setdefault(f"{s.dtype} M×{n}×{k} (x = M)", []).append((m, rate))
+    return [Series(name, tuple(x for x, _ in sorted(p)), tuple(y for _, y in sorted(p)), "curve")
+            for name, p in groups.items()]
+
+
+def fma_curves(samples: list[Sample]) -> list[Series]:
+    """FMA-sweep FLOP/s against R: the slope retraces B, the plateau is the FMA peak (seed 000 §4)."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for s in samples:
+        rate = s.flop_rate
+        if s.family == "fma" and rate and s.shape.get("reps"):
+            groups.setdefault(f"fma {s.dtype}", []).append((float(s.shape["reps"]), rate))
+    return [Series(name, tuple(x for x, _ in sorted(p)), tuple(y for _, y in sorted(p)), "curve")
+            for name, p in groups.items()]

@@ -55,6 +55,12 @@ async def test_m_measures_streams_samples_and_stores_the_run(tmp_path: Path) -> 
         await wait_for(pilot, lambda: "complete" in str(app.query_one("#ms-status", Static).render()))
         assert len(panel.samples) >= 8
         assert app.query_one("#ms-bw", RooflinePlot).series  # the bandwidth curve grew
+        await pilot.press("v")  # GEMM throughput against n and M
+        assert app.query_one(MeasurePanel).curve == "gemm"
+        assert any("n×n×n" in s.label for s in app.query_one("#ms-bw", RooflinePlot).series)
+        await pilot.press("v")  # the FMA sweep against R
+        assert [s.label for s in app.query_one("#ms-bw", RooflinePlot).series] == ["fma fp32"]
+        assert app.query_one("#ms-bw", RooflinePlot).series[0].xs == (1.0, 4.0)
         assert any(s.kind == "point" for s in app.query_one("#ms-roof", RooflinePlot).series)
         assert "F fp32-matmul" in str(app.query_one("#ms-ceilings", Static).render())
         assert "local" in app.profiles  # the new measured profile is a device everywhere

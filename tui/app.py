@@ -107,6 +107,7 @@ class RooftopApp(App[None]):
         Binding("6", "tab('llm')", "LLM", show=False),
         Binding("m", "measure", "Measure"),
         Binding("c,escape", "cancel", "Cancel", show=False),
+        Binding("v", "next_curve", "Curve", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -280,6 +281,10 @@ class RooftopApp(App[None]):
             self.workers.cancel_group(self, "measure")
             self.notify("cancelling: the point in flight finishes or is dropped; everything measured is kept",
                         timeout=4)
+
+    def action_next_curve(self) -> None:
+        for panel in self.query(MeasurePanel):
+            panel.next_curve()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="measure", description="measuring")
     def measure(self) -> object:

@@ -95,3 +95,13 @@ def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool =
 def draw_bandwidth(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
     """Bandwidth against working set (seed 000 figure 2): launch region, cache plateau, DRAM plateau."""
     draw_loglog(plt, series, title, "working set (bytes, log)", "GB/s (log)", 1e9, binary_label, color)
+
+
+def draw_gemm(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
+    """GEMM throughput against n (squares) or M (the M sweep)."""
+    draw_loglog(plt, series, title, "n or M (log)", "TFLOP/s (log)", 1e12, color=color)
+
+
+def draw_fma(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
+    """FMA-sweep throughput against R, the FMAs per element."""
+    draw_loglog(plt, series, title, "R, FMAs per element (log)", "TFLOP/s (log)", 1e12, color=color)

@@ -136,11 +136,19 @@ class MeasurePanel(Widget):
     """
 
     REDRAW_S = 0.5  # charts redraw at most twice a second: plotext holds the GIL while it draws
+    CURVES = ("bandwidth", "gemm", "fma")  # the left chart: GB/s vs working set, TFLOP/s vs n or M, vs R
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self.view = RunView()
         self._dirty = False
+        self.curve = "bandwidth"
+
+    def next_curve(self) -> None:
+        """Show the next sweep's curve in the left chart (key v)."""
+        self.curve = self.CURVES[(self.CURVES.index(self.curve) + 1) % len(self.CURVES)]
+        self._dirty = True
+        self._redraw()
 
     @property
     def samples(self) -> list:
@@ -196,7 +204,14 @@ class MeasurePanel(Widget):
 
     def _redraw(self) -> None:
         """The curves and ceilings for the samples so far (coalesced: see REDRAW_S)."""
-        from rooftop.models.plotdata import bandwidth_curves, intensity_span, roof_series, sample_series
+        from rooftop.models.plotdata import (
+            bandwidth_curves,
+            fma_curves,
+            gemm_curves,
+            intensity_span,
+            roof_series,
+            sample_series,
+        )
         from rooftop.tui.widgets import RooflinePlot
 
         calibration = self.view.calibration
@@ -204,7 +219,10 @@ class MeasurePanel(Widget):
             return
         self._dirty = False
         samples = self.view.samples
-        self.query_one("#ms-bw", RooflinePlot).show(bandwidth_curves(samples), "bandwidth vs working set")
+        curves = {"bandwidth": (bandwidth_curves, "bandwidth vs working set"),
+                  "gemm": (gemm_curves, "GEMM vs n and M"), "fma": (fma_curves, "FMA sweep vs R")}
+        make, title = curves[self.curve]
+        self.query_one("#ms-bw", RooflinePlot).show(make(samples), f"{title}  (v: next)", kind=self.curve)
         prof = calibration.profile
         points = sample_series(samples, "")
         series = []

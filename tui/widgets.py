@@ -10,9 +10,9 @@ from textual.widgets import Select
 from textual_plotext import PlotextPlot
 
 from rooftop.models.plotdata import Series
-from rooftop.tui.chart import draw_bandwidth, draw_roofline
+from rooftop.tui.chart import draw_bandwidth, draw_fma, draw_gemm, draw_roofline
 
-DRAWERS = {"roofline": draw_roofline, "bandwidth": draw_bandwidth}
+DRAWERS = {"roofline": draw_roofline, "bandwidth": draw_bandwidth, "gemm": draw_gemm, "fma": draw_fma}
 
 
 class RooflinePlot(PlotextPlot):
@@ -38,7 +38,9 @@ class RooflinePlot(PlotextPlot):
     def series(self) -> list[Series]:
         return list(self._series)
 
-    def show(self, series: list[Series], title: str = "") -> None:
+    def show(self, series: list[Series], title: str = "", kind: str | None = None) -> None:
+        if kind is not None:
+            self._draw = DRAWERS[kind]
         self._series = list(series)
         self._title = title
         self.refresh()
@@ -59,11 +61,14 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 
 | key | does |
 |---|---|
-| `1`–`5` | Live · Roofline · What-if · Compare · History |
+| `1`–`6` | Live · Roofline · What-if · Compare · History · LLM |
 | `m` | measure this machine (quick plan) |
 | `c` / `Esc` | cancel the running measurement (what was measured is kept) |
-| `[` / `]` | What-if: halve / double M (or the batch) — watch the point cross the ridge |
+| `v` | Live: the next sweep's curve — GB/s vs working set, TFLOP/s vs n or M, FMA sweep vs R |
+| `[` / `]` | What-if: halve / double M (or the batch) — watch the point cross the ridge; LLM: the batch |
+| `,` / `.` | LLM: halve / double the context |
 | `p` | What-if: pin the op to the Roofline tab |
+| `r` `d` `e` | History: rename, delete, export the selected run |
 | `Tab` | move between fields |
 | `?` | this help |
 | `q` | quit |
