@@ -130,9 +130,14 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
     dt = lookup_dtype(raw_dtype.replace("torch.", ""))
     if kv < 1 or heads % kv:
         raise ModelError(f"num_key_value_heads = {kv} must divide num_attention_heads = {heads}")
+    if not cfg.get("head_dim") and hidden % heads:
+        raise ModelError(f"hidden_size = {hidden} is not a multiple of num_attention_heads = {heads}; give head_dim")
     shared = int(cfg.get("shared_expert_intermediate_size") or 0)
     if not shared and cfg.get("n_shared_experts"):
         shared = int(cfg["n_shared_experts"]) * int(cfg.get("moe_intermediate_size") or inter)
+    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("moe_topk") or (2 if experts else 0))
+    if experts and not (1 <= top_k <= experts):
+        raise ModelError(f"num_experts_per_tok = {top_k} must be between 1 and the {experts} experts")
     return Arch(
         name=name or str(cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"),
         hidden=hidden,
@@ -146,7 +151,7 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
         dtype=dt.name if dt else "bf16",
         qkv_bias=bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
         experts=experts,
-        experts_per_token=int(cfg.get("num_experts_per_tok") or cfg.get("moe_topk") or (2 if experts else 0)),
+        experts_per_token=top_k,
         moe_intermediate=int(cfg.get("moe_intermediate_size") or (inter if experts else 0)),
         shared_intermediate=shared,
     )

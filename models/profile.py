@@ -85,6 +85,12 @@ class DeviceProfile:
             raise NoRoof(f"{self.id} has no {level} bandwidth; it has: {have}")
         return self.bandwidth[level].value
 
+    def is_roofline(self) -> bool:
+        """A DRAM slope and at least one matmul roof: enough to stand in as a default device."""
+        from .paths import MATMUL_LADDER
+
+        return "dram" in self.bandwidth and any(p in self.peak for p in MATMUL_LADDER)
+
     def ridge(self, path: str, level: str = "dram") -> float:
         """I* = F/B in FLOP/byte."""
         return self.F(path) / self.B(level)

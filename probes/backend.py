@@ -156,8 +156,9 @@ def select_backend(spec: str | None = None, threads: int | None = None) -> Backe
     if kind == "auto":
         kind, index = ("cuda", 0) if torch.cuda.is_available() else ("cpu", None)
     if threads is not None:
-        if threads < 1:
-            raise BackendError(f"--threads {threads}: give at least 1")
+        most = 4 * (os.cpu_count() or 1)
+        if not 1 <= threads <= most:
+            raise BackendError(f"--threads {threads}: give 1 to {most} (this machine has {os.cpu_count()} CPUs)")
         if kind != "cpu":
             raise BackendError("--threads applies to the CPU backend only (--device cpu)")
         torch.set_num_threads(threads)

@@ -242,8 +242,8 @@ class Sampler:
     _cpu_source: CpuSource | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        if not (self.interval >= MIN_INTERVAL_S):
-            raise ValueError(f"interval {self.interval!r} s is too short; at most 20 Hz (≥ {MIN_INTERVAL_S} s)")
+        if not (MIN_INTERVAL_S <= self.interval <= 3600):
+            raise ValueError(f"interval {self.interval!r} s: from {MIN_INTERVAL_S} s (at most 20 Hz) to 3600 s")
         self._buffer = deque(maxlen=self.capacity)
         self._lock = threading.Lock()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 import hashlib
 import io
 import json
@@ -122,8 +123,14 @@ def _runs_from_json(doc: Any, source: str) -> list[tuple[Run, list[Sample], list
             raise ImportFailed(f"{source}: run {i + 1} has a bad id {run.id!r} (32 hex digits expected)")
         if run.status not in ("running", "complete", "cancelled", "failed", "interrupted"):
             raise ImportFailed(f"{source}: run {run.id[:8]} has an unknown status {run.status!r}")
-        if run.name and not NAME_RE.fullmatch(run.name):
-            run = dataclasses.replace(run, name=None)
+        if run.name and (not NAME_RE.fullmatch(run.name) or run.name.lower() in _catalog_ids()):
+            run = dataclasses.replace(run, name=None)  # never shadow a catalog device (as rename refuses to)
+        if profile is not None:
+            bad = [f"{kind} {k} = {c.value!r}" for kind, table in (("B", profile.bandwidth), ("F", profile.peak))
+                   for k, c in table.items() if not (math.isfinite(c.value) and c.value > 0)]
+            if bad:
+                raise ImportFailed(f"{source}: run {run.id[:8]} has impossible ceilings ({', '.join(bad[:3])}); "
+                                   "roofs must be positive, finite numbers")
         out.append((run, samples, telemetry, profile))
     return out
 
@@ -174,6 +181,12 @@ def _csv_run(kind: str, target: str, digest: str, device: dict[str, Any], source
         status="complete",
         imported_from=source,
     )
+
+
+def _catalog_ids() -> set[str]:
+    from rooftop.models.catalog import catalog
+
+    return {k.lower() for k in catalog()} | {"local"}
 
 
 def _import_name(store: Store, target: str) -> str | None:

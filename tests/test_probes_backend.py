@@ -93,7 +93,7 @@ def test_threads_option_and_busy_note(cpu_backend):
         assert torch.get_num_threads() == 1 and b.info.units == 1
     finally:
         torch.set_num_threads(before)
-    with pytest.raises(BackendError, match="at least 1"):
+    with pytest.raises(BackendError, match="give 1 to"):
         select_backend("cpu", threads=0)
     with pytest.raises(BackendError, match="CPU backend only"):
         select_backend("cuda:0", threads=2)

@@ -140,7 +140,7 @@ def test_watch_text_and_bad_interval() -> None:
     out = _watch("--count", "1", "--interval", "0.1")
     assert out.returncode == 0 and " cpu  util " in out.stdout
     bad = _watch("--interval", "0.001")
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "20 samples" in bad.stderr
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "20 a second" in bad.stderr
 
 
 def test_watch_exits_cleanly_on_ctrl_c() -> None:

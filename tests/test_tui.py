@@ -47,6 +47,16 @@ async def test_number_keys_switch_tabs_and_help_opens() -> None:
         assert not isinstance(a.screen, HelpScreen)
 
 
+async def test_escape_leaves_a_text_field_so_keys_work_again() -> None:
+    a = app(initial_tab="whatif")
+    async with a.run_test(size=SIZE) as pilot:
+        a.query_one("#spec", Input).focus()
+        await pilot.press("1")  # typed into the field
+        assert a.query_one(TabbedContent).active == "whatif"
+        await pilot.press("escape", "1")
+        assert a.query_one(TabbedContent).active == "live"
+
+
 async def test_whatif_opens_with_a_batch_one_decode_gemv() -> None:
     a = app(initial_tab="whatif")
     async with a.run_test(size=SIZE) as pilot:
@@ -81,6 +91,21 @@ async def test_typing_a_spec_updates_the_analysis_and_errors_are_inline() -> Non
         a.query_one("#device").value = "v100-32"
         await pilot.pause()
         assert "v100-32 has no fp8-tc roof" in text_of(a.query_one("#spec-error", Static))
+
+
+async def test_changing_the_op_kind_rebuilds_the_form() -> None:
+    """Typing another kind of op (and back) swaps the form's fields without a crash."""
+    a = app(initial_tab="whatif")
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        w = a.query_one(WhatIf)
+        for spec, field, value in (("ew 5", "#f-n", "5"), ("norm 1 2", "#f-cols", "2"), ("softmax 3 4", "#f-rows", "3"),
+                                   ("gemm 8 16 32", "#f-k", "32"), ("ew 7", "#f-n", "7")):
+            w.set_spec(spec)
+            await pilot.pause()
+            await pilot.pause()
+            assert a.query_one(field, Input).value == value
+        assert w.analysis.op.kind == "ew"
 
 
 async def test_form_edit_rewrites_the_spec() -> None:

@@ -39,8 +39,8 @@ def seeded_db(path: Path) -> str:
 
 
 def make(tmp_path: Path, **kw):  # noqa: ANN003, ANN201
-    return create_app(AppConfig(device="h100", sampler=None, initial_tab="history", db_path=tmp_path / "r.db",
-                                export_dir=tmp_path, **kw))
+    kw.setdefault("initial_tab", "history")
+    return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path, **kw))
 
 
 async def test_history_lists_opens_and_exports(tmp_path: Path) -> None:
@@ -67,11 +67,11 @@ async def test_history_lists_opens_and_exports(tmp_path: Path) -> None:
 
 async def test_history_rename_and_delete(tmp_path: Path) -> None:
     rid = seeded_db(tmp_path / "r.db")
-    app = make(tmp_path)
+    app = make(tmp_path, initial_tab="roofline")
     async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("5")
         await pilot.pause()
-        app.query_one("#hist-table", DataTable).focus()
-        await pilot.press("r")
+        await pilot.press("r")  # the table has the focus: the tab's keys work at once
         await pilot.pause()
         assert isinstance(app.screen, NameScreen)
         await pilot.press(*"lab-box", "enter")

@@ -106,7 +106,8 @@ class RooftopApp(App[None]):
         Binding("5", "tab('history')", "History", show=False),
         Binding("6", "tab('llm')", "LLM", show=False),
         Binding("m", "measure", "Measure"),
-        Binding("c,escape", "cancel", "Cancel", show=False),
+        Binding("c", "cancel", "Cancel", show=False),
+        Binding("escape", "escape", "Leave field / cancel", show=False),
         Binding("v", "next_curve", "Curve", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -182,7 +183,7 @@ class RooftopApp(App[None]):
             from rooftop.models.catalog import lookup_device
 
             return lookup_device(self.config.device, self.profiles).id, ""
-        if "local" in self.profiles:
+        if "local" in self.profiles and self.profiles["local"].is_roofline():
             return "local", "showing local: this machine's latest measured profile"
         from rooftop.probes.identify import local_reference_profile
 
@@ -220,6 +221,14 @@ class RooftopApp(App[None]):
         make = self._unbuilt.pop(tab, None)
         if make is not None:
             event.pane.mount(make())
+        if tab == "history":  # its keys (r, d, e) act on the table: give it the focus
+            self.call_after_refresh(self._focus_history)
+
+    def _focus_history(self) -> None:
+        from textual.widgets import DataTable
+
+        for table in self.query("#hist-table").results(DataTable):
+            table.focus()
 
     def on_mount(self) -> None:
         if self.device_note:
@@ -230,7 +239,7 @@ class RooftopApp(App[None]):
             self._sampler = self.config.sampler()
             self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
-        if self.config.autostart and "local" not in self.profiles:
+        if self.config.autostart and not ("local" in self.profiles and self.profiles["local"].is_roofline()):
             self.notify("no measurement of this machine yet: measuring it now (quick plan) — c cancels", timeout=8)
             self.query_one(TabbedContent).active = "live"
             self.action_measure()
@@ -364,6 +373,15 @@ class RooftopApp(App[None]):
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+
+    def action_escape(self) -> None:
+        """Esc leaves a text field (so 1–6, m, q work again); elsewhere it cancels a measurement."""
+        from textual.widgets import Input
+
+        if isinstance(self.focused, Input):
+            self.set_focus(None)
+        else:
+            self.action_cancel()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -64,7 +64,7 @@ def resolve_devices(ids: list[str], extra: dict[str, DeviceProfile] | None = Non
     """Profiles for --device ids; with none: this host's measured profile, the detected GPU's reference, else h100."""
     if ids:
         return [lookup_device(i, extra) for i in ids]
-    if extra and "local" in extra:
+    if extra and "local" in extra and extra["local"].is_roofline():
         sys.stderr.write(f"rooftop: using local, this machine's latest measured profile ({extra['local'].name})\n")
         return [extra["local"]]
     from rooftop.probes.identify import local_reference_profile
@@ -177,6 +177,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
             paths = list(dict.fromkeys(paths))
         series += roof_series(dev, paths, ["dram"] + (["l2"] if "l2" in dev.bandwidth else []), span)
     series += [point_series(a) for a in analyses] + points
+    for what, v in (("width", args.width), ("height", args.height)):
+        if v is not None and not (10 <= v <= 1000):
+            raise UsageError(f"--{what} {v}: give 10 to 1000 characters")
     size = os.get_terminal_size(sys.stdout.fileno()) if sys.stdout.isatty() else os.terminal_size((100, 30))
     plotext.clf()
     plotext.limitsize(False, False)
@@ -285,8 +288,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from rooftop.probes.telemetry import MIN_INTERVAL_S, Sampler, snapshot_dict
     from rooftop.tui.report import telemetry_lines
 
-    if not (args.interval >= MIN_INTERVAL_S):
-        raise UsageError(f"--interval {args.interval:g}: at most 20 samples a second (≥ {MIN_INTERVAL_S} s)")
+    if not (MIN_INTERVAL_S <= args.interval <= 3600):
+        raise UsageError(f"--interval {args.interval:g}: give seconds from {MIN_INTERVAL_S} (20 a second) to 3600")
+    if args.gpu is not None and args.gpu < 0:
+        raise UsageError(f"--gpu {args.gpu}: GPU indices start at 0")
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count {args.count}: must be at least 1")
     snaps: queue.Queue = queue.Queue()
@@ -340,6 +345,8 @@ def open_store(args: argparse.Namespace, create: bool = False):  # noqa: ANN201 
     from rooftop.store.runs import Store
 
     path = db_path(getattr(args, "db", None))
+    if not create and path.is_file() and path.stat().st_size == 0:
+        raise StoreError(f"{path} is an empty file, not a rooftop database; point --db PATH / ROOFTOP_DB at one")
     if not create and not path.exists():
         raise StoreError(f"no rooftop database at {path} yet: `rooftop import FILE` or a measurement creates it "
                          "(or point --db PATH / ROOFTOP_DB at one)")
@@ -359,8 +366,8 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
     from rooftop.store.runs import Store
 
     path = db_path(getattr(args, "db", None))
-    if not path.exists():
-        return {}
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return {}  # nothing stored (an empty file is left alone: reading never creates a database)
     not_profiles: list[str] = []
     try:
         with Store.open(path) as store:
@@ -634,7 +641,7 @@ def build_parser() -> Parser:
             "elementwise, a decode step) on a device's measured or published roofline: the regime that "
             "bounds it, the time it cannot beat, and what to do about it."
         ),
-        epilog="With no command, rooftop opens its terminal app (keys: 1–5 tabs, ? help, q quit).\n"
+        epilog="With no command, rooftop opens its terminal app (keys: 1–6 tabs, m measure, ? help, q quit).\n"
                "Run `rooftop COMMAND --help` for each command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -727,11 +734,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = exc.args[0] if exc.args else str(exc)
         sys.stderr.write(f"{name}: error: {msg}\n")
         return 2
-    except BrokenPipeError:  # `rooftop devices | head`
+    except BrokenPipeError:  # `rooftop devices | head`: stop quietly, and let the exit flush go nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except sqlite3.DatabaseError as exc:  # damage found mid-command: name the file, never a traceback
         sys.stderr.write(f"{name}: error: database {_db_for(args)} is damaged ({exc}); "
                          "check it with `sqlite3 FILE 'PRAGMA integrity_check'`, or use another --db PATH\n")
+        return 2
+    except OSError as exc:  # a path that cannot be read or written (export -o /nonexistent/x.json, …)
+        sys.stderr.write(f"{name}: error: {exc.strerror or exc}: {exc.filename or ''}\n".replace(": \n", "\n"))
         return 2
     except Exception as exc:  # a bug, not bad input: one line unless asked for the traceback
         if os.environ.get("ROOFTOP_DEBUG"):

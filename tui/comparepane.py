@@ -61,7 +61,7 @@ class Compare(Widget):
         a, b = self.profiles[self.a], self.profiles[self.b]
         t = self.query_one("#cmp-table", DataTable)
         t.clear(columns=True)
-        t.add_columns("roof", a.id, b.id, f"{b.id}/{a.id}", "ridge (I*)", "roofs cross at I", "higher below / above")
+        t.add_columns("roof", a.id, b.id, "ratio", "ridges I*", "cross at I", "higher ↓/↑ I")
         for level in sorted(set(a.bandwidth) | set(b.bandwidth)):
             va, vb = a.bandwidth.get(level), b.bandwidth.get(level)
             t.add_row(f"B {level} GB/s", _num(va.value / 1e9 if va else None), _num(vb.value / 1e9 if vb else None),

@@ -98,7 +98,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         )
     samples, cal, wall = result.samples, result.calibration, result.wall_s
     interrupted = result.status == "cancelled"
-    if result.store_error:
+    if result.store_error and result.run_id is not None:  # a failure after the start (the start's was told)
         err.print(f"rooftop measure: warning: {result.store_error}", style="yellow")
     skipped = sum(1 for s in samples if s.skipped)
     err.print(

@@ -156,12 +156,17 @@ class WhatIf(Widget):
                     if not field.has_focus:
                         field.value = op_field(op, name)
             return
-        box.remove_children()
+        self.run_worker(self._rebuild_fields(op), exclusive=True, group="whatif-form")
+
+    async def _rebuild_fields(self, op: Op) -> None:
+        """New field inputs for another op kind: the old ones must be gone before ids are reused."""
+        box = self.query_one("#fields", Horizontal)
+        await box.remove_children()
         widgets: list[Widget] = []
-        for name in FORM_FIELDS[kind]:
+        for name in FORM_FIELDS[op.kind]:
             widgets.append(Label(f" {name} "))
             widgets.append(Input(op_field(op, name), placeholder=name, compact=True, id=f"f-{name}", classes="field"))
-        box.mount_all(widgets)
+        await box.mount_all(widgets)
 
     def _form_changed(self) -> None:
         kind = str(self.query_one("#kind", Select).value)

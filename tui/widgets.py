@@ -69,7 +69,7 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 | `,` / `.` | LLM: halve / double the context |
 | `p` | What-if: pin the op to the Roofline tab |
 | `r` `d` `e` | History: rename, delete, export the selected run |
-| `Tab` | move between fields |
+| `Tab` | move between fields; `Esc` leaves a text field |
 | `?` | this help |
 | `q` | quit |
 
