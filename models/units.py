@@ -29,6 +29,8 @@ def _sig(x: float, digits: int) -> str:
     """A number with about `digits` significant figures, no exponent."""
     if x == 0:
         return "0"
+    if abs(x) >= 1e6 or abs(x) < 1e-6:  # past the largest prefix: scientific, not sixty digits
+        return f"{x:.{max(digits - 1, 0)}e}"
     places = max(0, digits - 1 - int(math.floor(math.log10(abs(x)))))
     return f"{x:.{places}f}"
 
