@@ -17,7 +17,7 @@ from rooftop.tui.cli import main
 from test_store_io import filled_store
 
 
-def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], words: tuple[str, ...]) -> None:
+def assert_one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], words: tuple[str, ...]) -> None:
     try:
         rc = main(argv)
     except SystemExit as exc:
@@ -57,7 +57,7 @@ def test_impossible_ceilings_are_refused_on_import(tmp_path: Path, value: float)
 def test_reading_commands_leave_an_empty_file_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
-    one_line_error(capsys, ["runs", "--db", str(empty)], ("empty file",))
+    assert_one_line_error(capsys, ["runs", "--db", str(empty)], ("empty file",))
     assert main(["devices", "--db", str(empty)]) == 0
     capsys.readouterr()
     assert empty.read_bytes() == b""
@@ -66,7 +66,7 @@ def test_reading_commands_leave_an_empty_file_alone(tmp_path: Path, capsys: pyte
 def test_export_to_a_path_that_cannot_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, _ = filled_store(tmp_path / "a.db")
     a.close()
-    one_line_error(capsys, ["export", "--all", "--db", str(tmp_path / "a.db"), "-o", str(tmp_path / "no" / "x.json")],
+    assert_one_line_error(capsys, ["export", "--all", "--db", str(tmp_path / "a.db"), "-o", str(tmp_path / "no" / "x.json")],
                    ("No such file or directory",))
 
 
@@ -91,7 +91,7 @@ def test_model_configs_that_cannot_be(tmp_path: Path) -> None:
     ],
 )
 def test_out_of_range_options(argv: list[str], words: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
-    one_line_error(capsys, argv, words)
+    assert_one_line_error(capsys, argv, words)
 
 
 def test_a_bandwidth_only_local_run_is_not_the_default_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -96,6 +96,7 @@ async def test_autostart_measures_a_machine_with_no_profile(tmp_path: Path) -> N
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "live")
         await wait_for(pilot, lambda: "complete" in str(app.query_one("#ms-status", Static).render()))
+        assert app.run_view.result.status == "complete" and app.run_view.samples
 
 
 async def test_a_plan_that_cannot_start_is_reported_and_the_app_goes_on(tmp_path: Path) -> None:
