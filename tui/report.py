@@ -309,25 +309,27 @@ def run_facts(run) -> Table:  # noqa: ANN001 - a rooftop.store.runs.Run
 
 
 def samples_table(samples: list) -> Table:
-    """Sample points: W, Q, I, time and achieved rates; unstable and skipped points marked."""
+    """Sample points, one line each: the kernel, I, median time, what it achieved; unstable and skipped marked.
+
+    W and Q are in `rooftop export` (JSON); here the line has to fit 80 columns.
+    """
+    from rooftop.models.sample import DATA_MOVING
+
     t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("#", "right"), ("family", "left"), ("dtype", "left"), ("cache", "left"), ("shape", "left"),
-                      ("W", "right"), ("Q", "right"), ("I", "right"), ("median", "right"), ("B achieved", "right"),
-                      ("F achieved", "right"), ("iqr", "right"), ("note", "left")):
-        t.add_column(col, justify=just)
+    for col, just in (("#", "right"), ("kernel", "left"), ("I", "right"), ("median", "right"),
+                      ("achieved", "right"), ("iqr", "right"), ("note", "left")):
+        t.add_column(col, justify=just, no_wrap=col != "note" and col != "kernel")
     for i, s in enumerate(samples):
         shape = " ".join(f"{k}={v}" for k, v in s.shape.items())
+        kernel = f"{s.family} {s.dtype} {shape}" + (" cold" if s.cache == "cold" else "")
+        intensity = f"{s.intensity:.3g}" if s.flops else "—"
         if s.stats is None:
-            t.add_row(str(i), s.family, s.dtype, s.cache, shape, fmt_flops(s.flops), fmt_bytes(s.bytes),
-                      fmt_intensity(s.intensity), "", "", "", "", Text(f"skipped: {s.skipped}", style="yellow"))
+            t.add_row(str(i), kernel, intensity, "", "", "", Text(f"skipped: {s.skipped}", style="yellow"))
             continue
+        rate = s.bandwidth if s.family in DATA_MOVING else s.flop_rate
+        shown = (fmt_bandwidth(rate) if s.family in DATA_MOVING else fmt_flops_rate(rate)) if rate else ""
         note = Text("unstable", style="yellow") if not s.stable else Text("")
-        t.add_row(
-            str(i), s.family, s.dtype, s.cache, shape, fmt_flops(s.flops), fmt_bytes(s.bytes),
-            fmt_intensity(s.intensity), fmt_time(s.stats.median_s),
-            fmt_bandwidth(s.bandwidth) if s.bandwidth else "", fmt_flops_rate(s.flop_rate) if s.flop_rate else "",
-            f"{s.stats.iqr_ratio:.3f}", note,
-        )
+        t.add_row(str(i), kernel, intensity, fmt_time(s.stats.median_s), shown, f"{s.stats.iqr_ratio:.2f}", note)
     return t
 
 
