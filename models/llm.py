@@ -268,13 +268,17 @@ class StepBound:
     kv_bytes: float  # KV cache read (decode) or written (prefill) per step
     measured_s: float | None = None
 
+    def _total(self, attr: str) -> float:
+        """An analysis quantity summed over the step (each op times how often it runs)."""
+        return sum(getattr(a, attr) * lo.count for lo, a in self.ops)
+
     @property
     def flops(self) -> float:
-        return sum(a.flops * lo.count for lo, a in self.ops)
+        return self._total("flops")
 
     @property
     def bytes(self) -> float:
-        return sum(a.bytes * lo.count for lo, a in self.ops)
+        return self._total("bytes")
 
     @property
     def bytes_bound_s(self) -> float:
@@ -284,11 +288,11 @@ class StepBound:
     @property
     def lower_bound_s(self) -> float:
         """Σ over the step's ops of max(W/F, Q/B): never below bytes_bound_s by more than the glue."""
-        return sum(a.time_lower_bound * lo.count for lo, a in self.ops)
+        return self._total("time_lower_bound")
 
     @property
     def compute_s(self) -> float:
-        return sum(a.time_compute * lo.count for lo, a in self.ops)
+        return self._total("time_compute")
 
     @property
     def tokens_per_step(self) -> int:
@@ -362,9 +366,8 @@ def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtyp
     def compute_bound(b: int) -> bool:
         ph = Phase("decode", b, prompt=context, context=context, kv_dtype=kv_dtype)
         ops = [lo for lo in phase_ops(arch, ph) if not linear_only or isinstance(lo.op, Gemm)]
-        w = sum(analyze(lo.op, device).time_compute * lo.count for lo in ops)
-        q = sum(analyze(lo.op, device).time_memory * lo.count for lo in ops)
-        return w >= q
+        done = [(analyze(lo.op, device), lo.count) for lo in ops]  # once per op, not once per term
+        return sum(a.time_compute * n for a, n in done) >= sum(a.time_memory * n for a, n in done)
 
     return roofline.first_at_least(compute_bound, limit)
 
