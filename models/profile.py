@@ -33,6 +33,10 @@ class Ceiling:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def provenance(self) -> dict[str, Any]:
+        """Everything but the value: where it came from, the case, stability."""
+        return {"source": self.source, "case": self.case, "stable": self.stable}
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Ceiling":
         return cls(float(d["value"]), str(d["source"]), str(d.get("case", "")), bool(d.get("stable", True)))
@@ -98,6 +102,14 @@ class DeviceProfile:
     # -- serialisation -----------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
+        """Scripting-friendly: `bandwidth` maps level → bytes/s and `peak` maps path → FLOP/s as plain
+        numbers (`launch_overhead` in seconds); where each number came from is under `ceilings`."""
+        ceilings: dict[str, Any] = {
+            "bandwidth": {k: self.bandwidth[k].provenance() for k in self.levels()},
+            "peak": {k: self.peak[k].provenance() for k in self.paths()},
+        }
+        if self.launch_overhead:
+            ceilings["launch_overhead"] = self.launch_overhead.provenance()
         return {
             "id": self.id,
             "name": self.name,
@@ -108,16 +120,26 @@ class DeviceProfile:
             "sm_count": self.sm_count,
             "l2_bytes": self.l2_bytes,
             "power_limit_w": self.power_limit_w,
-            "launch_overhead": self.launch_overhead.to_dict() if self.launch_overhead else None,
-            "bandwidth": {k: self.bandwidth[k].to_dict() for k in self.levels()},
-            "peak": {k: self.peak[k].to_dict() for k in self.paths()},
+            "launch_overhead": self.launch_overhead.value if self.launch_overhead else None,
+            "bandwidth": {k: self.bandwidth[k].value for k in self.levels()},
+            "peak": {k: self.peak[k].value for k in self.paths()},
+            "ceilings": ceilings,
             "notes": self.notes,
             "extra": dict(self.extra),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "DeviceProfile":
+        """Reads to_dict's form, and the older one where each number was an object {value, source, …}."""
         lo = d.get("launch_overhead")
+        prov = d.get("ceilings") or {}
+        default = str(d.get("source", "imported"))
+
+        def read(v: Any, p: Mapping[str, Any] | None) -> Ceiling:
+            if isinstance(v, Mapping):
+                return Ceiling.from_dict(v)
+            return Ceiling.from_dict({"source": default, **(p or {}), "value": v})
+
         return cls(
             id=str(d["id"]),
             name=str(d.get("name", d["id"])),
@@ -128,9 +150,9 @@ class DeviceProfile:
             sm_count=d.get("sm_count"),
             l2_bytes=d.get("l2_bytes"),
             power_limit_w=d.get("power_limit_w"),
-            launch_overhead=Ceiling.from_dict(lo) if lo else None,
-            bandwidth={k: Ceiling.from_dict(v) for k, v in d.get("bandwidth", {}).items()},
-            peak={k: Ceiling.from_dict(v) for k, v in d.get("peak", {}).items()},
+            launch_overhead=read(lo, prov.get("launch_overhead")) if lo else None,
+            bandwidth={k: read(v, prov.get("bandwidth", {}).get(k)) for k, v in d.get("bandwidth", {}).items()},
+            peak={k: read(v, prov.get("peak", {}).get(k)) for k, v in d.get("peak", {}).items()},
             notes=str(d.get("notes", "")),
             extra=dict(d.get("extra", {})),
         )

@@ -32,20 +32,23 @@ ref = find_by_name(info["name"])
 print(f"{info['name']}  cc {info.get('compute_capability')}  driver {info.get('driver_version')}  "
       f"CUDA {info.get('cuda_version')}  torch {info['torch_version']}  clocks {info.get('clocks_mhz')}")
 print(f"reference profile: {ref.id if ref else 'none for this card'}")
-rows = [("B", k, v, 1e9, "GB/s", ref.bandwidth.get(k) if ref else None) for k, v in prof["bandwidth"].items()]
-rows += [("F", k, v, 1e12, "TFLOP/s", ref.peak.get(k) if ref else None) for k, v in prof["peak"].items()]
+cases = prof["ceilings"]
+rows = [("B", k, v, cases["bandwidth"][k], 1e9, "GB/s", ref.bandwidth.get(k) if ref else None)
+        for k, v in prof["bandwidth"].items()]
+rows += [("F", k, v, cases["peak"][k], 1e12, "TFLOP/s", ref.peak.get(k) if ref else None)
+         for k, v in prof["peak"].items()]
 print(f"{'ceiling':16s} {'measured':>12s} {'reference':>12s} {'ratio':>7s}  case")
-for kind, key, c, scale, unit, r in rows:
-    ratio = f"{c['value'] / r.value:7.3f}" if r else "      -"
+for kind, key, value, c, scale, unit, r in rows:
+    ratio = f"{value / r.value:7.3f}" if r else "      -"
     refv = f"{r.value / scale:12.1f}" if r else f"{'-':>12s}"
     flag = "" if c.get("stable", True) else " (unstable)"
-    print(f"{kind + ' ' + key:16s} {c['value'] / scale:12.1f} {refv} {ratio}  {c['case']}{flag}  [{unit}]")
+    print(f"{kind + ' ' + key:16s} {value / scale:12.1f} {refv} {ratio}  {c['case']}{flag}  [{unit}]")
 if prof.get("launch_overhead"):
-    print(f"launch overhead {prof['launch_overhead']['value'] * 1e6:.2f} µs; "
+    print(f"launch overhead {prof['launch_overhead'] * 1e6:.2f} µs; "
           f"graph {prof['extra'].get('launch_graph_s', float('nan')) * 1e6:.2f} µs per kernel")
 if ref and "dram" in prof["bandwidth"] and "bf16-tc" in prof["peak"]:
-    b = prof["bandwidth"]["dram"]["value"] / ref.B("dram")
-    f = prof["peak"]["bf16-tc"]["value"] / ref.F("bf16-tc")
+    b = prof["bandwidth"]["dram"] / ref.B("dram")
+    f = prof["peak"]["bf16-tc"] / ref.F("bf16-tc")
     print(f"goal ≥ 0.97 of the reference: B {b:.3f} {'ok' if b >= 0.97 else 'BELOW'}, "
           f"bf16 F {f:.3f} {'ok' if f >= 0.97 else 'BELOW'}")
 skipped = [s for s in doc["samples"] if s["skipped"]]

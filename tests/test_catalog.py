@@ -79,3 +79,20 @@ def test_find_by_nvml_name() -> None:
 def test_profile_dict_round_trip() -> None:
     for p in catalog().values():
         assert DeviceProfile.from_dict(p.to_dict()) == p
+
+
+def test_profile_dict_gives_plain_numbers_and_keeps_provenance() -> None:
+    d = lookup_device("h200").to_dict()
+    assert d["bandwidth"]["dram"] == pytest.approx(4295e9, rel=1e-3)
+    assert d["peak"]["bf16-tc"] == pytest.approx(815e12, rel=1e-2)
+    assert d["ceilings"]["bandwidth"]["dram"]["source"] == "reference"
+    assert d["ceilings"]["peak"]["bf16-tc"]["case"]
+
+
+def test_profile_reads_the_older_object_form() -> None:
+    p = lookup_device("h100")
+    old = {**p.to_dict(), "ceilings": {},
+           "launch_overhead": p.launch_overhead.to_dict() if p.launch_overhead else None,
+           "bandwidth": {k: c.to_dict() for k, c in p.bandwidth.items()},
+           "peak": {k: c.to_dict() for k, c in p.peak.items()}}
+    assert DeviceProfile.from_dict(old) == p

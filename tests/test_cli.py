@@ -109,7 +109,7 @@ def test_devices_detail_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert "read_reduce:134217728" in out and "2048x8192x8192" in out
     rc, out, _ = run(["devices", "--json"], capsys)
     data = {d["id"]: d for d in json.loads(out)}
-    assert data["h100"]["peak"]["bf16-tc"]["value"] == pytest.approx(802.4239339105992e12)
+    assert data["h100"]["peak"]["bf16-tc"] == pytest.approx(802.4239339105992e12)
     assert data["h100"]["ridge"]["bf16-tc"] == pytest.approx(260.1179905217414)
     assert data["b200-ds"]["source"] == "datasheet"
 

@@ -46,7 +46,7 @@ def test_an_import_never_shadows_a_catalog_device(tmp_path: Path) -> None:
 def test_impossible_ceilings_are_refused_on_import(tmp_path: Path, value: float) -> None:
     a, ids = filled_store(tmp_path / "a.db")
     doc = export_json(a, [a.run(ids[1])])
-    doc["runs"][0]["profile"]["peak"]["bf16-tc"]["value"] = value
+    doc["runs"][0]["profile"]["peak"]["bf16-tc"] = value
     f = tmp_path / "runs.json"
     f.write_text(json.dumps(doc))
     with Store.open(tmp_path / "b.db") as b, pytest.raises(ImportFailed, match="impossible ceilings"):

@@ -280,7 +280,7 @@ def test_local_is_the_latest_run_measured_here(tmp_path: Path, capsys: pytest.Ca
     rc, out, err = run_cli(capsys, "devices", "local", "--db", str(db), "--json")
     assert rc == 0, err
     d = json.loads(out)[0]
-    assert d["id"] == "local" and d["extra"]["run_id"] == newest and d["bandwidth"]["dram"]["value"] == 2e12
+    assert d["id"] == "local" and d["extra"]["run_id"] == newest and d["bandwidth"]["dram"] == 2e12
     rc, _, err = run_cli(capsys, "rename", newest, "local", "--db", str(db))
     assert rc == 2
 
