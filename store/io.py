@@ -33,7 +33,7 @@ from rooftop.models.sample import Sample
 
 from . import refcsv
 from .db import StoreError
-from .runs import NAME_RE, Run, Store
+from .runs import Run, Store, name_problem
 
 FORMAT = "rooftop-runs"
 FORMAT_VERSION = 1
@@ -123,8 +123,8 @@ def _runs_from_json(doc: Any, source: str) -> list[tuple[Run, list[Sample], list
             raise ImportFailed(f"{source}: run {i + 1} has a bad id {run.id!r} (32 hex digits expected)")
         if run.status not in ("running", "complete", "cancelled", "failed", "interrupted"):
             raise ImportFailed(f"{source}: run {run.id[:8]} has an unknown status {run.status!r}")
-        if run.name and (not NAME_RE.fullmatch(run.name) or run.name.lower() in _catalog_ids()):
-            run = dataclasses.replace(run, name=None)  # never shadow a catalog device (as rename refuses to)
+        if run.name and name_problem(run.name):
+            run = dataclasses.replace(run, name=None)  # never shadow a device or an id (as rename refuses to)
         if profile is not None:
             bad = [f"{kind} {k} = {c.value!r}" for kind, table in (("B", profile.bandwidth), ("F", profile.peak))
                    for k, c in table.items() if not (math.isfinite(c.value) and c.value > 0)]
@@ -183,16 +183,10 @@ def _csv_run(kind: str, target: str, digest: str, device: dict[str, Any], source
     )
 
 
-def _catalog_ids() -> set[str]:
-    from rooftop.models.catalog import catalog
-
-    return {k.lower() for k in catalog()} | {"local"}
-
-
 def _import_name(store: Store, target: str) -> str | None:
     """A readable default name for a CSV import: '<target>-imported' while it is free."""
     name = f"{target}-imported"
-    if not NAME_RE.fullmatch(name):
+    if name_problem(name):
         return None
     try:
         store.run(name)

@@ -49,6 +49,7 @@ SHORT_ID = 8
 MIN_PREFIX = 4
 LOCAL = "local"  # the device id of this machine's latest measured profile (DESIGN.md, vocabulary)
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
+HEX_RE = re.compile(r"[0-9a-fA-F]+")
 
 
 class UnknownRun(StoreError, LookupError):
@@ -56,7 +57,26 @@ class UnknownRun(StoreError, LookupError):
 
 
 class BadName(StoreError, ValueError):
-    """A run name that is malformed, taken, or would shadow a catalog device."""
+    """A run name that is malformed, taken, or would shadow a catalog device or read as a run id."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a run, in words for one line; None when it can.
+
+    A run is found by name, id or id prefix (`run`), and a name works as
+    `--device NAME`; so a name must not read as either of the others: no hex
+    digits only (`abc1` could be an id prefix), no catalog device id, not `local`.
+    """
+    from rooftop.models.catalog import catalog
+
+    if not NAME_RE.fullmatch(name):
+        return "start with a letter, then letters, digits, '.', '_' or '-' (64 at most)"
+    if HEX_RE.fullmatch(name):
+        return ("a name of hex digits only (0-9, a-f) would read as a run id prefix; "
+                "add a letter after f, or a '.', '_' or '-'")
+    if name.lower() in {k.lower() for k in catalog()} | {LOCAL}:
+        return "that is already a device id (the catalog's, or `local`); choose another so --device stays unambiguous"
+    return None
 
 
 @dataclass(frozen=True)
@@ -278,15 +298,18 @@ class Store:
         return [self._run_from_row(r) for r in self.conn.execute(sql + " ORDER BY r.started_at, r.rowid", args)]
 
     def run(self, ref: str) -> Run:
-        """A run by name, full id, or unique id prefix (≥ 4 characters); UnknownRun otherwise."""
+        """A run by name, full id, or unique id prefix (≥ 4 hex digits); UnknownRun otherwise.
+
+        A reference that is both a run's name and another run's id prefix (a
+        name given before hex-only names were refused) is ambiguous, not guessed.
+        """
         want = ref.strip()
         rows = self.conn.execute(self._RUN_SELECT + " WHERE lower(r.name) = lower(?)", (want,)).fetchall()
-        if not rows:
-            rows = self.conn.execute(self._RUN_SELECT + " WHERE r.id = lower(?)", (want,)).fetchall()
-        if not rows and len(want) >= MIN_PREFIX and re.fullmatch(r"[0-9a-fA-F]+", want):
-            rows = self.conn.execute(
+        if len(want) >= MIN_PREFIX and HEX_RE.fullmatch(want):
+            named = {r[0] for r in rows}
+            rows += [r for r in self.conn.execute(
                 self._RUN_SELECT + " WHERE r.id LIKE ? ORDER BY r.id", (want.lower() + "%",)
-            ).fetchall()
+            ) if r[0] not in named]
         if len(rows) == 1:
             return self._run_from_row(rows[0])
         if rows:
@@ -394,17 +417,11 @@ class Store:
     # -- managing runs -----------------------------------------------------------
 
     def rename(self, ref: str, name: str) -> Run:
-        """Give a run a name usable wherever a device id is (`--device NAME`)."""
-        from rooftop.models.catalog import catalog
-
+        """Give a run a name usable wherever a device id is (`--device NAME`); BadName if `name_problem` says no."""
         run = self.run(ref)
-        if not NAME_RE.fullmatch(name):
-            raise BadName(
-                f"bad run name {name!r}: start with a letter, then letters, digits, '.', '_' or '-' (64 at most)"
-            )
-        if name.lower() in {k.lower() for k in catalog()} | {LOCAL}:
-            raise BadName(f"{name!r} is already a device id (the catalog's, or `local`); choose another name so "
-                          "--device stays unambiguous")
+        problem = name_problem(name)
+        if problem:
+            raise BadName(f"cannot name a run {name!r}: {problem}")
         with db.write(self.conn) as c:
             other = c.execute(
                 "SELECT id FROM runs WHERE lower(name) = lower(?) AND id != ?", (name, run.id)

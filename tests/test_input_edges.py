@@ -42,6 +42,18 @@ def test_an_import_never_shadows_a_catalog_device(tmp_path: Path) -> None:
     a.close()
 
 
+def test_an_import_never_takes_a_name_that_reads_as_a_run_id(tmp_path: Path) -> None:
+    a, ids = filled_store(tmp_path / "a.db")
+    doc = export_json(a, [a.run(ids[1])])
+    doc["runs"][0]["name"] = ids[0][:4]
+    f = tmp_path / "runs.json"
+    f.write_text(json.dumps(doc))
+    with Store.open(tmp_path / "b.db") as b:
+        import_file(b, f)
+        assert b.run(ids[1]).name is None
+    a.close()
+
+
 @pytest.mark.parametrize("value", [-1.0, 0.0, float("nan"), float("inf")])
 def test_impossible_ceilings_are_refused_on_import(tmp_path: Path, value: float) -> None:
     a, ids = filled_store(tmp_path / "a.db")

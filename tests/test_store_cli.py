@@ -78,6 +78,7 @@ def test_bad_input_is_one_line_with_exit_2(tmp_path: Path, capsys: pytest.Captur
     for argv, needle in [
         (("rename", rid, "h100"), "already a device id"),
         (("rename", rid, "9x"), "start with a letter"),
+        (("rename", rid, "abc1"), "hex digits only"),
         (("delete", "ffff"), "no run 'ffff'"),
         (("export", "--db", db), "--all"),
         (("import", str(tmp_path / "missing.json")), "cannot read"),

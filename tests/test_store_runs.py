@@ -142,6 +142,32 @@ def test_rename_rules(store: Store) -> None:
     assert store.run(a).name == "lab-h100"
 
 
+@pytest.mark.parametrize("name", ["abc1", "dead", "BEEF", "a", "cafe0123", "deadbeefdeadbeefdeadbeefdeadbeef"])
+def test_a_name_that_reads_as_a_run_id_is_refused(store: Store, name: str) -> None:
+    a = full_run(store, {"name": "A"})
+    with pytest.raises(BadName, match=r"hex digits only \(0-9, a-f\) would read as a run id prefix"):
+        store.rename(a, name)
+    assert store.run(a).name is None
+
+
+@pytest.mark.parametrize("name", ["abcg", "dead-1", "a.b", "fab_lab", "box4090"])
+def test_names_with_something_besides_hex_are_fine(store: Store, name: str) -> None:
+    a = full_run(store, {"name": "A"})
+    assert store.rename(a, name).name == name and store.run(name).id == a
+
+
+def test_a_legacy_hex_name_that_is_also_an_id_prefix_is_ambiguous(store: Store) -> None:
+    """A name given before the rule, equal to another run's id prefix: neither run is guessed."""
+    a = full_run(store, {"name": "A"})
+    b = full_run(store, {"name": "B"})
+    store.conn.execute("UPDATE runs SET name = ? WHERE id = ?", (b[:6], a))
+    with pytest.raises(UnknownRun, match="ambiguous"):
+        store.run(b[:6])
+    assert store.run(b[:8]).id == b and store.run(a).id == a
+    store.conn.execute("UPDATE runs SET name = 'feed' WHERE id = ?", (a,))
+    assert store.run("feed").id == a  # no other run's id starts so: the name still works
+
+
 def test_delete_removes_run_samples_ceilings_telemetry(store: Store) -> None:
     keep = full_run(store, {"name": "A"})
     gone = full_run(store, {"name": "B"})

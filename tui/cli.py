@@ -593,7 +593,8 @@ def add_store_commands(sub: Any) -> None:
     re_ = sub.add_parser("rename", help="give a run a name, usable as --device NAME",
                          description="Name a run; the name works wherever a device id does.")
     re_.add_argument("run", metavar="RUN", help="run id or current name")
-    re_.add_argument("name", metavar="NAME", help="letters, digits, '.', '_', '-'; starting with a letter")
+    re_.add_argument("name", metavar="NAME", help="letters, digits, '.', '_', '-'; starting with a letter; not hex "
+                                                  "digits only (that reads as a run id), not a device id")
     add_db_option(re_)
     re_.set_defaults(func=cmd_rename)
 
