@@ -5,40 +5,57 @@ telemetry and stored profile, in SI units. Importing it into another store and
 exporting again gives the same document (bar `exported_at`).
 
 CSV is the reference repository's pair, `summary.csv` (sample points) and
-`roofs.csv` (ceilings), so rooftop's measurements sit beside the published
-ones. Importing either makes each `target` a run: roofs.csv rows give its
-ceilings; summary.csv rows give its sample points and, by the reference's
-definitions, its ceilings.
+`roofs.csv` (ceilings; `refcsv` says which rows rooftop adds for the roofs the
+reference has no dtype for), so rooftop's measurements sit beside the
+published ones. A summary.csv and a roofs.csv from one folder are one export:
+importing the folder, or both files in one command, makes each `target` ONE
+run with the samples of the one and the ceilings of the other. Either file
+alone works too: roofs.csv gives ceilings only; summary.csv gives sample
+points and, by the reference's definitions, its ceilings. `CSV_LIMITS` lists
+what the CSVs cannot carry (JSON carries it all).
 
 Run ids of imports are fixed by content (run id in JSON; a hash of the CSV
-file and the target otherwise), so importing the same file twice adds nothing.
+files and the target otherwise), so importing the same files twice adds
+nothing. An import reads and checks every file before it writes, then adds all
+their runs in one transaction: a bad file is refused in one line and leaves the
+store as it was.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import math
 import hashlib
 import io
 import json
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
-from rooftop.models.profile import DeviceProfile
+from rooftop.models.calibrate import Hardware, calibrate, case_of
+from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample
 
 from . import refcsv
 from .db import StoreError
-from .runs import Run, Store, name_problem
+from .runs import HEX_RE, SHORT_ID, STATUSES, NewRun, Run, Store, name_problem
 
 FORMAT = "rooftop-runs"
 FORMAT_VERSION = 1
 CSV_NAMESPACE = uuid.UUID("8f7c5a1e-2b0d-4d5e-9a40-726f6f66746f")  # fixes CSV-import run ids by content
-IMPORT_FORMATS = "rooftop JSON (from `rooftop export --format json`), the reference roofs.csv or summary.csv"
+IMPORT_FORMATS = ("rooftop JSON (from `rooftop export --format json`), the reference summary.csv and roofs.csv, "
+                  "or a folder holding them")
+CSV_LIMITS = (
+    "CSV cannot carry a run's id, host, backend, plan, versions, status or times, its telemetry, points that were "
+    "skipped, each point's minimum time, repeats, calls, conditions and shape beyond m/n/k/reps, nor device facts "
+    "besides the name and L2 size; an imported CSV run gets an id of its own and ceilings marked imported "
+    "(its launch overhead comes back from the launch points). JSON keeps everything."
+)
+SUMMARY, ROOFS = "summary.csv", "roofs.csv"
+PAIR = f"{SUMMARY} + {ROOFS}"
 
 
 class ImportFailed(StoreError):
@@ -46,13 +63,24 @@ class ImportFailed(StoreError):
 
 
 @dataclass
+class Source:
+    """What one file (or one summary.csv + roofs.csv pair) holds, read and checked but not yet stored."""
+
+    path: str
+    kind: str  # "json", "summary.csv", "roofs.csv", "summary.csv + roofs.csv"
+    runs: list[NewRun] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was left out, for the user to see
+
+
+@dataclass
 class ImportResult:
     """What one import did: runs added, and runs already in the store (left as they were)."""
 
     path: str
-    kind: str  # "json", "roofs.csv", "summary.csv"
+    kind: str
     added: list[Run] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # ids already present
+    notes: list[str] = field(default_factory=list)
 
 
 # -- JSON ----------------------------------------------------------------------------
@@ -89,53 +117,90 @@ def export_json(store: Store, runs: Iterable[Run]) -> dict[str, Any]:
     }
 
 
-def _runs_from_json(doc: Any, source: str) -> list[tuple[Run, list[Sample], list[dict[str, Any]], DeviceProfile | None]]:
+def _json_run(d: dict[str, Any], source: str) -> NewRun:
+    """One run of a rooftop JSON export; KeyError/TypeError/ValueError… when a field is missing or wrong."""
+    run = Run(
+        id=str(d["id"]).lower(),
+        name=str(d["name"]) if d.get("name") is not None else None,
+        device_key=str(d["device_key"]),
+        host=str(d.get("host", "")),
+        device=dict(d.get("device", {})),
+        backend=str(d.get("backend", "")),
+        versions=dict(d.get("versions", {})),
+        plan=str(d.get("plan", "")),
+        started_at=float(d["started_at"]),
+        ended_at=float(d["ended_at"]) if d.get("ended_at") is not None else None,
+        status=str(d["status"]),
+        imported_from=Path(source).name,
+    )
+    telemetry = [dict(t) for t in d.get("telemetry", [])]
+    for t in telemetry:
+        float(t.get("t", 0.0))
+    return NewRun(
+        run,
+        [Sample.from_dict(s) for s in d.get("samples", [])],
+        telemetry,
+        DeviceProfile.from_dict(d["profile"]) if d.get("profile") else None,
+    )
+
+
+def _real(v: Any) -> bool:
+    """A number SQLite keeps as a number: not a string, a bool or NaN (which it would turn into NULL)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+
+
+def _json_problem(item: NewRun) -> str | None:
+    """What makes a well-formed run impossible to keep, in words; None when it is fine."""
+    run, profile = item.run, item.profile
+    if len(run.id) != 32 or any(c not in "0123456789abcdef" for c in run.id):
+        return f"has a bad id {run.id!r} (32 hex digits expected)"
+    if run.status not in STATUSES:
+        return f"has an unknown status {run.status!r}"
+    for i, s in enumerate(item.samples, start=1):
+        nums = {"flops": s.flops, "bytes": s.bytes, "footprint_bytes": s.footprint_bytes}
+        bad = [f"{k} = {v!r}" for k, v in nums.items() if not (math.isfinite(v) and v >= 0)]
+        loose = {**(dataclasses.asdict(s.stats) if s.stats else {}), "max_error": s.max_error}
+        bad += [f"{k} = {v!r}" for k, v in loose.items() if v is not None and not _real(v)]
+        if bad:
+            return f"sample {i} has impossible numbers ({', '.join(bad[:3])})"
+    if profile is not None:
+        roofs = [("B", k, c) for k, c in profile.bandwidth.items()] + [("F", k, c) for k, c in profile.peak.items()]
+        roofs += [("launch", "overhead", profile.launch_overhead)] if profile.launch_overhead else []
+        bad = [f"{kind} {k} = {c.value!r}" for kind, k, c in roofs if not (math.isfinite(c.value) and c.value > 0)]
+        if bad:
+            return f"has impossible ceilings ({', '.join(bad[:3])}); roofs must be positive, finite numbers"
+    return None
+
+
+def _json_source(p: Path, text: str) -> Source:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ImportFailed(f"{p}: invalid JSON ({exc.msg} at line {exc.lineno}); accepted: {IMPORT_FORMATS}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ImportFailed(f"{source}: JSON but not a rooftop export (no \"format\": \"{FORMAT}\"); accepted: {IMPORT_FORMATS}")
-    if int(doc.get("format_version", 0)) > FORMAT_VERSION:
-        raise ImportFailed(
-            f"{source}: written by a newer rooftop (format {doc.get('format_version')}, this one reads "
-            f"{FORMAT_VERSION}); upgrade rooftop"
-        )
-    out = []
-    for i, d in enumerate(doc.get("runs", [])):
+        raise ImportFailed(f"{p}: JSON but not a rooftop export (no \"format\": \"{FORMAT}\"); accepted: {IMPORT_FORMATS}")
+    version = doc.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ImportFailed(f"{p}: format_version {version!r} is not a whole number")
+    if version > FORMAT_VERSION:
+        raise ImportFailed(f"{p}: written by a newer rooftop (format {version}, this one reads {FORMAT_VERSION}); "
+                           "upgrade rooftop")
+    if not isinstance(doc.get("runs", []), list):
+        raise ImportFailed(f"{p}: \"runs\" must be a list of runs")
+    source = Source(str(p), "json")
+    for i, d in enumerate(doc.get("runs", []), start=1):
         try:
-            run = Run(
-                id=str(d["id"]).lower(),
-                name=d.get("name"),
-                device_key=str(d["device_key"]),
-                host=str(d.get("host", "")),
-                device=dict(d.get("device", {})),
-                backend=str(d.get("backend", "")),
-                versions=dict(d.get("versions", {})),
-                plan=str(d.get("plan", "")),
-                started_at=float(d["started_at"]),
-                ended_at=float(d["ended_at"]) if d.get("ended_at") is not None else None,
-                status=str(d["status"]),
-                imported_from=Path(source).name,
-            )
-            samples = [Sample.from_dict(s) for s in d.get("samples", [])]
-            telemetry = [dict(t) for t in d.get("telemetry", [])]
-            profile = DeviceProfile.from_dict(d["profile"]) if d.get("profile") else None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ImportFailed(f"{source}: run {i + 1} is malformed ({type(exc).__name__}: {exc})") from None
-        if len(run.id) != 32 or any(c not in "0123456789abcdef" for c in run.id):
-            raise ImportFailed(f"{source}: run {i + 1} has a bad id {run.id!r} (32 hex digits expected)")
-        if run.status not in ("running", "complete", "cancelled", "failed", "interrupted"):
-            raise ImportFailed(f"{source}: run {run.id[:8]} has an unknown status {run.status!r}")
-        if run.name and name_problem(run.name):
-            run = dataclasses.replace(run, name=None)  # never shadow a device or an id (as rename refuses to)
-        if profile is not None:
-            bad = [f"{kind} {k} = {c.value!r}" for kind, table in (("B", profile.bandwidth), ("F", profile.peak))
-                   for k, c in table.items() if not (math.isfinite(c.value) and c.value > 0)]
-            if bad:
-                raise ImportFailed(f"{source}: run {run.id[:8]} has impossible ceilings ({', '.join(bad[:3])}); "
-                                   "roofs must be positive, finite numbers")
-        out.append((run, samples, telemetry, profile))
-    return out
+            item = _json_run(d, str(p))
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            raise ImportFailed(f"{p}: run {i} is malformed ({type(exc).__name__}: {exc})") from None
+        problem = _json_problem(item)
+        if problem:
+            raise ImportFailed(f"{p}: run {i} ({item.run.id[:8]}) {problem}")
+        source.runs.append(item)
+    return source
 
 
-# -- CSV -------------------------------------------------------------------------------
+# -- CSV export ----------------------------------------------------------------------
 
 
 def _csv_text(rows: list[dict[str, str]], columns: tuple[str, ...]) -> str:
@@ -151,26 +216,71 @@ def csv_target(run: Run) -> str:
     return str(run.device.get("target") or run.label) if run.backend == "reference-csv" else run.label
 
 
+def _targets(runs: Iterable[Run]) -> list[tuple[Run, str]]:
+    """Each run with a target no other run of the export has (an import would merge runs sharing one)."""
+    used: set[str] = set()
+    out = []
+    for run in runs:
+        target = next(t for t in (csv_target(run), run.label, run.id) if t not in used)
+        used.add(target)
+        out.append((run, target))
+    return out
+
+
 def export_csv(store: Store, runs: Iterable[Run]) -> dict[str, str]:
     """The reference pair for the runs: {'summary.csv': text, 'roofs.csv': text}. `target`: see csv_target."""
     summary: list[dict[str, str]] = []
     roofs: list[dict[str, str]] = []
-    for run in runs:
-        target = csv_target(run)
+    for run, target in _targets(runs):
         profile = store.stored_profile(run.id)
         l2 = (profile.l2_bytes if profile else None) or run.device.get("l2_bytes")
         summary += refcsv.summary_rows(target, run.device_name, l2, store.samples(run.id))
         if profile:
             roofs += refcsv.roofs_rows(target, profile)
     return {
-        "summary.csv": _csv_text(summary, refcsv.SUMMARY_COLUMNS),
-        "roofs.csv": _csv_text(roofs, refcsv.ROOFS_COLUMNS),
+        SUMMARY: _csv_text(summary, refcsv.SUMMARY_COLUMNS),
+        ROOFS: _csv_text(roofs, refcsv.ROOFS_COLUMNS),
     }
+
+
+# -- CSV import --------------------------------------------------------------------------
+
+
+@dataclass
+class CsvFile:
+    """One reference CSV, read and checked: summary.csv's groups by target, or roofs.csv's roofs by target."""
+
+    path: Path
+    kind: str  # SUMMARY or ROOFS
+    digest: str  # of the file's bytes: fixes the ids of the runs it gives
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # summary.csv: see refcsv.group_summary
+    roofs: dict[str, refcsv.Roofs] = field(default_factory=dict)  # roofs.csv
+    notes: list[str] = field(default_factory=list)
+
+
+def read_csv(p: Path, text: str, digest: str) -> CsvFile:
+    """Tell summary.csv from roofs.csv by their columns and read every row; ImportFailed naming the row."""
+    try:
+        reader = csv.DictReader(io.StringIO(text))
+        header = [h.strip() for h in reader.fieldnames or []]
+        reader.fieldnames = header
+        rows = [r for r in reader if any((v or "").strip() for v in r.values() if isinstance(v, str))]
+        if set(refcsv.ROOFS_COLUMNS[:4]) <= set(header):
+            roofs, notes = refcsv.read_roofs(rows)
+            return CsvFile(p, ROOFS, digest, roofs=roofs, notes=notes)
+        if set(refcsv.SUMMARY_REQUIRED) <= set(header):
+            return CsvFile(p, SUMMARY, digest, groups=refcsv.group_summary(rows))
+    except refcsv.CsvFormatError as exc:
+        raise ImportFailed(f"{p}: {exc}") from None
+    except csv.Error as exc:
+        raise ImportFailed(f"{p}: not a readable CSV ({exc}); accepted: {IMPORT_FORMATS}") from None
+    raise ImportFailed(f"{p}: unrecognised columns ({', '.join(header[:6]) or 'none'}…); accepted: {IMPORT_FORMATS}")
 
 
 def _csv_run(kind: str, target: str, digest: str, device: dict[str, Any], source: str, now: float) -> Run:
     return Run(
         id=uuid.uuid5(CSV_NAMESPACE, f"{kind}\n{digest}\n{target}").hex,
+        name=_import_name(target),
         device_key=f"reference-csv/{target}",
         host="",
         device=device,
@@ -183,79 +293,146 @@ def _csv_run(kind: str, target: str, digest: str, device: dict[str, Any], source
     )
 
 
-def _import_name(store: Store, target: str) -> str | None:
-    """A readable default name for a CSV import: '<target>-imported' while it is free."""
-    name = f"{target}-imported"
-    if name_problem(name):
-        return None
-    try:
-        store.run(name)
-    except StoreError:
-        return name
-    return None
+def _import_name(target: str) -> str | None:
+    """A readable name for a CSV import: 'h100-imported'; 'run-298d77dc-imported' for a run exported by id.
+
+    Dropped on insert when another run has it; the run stays reachable by id.
+    """
+    by_id = len(target) == SHORT_ID and HEX_RE.fullmatch(target)  # an unnamed run's label
+    base = f"run-{target}" if by_id or not target[:1].isalpha() else target
+    return None if name_problem(f"{base}-imported") else f"{base}-imported"
+
+
+def _summary_source(f: CsvFile, now: float) -> Source:
+    """summary.csv alone: each target's points, and ceilings by the reference's definitions."""
+    source = Source(str(f.path), SUMMARY)
+    for target, g in f.groups.items():
+        device = {"name": g["device"], "target": target, "l2_bytes": g["l2_bytes"]}
+        bandwidth, peak = refcsv.reference_ceilings(g["samples"])
+        prof = DeviceProfile(id=target, name=g["device"], source="imported", bandwidth=bandwidth, peak=peak,
+                             l2_bytes=g["l2_bytes"]) if (bandwidth or peak) else None
+        run = _csv_run(SUMMARY, target, f.digest, device, f.path.name, now)
+        source.runs.append(NewRun(run, g["samples"], (), prof))
+    return source
+
+
+def _roofs_source(f: CsvFile, now: float) -> Source:
+    """roofs.csv alone: each target's ceilings, no points."""
+    source = Source(str(f.path), ROOFS, notes=list(f.notes))
+    for target, r in f.roofs.items():
+        prof = DeviceProfile(id=target, name=target, source="imported", bandwidth=r.bandwidth, peak=r.peak)
+        run = _csv_run(ROOFS, target, f.digest, {"name": target, "target": target}, f.path.name, now)
+        source.runs.append(NewRun(run, (), (), prof))
+    return source
+
+
+def _stability(c: Ceiling, samples: Sequence[Sample], path: str | None) -> Ceiling:
+    """roofs.csv has no column for a ceiling's stability; its points in summary.csv do (their IQR)."""
+    same = [s for s in samples if s.stats and case_of(s) == c.case and (path is None or s.path == path)]
+    return c if not same or any(s.stable for s in same) else dataclasses.replace(c, stable=False)
+
+
+def _pair_profile(
+    target: str, name: str, l2: float | None, samples: Sequence[Sample], r: refcsv.Roofs
+) -> DeviceProfile:
+    """roofs.csv's ceilings as they were, plus what calibration gets back from the points: the launch
+    overhead and the list of unstable points (the device kind only moves B, which roofs.csv gives)."""
+    cal = calibrate(samples, Hardware(kind="gpu", name=name, l2_bytes=l2)).profile
+    launch = dataclasses.replace(cal.launch_overhead, source="imported") if cal.launch_overhead else None
+    return DeviceProfile(
+        id=target, name=name, source="imported", l2_bytes=l2, launch_overhead=launch, extra=dict(cal.extra),
+        bandwidth={k: _stability(c, samples, None) for k, c in r.bandwidth.items()},
+        peak={k: _stability(c, samples, k) for k, c in r.peak.items()},
+    )
+
+
+def _pair_source(summary: CsvFile, roofs: CsvFile, now: float) -> Source:
+    """One export: per target, ONE run with summary.csv's points and roofs.csv's ceilings."""
+    source = Source(f"{summary.path} + {roofs.path}", PAIR, notes=list(roofs.notes))
+    digest = f"{summary.digest}\n{roofs.digest}"
+    for target in dict.fromkeys([*summary.groups, *roofs.roofs]):
+        g = summary.groups.get(target, {"device": target, "l2_bytes": None, "samples": []})
+        r = roofs.roofs.get(target)
+        device = {"name": g["device"], "target": target, "l2_bytes": g["l2_bytes"]}
+        prof = _pair_profile(target, g["device"], g["l2_bytes"], g["samples"], r) if r else None
+        run = _csv_run(PAIR, target, digest, device, f"{summary.path.name} + {roofs.path.name}", now)
+        source.runs.append(NewRun(run, g["samples"], (), prof))
+    return source
+
+
+def _csv_sources(files: list[CsvFile], now: float) -> list[Source]:
+    """The CSVs of one folder: a summary.csv with a roofs.csv is one pair; otherwise each file on its own."""
+    summaries = [f for f in files if f.kind == SUMMARY]
+    roofs = [f for f in files if f.kind == ROOFS]
+    if summaries and roofs:
+        if len(summaries) > 1 or len(roofs) > 1:
+            raise ImportFailed(
+                f"{files[0].path.parent}: {len(summaries)} summary.csv and {len(roofs)} roofs.csv files from one "
+                "folder; a folder's summary.csv and roofs.csv import together, so give one pair at a time"
+            )
+        return [_pair_source(summaries[0], roofs[0], now)]
+    return [_summary_source(f, now) if f.kind == SUMMARY else _roofs_source(f, now) for f in files]
 
 
 # -- import ------------------------------------------------------------------------------
 
 
-def import_file(store: Store, path: str | Path) -> ImportResult:
-    """Import one file (format detected from its content); nothing already present is duplicated."""
-    p = Path(path)
+def _files(paths: Iterable[str | Path]) -> list[Path]:
+    """The files to read: each path, a folder as its summary.csv and roofs.csv; each file once."""
+    out: dict[Path, Path] = {}
+    for p in map(Path, paths):
+        found = [f for f in (p / SUMMARY, p / ROOFS) if f.is_file()] if p.is_dir() else [p]
+        if not found:
+            raise ImportFailed(f"{p}: a folder without {SUMMARY} or {ROOFS}; a folder import reads the pair "
+                               "`rooftop export --format csv` writes")
+        for f in found:
+            out.setdefault(f.resolve(), f)
+    return list(out.values())
+
+
+def _read_text(p: Path) -> tuple[str, str]:
+    """The file's text and the digest of its bytes."""
     try:
         raw = p.read_bytes()
     except OSError as exc:
         raise ImportFailed(f"cannot read {p}: {exc.strerror or exc}") from None
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig"), hashlib.sha256(raw).hexdigest()
     except UnicodeDecodeError:
         raise ImportFailed(f"{p}: not a text file; accepted: {IMPORT_FORMATS}") from None
-    if text.lstrip().startswith(("{", "[")):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ImportFailed(f"{p}: invalid JSON ({exc.msg} at line {exc.lineno}); accepted: {IMPORT_FORMATS}") from None
-        result = ImportResult(str(p), "json")
-        for run, samples, telemetry, profile in _runs_from_json(doc, str(p)):
-            (result.added.append(store.run(run.id)) if store.insert_run(run, samples, telemetry, profile)
-             else result.skipped.append(run.id))
-        return result
-    return _import_csv(store, p, text, hashlib.sha256(raw).hexdigest())
 
 
-def _import_csv(store: Store, p: Path, text: str, digest: str) -> ImportResult:
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in reader.fieldnames or []]
-    reader.fieldnames = header
-    rows = [r for r in reader if any((v or "").strip() for v in r.values() if isinstance(v, str))]
+def read_sources(paths: Iterable[str | Path]) -> list[Source]:
+    """Read and check every file (format from content) without touching a store; ImportFailed on the first problem."""
     now = time.time()
-    try:
-        if set(refcsv.ROOFS_COLUMNS[:4]) <= set(header):
-            result = ImportResult(str(p), "roofs.csv")
-            for prof in refcsv.profiles_from_roofs(rows):
-                run = _csv_run("roofs.csv", prof.id, digest, {"name": prof.id, "target": prof.id}, p.name, now)
-                run = dataclasses.replace(run, name=_import_name(store, prof.id))
-                _add(store, result, run, [], prof)
-            return result
-        if set(refcsv.SUMMARY_REQUIRED) <= set(header):
-            result = ImportResult(str(p), "summary.csv")
-            for target, g in refcsv.group_summary(rows).items():
-                device = {"name": g["device"], "target": target, "l2_bytes": g["l2_bytes"]}
-                run = _csv_run("summary.csv", target, digest, device, p.name, now)
-                run = dataclasses.replace(run, name=_import_name(store, target))
-                bandwidth, peak = refcsv.reference_ceilings(g["samples"])
-                prof = DeviceProfile(id=target, name=g["device"], source="imported", bandwidth=bandwidth, peak=peak,
-                                     l2_bytes=g["l2_bytes"]) if (bandwidth or peak) else None
-                _add(store, result, run, g["samples"], prof)
-            return result
-    except refcsv.CsvFormatError as exc:
-        raise ImportFailed(f"{p}: {exc}") from None
-    raise ImportFailed(
-        f"{p}: unrecognised columns ({', '.join(header[:6]) or 'none'}…); accepted: {IMPORT_FORMATS}"
-    )
+    order: list[Source | Path] = []
+    folders: dict[Path, list[CsvFile]] = {}
+    for p in _files(paths):
+        text, digest = _read_text(p)
+        if text.lstrip().startswith(("{", "[")):
+            order.append(_json_source(p, text))
+            continue
+        f = read_csv(p, text, digest)
+        folder = p.resolve().parent
+        if folder not in folders:
+            order.append(folder)
+        folders.setdefault(folder, []).append(f)
+    return [s for item in order for s in ([item] if isinstance(item, Source) else _csv_sources(folders[item], now))]
 
 
-def _add(store: Store, result: ImportResult, run: Run, samples: list[Sample], prof: DeviceProfile | None) -> None:
-    if store.insert_run(run, samples, (), prof):
-        result.added.append(store.run(run.id))
-    else:
-        result.skipped.append(run.id)
+def import_paths(store: Store, paths: Iterable[str | Path]) -> list[ImportResult]:
+    """Import files and folders: all their runs in one transaction, or nothing; what is present is not duplicated."""
+    sources = read_sources(paths)
+    added = iter(store.insert_runs([item for s in sources for item in s.runs]))
+    results = []
+    for s in sources:
+        res = ImportResult(s.path, s.kind, notes=list(s.notes))
+        for item in s.runs:
+            (res.added.append(store.run(item.run.id)) if next(added) else res.skipped.append(item.run.id))
+        results.append(res)
+    return results
+
+
+def import_file(store: Store, path: str | Path) -> ImportResult:
+    """Import one file (or a folder holding a CSV export) in one transaction."""
+    return import_paths(store, [path])[0]

@@ -5,15 +5,31 @@ GPU and dtype. rooftop writes both so its measurements sit beside the
 published ones, and reads both so published (or a colleague's) measurements
 become profiles and plottable points. Units: the CSVs use ms, GB/s, TFLOP/s;
 rooftop converts to SI at this boundary and nowhere else.
+
+roofs.csv keeps the reference's columns and rows exactly: one row per target
+and matmul dtype (`fp64 fp32 tf32 fp16 bf16 fp8_e4m3 int8 nvfp4`) with the
+DRAM bandwidth B, the peak F and the ridge. A rooftop profile has roofs the
+reference's roofs.csv has no dtype for, so rooftop adds rows of the same
+columns after those, named in `dtype` by rooftop's own key — rows a reader
+that knows only the reference dtypes passes over (as the catalog's does):
+
+- a compute path without a reference dtype (`fp32-fma`, `fp64-fma`, …): B
+  (dram), F and ridge, like a reference row;
+- a memory level other than dram (`l2`, `nvlink`, `pcie`): its B and
+  `bw_case`, with `peak_tflop_s` and `ridge_flop_byte` empty;
+- `dram` itself, only when the profile has no compute path at all (a
+  bandwidth-only run), so its B is not lost.
+A compute-only profile leaves `bandwidth_gb_s` and the ridge empty.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from rooftop.models.catalog import REFERENCE_DTYPE_PATH, reference_profiles
-from rooftop.models.paths import PATHS, fma_path
+from rooftop.models.catalog import REFERENCE_DTYPE_PATH
+from rooftop.models.paths import LEVELS, PATHS, fma_path
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import DATA_MOVING, Sample, TimeStats
 from rooftop.models.units import MiB
@@ -88,42 +104,76 @@ def summary_rows(target: str, device: str, l2_bytes: float | None, samples: Iter
     return rows
 
 
+def roof_dtype(path: str) -> str:
+    """The roofs.csv `dtype` of a compute path: the reference's name for a matmul path, else rooftop's key."""
+    return PATH_REFERENCE_DTYPE.get(path, path)
+
+
+def roof_key(dtype: str) -> tuple[str, str] | None:
+    """What a roofs.csv `dtype` names: ("peak", compute path) or ("bandwidth", memory level); None if unknown."""
+    d = dtype.strip().lower()
+    if d in REFERENCE_DTYPE_PATH:
+        return "peak", REFERENCE_DTYPE_PATH[d]
+    if d in PATHS:
+        return "peak", d
+    if d in LEVELS:
+        return "bandwidth", d
+    return None
+
+
+def _roof_row(target: str, dtype: str, bw: Ceiling | None, f: Ceiling | None) -> dict[str, str]:
+    return {
+        "target": target,
+        "dtype": dtype,
+        "bandwidth_gb_s": _fmt(bw.value / 1e9 if bw else None),
+        "peak_tflop_s": _fmt(f.value / 1e12 if f else None),
+        "ridge_flop_byte": _fmt(f.value / bw.value if f and bw else None),
+        "bw_case": bw.case if bw else "",
+        "compute_case": f.case if f else "",
+    }
+
+
 def roofs_rows(target: str, profile: DeviceProfile) -> list[dict[str, str]]:
-    """roofs.csv rows: one per matmul path the profile has, against its dram bandwidth."""
-    bw = profile.bandwidth.get("dram")
-    if bw is None:
-        return []
-    rows = []
-    for path in profile.paths():
-        dtype = PATH_REFERENCE_DTYPE.get(path)
-        if dtype is None:  # FMA paths live in the reference's fma.csv, not roofs.csv
-            continue
-        f = profile.peak[path]
-        rows.append({
-            "target": target,
-            "dtype": dtype,
-            "bandwidth_gb_s": _fmt(bw.value / 1e9),
-            "peak_tflop_s": _fmt(f.value / 1e12),
-            "ridge_flop_byte": _fmt(f.value / bw.value),
-            "bw_case": bw.case,
-            "compute_case": f.case,
-        })
-    return rows
+    """roofs.csv rows for every roof and slope of the profile (the module docstring says which rows)."""
+    dram = profile.bandwidth.get("dram")
+    paths = sorted(profile.paths(), key=lambda p: p not in PATH_REFERENCE_DTYPE)  # the reference's rows first
+    rows = [_roof_row(target, roof_dtype(p), dram, profile.peak[p]) for p in paths]
+    levels = [lv for lv in profile.levels() if lv != "dram" or not rows]
+    return rows + [_roof_row(target, lv, profile.bandwidth[lv], None) for lv in levels]
 
 
 # -- import ------------------------------------------------------------------------
 
 
-def _float(row: Mapping[str, str], col: str, line: int, required: bool = True) -> float | None:
+def _text(row: Mapping[str, str], col: str, line: int) -> str:
+    text = (row.get(col) or "").strip()
+    if not text:
+        raise CsvFormatError(f"row {line}: {col} is empty")
+    return text
+
+
+def _float(row: Mapping[str, str], col: str, line: int, required: bool = True, positive: bool = False) -> float | None:
+    """A number of the row: finite and never negative (zero too is refused where `positive`)."""
     text = (row.get(col) or "").strip()
     if not text:
         if required:
             raise CsvFormatError(f"row {line}: {col} is empty")
         return None
     try:
-        return float(text)
+        v = float(text)
     except ValueError:
         raise CsvFormatError(f"row {line}: {col} = {text!r} is not a number") from None
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        want = "a positive number" if positive else "a number ≥ 0"
+        raise CsvFormatError(f"row {line}: {col} = {text!r} is not {want}")
+    return v
+
+
+def _whole(row: Mapping[str, str], col: str, line: int) -> int | None:
+    v = _float(row, col, line, required=False)
+    if v is not None and not v.is_integer():
+        raise CsvFormatError(f"row {line}: {col} = {row[col].strip()!r} is not a whole number")
+    return None if v is None else int(v)
 
 
 def sample_from_summary(row: Mapping[str, str], line: int) -> Sample:
@@ -133,10 +183,10 @@ def sample_from_summary(row: Mapping[str, str], line: int) -> Sample:
     if not family or not dtype:
         raise CsvFormatError(f"row {line}: family and dtype are required")
     dtype = FROM_REFERENCE_DTYPE.get(dtype, dtype)
-    shape = {c: int(v) for c in SHAPE_COLUMNS if (v := _float(row, c, line, required=False)) is not None}
-    median = _float(row, "median_ms", line) / 1e3  # type: ignore[operator]
-    p10 = _float(row, "p10_ms", line, required=False)
-    p90 = _float(row, "p90_ms", line, required=False)
+    shape = {c: v for c in SHAPE_COLUMNS if (v := _whole(row, c, line)) is not None}
+    median = _float(row, "median_ms", line, positive=True) / 1e3  # type: ignore[operator]
+    p10 = _float(row, "p10_ms", line, required=False, positive=True)
+    p90 = _float(row, "p90_ms", line, required=False, positive=True)
     iqr = _float(row, "iqr_ratio", line, required=False)
     stats = TimeStats(
         median_s=median,
@@ -200,24 +250,52 @@ def reference_ceilings(samples: Iterable[Sample], source: str = "imported") -> t
     return bandwidth, peak
 
 
-def profiles_from_roofs(rows: list[dict[str, str]]) -> list[DeviceProfile]:
-    """roofs.csv rows as profiles, through the catalog's own converter (source 'imported')."""
+@dataclass
+class Roofs:
+    """One target's ceilings as roofs.csv gives them: B per memory level, F per compute path (SI units)."""
+
+    bandwidth: dict[str, Ceiling] = field(default_factory=dict)
+    peak: dict[str, Ceiling] = field(default_factory=dict)
+
+
+def _keep_best(table: dict[str, Ceiling], key: str, c: Ceiling) -> None:
+    """B and F are the best a device reached, so of two rows for one roof the higher stands."""
+    if key not in table or c.value > table[key].value:
+        table[key] = c
+
+
+def read_roofs(rows: list[dict[str, str]], source: str = "imported") -> tuple[dict[str, Roofs], list[str]]:
+    """roofs.csv rows by target, in file order; and a note for rows of a dtype rooftop does not know (left out)."""
+    out: dict[str, Roofs] = {}
+    unknown: dict[str, int] = {}
     for i, r in enumerate(rows, start=2):
-        for col in ("target", "dtype", "bandwidth_gb_s", "peak_tflop_s"):
-            if not (r.get(col) or "").strip():
-                raise CsvFormatError(f"row {i}: {col} is empty")
-        for col in ("bandwidth_gb_s", "peak_tflop_s"):
-            _float(r, col, i)
-    return reference_profiles(rows, source="imported")
+        target, dtype = _text(r, "target", i), _text(r, "dtype", i)
+        key = roof_key(dtype)
+        if key is None:
+            unknown[dtype] = unknown.get(dtype, 0) + 1
+            continue
+        kind, name = key
+        roofs = out.setdefault(target, Roofs())
+        bw_case, compute_case = (r.get("bw_case") or "").strip(), (r.get("compute_case") or "").strip()
+        if kind == "peak":
+            f = _float(r, "peak_tflop_s", i, positive=True)
+            _keep_best(roofs.peak, name, Ceiling(f * 1e12, source, compute_case))  # type: ignore[operator]
+            level, b = "dram", _float(r, "bandwidth_gb_s", i, required=False, positive=True)
+        else:
+            if (r.get("peak_tflop_s") or "").strip():
+                raise CsvFormatError(f"row {i}: a {name} row is a memory level's bandwidth; peak_tflop_s must be empty")
+            level, b = name, _float(r, "bandwidth_gb_s", i, positive=True)
+        if b is not None:
+            _keep_best(roofs.bandwidth, level, Ceiling(b * 1e9, source, bw_case))
+    notes = [f"left out {n} row{'s' if n > 1 else ''} of unknown dtype {d!r}" for d, n in unknown.items()]
+    return out, notes
 
 
 def group_summary(rows: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
     """summary.csv rows by target: its device name, L2 size and samples, in file order."""
     out: dict[str, dict[str, Any]] = {}
     for i, r in enumerate(rows, start=2):
-        target = (r.get("target") or "").strip()
-        if not target:
-            raise CsvFormatError(f"row {i}: target is empty")
+        target = _text(r, "target", i)
         g = out.setdefault(target, {"device": (r.get("device") or "").strip() or target,
                                     "l2_bytes": _float(r, "l2_bytes", i, required=False), "samples": []})
         g["samples"].append(sample_from_summary(r, i))

@@ -33,7 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
@@ -110,6 +110,16 @@ class Run:
     @property
     def device_name(self) -> str:
         return str(self.device.get("name") or self.device_key)
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """A whole run read from a file, ready for `Store.insert_runs`."""
+
+    run: Run
+    samples: Sequence[Sample] = ()
+    telemetry: Sequence[Mapping[str, Any]] = ()
+    profile: DeviceProfile | None = None
 
 
 def default_versions() -> dict[str, str]:
@@ -455,31 +465,26 @@ class Store:
         telemetry: Iterable[Mapping[str, Any]] = (),
         profile: DeviceProfile | None = None,
     ) -> bool:
-        """Add a whole run from elsewhere (an import) in one transaction; False if its id is already here.
+        """Add a whole run from elsewhere (an import) in one transaction; False if its id is already here."""
+        return self.insert_runs([NewRun(run, list(samples), list(telemetry), profile)])[0]
 
-        One transaction: an import cut off half-way leaves nothing, so importing the file again completes it.
+    def insert_runs(self, items: Sequence[NewRun]) -> list[bool]:
+        """Add whole runs from elsewhere in ONE transaction; for each, False if its id was already here.
+
+        All or nothing: an import cut off half-way (or refused by SQLite) leaves
+        the store as it was, so importing the files again completes it. A run's
+        name is kept only when it is free and `name_problem` allows it; the run
+        stays reachable by id either way.
         """
-        status = "interrupted" if run.status == "running" else run.status  # nobody here owns it
+        added = []
         with db.write(self.conn) as c:
-            if c.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)).fetchone():
-                return False
-            name = run.name
-            if name and c.execute("SELECT 1 FROM runs WHERE lower(name) = lower(?)", (name,)).fetchone():
-                name = None  # keep the local run's name; the imported one is reachable by id
-            c.execute(
-                "INSERT INTO runs (id, name, device_key, host, device_json, backend, versions_json, plan,"
-                " imported_from, started_at, ended_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run.id, name, run.device_key, run.host, _dumps(dict(run.device)), run.backend,
-                    _dumps(dict(run.versions)), run.plan, run.imported_from or "file", run.started_at,
-                    run.ended_at, status,
-                ),
-            )
-            _insert_samples(c, run.id, samples)
-            _insert_telemetry(c, run.id, telemetry)
-            if profile is not None:
-                _replace_ceilings(c, run.id, profile)
-        return True
+            for item in items:
+                try:
+                    added.append(_insert_new_run(c, item))
+                except sqlite3.IntegrityError as exc:  # bad data, not a damaged file: say which run
+                    raise StoreError(f"run {item.run.id[:SHORT_ID]} from {item.run.imported_from or 'a file'} "
+                                     f"cannot be stored ({exc}); nothing was imported") from None
+        return added
 
     # -- saved what-if ops -------------------------------------------------------
 
@@ -509,6 +514,31 @@ class Store:
 
 
 # -- writes inside a caller's transaction ------------------------------------------------
+
+
+def _insert_new_run(c: sqlite3.Connection, item: NewRun) -> bool:
+    run = item.run
+    if c.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)).fetchone():
+        return False
+    name = run.name
+    taken = bool(name) and c.execute("SELECT 1 FROM runs WHERE lower(name) = lower(?)", (name,)).fetchone()
+    if name and (taken or name_problem(name)):
+        name = None  # keep the local run's name, never shadow a device or an id; reachable by id
+    status = "interrupted" if run.status == "running" else run.status  # nobody here owns it
+    c.execute(
+        "INSERT INTO runs (id, name, device_key, host, device_json, backend, versions_json, plan,"
+        " imported_from, started_at, ended_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run.id, name, run.device_key, run.host, _dumps(dict(run.device)), run.backend,
+            _dumps(dict(run.versions)), run.plan, run.imported_from or "file", run.started_at,
+            run.ended_at, status,
+        ),
+    )
+    _insert_samples(c, run.id, item.samples)
+    _insert_telemetry(c, run.id, item.telemetry)
+    if item.profile is not None:
+        _replace_ceilings(c, run.id, item.profile)
+    return True
 
 
 def _insert_samples(c: sqlite3.Connection, run_id: str, samples: Iterable[Sample]) -> list[int]:

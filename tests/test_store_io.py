@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from rooftop.models.units import MiB
 from rooftop.store import refcsv
 from rooftop.store.io import ImportFailed, export_csv, export_json, import_file
 from rooftop.store.runs import Store
+from rooftop.tui.cli import main
 
 ROOFS = resources.files("rooftop.models").joinpath("data/reference/roofs.csv")
 
@@ -194,12 +196,12 @@ def test_csv_export_writes_the_reference_columns_and_reimports(tmp_path: Path) -
                                                                                 "lab-a", "Test GPU")
     assert float(g["median_ms"]) == pytest.approx(1.5)
     assert float(g["tflop_s"]) == pytest.approx(2 * 4096 * 8192 * 8192 / 1.5e-3 / 1e12)
-    assert {r["dtype"] for r in roofs} == {"bf16", "fp8_e4m3"}  # FMA paths belong to fma.csv
+    assert [r["dtype"] for r in roofs] == ["bf16", "fp8_e4m3", "fp32-fma"]  # the reference's rows, then rooftop's
     for r in roofs:
         assert float(r["ridge_flop_byte"]) == pytest.approx(1000 * float(r["peak_tflop_s"]) / float(r["bandwidth_gb_s"]))
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    with Store.open(tmp_path / "b.db") as b:
+    with Store.open(tmp_path / "b.db") as b:  # each file on its own: one run of ceilings, one of points
         import_file(b, tmp_path / "roofs.csv")
         import_file(b, tmp_path / "summary.csv")
         back = b.stored_profile(b.runs()[0].id)
@@ -226,27 +228,93 @@ def test_reference_import_exports_under_its_own_target(tmp_path: Path) -> None:
             assert float(got["ridge_flop_byte"]) == pytest.approx(float(want["ridge_flop_byte"]), rel=1e-12)
 
 
-@pytest.mark.parametrize(
-    "name, content, match",
-    [
-        ("x.json", '{"format": "something-else"}', "not a rooftop export"),
-        ("x.json", '{"format": "rooftop-runs", "format_version": 99, "runs": []}', "newer rooftop"),
-        ("x.json", '{"format": "rooftop-runs", "runs": [{"id": "zz"}]}', "malformed"),
-        ("x.json", "{not json", "invalid JSON"),
-        ("x.csv", "a,b,c\n1,2,3\n", "unrecognised columns"),
-        ("r.csv", "target,dtype,bandwidth_gb_s,peak_tflop_s\nh1,bf16,fast,3\n", "row 2: bandwidth_gb_s"),
-        ("s.csv", "family,dtype,bytes,flops,target,median_ms\ngemm,bf16,1,2,t,\n", "row 2: median_ms is empty"),
-        ("b.bin", b"\xff\xfe\x00\x81binary", "not a text file"),
-    ],
-)
+ROOFS_HEAD = "target,dtype,bandwidth_gb_s,peak_tflop_s\n"
+SUMMARY_HEAD = "family,dtype,m,bytes,flops,target,median_ms\n"
+BAD_FILES = [
+    ("x.json", '{"format": "something-else"}', "not a rooftop export"),
+    ("x.json", '{"format": "rooftop-runs", "format_version": 99, "runs": []}', "newer rooftop"),
+    ("x.json", '{"format": "rooftop-runs", "format_version": "x", "runs": []}', "format_version 'x' is not a whole"),
+    ("x.json", '{"format": "rooftop-runs", "runs": {"a": 1}}', '"runs" must be a list'),
+    ("x.json", '{"format": "rooftop-runs", "runs": [{"id": "zz"}]}', "malformed"),
+    ("x.json", "{not json", "invalid JSON"),
+    ("x.csv", "a,b,c\n1,2,3\n", "unrecognised columns"),
+    ("x.csv", ROOFS_HEAD + 'h1,bf16,4,"' + "x" * 200_000 + '"\n', "not a readable CSV"),
+    ("r.csv", ROOFS_HEAD + "h1,bf16,fast,3\n", "row 2: bandwidth_gb_s"),
+    ("r.csv", ROOFS_HEAD + "h1,bf16,3000,800\nh1,bf16,nan,3\n", "row 3: bandwidth_gb_s = 'nan' is not a positive"),
+    ("r.csv", ROOFS_HEAD + "h1,bf16,-4,3\n", "bandwidth_gb_s = '-4' is not a positive number"),
+    ("r.csv", ROOFS_HEAD + "h1,bf16,4,0\n", "peak_tflop_s = '0' is not a positive number"),
+    ("r.csv", ROOFS_HEAD + "h1,bf16,4,1e400\n", "peak_tflop_s = '1e400' is not a positive number"),
+    ("r.csv", ROOFS_HEAD + "h1,l2,4,3\n", "row 2: a l2 row is a memory level's bandwidth; peak_tflop_s must be empty"),
+    ("r.csv", ROOFS_HEAD + "h1,,4,3\n", "row 2: dtype is empty"),
+    ("s.csv", SUMMARY_HEAD + "gemm,bf16,8,1,2,t,\n", "row 2: median_ms is empty"),
+    ("s.csv", SUMMARY_HEAD + "gemm,bf16,8,1,2,t,0\n", "row 2: median_ms = '0' is not a positive number"),
+    ("s.csv", SUMMARY_HEAD + "gemm,bf16,8,1,2,t,-1\n", "median_ms = '-1' is not a positive number"),
+    ("s.csv", SUMMARY_HEAD + "gemm,bf16,8,1,2,t,inf\n", "median_ms = 'inf' is not a positive number"),
+    ("s.csv", SUMMARY_HEAD + "gemm,bf16,nan,1,2,t,1\n", "m = 'nan' is not a number ≥ 0"),
+    ("s.csv", SUMMARY_HEAD + "gemm,bf16,1e400,1,2,t,1\n", "m = '1e400' is not a number ≥ 0"),
+    ("s.csv", SUMMARY_HEAD + "gemm,bf16,1.5,1,2,t,1\n", "m = '1.5' is not a whole number"),
+    ("s.csv", SUMMARY_HEAD + "gemm,bf16,8,nan,2,t,1\n", "bytes = 'nan' is not a number ≥ 0"),
+    ("b.bin", b"\xff\xfe\x00\x81binary", "not a text file"),
+]
+
+
+@pytest.mark.parametrize("name, content, match", BAD_FILES)
 def test_bad_files_are_refused_in_one_line_and_change_nothing(tmp_path: Path, name: str, content, match: str) -> None:
     f = tmp_path / name
     f.write_bytes(content if isinstance(content, bytes) else content.encode())
     with Store.open(tmp_path / "s.db") as store:
-        with pytest.raises(ImportFailed, match=match) as exc:
+        with pytest.raises(ImportFailed, match=re.escape(match)) as exc:
             import_file(store, f)
         assert str(f) in str(exc.value) and "\n" not in str(exc.value)
         assert store.runs() == []
+
+
+def _set(path: tuple, value: object):  # noqa: ANN202 - a doc mutator
+    def change(doc: dict) -> None:
+        node = doc["runs"][0]
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return change
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (_set(("samples", 0, "flops"), float("nan")), "sample 1 has impossible numbers (flops = nan)"),
+        (_set(("samples", 1, "bytes"), -1.0), "sample 2 has impossible numbers (bytes = -1.0)"),
+        (_set(("samples", 0, "stats", "median_s"), "fast"), "sample 1 has impossible numbers (median_s = 'fast')"),
+        (_set(("samples", 0, "max_error"), "tiny"), "max_error = 'tiny'"),
+        (_set(("samples", 0, "shape", "n"), 1e400), "malformed (OverflowError"),
+        (_set(("telemetry", 0, "t"), "noon"), "malformed (ValueError"),
+        (_set(("profile", "launch_overhead"), -1.0), "impossible ceilings (launch overhead = -1.0)"),
+        (_set(("status",), "paused"), "unknown status 'paused'"),
+    ],
+)
+def test_impossible_json_runs_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], change, match: str) -> None:
+    a, ids = filled_store(tmp_path / "a.db")
+    doc = export_json(a, [a.run(ids[0])])
+    a.close()
+    change(doc)
+    f = tmp_path / "runs.json"
+    f.write_text(json.dumps(doc))  # NaN as the literal Python's json reads back
+    db = tmp_path / "b.db"
+    rc = main(["import", str(f), "--db", str(db)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and match in err and str(f) in err, err
+    with Store.open(db) as b:
+        assert b.runs() == []
+
+
+@pytest.mark.parametrize("name, content, match", BAD_FILES)
+def test_bad_files_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content,
+                                   match: str) -> None:
+    f = tmp_path / name
+    f.write_bytes(content if isinstance(content, bytes) else content.encode())
+    rc = main(["import", str(f), "--db", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and match in err, err
+    assert "damaged" not in err and "internal error" not in err
 
 
 def test_missing_file(tmp_path: Path) -> None:

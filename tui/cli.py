@@ -530,17 +530,16 @@ def _refuse_overwrite(paths: list, force: bool) -> None:  # noqa: ANN001
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from rooftop.store.io import import_file
+    from rooftop.store.io import import_paths
 
     with open_store(args, create=True) as store:
-        for f in args.files:
-            res = import_file(store, f)
+        for res in import_paths(store, args.files):
             names = ", ".join(r.label for r in res.added)
-            line = f"{f} ({res.kind}): added {len(res.added)} runs"
+            line = f"{res.path} ({res.kind}): added {len(res.added)} runs"
             line += f" [{names}]" if names else ""
             if res.skipped:
                 line += f"; {len(res.skipped)} already present, left as they were"
-            sys.stdout.write(line + "\n")
+            sys.stdout.write("; ".join([line, *res.notes]) + "\n")
     return 0
 
 
@@ -577,6 +576,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def add_store_commands(sub: Any) -> None:
     """runs, show, rename, delete, export, import, compare."""
+    from rooftop.store.io import CSV_LIMITS  # their help says what the CSVs cannot carry
     rn = sub.add_parser("runs", help="list the measured and imported runs in the store",
                         description="Every run in the store, oldest first: status, device, host, samples.")
     rn.add_argument("--json", action="store_true", help="print JSON")
@@ -607,8 +607,10 @@ def add_store_commands(sub: Any) -> None:
 
     ex = sub.add_parser("export", help="write runs as rooftop JSON or the reference CSVs",
                         description="json: rooftop's own complete format (to stdout, or --out FILE). "
-                                    "csv: the reference repository's summary.csv and roofs.csv, into --out FOLDER "
-                                    "(default rooftop-RUNID).")
+                                    "csv: the reference repository's summary.csv (every measured point) and "
+                                    "roofs.csv (B per memory level, F per compute path), into --out FOLDER "
+                                    "(default rooftop-RUNID); `rooftop import FOLDER` makes each run one run "
+                                    f"again. {CSV_LIMITS}")
     ex.add_argument("run", nargs="*", metavar="RUN", help="run ids or names")
     ex.add_argument("--all", action="store_true", help="every run in the store")
     ex.add_argument("--format", choices=("json", "csv"), default="json", help="json (default) or csv")
@@ -619,9 +621,13 @@ def add_store_commands(sub: Any) -> None:
 
     im = sub.add_parser("import", help="import rooftop JSON or the reference roofs.csv / summary.csv",
                         description="Import runs: rooftop JSON exports, or the reference repository's roofs.csv "
-                                    "(ceilings) and summary.csv (sample points). Each device becomes a profile; "
-                                    "importing a file again adds nothing.")
-    im.add_argument("files", nargs="+", metavar="FILE")
+                                    "(ceilings) and summary.csv (sample points). A summary.csv and a roofs.csv from "
+                                    "one folder (give the folder, or both files) are one export: each target becomes "
+                                    "ONE run with the points of the one and the ceilings of the other. Each device "
+                                    "becomes a profile; importing a file again adds nothing. Every file is checked "
+                                    "before anything is stored: if one is refused, nothing is imported. "
+                                    f"{CSV_LIMITS}")
+    im.add_argument("files", nargs="+", metavar="FILE", help="a .json or .csv file, or a folder of a CSV export")
     add_db_option(im)
     im.set_defaults(func=cmd_import)
 
