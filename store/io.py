@@ -420,9 +420,8 @@ def read_sources(paths: Iterable[str | Path]) -> list[Source]:
     return [s for item in order for s in ([item] if isinstance(item, Source) else _csv_sources(folders[item], now))]
 
 
-def import_paths(store: Store, paths: Iterable[str | Path]) -> list[ImportResult]:
-    """Import files and folders: all their runs in one transaction, or nothing; what is present is not duplicated."""
-    sources = read_sources(paths)
+def add_sources(store: Store, sources: Sequence[Source]) -> list[ImportResult]:
+    """Store what `read_sources` read: all runs in one transaction, or nothing; runs already present are kept."""
     added = iter(store.insert_runs([item for s in sources for item in s.runs]))
     results = []
     for s in sources:
@@ -431,6 +430,11 @@ def import_paths(store: Store, paths: Iterable[str | Path]) -> list[ImportResult
             (res.added.append(store.run(item.run.id)) if next(added) else res.skipped.append(item.run.id))
         results.append(res)
     return results
+
+
+def import_paths(store: Store, paths: Iterable[str | Path]) -> list[ImportResult]:
+    """Import files and folders: every file is read and checked before anything is stored."""
+    return add_sources(store, read_sources(paths))
 
 
 def import_file(store: Store, path: str | Path) -> ImportResult:

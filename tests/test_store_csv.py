@@ -288,6 +288,7 @@ def test_a_folder_without_the_pair(tmp_path: Path, capsys: pytest.CaptureFixture
     rc = main(["import", str(tmp_path / "empty"), "--db", str(tmp_path / "r.db")])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "without summary.csv or roofs.csv" in err
+    assert not (tmp_path / "r.db").exists()  # a refused import does not even create the database
 
 
 def test_a_refused_file_imports_nothing_of_the_others(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

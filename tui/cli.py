@@ -530,10 +530,14 @@ def _refuse_overwrite(paths: list, force: bool) -> None:  # noqa: ANN001
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from rooftop.store.io import import_paths
+    from rooftop.store.db import inspect
+    from rooftop.store.io import add_sources, read_sources
+    from rooftop.store.locations import db_path
 
+    inspect(db_path(args.db))  # an unusable database is named first (read-only: creates nothing)
+    sources = read_sources(args.files)  # then a refused file stops the import before the database is created
     with open_store(args, create=True) as store:
-        for res in import_paths(store, args.files):
+        for res in add_sources(store, sources):
             names = ", ".join(r.label for r in res.added)
             line = f"{res.path} ({res.kind}): added {len(res.added)} runs"
             line += f" [{names}]" if names else ""
