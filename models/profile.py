@@ -39,7 +39,10 @@ class Ceiling:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Ceiling":
-        return cls(float(d["value"]), str(d["source"]), str(d.get("case", "")), bool(d.get("stable", True)))
+        value = d["value"]
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"a ceiling's value must be a number, not {value!r}")
+        return cls(float(value), str(d["source"]), str(d.get("case", "")), bool(d.get("stable", True)))
 
 
 @dataclass(frozen=True)

@@ -120,3 +120,17 @@ def test_piping_into_head_is_quiet() -> None:
     p = subprocess.run(f"{sys.executable} -m rooftop.tui.cli devices | head -1", shell=True, capture_output=True,
                        text=True)
     assert p.returncode == 0 and p.stderr == "" and p.stdout.startswith("id")
+
+
+@pytest.mark.parametrize("value", [True, "fast", None, [1.0]])
+def test_ceilings_that_are_not_numbers_are_refused_on_import(tmp_path: Path, value: object) -> None:
+    a, ids = filled_store(tmp_path / "a.db")
+    doc = export_json(a, [a.run(ids[1])])
+    doc["runs"][0]["profile"]["peak"]["bf16-tc"] = value
+    f = tmp_path / "runs.json"
+    f.write_text(json.dumps(doc))
+    with Store.open(tmp_path / "b.db") as b:
+        with pytest.raises(ImportFailed):
+            import_file(b, f)
+        assert b.runs() == []
+    a.close()
