@@ -78,3 +78,8 @@ def fmt_intensity(i: float) -> str:
     if i is None or not math.isfinite(i):
         return "n/a"
     return f"{_sig(i, 3)} FLOP/B"
+
+
+def fmt_count(n: int, noun: str) -> str:
+    """'1 run', '3 runs': the plural by adding s, enough for the nouns the reports count."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")

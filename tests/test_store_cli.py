@@ -136,7 +136,7 @@ def test_export_import_via_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert (folder / "summary.csv").read_text().startswith("family,dtype,cache,m,n,k,reps,bytes,flops")
     assert (folder / "roofs.csv").read_text().startswith("target,dtype,bandwidth_gb_s")
     rc, out, _ = run_cli(capsys, "import", str(out_json), "--db", b)
-    assert rc == 0 and "added 1 runs" in out
+    assert rc == 0 and "added 1 run" in out
     rc, out, _ = run_cli(capsys, "import", str(out_json), "--db", b)
     assert rc == 0 and "added 0 runs" in out and "1 already present" in out
     rc, out, _ = run_cli(capsys, "devices", "labbox", "--db", b, "--json")
@@ -291,3 +291,21 @@ def test_no_local_run_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     measured(db, name=None, complete=False)
     rc, _, err = run_cli(capsys, "op", "gemm", "1", "8192", "8192", "bf16", "-d", "local", "--db", str(db))
     assert rc == 2 and "no complete run measured on this host" in err
+
+
+def test_runs_list_fits_80_columns_and_an_import_has_no_made_up_duration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "csv"
+    src.mkdir()
+    (src / "roofs.csv").write_text(
+        "target,dtype,bandwidth_gb_s,peak_tflop_s,ridge_flop_per_byte,bw_case,peak_case\n"
+        "some-gpu-with-a-rather-long-name,bf16,3000,900,300,read_reduce:1073741824,8192x8192x8192\n"
+    )
+    db = str(tmp_path / "r.db")
+    assert main(["import", str(src / "roofs.csv"), "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["runs", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "1 run in" in out and "imported" in out
+    assert main(["show", out.split()[8], "--db", db]) == 0  # the first row's run id
+    assert "took" not in capsys.readouterr().out

@@ -251,7 +251,7 @@ def test_unknown_dtype_rows_are_left_out_and_said(tmp_path: Path, capsys: pytest
     f.write_text("target,dtype,bandwidth_gb_s,peak_tflop_s\nbox,bf16,3000,800\nbox,mxfp6,3000,900\nbox,mxfp6,3000,901\n")
     assert main(["import", str(f), "--db", str(tmp_path / "r.db")]) == 0
     out = capsys.readouterr().out
-    assert "added 1 runs [box-imported]" in out and "left out 2 rows of unknown dtype 'mxfp6'" in out
+    assert "added 1 run [box-imported]" in out and "left out 2 rows of unknown dtype 'mxfp6'" in out
     with Store.open(tmp_path / "r.db") as s:
         assert s.profile("box-imported").paths() == ["bf16-tc"]
 

@@ -18,6 +18,7 @@ from rooftop.models.catalog import UnknownDevice, catalog, lookup_device
 from rooftop.models.llm import ModelError
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, op_kinds, parse_specs
+from rooftop.models.units import fmt_count
 from rooftop.store.db import StoreError
 
 FALLBACK_DEVICE = "h100"
@@ -442,7 +443,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             console.print(f"no runs in {store.path} yet: `rooftop measure` records one, `rooftop import FILE` adds some")
             return 0
         console.print(runs_table(runs))
-        console.print(f"\n{len(runs)} runs in {store.path}. Name a run by its id (4+ hex digits) or a name "
+        console.print(f"\n{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex digits) or a name "
                       "(`rooftop rename RUN NAME`); complete runs with a profile work as --device.")
     return 0
 
@@ -539,7 +540,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     with open_store(args, create=True) as store:
         for res in add_sources(store, sources):
             names = ", ".join(r.label for r in res.added)
-            line = f"{res.path} ({res.kind}): added {len(res.added)} runs"
+            line = f"{res.path} ({res.kind}): added {fmt_count(len(res.added), 'run')}"
             line += f" [{names}]" if names else ""
             if res.skipped:
                 line += f"; {len(res.skipped)} already present, left as they were"

@@ -262,30 +262,29 @@ def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
 # -- the store: runs, samples, comparisons -------------------------------------------
 
 
-def _when(t: float | None) -> str:
+def _when(t: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
     import time
 
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else ""
+    return time.strftime(fmt, time.localtime(t)) if t else ""
 
 
 def _duration(run) -> str:  # noqa: ANN001 - a rooftop.store.runs.Run
-    return fmt_time(run.ended_at - run.started_at) if run.ended_at and run.ended_at >= run.started_at else ""
+    """How long the run took; empty when unknown (imports carry no end time: it equals the start)."""
+    return fmt_time(run.ended_at - run.started_at) if run.ended_at and run.ended_at > run.started_at else ""
 
 
 def runs_table(runs: list) -> Table:
-    """Every run in the store, oldest first."""
+    """Every run in the store, oldest first, in 80 columns: the host and the year are in `rooftop show`."""
     t = Table(header_style="bold", box=None, pad_edge=False)
-    t.add_column("run", no_wrap=True)
-    t.add_column("name", no_wrap=True)
-    for col, just in (("status", "left"), ("device", "left"), ("host", "left"), ("backend/plan", "left"),
-                      ("started", "left"), ("samples", "right"), ("profile", "left")):
-        t.add_column(col, justify=just)
+    for col, just in (("run", "left"), ("name", "left"), ("status", "left"), ("device", "left"),
+                      ("source", "left"), ("started", "left"), ("points", "right"), ("roofs", "left")):
+        t.add_column(col, justify=just, no_wrap=col not in ("name", "device"), overflow="fold")
     style = {"complete": "green", "running": "cyan", "interrupted": "yellow", "failed": "red", "cancelled": "dim"}
     for r in runs:
         t.add_row(
             r.short_id, r.name or "", Text(r.status, style=style.get(r.status, "")), r.device_name,
-            "imported" if r.imported_from else r.host, f"{r.backend}/{r.plan}",
-            _when(r.started_at), str(r.samples), "yes" if r.has_ceilings else "",
+            "imported" if r.imported_from else f"{r.backend} {r.plan}",
+            _when(r.started_at, "%m-%d %H:%M"), str(r.samples), "yes" if r.has_ceilings else "",
         )
     return t
 
