@@ -30,6 +30,11 @@ CLOCK_EVENT_BITS: dict[int, str] = {
     0x100: "display clocks",
 }
 THROTTLING = ("power cap", "hw slowdown", "sw thermal", "hw thermal", "power brake")
+# Current NVML names first, then the deprecated ones older drivers or bindings have: nvmlDeviceGetTemperature
+# "will be removed in CUDA 14.0" (nvidia-ml-py 13), ClocksThrottleReasons was renamed ClocksEventReasons in
+# driver 535 (same bits).
+TEMPERATURE_FNS = ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature")
+CLOCK_EVENT_FNS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 MIN_INTERVAL_S = 0.05  # 20 Hz at most
 DEFAULT_INTERVAL_S = 0.25  # 4 Hz
 
@@ -134,6 +139,17 @@ class NvmlSource:
                 log.info("NVML function %s not available (binding/driver mismatch)", fn)
             return None
 
+    def _q_first(self, index: int, fns: tuple[str, ...], *args: Any) -> Any:
+        """The first of `fns` that the binding and the driver have (the current name first, then the
+        deprecated one), queried as _q; None when none of them is there."""
+        for fn in fns:
+            if fn in self._missing:
+                continue
+            value = self._q(index, fn, *args)
+            if fn not in self._missing:
+                return value
+        return None
+
     def read(self) -> tuple[GpuSnapshot, ...]:
         nv = self._nv
         out = []
@@ -157,12 +173,12 @@ class NvmlSource:
                     power_w=power / 1e3 if power is not None else None,  # mW
                     power_limit_w=limit / 1e3 if limit is not None else None,
                     energy_j=energy / 1e3 if energy is not None else None,  # mJ
-                    temperature_c=_num(self._q(i, "nvmlDeviceGetTemperature", h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))),
+                    temperature_c=_num(self._q_first(i, TEMPERATURE_FNS, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))),
                     memory_used_bytes=_num(getattr(mem, "used", None)),
                     memory_total_bytes=_num(getattr(mem, "total", None)),
                     pcie_tx_bytes_s=tx * 1024 if tx is not None else None,  # KB/s
                     pcie_rx_bytes_s=rx * 1024 if rx is not None else None,
-                    clock_events=decode_clock_events(self._q(i, "nvmlDeviceGetCurrentClocksEventReasons", h)),
+                    clock_events=decode_clock_events(self._q_first(i, CLOCK_EVENT_FNS, h)),
                     lost=i in self._lost,
                 )
             )
