@@ -35,6 +35,7 @@ THROTTLING = ("power cap", "hw slowdown", "sw thermal", "hw thermal", "power bra
 # driver 535 (same bits).
 TEMPERATURE_FNS = ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature")
 CLOCK_EVENT_FNS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+PCIE_EVERY_S = 1.0  # nvmlDeviceGetPcieThroughput "is querying a byte counter over a 20ms interval"
 MIN_INTERVAL_S = 0.05  # 20 Hz at most
 DEFAULT_INTERVAL_S = 0.25  # 4 Hz
 
@@ -103,6 +104,7 @@ class NvmlSource:
         self._handles: list[tuple[int, Any, str]] = []
         self._missing: set[str] = set()  # functions the driver lacks, logged once
         self._lost: set[int] = set()
+        self._pcie: dict[int, tuple[float, Any, Any]] = {}  # GPU → (when read, TX, RX)
         try:
             if self._nv is None:
                 import pynvml
@@ -150,6 +152,18 @@ class NvmlSource:
                 return value
         return None
 
+    def _pcie_kb_s(self, index: int, h: Any) -> tuple[Any, Any]:
+        """PCIe TX and RX in KB/s, re-read at most every PCIE_EVERY_S: each NVML call counts bytes over
+        20 ms and returns only then, so two a sample would cost 40 ms per GPU at every tick."""
+        now = time.monotonic()
+        last = self._pcie.get(index)
+        if last is None or now - last[0] >= PCIE_EVERY_S:
+            nv = self._nv
+            last = (now, self._q(index, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0)),
+                    self._q(index, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)))
+            self._pcie[index] = last
+        return last[1], last[2]
+
     def read(self) -> tuple[GpuSnapshot, ...]:
         nv = self._nv
         out = []
@@ -159,8 +173,7 @@ class NvmlSource:
             power = self._q(i, "nvmlDeviceGetPowerUsage", h)
             limit = self._q(i, "nvmlDeviceGetEnforcedPowerLimit", h)
             energy = self._q(i, "nvmlDeviceGetTotalEnergyConsumption", h)
-            tx = self._q(i, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0))
-            rx = self._q(i, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1))
+            tx, rx = self._pcie_kb_s(i, h)
             out.append(
                 GpuSnapshot(
                     index=i,

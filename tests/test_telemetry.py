@@ -38,6 +38,20 @@ def test_unsupported_field_reads_as_none_and_the_rest_survive() -> None:
     assert g.temperature_c == 71 and g.sm_clock_mhz == 1980
 
 
+def test_pcie_throughput_is_read_at_most_once_a_second(monkeypatch) -> None:
+    """Each nvmlDeviceGetPcieThroughput call takes 20 ms (it counts bytes over that interval)."""
+    from rooftop.probes import telemetry
+
+    nv = FakeNVML(names=["NVIDIA H200", "NVIDIA H200"])
+    src = NvmlSource(nv)
+    for _ in range(3):
+        assert [g.pcie_rx_bytes_s for g in src.read()] == [2000 * 1024, 2000 * 1024]
+    assert nv.calls["nvmlDeviceGetPcieThroughput"] == 2 * 2  # TX and RX, per GPU, once
+    monkeypatch.setattr(telemetry, "PCIE_EVERY_S", 0.0)
+    src.read()
+    assert nv.calls["nvmlDeviceGetPcieThroughput"] == 2 * 2 * 2
+
+
 def test_function_missing_from_the_driver_is_asked_once() -> None:
     nv = FakeNVML()
     nv.raise_on["nvmlDeviceGetTotalEnergyConsumption"] = NVMLError_FunctionNotFound()
