@@ -73,6 +73,7 @@ def table(doc: dict[str, Any]) -> list[str]:
         f"CUDA {info.get('cuda_version')}  torch {info.get('torch_version')}  L2 {info.get('l2_bytes')} B  "
         f"clocks {info.get('clocks_mhz')}",
         f"run: {doc.get('status')}, {doc.get('wall_s') or 0:.1f} s inside the plan"
+        + (" (quick-plan target: 30 s on an H100/H200)" if doc.get("plan") == "quick" else "")
         + (" — cut short: the figures are what was measured before" if doc.get("interrupted") else ""),
         f"reference profile: {ref.id if ref else 'none for this card'}",
         f"{'ceiling':16s} {'measured':>12s} {'reference':>12s} {'ratio':>7s}  case",
