@@ -100,6 +100,7 @@ class DeviceInfo:
     torch_version: str
     index: int | None = None  # the CUDA device index (cuda:N)
     nvml_index: int | None = None  # the same GPU in NVML's numbering (telemetry); None when NVML did not answer
+    uuid: str | None = None  # GPU: as nvidia-smi shows it ("GPU-…"); the store's key for the physical device
     private_cache_bytes: int | None = None  # CPU: the level below the LLC, all instances
     caches: tuple[CacheLevel, ...] = ()
     compute_capability: str | None = None
@@ -213,8 +214,8 @@ def cuda_info(index: int) -> DeviceInfo:
     import torch
 
     props = torch.cuda.get_device_properties(index)
-    uuid = getattr(props, "uuid", None)
-    facts = nvml_facts(index, str(uuid) if uuid is not None else None)
+    uuid = str(getattr(props, "uuid", "") or "") or None  # absent in some builds (FBCODE, old ROCm)
+    facts = nvml_facts(index, uuid)
     hip = getattr(torch.version, "hip", None)
     l2 = getattr(props, "L2_cache_size", None) or getattr(props, "l2_cache_size", None)
     if not l2 and not hip:
@@ -223,6 +224,7 @@ def cuda_info(index: int) -> DeviceInfo:
         kind="cuda",
         index=index,
         nvml_index=facts.index,
+        uuid=f"GPU-{uuid}" if uuid and not hip else uuid,
         name=str(props.name),
         vendor="amd" if hip else "nvidia",
         memory_bytes=int(props.total_memory),

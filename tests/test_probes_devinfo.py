@@ -86,5 +86,6 @@ def test_cuda_info_on_torch_without_l2_in_the_properties(monkeypatch):
     assert info.index == 0 and info.nvml_index == 1
     assert info.driver_version == "570.86.15" and info.clocks_mhz["sm_max"] == 1980.0
     assert info.to_dict()["nvml_index"] == 1
+    assert info.uuid == "GPU-58f05e46-43b9-a0b3-1111-222233334444"  # the store keys the device by it
     props.L2_cache_size = 50 * MiB  # torch ≥ 2.5: its own figure wins
     assert cuda_info(0).l2_bytes == 50 * MiB
