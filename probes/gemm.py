@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -58,25 +59,30 @@ def tf32_mode(enabled: bool) -> Iterator[None]:
     """TF32 on or off for fp32 matmuls, restoring the user's setting afterwards.
 
     Set through `set_float32_matmul_precision`, which keeps torch's legacy flag and (torch ≥ 2.9) the
-    per-backend `fp32_precision` settings in agreement: on torch ≥ 2.9 a cuBLAS matmul raises when
-    they disagree, as they do after a user sets only `torch.backends.cuda.matmul.fp32_precision`
-    (then `get_float32_matmul_precision` raises too). Both are restored exactly.
+    per-backend `fp32_precision` settings in agreement: there, cuBLAS asks `Context::allowTF32CuBLAS`,
+    which raises when they disagree, as they do after a user sets only
+    `torch.backends.cuda.matmul.fp32_precision` (then `get_float32_matmul_precision` raises too).
+    Both are restored exactly. torch 2.9's warnings about the legacy call are not the user's concern.
     """
     import torch
 
-    try:
-        legacy: str | None = torch.get_float32_matmul_precision()
-    except RuntimeError:  # only the new API was used
-        legacy = None
-    backends = _fp32_precisions(torch)
-    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            legacy: str | None = torch.get_float32_matmul_precision()
+        except RuntimeError:  # only the new API was used
+            legacy = None
+        backends = _fp32_precisions(torch)
+        torch.set_float32_matmul_precision("high" if enabled else "highest")
     try:
         yield
     finally:
-        if legacy is not None:
-            torch.set_float32_matmul_precision(legacy)
-        for name, value in backends.items():
-            getattr(torch.backends, name).matmul.fp32_precision = value
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            if legacy is not None:
+                torch.set_float32_matmul_precision(legacy)
+            for name, value in backends.items():
+                getattr(torch.backends, name).matmul.fp32_precision = value
 
 
 def support(backend: Backend, dtype: str) -> str | None:
