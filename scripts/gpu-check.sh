@@ -7,9 +7,10 @@
 # measurement comes first, so nothing after it can cost the figures. A measurement cut short by
 # its timeout stops like Ctrl-C and still prints what it measured; killed outright, its samples
 # are in a scratch store, shown instead. Budget: the limits add up to 300 s (plus 10 s grace per
-# stage); expected about 90 s on an H100/H200. Exit status 0 when every stage passed, else 1.
+# stage); expected about 80 s on an H100/H200. Exit status 0 when every stage passed, else 1.
 #
-# Usage: scripts/gpu-check.sh [PYTHON]. Nothing is installed: this checkout is imported as `rooftop`
+# Usage: [ROOFTOP_GPU_CHECK_OUT=FILE] scripts/gpu-check.sh [PYTHON]; FILE keeps the measure JSON (default:
+# a scratch folder, named in the summary). Nothing is installed: this checkout is imported as `rooftop`
 # through a folder of links (a device box has no network). Pure-Python dependencies the box lacks
 # can be put in .gpu-deps/ (added to the end of PYTHONPATH).
 set -uo pipefail  # no -e: a failing stage must not stop the stages after it
@@ -35,7 +36,7 @@ T_REPORT=${ROOFTOP_GPU_CHECK_REPORT_S:-15}
 T_WATCH=${ROOFTOP_GPU_CHECK_WATCH_S:-20}
 T_NVML=${ROOFTOP_GPU_CHECK_NVML_S:-20}
 T_PYTEST=${ROOFTOP_GPU_CHECK_PYTEST_S:-70}
-read -r -a measure_args <<< "${ROOFTOP_GPU_CHECK_MEASURE_ARGS:---plan quick}"
+read -r -a measure_args <<< "${ROOFTOP_GPU_CHECK_MEASURE_ARGS:---plan quick --device cuda}"  # never the CPU by mistake
 read -r -a pytest_args <<< "${ROOFTOP_GPU_CHECK_PYTEST_ARGS:--m gpu tests/test_probes_gpu.py}"
 
 summary=()
