@@ -41,7 +41,11 @@ class Unsupported(Exception):
 
 
 class CudaTimer:
-    """CUDA events around the calls (thin: the protocol is shared with the CPU)."""
+    """CUDA events around the calls (thin: the protocol is shared with the CPU).
+
+    The events go on the measured device's current stream, where torch queues the kernels of
+    tensors on that device, whichever device is current in the calling thread.
+    """
 
     def __init__(self, device: Any) -> None:
         import torch
@@ -54,14 +58,15 @@ class CudaTimer:
 
     def time_calls(self, fn: Callable[[], object], calls: int) -> float:
         torch = self._torch
+        stream = torch.cuda.current_stream(self._device)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
-        start.record()
+        start.record(stream)
         for _ in range(calls):
             fn()
-        end.record()
+        end.record(stream)
         end.synchronize()
-        return start.elapsed_time(end) / 1e3
+        return start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
 
 
 @dataclass
@@ -92,12 +97,22 @@ class Backend:
     def sync(self) -> None:
         self.timer.sync()
 
-    def free_bytes(self) -> int:
-        """Memory free for new tensors now."""
+    def activate(self) -> None:
+        """Make this GPU the calling thread's current device: Triton launches and new CUDA streams
+        go to the current device, and a TUI worker thread does not inherit the main thread's."""
         if self.is_cuda:
             import torch
 
-            return int(torch.cuda.mem_get_info(self.torch_device)[0])
+            torch.cuda.set_device(self.torch_device)
+
+    def free_bytes(self) -> int:
+        """Memory free for new tensors now (on a GPU, with what torch's allocator holds unused)."""
+        if self.is_cuda:
+            import torch
+
+            dev = self.torch_device
+            cached = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+            return int(torch.cuda.mem_get_info(dev)[0] + cached)
         import psutil
 
         return int(psutil.virtual_memory().available)

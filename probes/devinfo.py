@@ -98,7 +98,9 @@ class DeviceInfo:
     units: int | None  # SMs / CUs on a GPU, threads torch uses on a CPU
     l2_bytes: int | None  # GPU L2; on a CPU the last-level cache (all instances)
     torch_version: str
-    index: int | None = None
+    index: int | None = None  # the CUDA device index (cuda:N)
+    nvml_index: int | None = None  # the same GPU in NVML's numbering (telemetry); None when NVML did not answer
+    uuid: str | None = None  # GPU: as nvidia-smi shows it ("GPU-…"); the store's key for the physical device
     private_cache_bytes: int | None = None  # CPU: the level below the LLC, all instances
     caches: tuple[CacheLevel, ...] = ()
     compute_capability: str | None = None
@@ -131,46 +133,98 @@ class DeviceInfo:
         )
 
 
-def _nvml_facts(index: int) -> tuple[str | None, dict[str, float]]:
-    """Driver version and clocks from NVML; (None, {}) whenever NVML cannot say."""
-    try:
-        import pynvml
+CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38  # cuda.h
 
-        pynvml.nvmlInit()
-    except Exception:
-        return None, {}
-    clocks: dict[str, float] = {}
-    driver = None
+
+def driver_l2_bytes(index: int, lib: Any = None) -> int | None:
+    """The L2 size from the CUDA driver (cuDeviceGetAttribute): torch < 2.5 has no L2_cache_size.
+
+    `index` is the CUDA ordinal, as torch counts it (both honour CUDA_VISIBLE_DEVICES).
+    `lib` may be injected (tests); by default libcuda.so.1 is loaded. None when it cannot say.
+    """
+    import ctypes
+
     try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        for key, clk in (("sm", pynvml.NVML_CLOCK_SM), ("mem", pynvml.NVML_CLOCK_MEM)):
+        cuda = lib or ctypes.CDLL("libcuda.so.1")
+        dev, value = ctypes.c_int(), ctypes.c_int()
+        if (cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(dev), index)
+                or cuda.cuDeviceGetAttribute(ctypes.byref(value), CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev)):
+            return None
+    except (OSError, AttributeError):
+        return None
+    return value.value if value.value > 0 else None
+
+
+@dataclass(frozen=True)
+class NvmlFacts:
+    """What NVML adds about one CUDA device, and which NVML index it is."""
+
+    index: int | None = None  # NVML's index: not the CUDA index under CUDA_VISIBLE_DEVICES or FASTEST_FIRST
+    driver: str | None = None
+    clocks: Mapping[str, float] = field(default_factory=dict)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def nvml_facts(cuda_index: int, uuid: str | None, nvml: Any = None) -> NvmlFacts:
+    """Driver version and clocks of the GPU whose UUID torch reports; empty whenever NVML cannot say.
+
+    NVML numbers the GPUs in PCI order and ignores CUDA_VISIBLE_DEVICES, so the device is found by
+    UUID (torch: '58f0…', NVML: 'GPU-58f0…'); without one the CUDA index is assumed to be NVML's.
+    """
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception:
+        return NvmlFacts()
+    try:
+        driver: str | None = _text(nvml.nvmlSystemGetDriverVersion())
+    except Exception:
+        driver = None
+    try:
+        index = cuda_index
+        if uuid:
+            want = uuid.lower().removeprefix("gpu-")
+            found = [i for i in range(nvml.nvmlDeviceGetCount())
+                     if _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))).lower().removeprefix("gpu-")
+                     == want]
+            index = found[0] if found else cuda_index
+        h = nvml.nvmlDeviceGetHandleByIndex(index)
+        clocks: dict[str, float] = {}
+        for key, clk in (("sm", nvml.NVML_CLOCK_SM), ("mem", nvml.NVML_CLOCK_MEM)):
             try:
-                clocks[f"{key}_max"] = float(pynvml.nvmlDeviceGetMaxClockInfo(h, clk))
-                clocks[f"{key}_now"] = float(pynvml.nvmlDeviceGetClockInfo(h, clk))
+                clocks[f"{key}_max"] = float(nvml.nvmlDeviceGetMaxClockInfo(h, clk))
+                clocks[f"{key}_now"] = float(nvml.nvmlDeviceGetClockInfo(h, clk))
             except Exception:
                 pass
+        return NvmlFacts(index, driver, clocks)
     except Exception:
-        pass
+        return NvmlFacts(driver=driver)
     finally:
         try:
-            pynvml.nvmlShutdown()
+            nvml.nvmlShutdown()
         except Exception:
             pass
-    return driver, clocks
 
 
 def cuda_info(index: int) -> DeviceInfo:
     import torch
 
     props = torch.cuda.get_device_properties(index)
-    driver, clocks = _nvml_facts(index)
+    uuid = str(getattr(props, "uuid", "") or "") or None  # absent in some builds (FBCODE, old ROCm)
+    facts = nvml_facts(index, uuid)
     hip = getattr(torch.version, "hip", None)
     l2 = getattr(props, "L2_cache_size", None) or getattr(props, "l2_cache_size", None)
+    if not l2 and not hip:
+        l2 = driver_l2_bytes(index)
     return DeviceInfo(
         kind="cuda",
         index=index,
+        nvml_index=facts.index,
+        uuid=f"GPU-{uuid}" if uuid and not hip else uuid,
         name=str(props.name),
         vendor="amd" if hip else "nvidia",
         memory_bytes=int(props.total_memory),
@@ -178,10 +232,10 @@ def cuda_info(index: int) -> DeviceInfo:
         l2_bytes=int(l2) if l2 else None,
         torch_version=str(torch.__version__),
         compute_capability=f"{props.major}.{props.minor}",
-        driver_version=driver,
+        driver_version=facts.driver,
         cuda_version=getattr(torch.version, "cuda", None),
         hip_version=hip,
-        clocks_mhz=clocks,
+        clocks_mhz=dict(facts.clocks),
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -41,17 +42,47 @@ class GemmSweeps:
     cold_squares: tuple[int, ...] = field(default_factory=tuple)
 
 
+def _fp32_precisions(torch: Any) -> dict[str, str]:
+    """The per-backend fp32 matmul settings of torch ≥ 2.9 (`torch.backends.cuda.matmul.fp32_precision`,
+    and mkldnn's); {} on older torch."""
+    out = {}
+    for name in ("cuda", "mkldnn"):
+        try:
+            out[name] = getattr(torch.backends, name).matmul.fp32_precision
+        except (AttributeError, RuntimeError):
+            pass
+    return out
+
+
 @contextlib.contextmanager
 def tf32_mode(enabled: bool) -> Iterator[None]:
-    """TF32 on or off for fp32 matmuls, restoring the user's setting afterwards."""
+    """TF32 on or off for fp32 matmuls, restoring the user's setting afterwards.
+
+    Set through `set_float32_matmul_precision`, which keeps torch's legacy flag and (torch ≥ 2.9) the
+    per-backend `fp32_precision` settings in agreement: there, cuBLAS asks `Context::allowTF32CuBLAS`,
+    which raises when they disagree, as they do after a user sets only
+    `torch.backends.cuda.matmul.fp32_precision` (then `get_float32_matmul_precision` raises too).
+    Both are restored exactly. torch 2.9's warnings about the legacy call are not the user's concern.
+    """
     import torch
 
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            legacy: str | None = torch.get_float32_matmul_precision()
+        except RuntimeError:  # only the new API was used
+            legacy = None
+        backends = _fp32_precisions(torch)
+        torch.set_float32_matmul_precision("high" if enabled else "highest")
     try:
         yield
     finally:
-        torch.set_float32_matmul_precision(old)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            if legacy is not None:
+                torch.set_float32_matmul_precision(legacy)
+            for name, value in backends.items():
+                getattr(torch.backends, name).matmul.fp32_precision = value
 
 
 def support(backend: Backend, dtype: str) -> str | None:
@@ -80,11 +111,27 @@ def support(backend: Backend, dtype: str) -> str | None:
 
 
 def shape_support(dtype: str, m: int, n: int, k: int) -> str | None:
+    """Why torch's kernel rejects this shape (its CUDA checks), or None."""
     if dtype == "int8" and (m <= 16 or n % 8 or k % 8):
         return "torch._int_mm needs M > 16 and K, N multiples of 8"
-    if dtype == "fp8" and (m % 16 or n % 16 or k % 16):
-        return "torch._scaled_mm needs M, K, N multiples of 16"
+    if dtype == "fp8" and (n % 16 or k % 16):
+        return "torch._scaled_mm needs K and N multiples of 16"
     return None
+
+
+def first_tensor(result: Any) -> Any:
+    """torch._scaled_mm returns (out, amax) before torch 2.5 (amax removed by pytorch#128683), the tensor since."""
+    return result[0] if isinstance(result, tuple) else result
+
+
+def fp8_inputs(m: int, n: int, k: int, device: Any) -> tuple[Any, Any, Any]:
+    """A (m×k, row-major) and B (k×n, column-major) in e4m3 and a tensor-wise fp32 scale of 1: the
+    layouts and scale torch._scaled_mm accepts on CUDA (e5m2 × e5m2 is rejected)."""
+    import torch
+
+    a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()
+    return a, b, torch.tensor(1.0, device=device)
 
 
 def operands(dtype: str, m: int, n: int, k: int, device: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
@@ -97,9 +144,8 @@ def operands(dtype: str, m: int, n: int, k: int, device: Any) -> tuple[Callable[
         c = torch.empty(m, n, dtype=torch.int32, device=device)
         return (lambda: torch._int_mm(a, b, out=c)), (lambda: a.double() @ b.double())
     if dtype == "fp8":
-        a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
-        b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm wants
-        one = torch.tensor(1.0, device=device)
+        a, b, one = fp8_inputs(m, n, k, device)
+        # Keywords throughout: the scales are keyword-only and optional before torch 2.5, positional since.
         return (
             lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
         ), (lambda: a.double() @ b.double())
@@ -116,7 +162,7 @@ def check(dtype: str, device: Any) -> float:
     m, n, k = CHECK_SHAPE
     with tf32_mode(dtype == "tf32"):
         kernel, ref = operands(dtype, m, n, k, device)
-        out = kernel().double()
+        out = first_tensor(kernel()).double()
     want = ref()
     return float((out - want).abs().max() / want.abs().max().clamp_min(1e-30))
 

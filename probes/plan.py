@@ -149,6 +149,7 @@ def run_plan(plan: Plan, cancel: threading.Event | None = None) -> Iterator[tupl
     total = len(plan.steps)
     plan.backend.cancel = cancel  # the probes also look between the samples of a slow point
     try:
+        plan.backend.activate()  # this thread may not be the one that chose the device
         for i, step in enumerate(plan.steps):
             if cancel is not None and cancel.is_set():
                 return

@@ -30,6 +30,12 @@ CLOCK_EVENT_BITS: dict[int, str] = {
     0x100: "display clocks",
 }
 THROTTLING = ("power cap", "hw slowdown", "sw thermal", "hw thermal", "power brake")
+# Current NVML names first, then the deprecated ones older drivers or bindings have: nvmlDeviceGetTemperature
+# "will be removed in CUDA 14.0" (nvidia-ml-py 13), ClocksThrottleReasons was renamed ClocksEventReasons in
+# driver 535 (same bits).
+TEMPERATURE_FNS = ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature")
+CLOCK_EVENT_FNS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+PCIE_EVERY_S = 1.0  # nvmlDeviceGetPcieThroughput "is querying a byte counter over a 20ms interval"
 MIN_INTERVAL_S = 0.05  # 20 Hz at most
 DEFAULT_INTERVAL_S = 0.25  # 4 Hz
 
@@ -98,6 +104,7 @@ class NvmlSource:
         self._handles: list[tuple[int, Any, str]] = []
         self._missing: set[str] = set()  # functions the driver lacks, logged once
         self._lost: set[int] = set()
+        self._pcie: dict[int, tuple[float, Any, Any]] = {}  # GPU → (when read, TX, RX)
         try:
             if self._nv is None:
                 import pynvml
@@ -134,6 +141,29 @@ class NvmlSource:
                 log.info("NVML function %s not available (binding/driver mismatch)", fn)
             return None
 
+    def _q_first(self, index: int, fns: tuple[str, ...], *args: Any) -> Any:
+        """The first of `fns` that the binding and the driver have (the current name first, then the
+        deprecated one), queried as _q; None when none of them is there."""
+        for fn in fns:
+            if fn in self._missing:
+                continue
+            value = self._q(index, fn, *args)
+            if fn not in self._missing:
+                return value
+        return None
+
+    def _pcie_kb_s(self, index: int, h: Any) -> tuple[Any, Any]:
+        """PCIe TX and RX in KB/s, re-read at most every PCIE_EVERY_S: each NVML call counts bytes over
+        20 ms and returns only then, so two a sample would cost 40 ms per GPU at every tick."""
+        now = time.monotonic()
+        last = self._pcie.get(index)
+        if last is None or now - last[0] >= PCIE_EVERY_S:
+            nv = self._nv
+            last = (now, self._q(index, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0)),
+                    self._q(index, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)))
+            self._pcie[index] = last
+        return last[1], last[2]
+
     def read(self) -> tuple[GpuSnapshot, ...]:
         nv = self._nv
         out = []
@@ -143,8 +173,7 @@ class NvmlSource:
             power = self._q(i, "nvmlDeviceGetPowerUsage", h)
             limit = self._q(i, "nvmlDeviceGetEnforcedPowerLimit", h)
             energy = self._q(i, "nvmlDeviceGetTotalEnergyConsumption", h)
-            tx = self._q(i, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0))
-            rx = self._q(i, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1))
+            tx, rx = self._pcie_kb_s(i, h)
             out.append(
                 GpuSnapshot(
                     index=i,
@@ -157,12 +186,12 @@ class NvmlSource:
                     power_w=power / 1e3 if power is not None else None,  # mW
                     power_limit_w=limit / 1e3 if limit is not None else None,
                     energy_j=energy / 1e3 if energy is not None else None,  # mJ
-                    temperature_c=_num(self._q(i, "nvmlDeviceGetTemperature", h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))),
+                    temperature_c=_num(self._q_first(i, TEMPERATURE_FNS, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))),
                     memory_used_bytes=_num(getattr(mem, "used", None)),
                     memory_total_bytes=_num(getattr(mem, "total", None)),
                     pcie_tx_bytes_s=tx * 1024 if tx is not None else None,  # KB/s
                     pcie_rx_bytes_s=rx * 1024 if rx is not None else None,
-                    clock_events=decode_clock_events(self._q(i, "nvmlDeviceGetCurrentClocksEventReasons", h)),
+                    clock_events=decode_clock_events(self._q_first(i, CLOCK_EVENT_FNS, h)),
                     lost=i in self._lost,
                 )
             )

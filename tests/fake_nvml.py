@@ -45,8 +45,10 @@ class FakeNVML:
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
 
-    def __init__(self, names: list[str] = ("NVIDIA H200",), init_error: Exception | None = None) -> None:  # type: ignore[assignment]
+    def __init__(self, names: list[str] = ("NVIDIA H200",), init_error: Exception | None = None,
+                 uuids: list[str] | None = None) -> None:  # type: ignore[assignment]
         self.names = list(names)
+        self.uuids = uuids or [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(len(self.names))]
         self.init_error = init_error
         self.raise_on: dict[str, Exception] = {}  # function name → error to raise
         self.lost: set[int] = set()
@@ -76,6 +78,13 @@ class FakeNVML:
 
     def nvmlDeviceGetName(self, h: int) -> str:
         return self.names[h]
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return self.uuids[h]
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._call("nvmlSystemGetDriverVersion")
+        return "570.86.15"
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
         self._call("nvmlDeviceGetUtilizationRates", h)
@@ -109,10 +118,18 @@ class FakeNVML:
         self._call("nvmlDeviceGetMaxClockInfo", h)
         return 1980
 
-    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
+    def nvmlDeviceGetTemperatureV(self, h: int, sensor: int) -> int:
+        self._call("nvmlDeviceGetTemperatureV", h)
+        return 71
+
+    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:  # deprecated in nvidia-ml-py 13
         self._call("nvmlDeviceGetTemperature", h)
         return 71
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
         self._call("nvmlDeviceGetCurrentClocksEventReasons", h)
+        return self.clock_events
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # the name before driver 535
+        self._call("nvmlDeviceGetCurrentClocksThrottleReasons", h)
         return self.clock_events

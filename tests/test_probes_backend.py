@@ -129,3 +129,85 @@ def test_busy_cpus_at_start_mean_fewer_threads(monkeypatch):
         assert b.info.units == os.cpu_count()
     finally:
         torch.set_num_threads(before)
+
+
+def _cuda_backend(cpu_backend):  # noqa: ANN001, ANN202 - a Backend claiming cuda:0 (nothing here touches CUDA)
+    import dataclasses
+
+    from rooftop.probes.timing import GPU_PROTOCOL
+
+    info = dataclasses.replace(cpu_backend.info, kind="cuda", index=0)
+    return dataclasses.replace(cpu_backend, spec="cuda:0", info=info, protocol=GPU_PROTOCOL)
+
+
+def test_gpu_free_memory_counts_what_torch_holds_unused(cpu_backend, monkeypatch):
+    """mem_get_info does not see blocks torch's caching allocator keeps after a probe: they are free to us."""
+    import torch
+
+    gpu = _cuda_backend(cpu_backend)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda dev=None: (10 * MiB, 100 * MiB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda dev=None: 7 * MiB)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda dev=None: 2 * MiB)
+    assert gpu.free_bytes() == 15 * MiB
+    gpu.check_fits(12 * MiB)  # 0.85 × 15 MiB
+    with pytest.raises(Unsupported, match="needs 14 MiB, 15 MiB free"):
+        gpu.check_fits(14 * MiB)
+
+
+class _FakeCuda:
+    """torch.cuda's events and streams as CudaTimer uses them (no CUDA here): which stream gets each event."""
+
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, object]] = []
+        outer = self
+        names = iter(("start", "end"))
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                assert enable_timing
+                self.name = next(names)
+
+            def record(self, stream: object = None) -> None:
+                outer.recorded.append((self.name, stream))
+
+            def synchronize(self) -> None:
+                pass
+
+            def elapsed_time(self, end: object) -> float:
+                return 2.5  # milliseconds, as CUDA events report
+
+        self.Event = Event
+
+    def current_stream(self, device: object = None) -> str:
+        return f"stream of {device}"
+
+
+def test_cuda_timer_puts_both_events_on_the_measured_devices_stream(monkeypatch):
+    """A thread whose current device is another GPU (the TUI's worker) would otherwise time an idle stream."""
+    import torch
+
+    from rooftop.probes.backend import CudaTimer
+
+    timer = CudaTimer(torch.device("cuda:1"))
+    fake = _FakeCuda()
+    timer._torch = type("FakeTorch", (), {"cuda": fake})()
+    calls = []
+    assert timer.time_calls(lambda: calls.append(1), 4) == pytest.approx(2.5e-3)  # seconds
+    assert len(calls) == 4
+    assert fake.recorded == [("start", "stream of cuda:1"), ("end", "stream of cuda:1")]
+
+
+def test_run_plan_activates_the_device_in_the_measuring_thread(cpu_backend, monkeypatch):
+    import threading
+
+    from probe_fixtures import tiny_sizes
+    from rooftop.probes.plan import build_plan, run_plan
+
+    plan = build_plan(cpu_backend, "quick", "launch", sizes=tiny_sizes())
+    threads = []
+    monkeypatch.setattr(plan.backend, "activate", lambda: threads.append(threading.current_thread()))
+    worker = threading.Thread(target=lambda: list(run_plan(plan)))
+    worker.start()
+    worker.join(30)
+    assert threads == [worker]
+    cpu_backend.activate()  # a no-op on the CPU

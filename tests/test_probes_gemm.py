@@ -7,7 +7,19 @@ import dataclasses
 import pytest
 import torch
 
-from rooftop.probes.gemm import TOLERANCE, GemmProbe, GemmSweeps, check, shape_support, support, template, tf32_mode
+from rooftop.probes.gemm import (
+    TOLERANCE,
+    GemmProbe,
+    GemmSweeps,
+    check,
+    first_tensor,
+    fp8_inputs,
+    operands,
+    shape_support,
+    support,
+    template,
+    tf32_mode,
+)
 from rooftop.probes.steps import run_step
 from rooftop.probes.timing import Protocol
 
@@ -47,13 +59,67 @@ def test_tf32_setting_is_restored_even_on_error():
         torch.set_float32_matmul_precision(old)
 
 
+def test_tf32_mode_when_only_the_new_precision_api_was_used():
+    """torch ≥ 2.9: setting only torch.backends.cuda.matmul.fp32_precision leaves the legacy flag behind;
+    torch then refuses to say whether TF32 is on (and a cuBLAS matmul raises). The probe still runs, with
+    both in agreement, and leaves the user's settings as they were."""
+    mm = torch.backends.cuda.matmul
+    if not hasattr(torch.backends, "fp32_precision"):
+        pytest.skip(f"torch {torch.__version__} has no fp32_precision API")
+    old = (torch.get_float32_matmul_precision(), mm.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision)
+    try:
+        mm.fp32_precision = "tf32"
+        with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
+            torch.get_float32_matmul_precision()
+        for enabled in (False, True):
+            with tf32_mode(enabled):
+                assert mm.allow_tf32 is enabled  # torch's own consistency check passes
+                assert mm.fp32_precision == ("tf32" if enabled else "ieee")
+            assert mm.fp32_precision == "tf32" and torch.backends.mkldnn.matmul.fp32_precision == old[2]
+        with tf32_mode(False):
+            assert check("fp32", torch.device("cpu")) <= TOLERANCE["fp32"]
+    finally:
+        torch.set_float32_matmul_precision(old[0])
+        mm.fp32_precision = old[1]
+        torch.backends.mkldnn.matmul.fp32_precision = old[2]
+    assert torch.get_float32_matmul_precision() == old[0]
+
+
+def test_scaled_mm_tuple_of_torch_before_2_5(monkeypatch):
+    """torch < 2.5 returns (out, amax) from torch._scaled_mm (pytorch#128683): the check takes the tensor."""
+    real = torch._scaled_mm
+    monkeypatch.setattr(torch, "_scaled_mm", lambda *a, **k: (real(*a, **k), torch.tensor(0.0)))
+    assert check("fp8", torch.device("cpu")) <= TOLERANCE["fp8"]
+    out = torch.zeros(2)
+    assert first_tensor(out) is out and first_tensor((out, None)) is out
+
+
+def test_fp8_m_sweep_reaches_m_1():
+    """_scaled_mm constrains K and N (multiples of 16) and the layouts, not M: decode-sized GEMMs run."""
+    assert shape_support("fp8", 1, 8192, 8192) is None
+    kernel, ref = operands("fp8", 1, 64, 64, torch.device("cpu"))
+    got = first_tensor(kernel())
+    assert got.shape == (1, 64) and got.dtype == torch.bfloat16
+    assert float((got.double() - ref()).abs().max() / ref().abs().max()) <= TOLERANCE["fp8"]
+
+
+def test_fp8_inputs_have_the_layouts_scaled_mm_checks_on_cuda():
+    """torch's CUDA checks (_meta_registrations._check_scaled_mm_sizes): a row-major, b column-major,
+    tensor-wise scales as fp32 with one element."""
+    a, b, scale = fp8_inputs(32, 64, 48, torch.device("cpu"))
+    assert a.shape == (32, 48) and a.stride() == (48, 1)
+    assert b.shape == (48, 64) and b.stride() == (1, 48)
+    assert a.dtype == b.dtype == torch.float8_e4m3fn
+    assert scale.dtype == torch.float32 and scale.numel() == 1
+
+
 def test_support_on_the_cpu(cpu_backend):
     assert support(cpu_backend, "fp32") is None
     assert "CPU has no TF32" in support(cpu_backend, "tf32")
     assert "emulation" in support(cpu_backend, "fp8")
     assert "M > 16" in shape_support("int8", 8, 64, 64)
     assert shape_support("int8", 32, 64, 64) is None
-    assert "multiples of 16" in shape_support("fp8", 1, 8192, 8192)
+    assert "multiples of 16" in shape_support("fp8", 16, 8200, 8192)
 
 
 def test_sweep_measures_supported_and_skips_the_rest(cpu_backend):

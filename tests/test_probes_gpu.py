@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from rooftop.probes.fma import FmaProbe, FmaSweep
-from rooftop.probes.gemm import TOLERANCE, GemmProbe, GemmSweeps, check, support
+from rooftop.probes.gemm import TOLERANCE, GemmProbe, GemmSweeps, check, first_tensor, operands, support
 from rooftop.probes.plan import Sizes, build_plan, run_plan
 from rooftop.probes.steps import run_step
 from rooftop.probes.timing import Protocol
@@ -33,6 +33,63 @@ def test_device_facts(gpu):
     assert info.units and info.units > 0 and info.memory_bytes > 0
     assert info.l2_bytes and info.l2_bytes > 0
     assert gpu.flush_bytes() >= max(128 << 20, 4 * info.l2_bytes)
+    assert 0 < gpu.free_bytes() <= info.memory_bytes
+
+
+def test_l2_from_the_driver_agrees_with_torch(gpu):
+    """The ctypes fallback for torch < 2.5 against a real libcuda."""
+    from rooftop.probes.devinfo import driver_l2_bytes
+
+    assert driver_l2_bytes(0) == gpu.info.l2_bytes
+
+
+def test_nvml_index_is_the_same_gpu(gpu):
+    pynvml = pytest.importorskip("pynvml")
+    if gpu.info.nvml_index is None:
+        pytest.skip("NVML did not answer")
+    uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
+    if uuid is None:
+        pytest.skip(f"torch {torch.__version__} reports no UUID")
+    pynvml.nvmlInit()
+    try:
+        got = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(gpu.info.nvml_index))
+    finally:
+        pynvml.nvmlShutdown()
+    got = got.decode() if isinstance(got, bytes) else got
+    assert got.lower() == f"gpu-{uuid}".lower()
+
+
+def test_cuda_events_time_the_kernels_not_the_enqueue(gpu):
+    """Events on the device's stream bracket the GPU work: for ~ms GEMMs their interval matches the wall
+    time between two synchronisations."""
+    import time
+
+    kernel, _ = operands("bf16" if not support(gpu, "bf16") else "fp32", 8192, 8192, 8192, gpu.torch_device)
+    kernel()
+    gpu.sync()
+    events = gpu.timer.time_calls(kernel, 20)
+    gpu.sync()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        kernel()
+    gpu.sync()
+    wall = time.perf_counter() - t0
+    assert 0.8 * wall <= events <= 1.02 * wall, (events, wall)
+
+
+def test_tf32_is_really_switched(gpu):
+    if support(gpu, "tf32"):
+        pytest.skip(support(gpu, "tf32"))
+    assert check("tf32", gpu.torch_device) > 10 * check("fp32", gpu.torch_device)  # ~1e-3 vs ~1e-6
+
+
+def test_fp8_at_decode_size(gpu):
+    if support(gpu, "fp8"):
+        pytest.skip(support(gpu, "fp8"))
+    kernel, ref = operands("fp8", 1, 4096, 4096, gpu.torch_device)
+    out = first_tensor(kernel()).double()
+    want = ref()
+    assert float((out - want).abs().max() / want.abs().max()) <= TOLERANCE["fp8"]
 
 
 @pytest.mark.parametrize("dtype", ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"])

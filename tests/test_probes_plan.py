@@ -113,3 +113,30 @@ def test_cancel_during_a_slow_point_drops_it_and_keeps_the_rest(cpu_backend):
     assert len(samples) == 1 and samples[0].stats is not None
     assert len(calls) < 4 + TINY.protocol.repeats * TINY.protocol.max_calls  # stopped before its last sample
     assert base.backend.cancel is None  # the event is not left behind on the backend
+
+
+def test_h200_quick_plan_fits_the_device(cpu_backend):
+    """The quick plan an H200 gets (built from its facts, nothing runs): 102 points, every working set
+    within memory, the FMA array indexable by the kernel's int32 offsets, shape rules known in advance."""
+    from rooftop.models.units import GiB, MiB
+    from rooftop.probes import fma_triton
+    from rooftop.probes.gemm import shape_support
+
+    info = dataclasses.replace(cpu_backend.info, kind="cuda", index=0, name="NVIDIA H200", units=132,
+                               l2_bytes=60 * MiB, memory_bytes=int(139.8 * GiB), compute_capability="9.0")
+    plan = build_plan(dataclasses.replace(cpu_backend, spec="cuda:0", info=info), "quick")
+    fams = [s.template.family for s in plan.steps]
+    assert len(plan.steps) == 2 + 9 * 4 + 7 * 8 + 2 * 4
+    assert fams[:2] == ["launch", "launch_graph"] and fams[-8:] == ["fma"] * 8
+    assert plan.backend.protocol.max_call_s == 1.0
+    assert max(s.template.footprint_bytes for s in plan.steps) <= 0.85 * info.memory_bytes
+    ws = sorted({s.template.conditions["working_set"] for s in plan.steps if "working_set" in s.template.conditions})
+    assert ws[-1] == 512 * MiB and ws[0] == 8 * 1024  # ≥ 4 × L2 (240 MiB) and ≥ 512 MiB at the top
+    gemms = [s.template for s in plan.steps if s.template.family == "gemm"]
+    refused = [(g.dtype, g.shape["m"]) for g in gemms if shape_support(g.dtype, **g.shape)]
+    assert refused == [("int8", 1), ("int8", 16)]
+    for s in plan.steps:
+        if s.template.family == "fma":
+            n = s.template.shape["n"]
+            assert s.template.bytes == 512 * MiB
+            assert n + fma_triton.BLOCK < 2**31  # pid * BLOCK + arange stays in int32

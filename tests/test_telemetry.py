@@ -38,6 +38,20 @@ def test_unsupported_field_reads_as_none_and_the_rest_survive() -> None:
     assert g.temperature_c == 71 and g.sm_clock_mhz == 1980
 
 
+def test_pcie_throughput_is_read_at_most_once_a_second(monkeypatch) -> None:
+    """Each nvmlDeviceGetPcieThroughput call takes 20 ms (it counts bytes over that interval)."""
+    from rooftop.probes import telemetry
+
+    nv = FakeNVML(names=["NVIDIA H200", "NVIDIA H200"])
+    src = NvmlSource(nv)
+    for _ in range(3):
+        assert [g.pcie_rx_bytes_s for g in src.read()] == [2000 * 1024, 2000 * 1024]
+    assert nv.calls["nvmlDeviceGetPcieThroughput"] == 2 * 2  # TX and RX, per GPU, once
+    monkeypatch.setattr(telemetry, "PCIE_EVERY_S", 0.0)
+    src.read()
+    assert nv.calls["nvmlDeviceGetPcieThroughput"] == 2 * 2 * 2
+
+
 def test_function_missing_from_the_driver_is_asked_once() -> None:
     nv = FakeNVML()
     nv.raise_on["nvmlDeviceGetTotalEnergyConsumption"] = NVMLError_FunctionNotFound()
@@ -48,13 +62,36 @@ def test_function_missing_from_the_driver_is_asked_once() -> None:
     assert nv.calls["nvmlDeviceGetTotalEnergyConsumption"] == 1
 
 
+def test_current_nvml_names_first_then_the_deprecated_ones(monkeypatch) -> None:
+    """A driver before 535 has no ClocksEventReasons, an older one no TemperatureV (FunctionNotFound);
+    a future binding may drop nvmlDeviceGetTemperature (AttributeError). The field is still read."""
+    nv = FakeNVML()
+    (g,) = NvmlSource(nv).read()
+    assert g.temperature_c == 71 and "nvmlDeviceGetTemperature" not in nv.calls
+    assert "nvmlDeviceGetCurrentClocksThrottleReasons" not in nv.calls
+
+    old_driver = FakeNVML()
+    old_driver.raise_on["nvmlDeviceGetTemperatureV"] = NVMLError_FunctionNotFound()
+    old_driver.raise_on["nvmlDeviceGetCurrentClocksEventReasons"] = NVMLError_FunctionNotFound()
+    src = NvmlSource(old_driver)
+    for _ in range(2):
+        (g,) = src.read()
+        assert g.temperature_c == 71 and g.clock_events == ("power cap",)
+    assert old_driver.calls["nvmlDeviceGetTemperatureV"] == 1  # found missing once, not asked again
+    assert old_driver.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 2
+
+    monkeypatch.delattr(FakeNVML, "nvmlDeviceGetTemperatureV")  # a binding without it
+    (g,) = NvmlSource(FakeNVML()).read()
+    assert g.temperature_c == 71
+
+
 def test_error_mid_run_does_not_stop_the_sampler() -> None:
     nv = FakeNVML()
     s = Sampler(interval=0.05, nvml=nv, cpu=False)
     first = s.sample_once()
-    nv.raise_on["nvmlDeviceGetTemperature"] = NVMLError_Unknown()
+    nv.raise_on["nvmlDeviceGetTemperatureV"] = NVMLError_Unknown()
     second = s.sample_once()
-    del nv.raise_on["nvmlDeviceGetTemperature"]
+    del nv.raise_on["nvmlDeviceGetTemperatureV"]
     third = s.sample_once()
     assert [x.gpus[0].temperature_c for x in (first, second, third)] == [71, None, 71]
     assert len(s.history()) == 3

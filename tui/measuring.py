@@ -58,7 +58,8 @@ def measure_run(
     """
     backend = plan.backend
     hw = backend.info.hardware()
-    gpu = backend.info.index if backend.is_cuda and backend.info.index is not None else 0
+    info = backend.info  # telemetry numbers the GPUs as NVML does, which need not be CUDA's order
+    gpu = next((i for i in (info.nvml_index, info.index) if i is not None), 0) if backend.is_cuda else 0
     db, run_id, store_error = _open(db_path, plan) if store else (None, None, "")
     if store_error and on_store_error:
         on_store_error(store_error)
