@@ -30,6 +30,8 @@ from rooftop.tui.widgets import HelpScreen
 
 TABS = ("live", "roofline", "whatif", "compare", "history", "llm")
 FALLBACK_DEVICE = "h100"
+NARROW_BELOW = 90  # columns: below this, tabs stack or hide their chart (app.tcss: Screen.-narrow)
+SHORT_BELOW = 30  # rows: below this, the header goes and Live packs its traces (app.tcss: Screen.-short)
 
 
 def default_sampler() -> Sampler:
@@ -98,6 +100,9 @@ class RooftopApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "rooftop"
     SUB_TITLE = "roofline lab"
+    # Textual sets these classes on the screen as the terminal resizes; app.tcss lays out by them.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW_BELOW, "-normal")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT_BELOW, "-tall")]
     BINDINGS = [
         Binding("1", "tab('live')", "Live", show=False),
         Binding("2", "tab('roofline')", "Roofline", show=False),
