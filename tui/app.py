@@ -14,6 +14,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
+from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -117,6 +118,18 @@ class RooftopApp(App[None]):
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
+
+    def get_default_screen(self) -> Screen:
+        """The first screen, with its breakpoint classes already on.
+
+        Textual adds them at the first resize, after every widget is styled, and so
+        would style them all a second time before the first frame.
+        """
+        screen = super().get_default_screen()
+        width, height = self.size
+        screen.add_class(*screen._get_breakpoint_classes(width, self.HORIZONTAL_BREAKPOINTS),
+                         *screen._get_breakpoint_classes(height, self.VERTICAL_BREAKPOINTS), update=False)
+        return screen
 
     def __init__(self, config: AppConfig | None = None) -> None:
         super().__init__()
