@@ -14,6 +14,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
+from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -30,6 +31,8 @@ from rooftop.tui.widgets import HelpScreen
 
 TABS = ("live", "roofline", "whatif", "compare", "history", "llm")
 FALLBACK_DEVICE = "h100"
+NARROW_BELOW = 90  # columns: below this, tabs stack or hide their chart (app.tcss: Screen.-narrow)
+SHORT_BELOW = 30  # rows: below this, the header goes and Live packs its traces (app.tcss: Screen.-short)
 
 
 def default_sampler() -> Sampler:
@@ -98,6 +101,9 @@ class RooftopApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "rooftop"
     SUB_TITLE = "roofline lab"
+    # Textual sets these classes on the screen as the terminal resizes; app.tcss lays out by them.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW_BELOW, "-normal")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT_BELOW, "-tall")]
     BINDINGS = [
         Binding("1", "tab('live')", "Live", show=False),
         Binding("2", "tab('roofline')", "Roofline", show=False),
@@ -112,6 +118,18 @@ class RooftopApp(App[None]):
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
+
+    def get_default_screen(self) -> Screen:
+        """The first screen, with its breakpoint classes already on.
+
+        Textual adds them at the first resize, after every widget is styled, and so
+        would style them all a second time before the first frame.
+        """
+        screen = super().get_default_screen()
+        width, height = self.size
+        screen.add_class(*screen._get_breakpoint_classes(width, self.HORIZONTAL_BREAKPOINTS),
+                         *screen._get_breakpoint_classes(height, self.VERTICAL_BREAKPOINTS), update=False)
+        return screen
 
     def __init__(self, config: AppConfig | None = None) -> None:
         super().__init__()

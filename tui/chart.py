@@ -3,6 +3,8 @@
 plotext 5's xscale("log") re-logs data on every redraw and breaks on resize
 (DESIGN.md), so we plot log10 values and label the decades (0.1, 1, 10, 1k).
 Works with the plotext module itself (the CLI) and a PlotextPlot's `plt`.
+Axis labels are short: plotext drops a label that does not fit, and at 80
+columns a chart is 35–55 wide; "(log-log)" on x says both axes are.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ POINT_MARKERS = "●◆▲■★✚"
 
 
 def decade_label(exp: int) -> str:
-    """10^exp as a short tick label: 0.01, 0.1, 1, 10, 100, 1k, 10k, 1M."""
+    """10^exp as a short tick label: 1e-4, 0.001, 0.01, 0.1, 1, 10, 100, 1k, 10k, 1M.
+
+    Short, because the y labels' width comes out of an 80-column chart.
+    """
+    if exp < -3:
+        return f"1e{exp}"
     if exp < 0:
         return f"{10.0 ** exp:.{-exp}f}"
     for power, suffix in ((6, "M"), (3, "k")):
@@ -89,19 +96,19 @@ def draw_loglog(
 
 def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
     """Draw roofs, slopes, ridges and points; y in TFLOP/s, x in FLOP/byte."""
-    draw_loglog(plt, series, title, "arithmetic intensity I (FLOP/byte, log)", "TFLOP/s (log)", 1e12, color=color)
+    draw_loglog(plt, series, title, "I, FLOP/byte (log-log)", "TFLOP/s", 1e12, color=color)
 
 
 def draw_bandwidth(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
     """Bandwidth against working set (seed 000 figure 2): launch region, cache plateau, DRAM plateau."""
-    draw_loglog(plt, series, title, "working set (bytes, log)", "GB/s (log)", 1e9, binary_label, color)
+    draw_loglog(plt, series, title, "working set (log-log)", "GB/s", 1e9, binary_label, color)
 
 
 def draw_gemm(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
     """GEMM throughput against n (squares) or M (the M sweep)."""
-    draw_loglog(plt, series, title, "n or M (log)", "TFLOP/s (log)", 1e12, color=color)
+    draw_loglog(plt, series, title, "n or M (log-log)", "TFLOP/s", 1e12, color=color)
 
 
 def draw_fma(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
     """FMA-sweep throughput against R, the FMAs per element."""
-    draw_loglog(plt, series, title, "R, FMAs per element (log)", "TFLOP/s (log)", 1e12, color=color)
+    draw_loglog(plt, series, title, "R, FMAs/element (log-log)", "TFLOP/s", 1e12, color=color)

@@ -7,13 +7,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import DataTable, Label, Select, Static
+from textual.widgets import Label, Select, Static
 
 from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.compare import common_paths, compare_path
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_time
-from rooftop.tui.widgets import refresh_select
+from rooftop.tui.widgets import Col, FitTable, refresh_select
 
 
 class Compare(Widget):
@@ -34,7 +34,7 @@ class Compare(Widget):
             yield Select(options, value=self.b, allow_blank=False, compact=True, id="cmp-b")
         with VerticalScroll():
             yield Static("", id="cmp-op")
-            yield DataTable(id="cmp-table", zebra_stripes=True, cursor_type="row")
+            yield FitTable([], id="cmp-table", zebra_stripes=True, cursor_type="row")
 
     def on_mount(self) -> None:
         self.op_analysis = getattr(self.app, "current", None)
@@ -59,24 +59,8 @@ class Compare(Widget):
 
     def refresh_table(self) -> None:
         a, b = self.profiles[self.a], self.profiles[self.b]
-        t = self.query_one("#cmp-table", DataTable)
-        t.clear(columns=True)
-        t.add_columns("roof", a.id, b.id, "ratio", "ridges I*", "cross at I", "higher ↓/↑ I")
-        for level in sorted(set(a.bandwidth) | set(b.bandwidth)):
-            va, vb = a.bandwidth.get(level), b.bandwidth.get(level)
-            t.add_row(f"B {level} GB/s", _num(va.value / 1e9 if va else None), _num(vb.value / 1e9 if vb else None),
-                      _ratio(va and va.value, vb and vb.value), "", "", "")
-        for path in sorted(set(a.peak) | set(b.peak), key=lambda p: (p not in common_paths(a, b), p)):
-            fa, fb = a.peak.get(path), b.peak.get(path)
-            ridge = cross = side = ""
-            if path in common_paths(a, b) and "dram" in a.bandwidth and "dram" in b.bandwidth:
-                c = compare_path(a, b, path)
-                ridge = f"{c.ridges[a.id]:.3g} / {c.ridges[b.id]:.3g}"
-                x = c.crossover
-                cross = f"{x.intensity:.3g}" if x.intensity is not None else "never"
-                side = f"{x.higher_below} / {x.higher_above}"
-            t.add_row(f"F {path} TF/s", _num(fa.value / 1e12 if fa else None), _num(fb.value / 1e12 if fb else None),
-                      _ratio(fa and fa.value, fb and fb.value), ridge, cross, side)
+        rows = [(None, cells) for cells in roof_rows(a, b)]
+        self.query_one("#cmp-table", FitTable).set_rows(rows, compare_columns(a.id, b.id))
         self._op_line()
 
     def _op_line(self) -> None:
@@ -98,6 +82,36 @@ class Compare(Widget):
                     f"{fmt_time(slow.time_lower_bound)} on {slow.device.id} ({slow.regime}-bound), "
                     f"×{slow.time_lower_bound / fast.time_lower_bound:.2f}")
         out.update(text)
+
+
+def compare_columns(a: str, b: str) -> list[Col]:
+    """The roof table's columns. At 80 columns which device is higher on each side of the
+    crossover goes first (the ratios say it), then the ridges (What-if shows each device's)."""
+    return [Col("roof", "roof"), Col("a", a, max_width=12), Col("b", b, max_width=12), Col("ratio", "ratio"),
+            Col("ridges", "ridges I*", drop=2), Col("cross", "cross at I", drop=1),
+            Col("higher", "higher ↓/↑ I", drop=3)]
+
+
+def roof_rows(a: DeviceProfile, b: DeviceProfile) -> list[tuple[str, ...]]:
+    """One row per memory level, then per compute path (the paths both have first)."""
+    rows = []
+    for level in sorted(set(a.bandwidth) | set(b.bandwidth)):
+        va, vb = a.bandwidth.get(level), b.bandwidth.get(level)
+        rows.append((f"B {level} GB/s", _num(va.value / 1e9 if va else None), _num(vb.value / 1e9 if vb else None),
+                     _ratio(va and va.value, vb and vb.value), "", "", ""))
+    both = common_paths(a, b)
+    for path in sorted(set(a.peak) | set(b.peak), key=lambda p: (p not in both, p)):
+        fa, fb = a.peak.get(path), b.peak.get(path)
+        ridge = cross = side = ""
+        if path in both and "dram" in a.bandwidth and "dram" in b.bandwidth:
+            c = compare_path(a, b, path)
+            ridge = f"{c.ridges[a.id]:.3g} / {c.ridges[b.id]:.3g}"
+            x = c.crossover
+            cross = f"{x.intensity:.3g}" if x.intensity is not None else "never"
+            side = f"{x.higher_below} / {x.higher_above}"
+        rows.append((f"F {path} TF/s", _num(fa.value / 1e12 if fa else None), _num(fb.value / 1e12 if fb else None),
+                     _ratio(fa and fa.value, fb and fb.value), ridge, cross, side))
+    return rows
 
 
 def _num(v: float | None) -> str:

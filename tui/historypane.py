@@ -6,6 +6,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
@@ -20,7 +21,23 @@ from textual.widgets import DataTable, Input, Label, Static
 from rooftop.models.plotdata import intensity_span, roof_series, sample_series
 from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
 from rooftop.store.db import StoreError
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.widgets import Col, FitTable, RooflinePlot
+
+if TYPE_CHECKING:
+    from rooftop.store.runs import Run
+
+# The run table at 80 columns: plan, then the sample count, then the device go first (the detail
+# below names them); a long name or device ends in "…" rather than push status off screen.
+RUN_COLUMNS = (
+    Col("run", "run"), Col("name", "name", max_width=16), Col("device", "device", drop=1, max_width=22),
+    Col("status", "status"), Col("started", "started"), Col("samples", "samples", drop=2), Col("plan", "plan", drop=3),
+)
+
+
+def run_cells(r: Run) -> tuple[str, ...]:
+    """A run's cells in RUN_COLUMNS order."""
+    started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at))
+    return r.short_id, r.name or "", r.device_name, r.status, started, str(r.samples), r.plan
 
 
 class NameScreen(ModalScreen[str | None]):
@@ -84,16 +101,13 @@ class History(Widget):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="hist-status")
-        with Horizontal():
-            with Vertical(id="hist-left"):
-                yield DataTable(id="hist-table", cursor_type="row", zebra_stripes=True)
-                with VerticalScroll(id="hist-detail-scroll"):
-                    yield Static("", id="hist-detail")
-            yield RooflinePlot(id="hist-plot")
+        yield FitTable(RUN_COLUMNS, id="hist-table", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="hist-body", classes="beside"):
+            with VerticalScroll(id="hist-detail-scroll"):
+                yield Static("", id="hist-detail")
+            yield RooflinePlot(id="hist-plot", classes="chart-beside")
 
     def on_mount(self) -> None:
-        t = self.query_one("#hist-table", DataTable)
-        t.add_columns("run", "name", "device", "plan", "status", "started", "samples")
         self.reload()
 
     def _open(self):  # noqa: ANN202 - Store | None
@@ -103,8 +117,8 @@ class History(Widget):
 
     def reload(self) -> None:
         status = self.query_one("#hist-status", Static)
-        t = self.query_one("#hist-table", DataTable)
-        t.clear()
+        t = self.query_one("#hist-table", FitTable)
+        t.set_rows([])
         self.run_ids = []
         try:
             store = self._open()
@@ -116,12 +130,11 @@ class History(Widget):
                                style="dim"))
             return
         with store:
-            runs = store.runs()
-        for r in reversed(runs):  # newest first
-            started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at))
-            t.add_row(r.short_id, r.name or "", r.device_name, r.plan, r.status, started, str(r.samples), key=r.id)
-            self.run_ids.append(r.id)
-        status.update(Text(f"{len(runs)} runs in {store.path} — Enter opens, r renames, d deletes, e exports", style="dim"))
+            runs = list(reversed(store.runs()))  # newest first
+        t.set_rows((r.id, run_cells(r)) for r in runs)
+        self.run_ids = [r.id for r in runs]
+        # r, d and e are in the footer; the path is what this line is for
+        status.update(Text(f"{len(runs)} run{'' if len(runs) == 1 else 's'} in {store.path}", style="dim"))
         if self.run_ids:
             self.show_run(self.selected if self.selected in self.run_ids else self.run_ids[0])
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Label, Sparkline, Static
@@ -62,6 +62,7 @@ class TelemetryPanel(Widget):
 
     DEFAULT_CSS = """
     TelemetryPanel { height: auto; }
+    TelemetryPanel #traces { height: auto; }
     TelemetryPanel .trace { height: 1; }
     TelemetryPanel .trace Label { width: 11; }
     TelemetryPanel .trace Sparkline { width: 1fr; }
@@ -80,11 +81,12 @@ class TelemetryPanel(Widget):
 
     def compose(self) -> ComposeResult:
         yield Static(self.source, id="tel-source")
-        for key, label, _, _ in GPU_TRACES:
-            with Horizontal(classes="trace", id=f"tr-{key}"):
-                yield Label(label, id=f"lb-{key}")
-                yield Sparkline([], id=f"sp-{key}")
-                yield Static("N/A", classes="value", id=f"val-{key}")
+        with Vertical(id="traces"):  # a grid of two columns on a short screen (app.tcss)
+            for key, label, _, _ in GPU_TRACES:
+                with Horizontal(classes="trace", id=f"tr-{key}"):
+                    yield Label(label, id=f"lb-{key}")
+                    yield Sparkline([], id=f"sp-{key}")
+                    yield Static("N/A", classes="value", id=f"val-{key}")
 
     def add(self, s: Snapshot) -> None:
         if s.gpus:
@@ -132,7 +134,7 @@ class MeasurePanel(Widget):
     MeasurePanel #ms-progress { height: 1; display: none; }
     MeasurePanel.-running #ms-progress { display: block; }
     MeasurePanel #ms-charts { height: 1fr; }
-    MeasurePanel #ms-ceilings { height: auto; max-height: 8; }
+    MeasurePanel #ms-ceilings-scroll { height: auto; max-height: 8; }
     """
 
     REDRAW_S = 0.5  # charts redraw at most twice a second: plotext holds the GIL while it draws
@@ -171,7 +173,8 @@ class MeasurePanel(Widget):
         with Horizontal(id="ms-charts"):
             yield RooflinePlot(kind="bandwidth", id="ms-bw")
             yield RooflinePlot(id="ms-roof")
-        yield Static("", id="ms-ceilings")
+        with VerticalScroll(id="ms-ceilings-scroll"):
+            yield Static("", id="ms-ceilings")
 
     def show_run(self, view: RunView) -> None:
         """Start showing `view`: a run just started, finished, failed, or one mounted late into."""
@@ -219,10 +222,10 @@ class MeasurePanel(Widget):
             return
         self._dirty = False
         samples = self.view.samples
-        curves = {"bandwidth": (bandwidth_curves, "bandwidth vs working set"),
-                  "gemm": (gemm_curves, "GEMM vs n and M"), "fma": (fma_curves, "FMA sweep vs R")}
-        make, title = curves[self.curve]
-        self.query_one("#ms-bw", RooflinePlot).show(make(samples), f"{title}  (v: next)", kind=self.curve)
+        curves = {"bandwidth": (bandwidth_curves, "bandwidth"), "gemm": (gemm_curves, "GEMM vs n, M"),
+                  "fma": (fma_curves, "FMA sweep vs R")}
+        make, title = curves[self.curve]  # short: the title goes when wider than an 80-column chart
+        self.query_one("#ms-bw", RooflinePlot).show(make(samples), f"{title} (v: next)", kind=self.curve)
         prof = calibration.profile
         points = sample_series(samples, "")
         series = []

@@ -16,7 +16,7 @@ from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_time
-from rooftop.tui.widgets import RooflinePlot, refresh_select
+from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select
 
 SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
 
@@ -39,7 +39,7 @@ class Llm(Widget):
 
     def compose(self) -> ComposeResult:
         models = [(m, m) for m in builtin_models()]
-        with Horizontal():
+        with Horizontal(id="llm-body", classes="beside"):
             with Vertical(id="llm-left"):
                 with Horizontal(classes="row"):
                     yield Select(models, value="qwen2.5-7b", allow_blank=False, compact=True, id="llm-model")
@@ -52,12 +52,14 @@ class Llm(Widget):
                     yield Input("1", compact=True, id="llm-batch")
                     yield Label(" prompt/ctx ")
                     yield Input("128", compact=True, id="llm-context")
-                    yield Label(" config.json ")
-                    yield Input("", placeholder="path (optional)", compact=True, id="llm-config")
-                yield Static("", id="llm-error")
+                    config = Input("", placeholder="config.json", compact=True, id="llm-config")
+                    config.tooltip = "a Hugging Face config.json (optional): the model to use instead of the list's"
+                    yield Label(" ")
+                    yield config
+                yield ErrorLine(id="llm-error")
                 yield Static("", id="llm-summary")
                 yield DataTable(id="llm-ops", cursor_type="row", zebra_stripes=True)
-            yield RooflinePlot(id="llm-plot")
+            yield RooflinePlot(id="llm-plot", classes="chart-beside")
 
     def on_mount(self) -> None:
         self.query_one("#llm-ops", DataTable).add_columns("op", "×", "I", "regime", "T each", "share")
@@ -83,7 +85,7 @@ class Llm(Widget):
                 batch, ctx)
 
     def recompute(self) -> None:
-        err = self.query_one("#llm-error", Static)
+        err = self.query_one("#llm-error", ErrorLine)
         try:
             model, phase, device, batch, ctx = self._inputs()
             arch = load_arch(model)
@@ -92,9 +94,9 @@ class Llm(Widget):
             step = step_bound(arch, ph, dev)
             flip = compute_bound_batch(arch, dev, ctx, linear_only=True) if phase == "decode" else None
         except (ModelError, NoRoof) as exc:
-            err.update(Text(f"✗ {exc.args[0] if exc.args else exc}", style="bold red"))
+            err.show(exc)
             return
-        err.update("")
+        err.show(None)
         self.step = step
         s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.dtype}\n", style="bold")
         s.append(f"weights read {step.weights_read_bytes / 1e9:.2f} GB + KV {step.kv_bytes / 1e9:.3g} GB per step\n")

@@ -21,7 +21,7 @@ from rooftop.models.plotdata import intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import GRAMMARS, SpecError, parse_spec
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_time
-from rooftop.tui.widgets import RooflinePlot, refresh_select
+from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select
 
 DEFAULT_SPEC = "gemv 8192 8192 bf16"  # a batch-1 decode GEMV: seed 001's starting point
 FORM_FIELDS: dict[str, tuple[str, ...]] = {
@@ -113,7 +113,7 @@ class WhatIf(Widget):
         self.analysis: Analysis | None = None
 
     def compose(self) -> ComposeResult:
-        with Horizontal():
+        with Horizontal(id="whatif-body", classes="beside"):
             with Vertical(id="whatif-left"):
                 with Horizontal(classes="row"):
                     yield Select([(k, k) for k in FORM_FIELDS], value="gemm", allow_blank=False, compact=True, id="kind")
@@ -128,11 +128,11 @@ class WhatIf(Widget):
                     yield Button("M ÷2", id="halve", compact=True)
                     yield Button("M ×2", id="double", compact=True)
                     yield Button("pin", id="pin", compact=True)
-                yield Static("", id="spec-error")
+                yield ErrorLine(id="spec-error")
                 yield Static("", id="batch-bar")
                 with VerticalScroll(id="analysis-scroll"):
                     yield Static("", id="analysis")
-            yield RooflinePlot(id="whatif-plot")
+            yield RooflinePlot(id="whatif-plot", classes="chart-beside")
 
     def on_mount(self) -> None:
         self.analyse()
@@ -214,17 +214,17 @@ class WhatIf(Widget):
         if not self.query("#spec") or not self.query("#analysis"):
             return  # still composing (Changed events of the form's own mounting)
         spec = self.query_one("#spec", Input).value
-        error = self.query_one("#spec-error", Static)
+        error = self.query_one("#spec-error", ErrorLine)
         try:
             op = parse_spec(spec)
             measured = self._measured()
             a = analyze(op, self.profiles[self.device_id], measured)
         except (SpecError, NoRoof, ValueError) as exc:
-            error.update(Text(f"✗ {exc.args[0] if exc.args else exc}", style="bold red"))
+            error.show(exc)
             self.analysis = None
             self.post_message(self.Changed(None))
             return
-        error.update("")
+        error.show(None)
         self.analysis = a
         self._fill_form(op)
         self.query_one("#analysis", Static).update(analysis_text(a))

@@ -1,12 +1,16 @@
-"""Reusable widgets: the roofline chart and the help screen."""
+"""Reusable widgets: the roofline chart, a table that fits its width, and the help screen."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Select
+from textual.widgets import DataTable, Select, Static
 from textual_plotext import PlotextPlot
 
 from rooftop.models.plotdata import Series
@@ -54,6 +58,98 @@ class RooflinePlot(PlotextPlot):
         return super().render()
 
 
+@dataclass(frozen=True)
+class Col:
+    """A FitTable column: what goes first when the table is too narrow, and how wide a cell may grow."""
+
+    key: str
+    label: str
+    drop: int = 0  # 0: always shown; when space is short the highest goes first
+    max_width: int | None = None  # longer cells end in "…" (a detail elsewhere shows them whole)
+
+
+def cell_width(cell: str | Text) -> int:
+    """Cells a DataTable cell or heading takes (it reads str as markup)."""
+    return (Text.from_markup(cell) if isinstance(cell, str) else cell).cell_len
+
+
+def crop(cell: str | Text, width: int | None) -> str | Text:
+    """The cell, ending in "…" when longer than `width`; unchanged (a str stays a str) otherwise."""
+    if width is None or cell_width(cell) <= width:
+        return cell
+    text = Text.from_markup(cell) if isinstance(cell, str) else cell.copy()
+    text.truncate(width, overflow="ellipsis")
+    return text
+
+
+class FitTable(DataTable):
+    """A DataTable that leaves out its least important columns instead of cutting them at the right edge.
+
+    At 80 columns a table of runs or roofs is wider than the screen; a column cut in
+    half reads as a wrong value, a missing one does not. Rows are set whole with
+    `set_rows`; the table re-fits them whenever its width changes.
+    """
+
+    def __init__(self, columns: Sequence[Col], **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.cols = list(columns)
+        self._rows: list[tuple[str | None, tuple[str | Text, ...]]] = []
+        self._shown: list[str] = []
+
+    @property
+    def shown(self) -> list[str]:
+        """The keys of the columns on screen now."""
+        return list(self._shown)
+
+    def set_rows(self, rows: Iterable[tuple[str | None, Sequence[str | Text]]],
+                 columns: Sequence[Col] | None = None) -> None:
+        """All the rows, each (row key or None, one cell per column), and new columns if given."""
+        if columns is not None:
+            self.cols = list(columns)
+        self._rows = [(key, tuple(crop(c, col.max_width) for c, col in zip(cells, self.cols))) for key, cells in rows]
+        self._refit(force=True)
+
+    def on_resize(self) -> None:
+        self._refit()
+
+    def _fitting(self) -> list[str]:
+        """The keys of the columns that fit the width, dropping the highest `drop` first."""
+        width = self.content_size.width
+        if width <= 0:  # not laid out yet: all of them, until the first resize
+            return [c.key for c in self.cols]
+        if len(self._rows) + 1 > self.content_size.height:
+            width -= self.styles.scrollbar_size_vertical
+        pad = 2 * self.cell_padding
+        need = {c.key: pad + max([cell_width(crop(c.label, c.max_width))] + [cell_width(r[i]) for _, r in self._rows])
+                for i, c in enumerate(self.cols)}
+        shown = list(self.cols)
+        while sum(need[c.key] for c in shown) > width and any(c.drop for c in shown):
+            shown.remove(max(shown, key=lambda c: c.drop))
+        return [c.key for c in shown]
+
+    def _refit(self, force: bool = False) -> None:
+        keys = self._fitting()
+        if keys == self._shown and not force:
+            return
+        self._shown = keys
+        index = [i for i, c in enumerate(self.cols) if c.key in keys]
+        cursor = self._cursor_key()
+        with self.prevent(DataTable.RowHighlighted):  # the same row stays highlighted: nothing new to show
+            self.clear(columns=True)
+            for i in index:
+                col = self.cols[i]
+                self.add_column(crop(col.label, col.max_width), key=col.key)
+            for key, cells in self._rows:
+                self.add_row(*(cells[i] for i in index), key=key)
+            if cursor is not None and cursor in self.rows:
+                self.move_cursor(row=self.get_row_index(cursor), animate=False)
+
+    def _cursor_key(self) -> str | None:
+        if not self.row_count or not self.is_valid_row_index(self.cursor_row):
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+
 HELP = """\
 # rooftop
 
@@ -77,6 +173,11 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 `attn b=8 h=32 kv=8 d=128 t=8192 decode`, `ew n=1e9 fp32`, `fma 64 fp32`,
 `norm 4096 4096 bf16`, `softmax 4096 4096`. Numbers: `8192`, `1e9`, `2^20`, `8k`.
 
+Under 90 columns, What-if, History and LLM put their chart below the text,
+or leave it out when the terminal is under 30 rows: the Roofline tab (`2`)
+draws the What-if op, and a measured run's points when you pick its device.
+Tables leave out their least needed columns rather than cut one in half.
+
 Bytes and FLOPs are algorithmic (each array once; an FMA is 2 FLOP), so
 T = max(W/F, Q/B) is a lower bound. Every ceiling says where it came from:
 measured here, a published reference measurement, or a datasheet.
@@ -95,6 +196,20 @@ class HelpScreen(ModalScreen[None]):
 
         with VerticalScroll():
             yield Markdown(HELP)
+
+
+class ErrorLine(Static):
+    """An inline error under a form; it takes no row while there is none (a row counts at 24 lines)."""
+
+    DEFAULT_CSS = """
+    ErrorLine { height: auto; display: none; }
+    ErrorLine.-shown { display: block; }
+    """
+
+    def show(self, exc: Exception | None) -> None:
+        """Show what went wrong (the exception's first argument), or nothing."""
+        self.set_class(exc is not None, "-shown")
+        self.update("" if exc is None else Text(f"✗ {exc.args[0] if exc.args else exc}", style="bold red"))
 
 
 def refresh_select(select: Select, ids: list[str], extra: list[str] = ()) -> None:  # type: ignore[assignment]
