@@ -65,3 +65,20 @@ def test_layering_no_torch_or_textual_at_import():
 def test_help_lists_measure():
     out = rooftop("--help")
     assert out.returncode == 0 and "measure" in out.stdout
+
+
+def test_measured_roofline_piped_has_no_escape_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from rooftop.models.catalog import lookup_device
+    from rooftop.tui.measure_cmd import _measure_plot
+
+    monkeypatch.delenv("NO_COLOR", raising=False)  # stdout is captured, not a terminal: that alone must do
+    chart = _measure_plot(SimpleNamespace(profile=lookup_device("h100")), [], 80, 20)
+    assert "bf16-tc" in chart and "\x1b[" not in chart
+    assert max(len(line) for line in chart.splitlines()) <= 80
+
+
+def test_plot_size_is_checked() -> None:
+    out = rooftop("measure", "--width", "5", "--only", "launch")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "10 to 1000" in out.stderr

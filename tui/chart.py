@@ -112,3 +112,36 @@ def draw_gemm(plt: Any, series: list[Series], title: str = "", color: bool = Tru
 def draw_fma(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
     """FMA-sweep throughput against R, the FMAs per element."""
     draw_loglog(plt, series, title, "R, FMAs/element (log-log)", "TFLOP/s", 1e12, color=color)
+
+
+def plot_size(text: str) -> int:
+    """argparse type of --width / --height: a whole number of characters, 10 to 1000."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
+    if not 10 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"{value}: give 10 to 1000 characters")
+    return value
+
+
+def roofline_text(series: list[Series], title: str, width: int | None = None, height: int | None = None,
+                  max_height: int = 1000) -> str:
+    """The roofline as text for stdout: the terminal's size unless given (100×30 when piped), and
+    colour only on a terminal without NO_COLOR, so a file or a pipe gets no escape codes."""
+    import os
+    import sys
+
+    import plotext
+
+    tty = sys.stdout.isatty()
+    size = os.get_terminal_size(sys.stdout.fileno()) if tty else os.terminal_size((100, 30))
+    color = tty and "NO_COLOR" not in os.environ
+    plotext.clf()
+    plotext.limitsize(False, False)
+    plotext.plotsize(width or size.columns, height or max(20, min(max_height, size.lines - 4)))
+    draw_roofline(plotext, series, title, color=color)
+    chart = plotext.build()
+    return chart if color else plotext.uncolorize(chart)

@@ -20,6 +20,7 @@ from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, op_kinds, parse_specs
 from rooftop.models.units import fmt_count
 from rooftop.store.db import StoreError
+from rooftop.tui.chart import plot_size
 
 FALLBACK_DEVICE = "h100"
 
@@ -151,10 +152,8 @@ DEFAULT_PLOT_PATHS = ("fp64-tc", "fp32-fma", "bf16-tc", "fp8-tc")
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    import plotext
-
     from rooftop.models.plotdata import intensity_span, point_series, roof_series
-    from rooftop.tui.chart import draw_roofline
+    from rooftop.tui.chart import roofline_text
 
     ids = _device_list(args.device)
     devices = resolve_devices(ids, store_profiles(args, ids))
@@ -178,18 +177,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
             paths = list(dict.fromkeys(paths))
         series += roof_series(dev, paths, ["dram"] + (["l2"] if "l2" in dev.bandwidth else []), span)
     series += [point_series(a) for a in analyses] + points
-    for what, v in (("width", args.width), ("height", args.height)):
-        if v is not None and not (10 <= v <= 1000):
-            raise UsageError(f"--{what} {v}: give 10 to 1000 characters")
-    size = os.get_terminal_size(sys.stdout.fileno()) if sys.stdout.isatty() else os.terminal_size((100, 30))
-    plotext.clf()
-    plotext.limitsize(False, False)
-    plotext.plotsize(args.width or size.columns, args.height or max(20, size.lines - 4))
-    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     title = "roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices)
-    draw_roofline(plotext, series, title, color=color)
-    chart = plotext.build()
-    sys.stdout.write((chart if color else plotext.uncolorize(chart)) + "\n")
+    sys.stdout.write(roofline_text(series, title, args.width, args.height) + "\n")
     for a in analyses:
         sys.stdout.write(
             f"{a.op.describe()}: I = {a.intensity:.3g} FLOP/B on {a.path}, {a.regime}-bound on {a.device.id} "
@@ -686,8 +675,8 @@ def build_parser() -> Parser:
     pl.add_argument("-d", "--device", action="append", metavar="ID", help="device id (repeat to overlay)")
     pl.add_argument("--op", action="append", metavar="SPEC", help='an op to mark, e.g. --op "gemm 1 8192 8192 bf16"')
     pl.add_argument("--paths", metavar="LIST", help="compute paths to draw, comma-separated, or 'all'")
-    pl.add_argument("--width", type=int, metavar="COLS", help="chart width (default: the terminal's)")
-    pl.add_argument("--height", type=int, metavar="ROWS", help="chart height")
+    pl.add_argument("--width", type=plot_size, metavar="COLS", help="chart width (default: the terminal's)")
+    pl.add_argument("--height", type=plot_size, metavar="ROWS", help="chart height (default: the terminal's)")
     pl.add_argument("--points", action="store_true",
                     help="also draw the measured (or imported) sample points of devices that are store runs")
     pl.set_defaults(func=cmd_plot)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
+
+from rooftop.tui.chart import plot_size
 
 
 def add_measure_command(sub: Any) -> None:
@@ -26,8 +27,8 @@ def add_measure_command(sub: Any) -> None:
     ms.add_argument("--threads", type=int, metavar="N", help="CPU only: torch threads (default: torch's, one per core)")
     ms.add_argument("--json", action="store_true", help="print {profile, samples, device_info} as JSON (SI units)")
     ms.add_argument("--no-plot", action="store_true", help="omit the roofline plot")
-    ms.add_argument("--width", type=int, metavar="COLS", help="plot width")
-    ms.add_argument("--height", type=int, metavar="ROWS", help="plot height")
+    ms.add_argument("--width", type=plot_size, metavar="COLS", help="plot width (default: the terminal's)")
+    ms.add_argument("--height", type=plot_size, metavar="ROWS", help="plot height (default: the terminal's, ≤ 40)")
     ms.add_argument("--no-save", action="store_true", help="do not keep this run in the store")
     ms.add_argument("--db", metavar="PATH",
                     help="the rooftop database file (default: $ROOFTOP_DB, else rooftop.db in the user data directory)")
@@ -42,10 +43,8 @@ def usage_error(message: str) -> int:
 
 def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int | None) -> str:
     """The measured roofline with the GEMM / FMA points, as text."""
-    import plotext
-
     from rooftop.models.plotdata import intensity_span, roof_series
-    from rooftop.tui.chart import draw_roofline
+    from rooftop.tui.chart import roofline_text
     from rooftop.tui.measure_report import point_series
 
     prof = cal.profile
@@ -54,11 +53,7 @@ def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int |
     points = point_series(samples)
     span = intensity_span([prof], [x for s in points for x in s.xs], lo=0.01)
     series = roof_series(prof, prof.paths(), prof.levels(), span) + points
-    size = os.get_terminal_size(sys.stdout.fileno()) if sys.stdout.isatty() else os.terminal_size((100, 30))
-    plotext.clf()
-    plotext.plotsize(width or size.columns, height or max(20, min(40, size.lines - 4)))
-    draw_roofline(plotext, series, f"measured roofline: {prof.name}", color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    return plotext.build()
+    return roofline_text(series, f"measured roofline: {prof.name}", width, height, max_height=40)
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
