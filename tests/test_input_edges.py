@@ -98,7 +98,7 @@ def test_model_configs_that_cannot_be(tmp_path: Path) -> None:
         (["watch", "--interval", "inf", "--count", "1"], ("--interval inf", "3600")),
         (["watch", "--interval", "1e300"], ("3600",)),
         (["watch", "--gpu", "-5", "--count", "1"], ("start at 0",)),
-        (["plot", "-d", "h100", "--height", "100000"], ("--height 100000", "1000")),
+        (["plot", "-d", "h100", "--height", "100000"], ("--height: 100000", "10 to 1000")),
         (["measure", "--threads", "100000", "--only", "launch", "--no-save"], ("--threads 100000",)),
     ],
 )

@@ -50,7 +50,7 @@ async def test_history_lists_opens_and_exports(tmp_path: Path) -> None:
         await pilot.pause()
         table = app.query_one("#hist-table", DataTable)
         assert table.row_count == 1
-        assert table.get_row_at(0)[2] == "Test CPU"
+        assert str(table.get_row_at(0)[2]) == "Test CPU"
         detail = str(app.query_one("#hist-detail", Static).render())
         assert "B dram: 26.80 GB/s" in detail and "1024x1024x1024" in detail
         assert "3 samples, 0 unstable, 1 skipped" in detail and "compute capability" in detail
@@ -78,7 +78,7 @@ async def test_history_rename_and_delete(tmp_path: Path) -> None:
         await pilot.pause()
         with Store.open(tmp_path / "r.db") as store:
             assert store.run(rid).name == "lab-box"
-        assert app.query_one("#hist-table", DataTable).get_row_at(0)[1] == "lab-box"
+        assert str(app.query_one("#hist-table", DataTable).get_row_at(0)[1]) == "lab-box"
         await pilot.press("d")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -115,3 +115,16 @@ async def test_roofline_shows_a_stored_runs_points(tmp_path: Path) -> None:
         labels = [s.label for s in app.query_one("#rl-plot", RooflinePlot).series]
         assert "local gemm" in labels  # its measured GEMM point
         assert any(lb.startswith("local fp32-matmul") for lb in labels)
+
+
+async def test_history_shows_a_device_name_with_brackets_as_written(tmp_path: Path) -> None:
+    from tui_helpers import screen_lines
+
+    with Store.open(tmp_path / "r.db") as store:
+        rid = store.begin_run({"name": "box [bold]7[/bold]", "index": 0}, "quick", "cpu")
+        store.finish_run(rid, "complete")
+    app = make(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        row = next(line for line in screen_lines(app) if rid[:8] in line)  # the table (above the detail)
+        assert "box [bold]7[/bold]" in row

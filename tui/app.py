@@ -273,8 +273,11 @@ class RooftopApp(App[None]):
         return self._sampler
 
     def on_telemetry(self, message: Telemetry) -> None:
+        # A panel still mounting (a lazy tab) fills itself from the sampler's history in its on_mount;
+        # one being torn down (the app exiting) has nothing left to update.
         for panel in self.query(TelemetryPanel):
-            panel.add(message.snapshot)
+            if panel.is_mounted and panel.is_attached:
+                panel.add(message.snapshot)
 
     @on(WhatIf.Changed)
     def _op_changed(self, message: WhatIf.Changed) -> None:

@@ -19,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Static
 
 from rooftop.models.plotdata import intensity_span, roof_series, sample_series
-from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
+from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate
 from rooftop.store.db import StoreError
 from rooftop.tui.widgets import Col, FitTable, RooflinePlot
 
@@ -34,10 +34,10 @@ RUN_COLUMNS = (
 )
 
 
-def run_cells(r: Run) -> tuple[str, ...]:
-    """A run's cells in RUN_COLUMNS order."""
+def run_cells(r: Run) -> tuple[str | Text, ...]:
+    """A run's cells in RUN_COLUMNS order; names are Text, since a DataTable reads a str as markup."""
     started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at))
-    return r.short_id, r.name or "", r.device_name, r.status, started, str(r.samples), r.plan
+    return r.short_id, Text(r.name or ""), Text(r.device_name), r.status, started, str(r.samples), r.plan
 
 
 class NameScreen(ModalScreen[str | None]):
@@ -170,7 +170,8 @@ class History(Widget):
                 text.append(f"F {p}: {fmt_flops_rate(c.value)}  [{c.case}]\n")
         skipped = [s for s in samples if s.skipped]
         unstable = [s for s in samples if s.stats and not s.stable]
-        text.append(f"{len(samples)} samples, {len(unstable)} unstable, {len(skipped)} skipped\n", style="dim")
+        text.append(f"{fmt_count(len(samples), 'sample')}, {len(unstable)} unstable, {len(skipped)} skipped\n",
+                    style="dim")
         for s in skipped[:5]:
             text.append(f"  skipped {s.family} {s.dtype} {dict(s.shape)}: {s.skipped}\n", style="dim")
         detail.update(text)
