@@ -76,7 +76,7 @@ def test_default_device_without_a_gpu_says_what_it_used(capsys: pytest.CaptureFi
         (["op", "frob", "1"], ["unknown op 'frob'", "gemm"]),
         (["op", "gemm", "1", "2", "3", "--measured-ms", "-1"], ["positive"]),
         (["op", "gemm", "1", "2", "3", "ew", "5", "--measured-ms", "1,2,3"], ["3 times for 2 ops"]),
-        (["op"], ["required"]),
+        (["op"], ["no op to analyse", "--pinned"]),
         (["nosuch"], ["invalid choice"]),
         (["plot", "-d", "v100-32", "--paths", "fp8-tc"], ["no fp8-tc roof"]),
     ],

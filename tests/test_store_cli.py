@@ -309,3 +309,15 @@ def test_runs_list_fits_80_columns_and_an_import_has_no_made_up_duration(tmp_pat
     assert "1 run in" in out and "imported" in out
     assert main(["show", out.split()[8], "--db", db]) == 0  # the first row's run id
     assert "took" not in capsys.readouterr().out
+
+
+def test_op_pinned_analyses_the_apps_pins_and_db_before_the_command_counts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        store.save_op("gemm m=1 n=8192 k=8192 bf16", "gemm m=1 n=8192 k=8192 bf16", ["h100"])
+    assert main(["--db", str(db), "op", "--pinned", "ew n=1e9 fp32", "-d", "h100", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["regime"] for r in rows] == ["memory", "memory"]
+    assert rows[1]["op"] == "gemm m=1 n=8192 k=8192 bf16"  # the pinned GEMV, after the given op
+    assert rows[1]["time_lower_bound_s"] == pytest.approx(43.5e-6, rel=0.01)

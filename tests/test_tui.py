@@ -244,3 +244,34 @@ async def test_llm_tab_moves_with_batch_and_context() -> None:
         batch.value = "0"
         await pilot.pause()
         assert "at least 1" in text_of(a.query_one("#llm-error", Static))
+
+
+async def test_pins_are_kept_in_the_store_and_p_again_unpins(tmp_path) -> None:  # noqa: ANN001
+    from rooftop.store.runs import Store
+
+    db = tmp_path / "r.db"
+    first = app(initial_tab="whatif", db_path=db)
+    async with first.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        first.query_one(WhatIf).set_spec("gemm 4096 4096 4096 fp16")
+        await pilot.pause()
+        first.query_one("#whatif-plot", RooflinePlot).focus()
+        await pilot.press("p")
+        await pilot.pause()
+    with Store.open(db) as store:
+        assert [o["spec"] for o in store.saved_ops()] == ["gemm m=4096 n=4096 k=4096 fp16"]
+    again = app(initial_tab="roofline", db_path=db)  # a new session: the pin is back on the Roofline
+    async with again.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        labels = [s.label for s in again.query_one("#rl-plot", RooflinePlot).series if s.kind == "point"]
+        assert "GEMM 4096×4096×4096 fp16" in labels
+        await pilot.press("3")
+        await pilot.pause()
+        again.query_one(WhatIf).set_spec("gemm 4096 4096 4096 fp16")
+        await pilot.pause()
+        again.query_one("#whatif-plot", RooflinePlot).focus()
+        await pilot.press("p")  # pinned already: unpins
+        await pilot.pause()
+        assert again.pinned == []
+    with Store.open(db) as store:
+        assert store.saved_ops() == []

@@ -135,12 +135,13 @@ class RooftopApp(App[None]):
         super().__init__()
         self.config = config or AppConfig()
         self.store_note = ""
+        self._pin_specs: list[str] = []  # the store's saved ops, read with the profiles
         self.profiles: dict[str, DeviceProfile] = {**catalog(), **self._stored_profiles(), **self.config.profiles}
         self.device_id, self.device_note = self._pick_device()
         self._sampler: Sampler | None = None
         # State the tabs read when they mount (tabs other than the first mount after the first frame).
         self.current = self._first_op()  # the What-if analysis (its tab may not be built yet)
-        self.pinned: list = []  # analyses pinned to the Roofline tab
+        self.pinned: list = self._saved_pins()  # ops pinned to the Roofline tab, kept in the store
         self.run_view = RunView()  # the measurement in progress or last finished
         self.overlay_id: str | None = None  # the Roofline tab's second device
         self._unbuilt: dict[str, Callable[[], object]] = {}  # tabs not shown yet
@@ -157,6 +158,20 @@ class RooftopApp(App[None]):
         except (NoRoof, KeyError):
             return None
 
+    def _saved_pins(self) -> list:  # noqa: ANN202 - models.ops ops
+        """The pinned ops saved in the store; one that no longer parses is named in a note, not dropped."""
+        from rooftop.models.spec import SpecError, parse_spec
+
+        ops, bad = [], []
+        for spec in self._pin_specs:
+            try:
+                ops.append(parse_spec(spec))
+            except SpecError:
+                bad.append(spec)
+        if bad:
+            self.store_note = f"saved pins that no longer parse were left out: {'; '.join(bad)}"
+        return ops
+
     def _stored_profiles(self) -> dict[str, DeviceProfile]:
         """Measured and imported profiles, and `local`; a broken store is a note, not a crash."""
         import sqlite3
@@ -171,6 +186,7 @@ class RooftopApp(App[None]):
             with store:
                 found = store.profiles()
                 local = store.local_profile()
+                self._pin_specs = [str(o["spec"]) for o in store.saved_ops()]
         except (StoreError, sqlite3.DatabaseError, OSError) as exc:
             self.store_note = f"store unavailable: {exc}"
             return {}
@@ -289,10 +305,38 @@ class RooftopApp(App[None]):
 
     @on(WhatIf.Pinned)
     def _op_pinned(self, message: WhatIf.Pinned) -> None:
-        if all(p.op != message.analysis.op for p in self.pinned):
-            self.pinned.append(message.analysis)
+        """p pins the What-if op to the Roofline tab, or unpins it if it is pinned; the store keeps the pins."""
+        op = message.analysis.op
+        keep = op not in self.pinned
+        if keep:
+            self.pinned.append(op)
+        else:
+            self.pinned.remove(op)
+        problem = self._save_pin(op, keep)
+        verb = "pinned" if keep else "unpinned"
+        if problem:
+            self.notify(f"{verb} {op.describe()} for this session only: {problem}", severity="warning", timeout=6)
+        else:
+            self.notify(f"{verb} {op.describe()}" + (" (on the Roofline tab)" if keep else ""), timeout=3)
         for r in self.query(Roofline):
             r.redraw()
+
+    def _save_pin(self, op, keep: bool) -> str:  # noqa: ANN001 - a models.ops op
+        """Save or forget a pin in the store: '' when done, else why not (the pin still holds in memory)."""
+        import sqlite3
+
+        from rooftop.store.db import StoreError
+        from rooftop.store.runs import Store
+
+        try:
+            with Store.open(self.config.db_path) as store:
+                if keep:
+                    store.save_op(op.spec(), op.spec(), [self.device_id])
+                else:
+                    store.delete_op(op.spec())
+        except (StoreError, sqlite3.DatabaseError, OSError) as exc:
+            return str(exc)
+        return ""
 
     # -- measuring ---------------------------------------------------------------------
 

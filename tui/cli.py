@@ -97,8 +97,23 @@ def _measured_times(raw: str | None, n_ops: int) -> list[float | None]:
     return [v / 1e3 for v in vals]
 
 
+def pinned_ops(args: argparse.Namespace) -> list:  # noqa: ANN201 - models.ops ops
+    """The ops pinned in the app (What-if, p), which the store keeps; none when there is no store yet."""
+    from rooftop.store.locations import db_path
+
+    if not db_path(getattr(args, "db", None)).exists():
+        return []
+    with open_store(args) as store:
+        return [op for saved in store.saved_ops() for op in parse_specs([str(saved["spec"])])]
+
+
 def cmd_op(args: argparse.Namespace) -> int:
-    ops = parse_specs(args.spec)
+    ops = parse_specs(args.spec) if args.spec else []
+    if args.pinned:
+        ops += pinned_ops(args)
+    if not ops:
+        raise UsageError("no op to analyse: give an op spec (e.g. gemm 1 8192 8192 bf16)"
+                         + (", or pin ops in the app (p on the What-if tab)" if args.pinned else ", or --pinned"))
     times = _measured_times(args.measured_ms, len(ops))
     ids = _device_list(args.device)
     devices = resolve_devices(ids, store_profiles(args, ids))
@@ -321,9 +336,13 @@ def run_app(args: argparse.Namespace) -> int:
 DB_HELP = "the rooftop database file (default: $ROOFTOP_DB, else rooftop.db in the user data directory)"
 
 
-def add_db_option(p: argparse.ArgumentParser) -> None:
-    """--db PATH on every command that reads or writes the store."""
-    p.add_argument("--db", metavar="PATH", help=DB_HELP)
+def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """--db PATH on every command that reads or writes the store, and before the command.
+
+    A command's own --db is left out of the namespace when not given, so that it does not
+    overwrite `rooftop --db PATH COMMAND`'s (argparse's subparser defaults would).
+    """
+    p.add_argument("--db", metavar="PATH", help=DB_HELP, **({} if top else {"default": argparse.SUPPRESS}))
 
 
 def open_store(args: argparse.Namespace, create: bool = False):  # noqa: ANN201 - a Store, imported lazily
@@ -647,7 +666,7 @@ def build_parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-d", "--device", metavar="ID", help="the app's first device (default: this GPU's, else h100)")
-    add_db_option(p)
+    add_db_option(p, top=True)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     from rooftop.tui.measure_cmd import add_measure_command  # light: torch loads only when measuring
     add_measure_command(sub)
@@ -657,7 +676,9 @@ def build_parser() -> Parser:
         description="Place ops on a device's roofline: W, Q, I, ridge, regime, time bound, advice.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    op.add_argument("spec", nargs="+", help=f"the op spec words (op kinds: {', '.join(op_kinds())})")
+    op.add_argument("spec", nargs="*", help=f"the op spec words (op kinds: {', '.join(op_kinds())})")
+    op.add_argument("--pinned", action="store_true",
+                    help="also the ops pinned in the app (p on the What-if tab), which the store keeps")
     op.add_argument("-d", "--device", action="append", metavar="ID",
                     help="device id (repeat or comma-separate for side by side); see `rooftop devices`")
     op.add_argument("--measured-ms", metavar="T", help="a measured kernel time in ms (one, or one per op, comma-separated)")

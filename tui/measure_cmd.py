@@ -16,6 +16,7 @@ from rooftop.tui.chart import plot_size
 
 def add_measure_command(sub: Any) -> None:
     """Add the `measure` subcommand to the CLI's subparsers."""
+    from rooftop.tui.cli import add_db_option
     ms = sub.add_parser(
         "measure", help="measure this machine's roofline (bandwidth, GEMM, FMA sweep, launch)",
         description="Measure the local GPU's (or CPU's) ceilings by the reference protocol, then print the "
@@ -30,8 +31,7 @@ def add_measure_command(sub: Any) -> None:
     ms.add_argument("--width", type=plot_size, metavar="COLS", help="plot width (default: the terminal's)")
     ms.add_argument("--height", type=plot_size, metavar="ROWS", help="plot height (default: the terminal's, ≤ 40)")
     ms.add_argument("--no-save", action="store_true", help="do not keep this run in the store")
-    ms.add_argument("--db", metavar="PATH",
-                    help="the rooftop database file (default: $ROOFTOP_DB, else rooftop.db in the user data directory)")
+    add_db_option(ms)
     ms.set_defaults(func=cmd_measure)
 
 

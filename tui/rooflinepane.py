@@ -97,7 +97,7 @@ class Roofline(Widget):
         dev = self.profiles[self.device_id]
         paths = [str(p) for p in self.query_one("#rl-paths", SelectionList).selected]
         pinned = getattr(self.app, "pinned", [])  # the app keeps them: this tab may mount late
-        ops = [a.op for a in pinned] + ([self.current.op] if self.current else [])
+        ops = list(pinned) + ([self.current.op] if self.current else [])
         points: list[Series] = []
         for op in dict.fromkeys(ops):
             try:

@@ -93,7 +93,7 @@ class WhatIf(Widget):
     BINDINGS = [
         Binding("left_square_bracket", "batch(0.5)", "M ÷2"),
         Binding("right_square_bracket", "batch(2)", "M ×2"),
-        Binding("p", "pin", "Pin op"),
+        Binding("p", "pin", "Pin/unpin"),
     ]
 
     @dataclass
@@ -272,8 +272,7 @@ class WhatIf(Widget):
 
     def action_pin(self) -> None:
         if self.analysis is not None:
-            self.post_message(self.Pinned(self.analysis))
-            self.notify(f"pinned {self.analysis.op.describe()} to the Roofline tab", timeout=3)
+            self.post_message(self.Pinned(self.analysis))  # the app pins or unpins it, and says which
 
     @on(Button.Pressed, "#halve")
     def _halve(self) -> None:

@@ -163,7 +163,7 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 | `v` | Live: the next sweep's curve — GB/s vs working set, TFLOP/s vs n or M, FMA sweep vs R |
 | `[` / `]` | What-if: halve / double M (or the batch) — watch the point cross the ridge; LLM: the batch |
 | `,` / `.` | LLM: halve / double the context |
-| `p` | What-if: pin the op to the Roofline tab |
+| `p` | What-if: pin the op to the Roofline tab, or unpin it; pins are kept in the store |
 | `r` `d` `e` | History: rename, delete, export the selected run |
 | `Tab` | move between fields; `Esc` leaves a text field |
 | `?` | this help |
