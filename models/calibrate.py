@@ -7,7 +7,8 @@ The definitions are the reference's (shared/reference/README.md):
 - B l2: the best data-moving kernel whose working set sits inside the cache
   (GPU: ≤ L2/2; CPU: above the private caches, ≤ LLC/2).
 - F per compute path: the best stable warm GEMM of that path, and the FMA-sweep
-  plateau (best R) for fp32-fma / fp64-fma.
+  plateau for fp32-fma / fp64-fma: the best stable point among those within 10%
+  of the sweep's highest rate (never a point on the bandwidth slope).
 Unstable points (iqr_ratio > 0.10) are left out and listed; a level or path
 with only unstable points keeps its best one, marked stable=False.
 Pure: no torch, no I/O.
@@ -23,6 +24,7 @@ from .sample import DATA_MOVING, Sample
 from .units import MiB
 
 ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagged (L2 residency)
+PLATEAU = 0.90  # FMA-sweep points within 10% of the sweep's best rate are on its compute plateau
 GPU_DRAM_MIN = 256 * MiB
 
 
@@ -89,6 +91,17 @@ def _best(cands: Iterable[Sample], rate) -> Ceiling | None:  # noqa: ANN001 - ra
     return Ceiling(rate(best), "measured", case_of(best), stable=bool(stable))
 
 
+def _plateau(group: Sequence[Sample], rate) -> list[Sample]:  # noqa: ANN001 - rate: Sample -> float
+    """The FMA sweep's plateau: the points within PLATEAU of its highest rate, stable or not.
+
+    A stable point on the bandwidth slope (R = 1 is one) must never stand for the
+    compute roof just because the plateau's points were noisy: then the plateau's
+    best point is the roof, marked unstable.
+    """
+    top = max((rate(s) for s in group), default=0.0)
+    return [s for s in group if rate(s) >= PLATEAU * top]
+
+
 def _bw(s: Sample) -> float:
     return s.bandwidth or 0.0
 
@@ -150,7 +163,7 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
             if s.family == fam and s.path:
                 by_path.setdefault(s.path, []).append(s)
         for path, group in by_path.items():
-            c = _best(group, _fl)
+            c = _best(_plateau(group, _fl) if fam == "fma" else group, _fl)
             if c and (path not in peak or c.value > peak[path].value):
                 peak[path] = c
     methods = {s.conditions.get("method") for s in warm if s.family == "fma"} - {None, "triton"}

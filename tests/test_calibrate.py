@@ -129,3 +129,21 @@ def test_skipped_launch_and_points_above_the_roof():
     assert cal.above_roof == (small,)
     d = cal.profile.to_dict()
     assert set(d["bandwidth"]) == {"dram"} and set(d["peak"]) == {"bf16-tc"}
+
+
+def test_a_stable_point_on_the_slope_never_stands_for_the_fma_roof():
+    """The review's CPU run: R = 1 stable at 2.1 GFLOP/s, the plateau (R ≥ 16) all noisy."""
+    n = 1 << 23
+
+    def noisy(reps: int, gflops: float) -> Sample:
+        s = fma("fp64", reps, n, gflops / 1e3, method="torch-chain")
+        return Sample(s.family, s.dtype, s.shape, s.flops, s.bytes, s.footprint_bytes, s.cache,
+                      stats(s.stats.median_s, iqr=0.2), s.path, conditions=s.conditions)
+
+    samples = [fma("fp64", 1, n, 2.14e-3, method="torch-chain"), noisy(4, 4.9), noisy(16, 8.7), noisy(64, 9.26)]
+    roof = calibrate(samples, CPU).profile.peak["fp64-fma"]
+    assert roof.value == pytest.approx(9.26e9) and roof.case.endswith(f"reps=64:{n}") and not roof.stable
+    # with a stable plateau point, that one is the roof, stable
+    samples.append(fma("fp64", 32, n, 8.5e-3, method="torch-chain"))
+    roof = calibrate(samples, CPU).profile.peak["fp64-fma"]
+    assert roof.value == pytest.approx(8.5e9) and roof.stable
