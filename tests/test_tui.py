@@ -275,3 +275,31 @@ async def test_pins_are_kept_in_the_store_and_p_again_unpins(tmp_path) -> None: 
         assert again.pinned == []
     with Store.open(db) as store:
         assert store.saved_ops() == []
+
+
+async def test_number_keys_leave_any_widget_and_the_tabs_keys_work_at_once() -> None:
+    a = app(initial_tab="roofline")
+    async with a.run_test(size=(80, 24)) as pilot:
+        tabs = a.query_one(TabbedContent)
+        a.query_one("#rl-device").focus()  # a dropdown kept the focus: it used to pull its tab back
+        await pilot.pause()
+        await pilot.press("3")
+        await pilot.pause()
+        assert tabs.active == "whatif"
+        await pilot.press("right_square_bracket", "p")  # no Tab needed first
+        await pilot.pause()
+        assert a.query_one(WhatIf).analysis.op.m == 2 and len(a.pinned) == 1
+        a.query_one("#kind").focus()
+        await pilot.press("4")
+        await pilot.pause()
+        assert tabs.active == "compare"
+        a.query_one("#cmp-a").focus()
+        await pilot.press("6")
+        await pilot.pause()
+        assert tabs.active == "llm"
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert a.query_one("#llm-batch", Input).value == "2"
+        await pilot.press("2")
+        await pilot.pause()
+        assert tabs.active == "roofline"

@@ -1,4 +1,4 @@
-"""The rooftop Textual app: five tabs over one set of device profiles.
+"""The rooftop Textual app: six tabs over one set of device profiles.
 
 One factory, `create_app`, serves the command line and the tests. Long work
 runs in thread workers that only post messages; the UI shows, models compute.
@@ -31,6 +31,8 @@ from rooftop.tui.widgets import HelpScreen
 
 TABS = ("live", "roofline", "whatif", "compare", "history", "llm")
 FALLBACK_DEVICE = "h100"
+# The widget that gets the focus when a tab is shown, so the tab's own keys work at once.
+TAB_HOME = {"whatif": "WhatIf", "history": "#hist-table", "llm": "Llm"}
 NARROW_BELOW = 90  # columns: below this, tabs stack or hide their chart (app.tcss: Screen.-narrow)
 SHORT_BELOW = 30  # rows: below this, the header goes and Live packs its traces (app.tcss: Screen.-short)
 
@@ -255,14 +257,22 @@ class RooftopApp(App[None]):
         make = self._unbuilt.pop(tab, None)
         if make is not None:
             event.pane.mount(make())
-        if tab == "history":  # its keys (r, d, e) act on the table: give it the focus
-            self.call_after_refresh(self._focus_history)
+        self.call_after_refresh(self._focus_home, tab)
 
-    def _focus_history(self) -> None:
-        from textual.widgets import DataTable
+    def _focus_home(self, tab: str) -> None:
+        """Focus the shown tab's home, so its keys work at once and show in the footer: History's
+        table (r, d, e), the What-if and LLM panes ([ ] p , .); nothing on the other tabs."""
+        from textual.widgets import Tabs
 
-        for table in self.query("#hist-table").results(DataTable):
-            table.focus()
+        pane = self.query_one(f"#{tab}")
+        focused = self.focused
+        if focused is not None and pane in focused.ancestors_with_self:
+            return  # already in the tab (a click on a field): leave it there
+        homes = pane.query(TAB_HOME[tab]) if tab in TAB_HOME else None
+        if homes:
+            homes.first().focus()
+        elif focused is None:  # after a number key: the tab bar, where ← → move between tabs
+            self.query_one(TabbedContent).query_one(Tabs).focus()
 
     def on_mount(self) -> None:
         if self.device_note:
@@ -437,6 +447,8 @@ class RooftopApp(App[None]):
     # -- actions -----------------------------------------------------------------------
 
     def action_tab(self, tab: str) -> None:
+        # A widget of the old tab that kept the focus would pull its tab back to the front.
+        self.set_focus(None)
         self.query_one(TabbedContent).active = tab
 
     def action_escape(self) -> None:

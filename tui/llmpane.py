@@ -24,6 +24,8 @@ SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
 class Llm(Widget):
     """The LLM tab."""
 
+    can_focus = True  # the app focuses the pane when its tab is shown, so its keys work before any Tab
+
     BINDINGS = [
         Binding("left_square_bracket", "scale('batch', 0.5)", "batch ÷2"),
         Binding("right_square_bracket", "scale('batch', 2)", "batch ×2"),

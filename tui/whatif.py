@@ -90,6 +90,8 @@ def batch_bar(op: Op, flip: int | None, width: int = 24, top: int = 1 << 15) -> 
 class WhatIf(Widget):
     """The What-if tab."""
 
+    can_focus = True  # the app focuses the pane when its tab is shown, so its keys work before any Tab
+
     BINDINGS = [
         Binding("left_square_bracket", "batch(0.5)", "M ÷2"),
         Binding("right_square_bracket", "batch(2)", "M ×2"),
