@@ -83,3 +83,8 @@ def fmt_intensity(i: float) -> str:
 def fmt_count(n: int, noun: str) -> str:
     """'1 run', '3 runs': the plural by adding s, enough for the nouns the reports count."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def fmt_number(x: float) -> str:
+    """A plain count or rate: whole with separators from 100 up (1,727), else 3 significant digits (0.122)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"

@@ -139,3 +139,8 @@ def test_module_entry_runs() -> None:
                          capture_output=True, text=True)
     assert out.returncode == 0
     assert json.loads(out.stdout)[0]["path"] == "fp32-fma"
+
+
+def test_a_piped_plot_is_80_columns_wide(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(["plot", "-d", "h100"], capsys)
+    assert rc == 0 and max(len(line) for line in out.splitlines()) == 80

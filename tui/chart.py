@@ -129,7 +129,7 @@ def plot_size(text: str) -> int:
 
 def roofline_text(series: list[Series], title: str, width: int | None = None, height: int | None = None,
                   max_height: int = 1000) -> str:
-    """The roofline as text for stdout: the terminal's size unless given (100×30 when piped), and
+    """The roofline as text for stdout: the terminal's size unless given (80 columns when piped), and
     colour only on a terminal without NO_COLOR, so a file or a pipe gets no escape codes."""
     import os
     import sys
@@ -137,7 +137,7 @@ def roofline_text(series: list[Series], title: str, width: int | None = None, he
     import plotext
 
     tty = sys.stdout.isatty()
-    size = os.get_terminal_size(sys.stdout.fileno()) if tty else os.terminal_size((100, 30))
+    size = os.get_terminal_size(sys.stdout.fileno()) if tty else os.terminal_size((80, 30))
     color = tty and "NO_COLOR" not in os.environ
     plotext.clf()
     plotext.limitsize(False, False)

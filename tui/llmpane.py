@@ -15,7 +15,7 @@ from rooftop.store.hfconfig import load_arch
 from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
-from rooftop.models.units import fmt_time
+from rooftop.models.units import fmt_number, fmt_time
 from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select
 
 SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
@@ -103,7 +103,7 @@ class Llm(Widget):
         s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.dtype}\n", style="bold")
         s.append(f"weights read {step.weights_read_bytes / 1e9:.2f} GB + KV {step.kv_bytes / 1e9:.3g} GB per step\n")
         s.append(f"bound: Q/B {fmt_time(step.bytes_bound_s)}, ΣT {fmt_time(step.lower_bound_s)} → ")
-        s.append(f"≤ {step.tokens_per_s:,.0f} tokens/s\n", style="bold")
+        s.append(f"≤ {fmt_number(step.tokens_per_s)} tokens/s\n", style="bold")
         if flip:
             s.append(f"linear layers compute-bound from batch ≈ {flip}", style="dim")
         self.query_one("#llm-summary", Static).update(s)
