@@ -8,6 +8,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent
 from fake_nvml import FakeNVML
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.app import AppConfig, create_app
+from rooftop.tui.chart import point_markers
 from rooftop.tui.comparepane import Compare
 from rooftop.tui.livepane import TelemetryPanel
 from rooftop.tui.rooflinepane import Roofline
@@ -156,6 +157,11 @@ async def test_pinned_op_appears_on_the_roofline() -> None:
         assert "GEMV 1×8192×8192 bf16" in labels
         assert any(label.startswith("decode attention b=8") for label in labels)
         assert "GEMV 1×8192×8192 bf16" in text_of(a.query_one("#rl-legend", Static))
+        # the side list marks each op as the chart does
+        series = a.query_one("#rl-plot", RooflinePlot).series
+        legend = text_of(a.query_one("#rl-legend", Static))
+        assert all(f"{point_markers(series)[lb]} {lb}" in legend for lb in labels)
+        assert len({point_markers(series)[lb] for lb in labels}) == len(labels)
 
 
 async def test_roofline_switches_device_and_overlays() -> None:

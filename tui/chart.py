@@ -39,6 +39,12 @@ def decade_ticks(lo: float, hi: float) -> tuple[list[int], list[str]]:
     return exps, [decade_label(e) for e in exps]
 
 
+def point_markers(series: list[Series]) -> dict[str, str]:
+    """The marker each point series gets in draw_loglog, by label: a side legend must use the same."""
+    points = [s for s in series if s.kind not in ("roof", "slope", "curve", "ridge")]
+    return {s.label: POINT_MARKERS[i % len(POINT_MARKERS)] for i, s in enumerate(points)}
+
+
 def _log(values: Iterable[float]) -> list[float]:
     return [math.log10(v) for v in values]
 
@@ -67,7 +73,7 @@ def draw_loglog(
         plt.theme("clear")
     xs_all: list[float] = []
     ys_all: list[float] = []
-    marker_i = 0
+    markers = point_markers(series)
     for s in series:
         xs, ys = _log(s.xs), _log(y / yscale for y in s.ys)
         xs_all += xs
@@ -77,8 +83,7 @@ def draw_loglog(
         elif s.kind == "ridge":
             plt.scatter(xs, ys, marker="┼")
         else:
-            plt.scatter(xs, ys, label=s.label, marker=POINT_MARKERS[marker_i % len(POINT_MARKERS)])
-            marker_i += 1
+            plt.scatter(xs, ys, label=s.label, marker=markers[s.label])
     if xs_all:
         xt, _ = decade_ticks(min(xs_all), max(xs_all))
         yt, yl = decade_ticks(min(ys_all), max(ys_all))

@@ -12,6 +12,7 @@ from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.plotdata import Series, intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.tui.widgets import RooflinePlot, refresh_select
+from rooftop.tui.chart import point_markers
 
 NO_OVERLAY = "(none)"
 DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
@@ -115,5 +116,6 @@ class Roofline(Widget):
         series += self.measured.get(dev.id, []) + points
         title = dev.id + (f" vs {self.overlay_id}" if self.overlay_id else "") + f" ({dev.source})"
         self.query_one("#rl-plot", RooflinePlot).show(series, title)
-        legend = [f"● {p.label}" for p in points[-6:]]
+        markers = point_markers(series)  # the chart's own, so the list and the chart agree
+        legend = [f"{markers[p.label]} {p.label}" for p in points[-6:]]
         self.query_one("#rl-legend", Static).update("\n".join(legend) or "pin ops from What-if with p")
