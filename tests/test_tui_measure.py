@@ -112,3 +112,39 @@ async def test_a_plan_that_cannot_start_is_reported_and_the_app_goes_on(tmp_path
         assert "no such GPU" in str(app.query_one("#ms-status", Static).render())
         await pilot.press("3")
         assert app.query_one(TabbedContent).active == "whatif"
+
+
+async def test_a_cancel_before_the_first_point_leaves_no_empty_run(tmp_path: Path) -> None:
+    import time
+
+    quick = tiny_plan("bandwidth", sets=50)
+
+    def slow_to_start():  # noqa: ANN202 - as loading torch is on a real first measurement
+        time.sleep(0.5)
+        return quick()
+
+    app = make(tmp_path, initial_tab="live", plan=slow_to_start)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("m")
+        await pilot.pause()
+        assert "starting the measurement" in str(app.query_one("#ms-status", Static).render())
+        await pilot.press("c")
+        await wait_for(pilot, lambda: "cancelled" in str(app.query_one("#ms-status", Static).render()))
+        assert "not saved" in str(app.query_one("#ms-status", Static).render())
+    with Store.open(tmp_path / "r.db") as store:
+        assert store.runs() == []
+
+
+async def test_no_measuring_at_start_once_this_machine_has_a_stored_profile(tmp_path: Path) -> None:
+    from rooftop.models.profile import Ceiling, DeviceProfile
+
+    with Store.open(tmp_path / "r.db") as store:  # a cancelled run that got as far as a DRAM slope
+        rid = store.begin_run({"name": "this box", "index": 0}, "quick", "cpu")
+        store.set_ceilings(rid, DeviceProfile("local", "this box", "measured",
+                                              {"dram": Ceiling(20e9, "measured", "triad:268435456")}, {}))
+        store.finish_run(rid, "cancelled")
+    app = make(tmp_path, autostart=True, plan=tiny_plan("launch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        assert not app.measuring and app.run_view.result is None
+        assert any("partial" in str(n.message) for n in app._notifications)

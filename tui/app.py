@@ -138,6 +138,7 @@ class RooftopApp(App[None]):
         self.config = config or AppConfig()
         self.store_note = ""
         self._pin_specs: list[str] = []  # the store's saved ops, read with the profiles
+        self.measured_here = False  # a run of this host has stored ceilings (any status): no measuring at start
         self.profiles: dict[str, DeviceProfile] = {**catalog(), **self._stored_profiles(), **self.config.profiles}
         self.device_id, self.device_note = self._pick_device()
         self._sampler: Sampler | None = None
@@ -179,6 +180,7 @@ class RooftopApp(App[None]):
         import sqlite3
 
         from rooftop.store.db import StoreError
+        from rooftop.store.process import host_name
         from rooftop.store.runs import Store
 
         try:
@@ -189,6 +191,8 @@ class RooftopApp(App[None]):
                 found = store.profiles()
                 local = store.local_profile()
                 self._pin_specs = [str(o["spec"]) for o in store.saved_ops()]
+                self.measured_here = any(r.host == host_name() and not r.imported_from and r.has_ceilings
+                                         for r in store.runs())
         except (StoreError, sqlite3.DatabaseError, OSError) as exc:
             self.store_note = f"store unavailable: {exc}"
             return {}
@@ -283,10 +287,13 @@ class RooftopApp(App[None]):
             self._sampler = self.config.sampler()
             self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
-        if self.config.autostart and not ("local" in self.profiles and self.profiles["local"].is_roofline()):
+        if self.config.autostart and not self.measured_here:
             self.notify("no measurement of this machine yet: measuring it now (quick plan) — c cancels", timeout=8)
             self.query_one(TabbedContent).active = "live"
             self.action_measure()
+        elif self.config.autostart and not ("local" in self.profiles and self.profiles["local"].is_roofline()):
+            self.notify("this machine's last measurement was partial (cancelled, or --only): m measures it "
+                        "again", timeout=8)
 
     def on_unmount(self) -> None:
         if self._sampler is not None:
@@ -358,6 +365,9 @@ class RooftopApp(App[None]):
         if self.measuring:
             self.notify("a measurement is already running (c cancels it)", timeout=3)
             return
+        self.run_view = RunView(starting=True)  # torch takes seconds to load: say so at once
+        for panel in self.query(MeasurePanel):
+            panel.show_run(self.run_view)
         self.measure()
 
     def action_cancel(self) -> None:

@@ -44,6 +44,7 @@ class RunView:
     progress: object = None  # probes.plan.Progress of the last sample
     result: object = None  # tui.measuring.RunResult once finished
     error: str = ""  # the worker could not even start
+    starting: bool = False  # asked for; the worker is loading torch and sizing the plan
 
     def add(self, progress: object, sample: object, calibration: object) -> None:
         self.samples.append(sample)
@@ -159,7 +160,7 @@ class MeasurePanel(Widget):
     def on_mount(self) -> None:
         self.set_interval(self.REDRAW_S, self._redraw)
         view = getattr(self.app, "run_view", None)
-        if view is not None and view.plan:  # mounted late: show the run so far
+        if view is not None and (view.plan or view.starting):  # mounted late: show the run so far
             self.show_run(view)
 
     def compose(self) -> ComposeResult:
@@ -183,7 +184,10 @@ class MeasurePanel(Widget):
             self.query_one("#ms-status", Static).update(Text(f"failed: {view.error}", style="bold red"))
             return
         self.add_class("-running")
-        if view.result is not None:
+        if view.starting and not view.plan:
+            self.query_one("#ms-status", Static).update(Text(
+                "starting the measurement: loading torch and sizing the plan — c or Esc cancels", style="bold"))
+        elif view.result is not None:
             self._finished(view.result)
         elif view.progress is not None:
             self.update_progress(view)

@@ -96,6 +96,8 @@ def measure_run(
             if cal.profile.peak or cal.profile.bandwidth:
                 store_error = _try(db.set_ceilings, run_id, cal.profile) or store_error
             store_error = _try(db.finish_run, run_id, status) or store_error
+            if status == "cancelled" and not samples and not _try(db.delete, run_id):
+                run_id = None  # cancelled before its first point: nothing to keep, no empty run in History
             db.close()
     throttled = [s for s in samples if s.conditions.get("throttle")]
     return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled)
