@@ -243,7 +243,7 @@ class WhatIf(Widget):
         except ValueError:
             raise ValueError(f"measured ms {raw!r} is not a number") from None
         if not (ms > 0 and math.isfinite(ms)):
-            raise ValueError(f"measured ms {raw!r} must be positive")
+            raise ValueError(f"measured ms {raw!r}: give a positive, finite time in milliseconds, e.g. 0.05")
         return ms / 1e3
 
     def _draw(self, a: Analysis) -> None:
