@@ -26,14 +26,16 @@ FALLBACK_DEVICE = "h100"
 
 EPILOG_OP = """\
 op specs (one or more; a new op starts at each op name):
-  gemm M N K [dtype] [batch=B] [out=DTYPE]   gemm m=4096 n=4096 k=4096 dtype=fp8
-  gemv N K [dtype]                            a GEMM with M = 1 (batch-1 decode)
-  attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [flash|naive|decode] [causal] [kvdtype=fp8]
-  ew N [dtype] [flops=F] [reads=R] [writes=W] elementwise (default y = a*x + b)
-  fma R [N] [dtype]                            the FMA sweep at R FMAs per element
-  norm ROWS COLS [dtype] [rms|layer]           softmax ROWS COLS [dtype]
-numbers: 8192, 1e9, 2^20, 8k (= 8192); dtypes: fp64 fp32 tf32 fp16 bf16 fp8 int8 fp4
-(default bf16; fp32 for ew and fma); any op takes level=l2 where the profile has an L2 slope
+  gemm M N K [dtype] [batch=B] [out=DTYPE]   or gemm m=M n=N k=K dtype=DTYPE
+  gemv N K [dtype]                           a GEMM with M = 1 (batch-1 decode)
+  attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [flash|naive|decode] [causal]
+       [kvdtype=fp8]
+  ew N [dtype] [flops=F] [reads=R] [writes=W] elementwise (y = a*x + b)
+  fma R [N] [dtype]                          FMA sweep: R FMAs per element
+  norm ROWS COLS [dtype] [rms|layer]         softmax ROWS COLS [dtype]
+numbers: 8192, 1e9, 2^20, 8k (= 8192); dtypes: fp64 fp32 tf32 fp16 bf16 fp8
+int8 fp4 (default bf16; fp32 for ew and fma); any op takes level=l2 where the
+profile has an L2 slope.
 
 examples:
   rooftop op gemm 1 8192 8192 bf16 --device h100 --device h200
@@ -44,10 +46,52 @@ Bytes and FLOPs are algorithmic: each array read or written once, an FMA is
 2 FLOP, so the time shown is a lower bound T = max(W/F, Q/B). JSON is in SI
 units (FLOP, bytes, seconds, FLOP/s, bytes/s).
 """
+HELP_WIDTH = 80  # columns: --help fits an 80-column terminal, and is no wider on a larger one
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Wraps the prose of descriptions and epilogs, keeps indented lines (example blocks) as written.
+
+    argparse either wraps everything (and flattens the examples) or nothing (and a
+    long paragraph runs off an 80-column screen); here a line that starts at the
+    margin is prose, joined with its neighbours and wrapped, and an indented one is
+    layout. The width is the terminal's, at most HELP_WIDTH.
+    """
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        import shutil
+
+        kwargs.setdefault("width", min(shutil.get_terminal_size().columns, HELP_WIDTH) - 2)
+        super().__init__(prog, **kwargs)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out: list[str] = []
+        prose: list[str] = []
+
+        def wrap_prose() -> None:
+            if prose:
+                out.extend(textwrap.wrap(" ".join(prose), width, initial_indent=indent, subsequent_indent=indent,
+                                         break_on_hyphens=False))
+                prose.clear()
+
+        for line in text.splitlines():
+            if line.strip() and not line[0].isspace():
+                prose.append(line.strip())
+                continue
+            wrap_prose()
+            out.append(indent + line if line.strip() else "")
+        wrap_prose()
+        return "\n".join(out)
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports bad input in one line and exits with 2."""
+    """argparse that reports bad input in one line and exits with 2, and whose help fits 80 columns."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -661,9 +705,9 @@ def build_parser() -> Parser:
             "elementwise, a decode step) on a device's measured or published roofline: the regime that "
             "bounds it, the time it cannot beat, and what to do about it."
         ),
-        epilog="With no command, rooftop opens its terminal app (keys: 1–6 tabs, m measure, ? help, q quit).\n"
+        epilog="With no command, rooftop opens its terminal app:\n"
+               "  1–6 switch tabs, m measures this machine, ? lists the keys, q quits\n"
                "Run `rooftop COMMAND --help` for each command's options.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-d", "--device", metavar="ID", help="the app's first device (default: this GPU's, else h100)")
     add_db_option(p, top=True)
@@ -674,7 +718,6 @@ def build_parser() -> Parser:
     op = sub.add_parser(
         "op", help="analyse ops on one or more devices", epilog=EPILOG_OP,
         description="Place ops on a device's roofline: W, Q, I, ridge, regime, time bound, advice.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     op.add_argument("spec", nargs="*", help=f"the op spec words (op kinds: {', '.join(op_kinds())})")
     op.add_argument("--pinned", action="store_true",
@@ -709,11 +752,12 @@ def build_parser() -> Parser:
                     "and the batch at which decode turns compute-bound.",
         epilog="MODEL is a built-in (qwen2.5-7b, llama-3.1-8b, mixtral-8x7b, … — see the error for the list) or a "
                "Hugging Face config.json (or its folder).\n\nexamples:\n"
-               "  rooftop llm qwen2.5-7b --device h100 --batch 1,8,16 --measured-ms 11.56,11.9,12.5\n"
+               "  rooftop llm qwen2.5-7b --device h100 --batch 1,8,16 \\\n"
+               "      --measured-ms 11.56,11.9,12.5\n"
                "  rooftop llm llama-3.1-8b --phase prefill --prompt 2048 --device h200\n"
                "  rooftop llm ./config.json --context 4096 --kv-dtype fp8 --json\n"
-               "  rooftop llm qwen2.5-7b --parts attention=17.6,mlp=24,runtime=6,comm=10.4 --speedup attention=1.67",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+               "  rooftop llm qwen2.5-7b --parts attention=17.6,mlp=24,runtime=6,comm=10.4 \\\n"
+               "      --speedup attention=1.67",
     )
     lm.add_argument("model", metavar="MODEL", help="built-in model name or config.json path")
     lm.add_argument("--phase", choices=("decode", "prefill"), default="decode", help="default: decode")
