@@ -344,14 +344,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count {args.count}: must be at least 1")
     snaps: queue.Queue = queue.Queue()
-    sampler = Sampler(interval=args.interval, gpu=args.gpu, on_snapshot=snaps.put)
+    sampler = Sampler(interval=args.interval, on_snapshot=snaps.put)  # every GPU: --gpu is checked against them
     printed = 0
+    said = "ok"  # the sampler's state last told on stderr
     try:
         sampler.start()
         while args.count is None or printed < args.count:
             snap = snaps.get()
-            if args.gpu is not None and sampler.state == "ok" and not snap.gpus:
-                raise UsageError(f"--gpu {args.gpu}: no such GPU")
+            if args.gpu is not None:
+                snap = only_gpu(snap, args.gpu, check=printed == 0)
+            if snap.state != said:  # once, not on every line: why the GPUs are missing, or one was lost
+                shown = " (showing the CPU)" if not snap.gpus and snap.cpu is not None else ""
+                sys.stderr.write(f"rooftop watch: {snap.state}{shown}\n")
+                said = snap.state
             if args.json:
                 sys.stdout.write(json.dumps(snapshot_dict(snap)) + "\n")
             else:
@@ -363,6 +368,23 @@ def cmd_watch(args: argparse.Namespace) -> int:
     finally:
         sampler.stop()
     return 0
+
+
+def only_gpu(snap: Any, index: int, check: bool) -> Any:
+    """The snapshot with GPU `index` only; with `check`, UsageError when there is no such GPU.
+
+    Checked on the first snapshot: without NVML there is nothing for --gpu to pick, and
+    quietly printing the CPU instead would answer a question that was not asked.
+    """
+    import dataclasses
+
+    if check and not snap.gpus:
+        why = snap.state if snap.state != "ok" else "NVML sees no GPU"
+        raise UsageError(f"--gpu {index}: there is no GPU to pick ({why}); leave out --gpu to watch the CPU")
+    if check and all(g.index != index for g in snap.gpus):
+        have = ", ".join(f"{g.index} ({g.name})" for g in snap.gpus)
+        raise UsageError(f"--gpu {index}: no such GPU; this machine has {have}")
+    return dataclasses.replace(snap, gpus=tuple(g for g in snap.gpus if g.index == index))
 
 
 def run_app(args: argparse.Namespace) -> int:

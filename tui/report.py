@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -151,8 +153,28 @@ def _na(v: float | None, fmt: str) -> str:
     return "N/A" if v is None else fmt.format(v)
 
 
-def telemetry_lines(s: "Snapshot") -> list[str]:  # noqa: F821 - imported lazily below
-    """One line per GPU (and one for the CPU) of a telemetry snapshot, for `rooftop watch`."""
+WATCH_WIDTH = 80  # `rooftop watch` lines fit a terminal that wide; JSON (--json) has every field
+
+
+def fit_fields(head: str, options: Sequence[Sequence[str]], width: int = WATCH_WIDTH) -> str:
+    """`head`, then from each group of options the first that still fits in `width` columns.
+
+    A group is one field said at decreasing length (a core list, else the busiest core),
+    so a line keeps what matters most and never wraps.
+    """
+    line = head
+    for group in options:
+        fitting = [f for f in group if len(line) + 2 + len(f) <= width]
+        if fitting:
+            line += "  " + fitting[0]
+    return line
+
+
+def telemetry_lines(s: "Snapshot", width: int = WATCH_WIDTH) -> list[str]:  # noqa: F821 - imported lazily
+    """One line per GPU (and one for the CPU) of a telemetry snapshot, for `rooftop watch`, each ≤ width.
+
+    Why a GPU part is missing (no NVML) is not repeated here: `rooftop watch` says it once.
+    """
     import time as _time
 
     stamp = _time.strftime("%H:%M:%S", _time.localtime(s.time))
@@ -161,28 +183,30 @@ def telemetry_lines(s: "Snapshot") -> list[str]:  # noqa: F821 - imported lazily
         if g.lost:
             lines.append(f"{stamp} gpu{g.index} {g.name}  LOST")
             continue
-        mem = (f"{_na(g.memory_used_bytes and g.memory_used_bytes / 2**30, '{:.1f}')}/"
-               f"{_na(g.memory_total_bytes and g.memory_total_bytes / 2**30, '{:.1f}')} GiB")
-        throttle = ", ".join(g.throttling) or "none"
-        lines.append(
-            f"{stamp} gpu{g.index} util {_na(g.gpu_util_pct, '{:.0f}%')} mem-busy {_na(g.mem_util_pct, '{:.0f}%')}  "
-            f"SM {_na(g.sm_clock_mhz, '{:.0f}')}/{_na(g.sm_clock_max_mhz, '{:.0f}')} MHz  "
-            f"mem {_na(g.mem_clock_mhz, '{:.0f}')} MHz  {_na(g.power_w, '{:.0f}')}/{_na(g.power_limit_w, '{:.0f}')} W  "
-            f"{_na(g.temperature_c, '{:.0f}')}°C  {mem}  "
-            f"PCIe tx {_na(g.pcie_tx_bytes_s and g.pcie_tx_bytes_s / 1e9, '{:.2f}')} rx "
-            f"{_na(g.pcie_rx_bytes_s and g.pcie_rx_bytes_s / 1e9, '{:.2f}')} GB/s  throttle: {throttle}"
-        )
+        gib = 2**30
+        # the SM clock leads (it is what a throttled GPU loses); a throttle reason before memory use
+        head = (f"{stamp} gpu{g.index} util {_na(g.gpu_util_pct, '{:.0f}%')} mem {_na(g.mem_util_pct, '{:.0f}%')}  "
+                f"{_na(g.sm_clock_mhz, '{:.0f}')} MHz  {_na(g.power_w, '{:.0f}')}/{_na(g.power_limit_w, '{:.0f}')} W"
+                f"  {_na(g.temperature_c, '{:.0f}')}°C")
+        throttle = f"throttle: {', '.join(g.throttling)}" if g.throttling else ""
+        line = fit_fields(head, [[throttle]], width) if throttle else head
+        rest = [[f"{_na(g.memory_used_bytes and g.memory_used_bytes / gib, '{:.1f}')}"
+                 f"/{_na(g.memory_total_bytes and g.memory_total_bytes / gib, '{:.0f}')} GiB"],
+                [f"PCIe tx/rx {_na(g.pcie_tx_bytes_s and g.pcie_tx_bytes_s / 1e9, '{:.2f}')}/"
+                 f"{_na(g.pcie_rx_bytes_s and g.pcie_rx_bytes_s / 1e9, '{:.2f}')} GB/s"],
+                [f"SM clock max {_na(g.sm_clock_max_mhz, '{:.0f}')} MHz"], [f"mem clock {_na(g.mem_clock_mhz, '{:.0f}')} MHz"]]
+        lines.append(fit_fields(line, rest, width))
+        if throttle and line == head:  # no room: a throttling GPU is said all the same, on the next line
+            lines.append(" " * (len(stamp) + 1) + throttle)
     if s.cpu is not None:
         c = s.cpu
-        cores = " ".join(f"{x:.0f}" for x in c.per_core_pct)
-        lines.append(
-            f"{stamp} cpu  util {c.util_pct:.0f}% [{cores}]  {_na(c.freq_mhz, '{:.0f}')} MHz  "
-            f"mem {c.memory_used_bytes / 2**30:.1f}/{c.memory_total_bytes / 2**30:.1f} GiB  "
-            f"load {_na(c.load1, '{:.2f}')}"
-        )
-    if not s.gpus and s.state != "ok":
-        lines[-1:] = [lines[-1] + f"  ({s.state})"] if lines else [f"{stamp} {s.state}"]
-    return lines
+        head = (f"{stamp} cpu  util {c.util_pct:.0f}%  {_na(c.freq_mhz, '{:.0f}')} MHz  "
+                f"mem {c.memory_used_bytes / 2**30:.1f}/{c.memory_total_bytes / 2**30:.0f} GiB  "
+                f"load {_na(c.load1, '{:.2f}')}")
+        cores = [f"cores {' '.join(f'{x:.0f}' for x in c.per_core_pct)}", f"busiest core {max(c.per_core_pct):.0f}%",
+                 f"max {max(c.per_core_pct):.0f}%"] if c.per_core_pct else []
+        lines.append(fit_fields(head, [cores], width))
+    return lines or [f"{stamp} nothing to sample"]
 
 
 def _gb(n: float) -> str:
@@ -319,8 +343,7 @@ def samples_table(samples: list) -> Table:
                       ("achieved", "right"), ("iqr", "right"), ("note", "left")):
         t.add_column(col, justify=just, no_wrap=col != "note" and col != "kernel")
     for i, s in enumerate(samples):
-        shape = " ".join(f"{k}={v}" for k, v in s.shape.items())
-        kernel = f"{s.family} {s.dtype} {shape}" + (" cold" if s.cache == "cold" else "")
+        kernel = f"{s.family} {s.dtype} {s.shape_text}" + (" cold" if s.cache == "cold" else "")
         intensity = f"{s.intensity:.3g}" if s.flops else "—"
         if s.stats is None:
             t.add_row(str(i), kernel, intensity, "", "", "", Text(f"skipped: {s.skipped}", style="yellow"))
