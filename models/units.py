@@ -83,3 +83,12 @@ def fmt_intensity(i: float) -> str:
 def fmt_count(n: int, noun: str) -> str:
     """'1 run', '3 runs': the plural by adding s, enough for the nouns the reports count."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def fmt_ratio(x: float) -> str:
+    """A ratio to 3 significant figures: ×1.39, ×12.3, ×605, ×605,000 (never ×604734.88)."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    if abs(x) < 1000:
+        return f"×{_sig(x, 3)}"
+    return f"×{float(f'{x:.3g}'):,.0f}"

@@ -27,7 +27,7 @@ def test_measure_launch_json():
     assert s["family"] == "launch" and s["stats"]["repeats"] == 7
     assert {"dtype", "shape", "flops", "bytes"} <= set(s)
     assert "launch x.add_" not in out.stdout  # the progress bar went to stderr
-    assert "points in" in out.stderr
+    assert "measure: 1 point in " in out.stderr and " 1 point on " in out.stderr  # one point, said in the singular
 
 
 def test_measure_report_prints_ceilings():

@@ -125,3 +125,145 @@ def test_telemetry_lines_fit_80_columns_at_their_widest() -> None:
     assert "cores 100 100" not in text
     assert "throttle: " + ", ".join(THROTTLING) in text
     assert "busiest core 100%" in lines[-1] or "max 100%" in lines[-1]
+
+
+# -- reports piped to a file -------------------------------------------------------------
+
+
+def split_pairs(text: str) -> list[str]:
+    """Line ends that part what belongs together: a value from its unit, `I =` from its value."""
+    from rooftop.tui.report import GLUE
+
+    lines = text.splitlines()
+    out = []
+    for a, b in zip(lines, lines[1:]):
+        a, b = a.rstrip(), b.lstrip()
+        if b.startswith(("= ", "→ ", "! ", "• ")):  # a marked item starts there
+            continue
+        if a and b and any(m.start() <= len(a) < m.end() for m in GLUE.finditer(f"{a} {b}")):
+            out.append(f"{a!r} / {b!r}")
+    return out
+
+
+def printed(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return out
+
+
+@pytest.fixture
+def runs_db(tmp_path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN001, ANN201
+    """A store with two runs, one with a long hyphenated name; reports at 80 columns, as piped."""
+    from tui_helpers import fixed_runs_db
+
+    from rooftop.store.runs import Store
+
+    db = tmp_path / "r.db"
+    ids = fixed_runs_db(db)
+    with Store.open(db) as store:
+        store.rename(ids[1], "epyc-7763-cpu-baseline-long-name")
+    monkeypatch.setenv("ROOFTOP_DB", str(db))
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TZ", "UTC")
+    return ids
+
+
+@pytest.mark.parametrize("argv", [
+    ["op", "attn b=8 h=32 kv=8 d=128 t=8192 decode", "-d", "h100"],
+    ["op", "gemm 1 8192 8192 bf16", "-d", "h100,h200"],
+    ["op", "gemm 1 8192 8192 bf16", "ew n=1e9 fp32", "-d", "h100,h200,a100", "--measured-ms", "0.1"],
+    ["llm", "qwen2.5-7b", "-d", "h100", "--batch", "1,8", "--measured-ms", "5,6"],
+    ["llm", "qwen2.5-7b", "-d", "h100", "--parts", "attention=17.6,mlp=24", "--speedup", "attention=1.67"],
+    ["devices"], ["devices", "h100"], ["compare", "h100", "mi300x-ds"], ["runs"], ["show", "lab-box"],
+])
+def test_reports_in_a_file_are_clean(argv: list[str], runs_db, capsys: pytest.CaptureFixture[str]) -> None:
+    """No trailing spaces (Rich pads cells and wrapped lines), 80 columns, no value parted from its unit."""
+    out = printed(argv, capsys)
+    assert [line for line in out.splitlines() if line != line.rstrip()] == []
+    assert not too_wide(out), "\n".join(too_wide(out))
+    assert split_pairs(out) == [], split_pairs(out)
+    assert "\xa0" not in out  # the glue is printed as an ordinary space
+
+
+def test_op_header_keeps_each_figure_whole_and_notes_hang(runs_db, capsys: pytest.CaptureFixture[str]) -> None:
+    out = printed(["op", "attn b=8 h=32 kv=8 d=128 t=8192 decode", "-d", "h100"], capsys)
+    lines = out.splitlines()
+    assert any(line.endswith("I 4.00 FLOP/B") for line in lines), out
+    advice = lines[next(i for i, line in enumerate(lines) if line.startswith(" → ")):]
+    assert all(line.startswith((" → ", "   ")) for line in advice), "\n".join(advice)
+    assert len(advice) > sum(line.startswith(" → ") for line in advice)  # some advice did wrap
+
+
+def test_runs_folds_a_long_name_at_its_hyphens(runs_db, capsys: pytest.CaptureFixture[str]) -> None:
+    out = printed(["runs"], capsys)
+    rows = out.splitlines()
+    start = next(i for i, line in enumerate(rows) if line.startswith("c0ffee00"))
+    name_col = rows[0].index("name")
+    table = rows[start:rows.index("", start)]
+    pieces = [line[name_col:].split(" ")[0] for line in table if line[name_col:name_col + 1].strip()]
+    assert "".join(pieces) == "epyc-7763-cpu-baseline-long-name"
+    assert all(p.endswith("-") for p in pieces[:-1]), pieces
+
+
+def test_measure_report_indents_what_wraps() -> None:
+    """A long skip reason and a long note continue under their own text, not at column 0."""
+    import io
+
+    from rich.console import Console
+
+    from rooftop.models.calibrate import calibrate
+    from rooftop.tui.measure_report import measure_report
+    from rooftop.tui.report import TrimmedLines
+    from test_calibrate import CPU
+    from test_measure_report import samples
+
+    ss = samples()
+    buf = io.StringIO()
+    Console(file=TrimmedLines(buf), width=80, no_color=True).print(
+        measure_report(calibrate(ss, CPU), ss, ["bandwidth = algorithmic bytes / time, each array counted once, "
+                                                 "the reference protocol's way; rooftop reports it everywhere"]))
+    lines = buf.getvalue().splitlines()
+    tail = lines[next(i for i, line in enumerate(lines) if line.endswith("skipped:")) + 1:]
+    assert tail[:2] == ["  2× over the plan's per-call time budget (measured or predicted from a smaller",
+                        "     size)"]
+    notes = tail[tail.index("notes:") + 1:]
+    assert notes[0].startswith(" • bandwidth") and notes[1].startswith("   ") and notes[1].strip()
+    assert all(line.startswith((" • ", "   ")) for line in notes), notes
+
+
+def test_trimmed_lines_drop_only_the_spaces_at_a_line_end() -> None:
+    import io
+
+    from rooftop.tui.report import TrimmedLines
+
+    buf = io.StringIO()
+    f = TrimmedLines(buf)
+    for part in ("a  b   ", "\nc  ", " ", "d\n  \n"):
+        f.write(part)
+    assert buf.getvalue() == "a  b\nc   d\n\n"
+
+
+@pytest.mark.parametrize("spec", ["gemm 1 8192 8192 bf16", "attn b=8 h=32 kv=8 d=128 t=8192 decode"])
+def test_op_report_never_parts_a_figure_at_any_width(spec: str) -> None:
+    """At every width from 40 to 80: `I 1.000 FLOP/B` stays whole, advice continues under its text."""
+    import io
+
+    from rich.console import Console
+
+    from rooftop.models.analysis import analyze
+    from rooftop.models.catalog import lookup_device
+    from rooftop.models.spec import parse_specs
+    from rooftop.tui.report import TrimmedLines, analysis_table
+
+    (op,) = parse_specs([spec])
+    report = analysis_table([analyze(op, lookup_device("h100"))])
+    for width in range(40, 81):
+        buf = io.StringIO()
+        Console(file=TrimmedLines(buf), width=width, no_color=True).print(report)
+        lines = buf.getvalue().splitlines()
+        head = lines[:next(i for i, line in enumerate(lines) if line.startswith("W = "))]
+        assert not [line for line in head if line.endswith((" W", " Q", " I"))], (width, head)
+        assert split_pairs(buf.getvalue()) == [], (width, split_pairs(buf.getvalue()))
+        advice = lines[next(i for i, line in enumerate(lines) if line.startswith(" → ")):]
+        assert all(line.startswith((" → ", "   ")) for line in advice), (width, advice)

@@ -189,7 +189,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    from rooftop.tui.report import devices_table, make_console, profile_detail
+    from rooftop.tui.report import Prose, devices_table, make_console, profile_detail
 
     console = make_console()
     if args.ids:
@@ -199,11 +199,12 @@ def cmd_devices(args: argparse.Namespace) -> int:
             console.print(profile_detail(p))
     else:
         console.print(devices_table(profiles))
-        console.print(
-            "\nsources: ref = published measurement (seed 000 tables 3–5); datasheet = vendor dense figures; "
+        console.print()
+        console.print(Prose(
+            "sources: ref = published measurement (seed 000 tables 3–5); datasheet = vendor dense figures; "
             "measured / imported = the store's runs (each device's latest complete run, plus named runs; "
             "`rooftop runs`). `rooftop devices ID` shows every roof with the case that produced it."
-        )
+        ))
     return 0
 
 
@@ -312,17 +313,17 @@ def cmd_llm(args: argparse.Namespace) -> int:
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    from rooftop.tui.report import amdahl_table, llm_ops_table, llm_steps_table, make_console
+    from rooftop.tui.report import Prose, amdahl_table, llm_ops_table, llm_steps_table, make_console
 
     console = make_console()
     console.print(llm_steps_table(steps))
     if flips:
         lin, whole = flips["linear_layers"], flips["whole_step"]
-        console.print(
+        console.print(Prose(
             f"linear layers turn compute-bound from batch ≈ {lin if lin else 'never'} (I ≈ batch, seed 000 §6); "
             f"the whole step at context {contexts[0]} "
             + (f"from batch ≈ {whole}" if whole else "never: each request's KV cache keeps attention memory-bound")
-        )
+        ))
     console.print()
     console.print(llm_ops_table(steps[0]))
     if split:
@@ -510,15 +511,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
             json.dump([_run_json(r) for r in runs], sys.stdout, indent=2)
             sys.stdout.write("\n")
             return 0
-        from rooftop.tui.report import make_console, runs_table
+        from rooftop.tui.report import Prose, make_console, runs_table
 
         console = make_console()
         if not runs:
-            console.print(f"no runs in {store.path} yet: `rooftop measure` records one, `rooftop import FILE` adds some")
+            console.print(Prose(f"no runs in {store.path} yet: `rooftop measure` records one, "
+                                "`rooftop import FILE` adds some"))
             return 0
         console.print(runs_table(runs))
-        console.print(f"\n{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex digits) or a name "
-                      "(`rooftop rename RUN NAME`); complete runs with a profile work as --device.")
+        console.print()
+        console.print(Prose(f"{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex digits) or a "
+                            "name (`rooftop rename RUN NAME`); complete runs with a profile work as --device."))
     return 0
 
 
