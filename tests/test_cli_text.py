@@ -267,3 +267,44 @@ def test_op_report_never_parts_a_figure_at_any_width(spec: str) -> None:
         assert split_pairs(buf.getvalue()) == [], (width, split_pairs(buf.getvalue()))
         advice = lines[next(i for i, line in enumerate(lines) if line.startswith(" → ")):]
         assert all(line.startswith((" → ", "   ")) for line in advice), (width, advice)
+
+
+# -- small things said right ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["llm", "qwen2.5-7b", "-d", "h100", "--batch", "1,,2"], ("--batch '1,,2': an empty item",)),
+    (["llm", "qwen2.5-7b", "-d", "h100", "--batch", "1,"], ("--batch '1,': an empty item",)),
+    (["llm", "qwen2.5-7b", "-d", "h100", "--context", ",4096"], ("--context ',4096': an empty item",)),
+    (["llm", "qwen2.5-7b", "-d", "h100", "--prompt", ""], ("--prompt '': give one number",)),
+    (["llm", "qwen2.5-7b", "-d", "h100", "--prompt", "128,256"], ("--prompt '128,256': give one number",)),
+    (["llm", "qwen2.5-7b", "-d", "h100", "--measured-ms", "1,2"], ("gives 2 times for 1 op:",)),
+    (["op", "gemm 1 2 3", "--measured-ms", "1,2", "-d", "h100"], ("gives 2 times for 1 op:",)),
+])
+def test_list_options_refuse_what_they_cannot_mean(argv: list[str], words: tuple[str, ...], runs_db,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err, err
+    assert all(w in err for w in words), err
+
+
+def test_one_op_kind_below_a_launch_is_said_in_the_singular(runs_db, capsys: pytest.CaptureFixture[str]) -> None:
+    out = " ".join(printed(["llm", "qwen2.5-7b", "--phase", "prefill", "--batch", "8", "-d", "h100"], capsys).split())
+    assert "1 op kind is bounded below one kernel launch" in out and "sets its time" in out
+
+
+def test_an_unknown_device_is_told_of_local_too(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`local` (this host's latest measured run) is a device like the others: the list of choices names it."""
+    from test_tui_history import seeded_db
+
+    seeded_db(tmp_path / "r.db")  # measured on this host: it is `local`
+    monkeypatch.setenv("ROOFTOP_DB", str(tmp_path / "r.db"))
+    for argv in (["op", "gemm 1 2 3", "-d", "zzz"], ["devices", "zzz"], ["compare", "h100", "zzz"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "unknown device 'zzz'; choose one of: " in err and err.rstrip().endswith(", local"), err
+    assert main(["op", "gemm 1 2 3 fp32", "-d", "local"]) == 0  # and it still works as a device
+    assert "local (measured)" in capsys.readouterr().out

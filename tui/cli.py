@@ -137,7 +137,8 @@ def _measured_times(raw: str | None, n_ops: int) -> list[float | None]:
     if len(vals) == 1:
         vals = vals * n_ops
     if len(vals) != n_ops:
-        raise UsageError(f"--measured-ms gives {len(vals)} times for {n_ops} ops: give one, or one per op")
+        raise UsageError(f"--measured-ms gives {fmt_count(len(vals), 'time')} for {fmt_count(n_ops, 'op')}: "
+                         "give one, or one per op")
     return [v / 1e3 for v in vals]
 
 
@@ -247,11 +248,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _int_list(raw: str, what: str) -> list[int]:
+def _int_list(raw: str, what: str, one: bool = False) -> list[int]:
+    """Comma-separated counts (`one`: a single count); an empty item is an error, not skipped:
+    `--batch 1,,2` is more likely a lost number than a wish for two batches."""
     from rooftop.models.spec import parse_count
 
+    items = [v.strip() for v in raw.split(",")]
+    if one and (len(items) > 1 or not items[0]):
+        raise UsageError(f"--{what} {raw!r}: give one number, e.g. 128")
+    if not all(items):
+        raise UsageError(f"--{what} {raw!r}: an empty item; give numbers separated by commas, e.g. 1,8,16")
     try:
-        return [parse_count(v, what) for v in raw.split(",") if v.strip()]
+        return [parse_count(v, what) for v in items]
     except SpecError as exc:
         raise UsageError(f"--{what} {raw!r}: {exc}") from None
 
@@ -284,7 +292,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     batches = _int_list(args.batch, "batch")
-    prompt = _int_list(args.prompt, "prompt")[0]
+    (prompt,) = _int_list(args.prompt, "prompt", one=True)
     contexts = _int_list(args.context, "context") if args.context else [prompt]
     parts = _named_values(args.parts, "parts")
     if args.speedup and not parts:
@@ -448,21 +456,16 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
     try:
         with Store.open(path) as store:
             found = store.profiles()
-            if not ids:  # the default device: this host's latest measurement, when there is one
-                local = store.local_profile()
-                if local is not None:
-                    found["local"] = local
+            local = store.local_profile()  # the default device, and one of the ids an unknown one is told of
+            if local is not None:
+                found["local"] = local
             known = {k.lower() for k in [*found, *catalog()]}
             for i in ids:
                 if i.lower() in known:
                     continue
                 if i.lower() == "local":
-                    local = store.local_profile()
-                    if local is None:
-                        not_profiles.append(f"no complete run measured on this host yet, so there is no device "
-                                            f"'local' in {path}; measure one, or name a device from `rooftop devices`")
-                    else:
-                        found[i] = local
+                    not_profiles.append(f"no complete run measured on this host yet, so there is no device "
+                                        f"'local' in {path}; measure one, or name a device from `rooftop devices`")
                     continue
                 try:
                     run = store.run(i)
@@ -565,7 +568,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         run = store.delete(args.run)
         sys.stdout.write(f"deleted run {run.short_id}{f' ({run.name})' if run.name else ''} "
-                         f"and its {run.samples} samples\n")
+                         f"and its {fmt_count(run.samples, 'sample')}\n")
     return 0
 
 
@@ -586,7 +589,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             out = Path(args.out)
             _refuse_overwrite([out], args.force)
             out.write_text(text, encoding="utf-8")
-            sys.stdout.write(f"wrote {len(runs)} runs to {out}\n")
+            sys.stdout.write(f"wrote {fmt_count(len(runs), 'run')} to {out}\n")
             return 0
         files = export_csv(store, runs)
     folder = Path(args.out or f"rooftop-{runs[0].short_id if len(runs) == 1 else 'runs'}")
@@ -620,7 +623,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             line = f"{res.path} ({res.kind}): added {fmt_count(len(res.added), 'run')}"
             line += f" [{names}]" if names else ""
             if res.skipped:
-                line += f"; {len(res.skipped)} already present, left as they were"
+                kept = "it was" if len(res.skipped) == 1 else "they were"
+                line += f"; {len(res.skipped)} already present, left as {kept}"
             sys.stdout.write("; ".join([line, *res.notes]) + "\n")
     return 0
 
