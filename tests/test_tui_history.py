@@ -195,3 +195,21 @@ async def test_history_detail_writes_shapes_as_m_n_k(tmp_path: Path) -> None:
         await pilot.pause()
         detail = str(app.query_one("#hist-detail", Static).render())
         assert "skipped gemm fp8 m=64 n=64 k=64: fp8 needs" in detail
+
+
+async def test_a_store_gone_since_the_list_was_read_is_said_not_raised(tmp_path: Path) -> None:
+    seeded_db(tmp_path / "r.db")
+    app = make(tmp_path)
+    notes: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign]
+        await pilot.pause()
+        app.query_one("#hist-table", DataTable).focus()
+        (tmp_path / "r.db").unlink()
+        await pilot.press("e")
+        await pilot.pause()
+        assert notes == ["export failed: the database is gone since the list was read; press F5 to reload"]
+        await pilot.press("r", *"lab-3", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NameScreen)
+        assert "the database is gone" in str(app.screen.query_one("#name-error", Static).render())

@@ -139,6 +139,13 @@ class History(Widget):
 
         return Store.open_existing(self.db_path)
 
+    def _open_for_change(self):  # noqa: ANN202 - Store
+        """The store, for renaming, deleting or exporting a run it listed; StoreError if it is gone since."""
+        store = self._open()
+        if store is None:
+            raise StoreError("the database is gone since the list was read; press F5 to reload")
+        return store
+
     def reload(self) -> None:
         status = self.query_one("#hist-status", Static)
         t = self.query_one("#hist-table", FitTable)
@@ -222,7 +229,7 @@ class History(Widget):
             return
 
         def save(name: str) -> None:
-            with self._open() as store:
+            with self._open_for_change() as store:
                 store.rename(run_id, name)
 
         def done(name: str | None) -> None:
@@ -243,7 +250,7 @@ class History(Widget):
             if not yes:
                 return
             try:
-                with self._open() as store:
+                with self._open_for_change() as store:
                     store.delete(run_id)
             except StoreError as exc:
                 self.notify(str(exc), severity="error", timeout=6)
@@ -262,7 +269,7 @@ class History(Widget):
         from rooftop.store.io import export_json
 
         try:
-            with self._open() as store:
+            with self._open_for_change() as store:
                 doc = export_json(store, [store.run(run_id)])
             out = write_new(self.export_dir, f"rooftop-{run_id[:8]}", ".json", json.dumps(doc, indent=2) + "\n")
         except (StoreError, OSError) as exc:

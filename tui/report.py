@@ -77,6 +77,7 @@ class Prose:
     """
 
     def __init__(self, text: str | Text, style: str = "", hyphens: bool = False) -> None:
+        """`style` is for a str (a Text brings its own); `hyphens` lets a name break after a '-'."""
         self.text = glued(Text(text, style=style) if isinstance(text, str) else text)
         self.hyphens = hyphens
 
