@@ -176,6 +176,7 @@ def runs_db(tmp_path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN001, ANN201
     ["llm", "qwen2.5-7b", "-d", "h100", "--batch", "1,8", "--measured-ms", "5,6"],
     ["llm", "qwen2.5-7b", "-d", "h100", "--parts", "attention=17.6,mlp=24", "--speedup", "attention=1.67"],
     ["devices"], ["devices", "h100"], ["compare", "h100", "mi300x-ds"], ["runs"], ["show", "lab-box"],
+    ["plot", "-d", "h100", "--op", "attn b=8 h=32 kv=8 d=128 t=8192 decode", "--width", "80", "--height", "20"],
 ])
 def test_reports_in_a_file_are_clean(argv: list[str], runs_db, capsys: pytest.CaptureFixture[str]) -> None:
     """No trailing spaces (Rich pads cells and wrapped lines), 80 columns, no value parted from its unit."""

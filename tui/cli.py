@@ -215,6 +215,7 @@ DEFAULT_PLOT_PATHS = ("fp64-tc", "fp32-fma", "bf16-tc", "fp8-tc")
 def cmd_plot(args: argparse.Namespace) -> int:
     from rooftop.models.plotdata import intensity_span, point_series, roof_series
     from rooftop.tui.chart import roofline_text
+    from rooftop.tui.report import Prose, make_console, trimmed
 
     ids = _device_list(args.device)
     devices = resolve_devices(ids, store_profiles(args, ids))
@@ -239,12 +240,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
         series += roof_series(dev, paths, ["dram"] + (["l2"] if "l2" in dev.bandwidth else []), span)
     series += [point_series(a) for a in analyses] + points
     title = "roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices)
-    sys.stdout.write(roofline_text(series, title, args.width, args.height) + "\n")
+    sys.stdout.write(trimmed(roofline_text(series, title, args.width, args.height)) + "\n")
+    sys.stdout.flush()  # the chart first, then the console's lines
+    console = make_console()
     for a in analyses:
-        sys.stdout.write(
-            f"{a.op.describe()}: I = {a.intensity:.3g} FLOP/B on {a.path}, {a.regime}-bound on {a.device.id} "
-            f"(I* = {a.ridge:.3g})\n"
-        )
+        console.print(Prose(f"{a.op.describe()}: I = {a.intensity:.3g} FLOP/B on {a.path}, {a.regime}-bound on "
+                            f"{a.device.id} (I* = {a.ridge:.3g})"))
     return 0
 
 

@@ -45,6 +45,7 @@ def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int |
     """The measured roofline with the GEMM / FMA points, as text."""
     from rooftop.models.plotdata import intensity_span, roof_series
     from rooftop.tui.chart import roofline_text
+    from rooftop.tui.report import trimmed
     from rooftop.tui.measure_report import point_series
 
     prof = cal.profile
@@ -53,7 +54,7 @@ def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int |
     points = point_series(samples)
     span = intensity_span([prof], [x for s in points for x in s.xs], lo=0.01)
     series = roof_series(prof, prof.paths(), prof.levels(), span) + points
-    return roofline_text(series, f"measured roofline: {prof.name}", width, height, max_height=40)
+    return trimmed(roofline_text(series, f"measured roofline: {prof.name}", width, height, max_height=40))
 
 
 def cmd_measure(args: argparse.Namespace) -> int:

@@ -256,6 +256,11 @@ class TrimmedLines:
         self.out.flush()
 
 
+def trimmed(text: str) -> str:
+    """The text without spaces at its lines' ends (a chart pads every row to its width)."""
+    return "\n".join(line.rstrip(" ") for line in text.split("\n"))
+
+
 def make_console(stderr: bool = False) -> Console:
     """A console for the reports; piped or redirected, its lines carry no trailing spaces."""
     out = sys.stderr if stderr else sys.stdout
