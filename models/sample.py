@@ -97,6 +97,14 @@ class Sample:
     def intensity(self) -> float:
         return self.flops / self.bytes if self.bytes else float("inf")
 
+    @property
+    def shape_text(self) -> str:
+        """The shape as a person writes it, `m=128 n=128 k=128`: GEMM dims in m, n, k order
+        (the store keeps keys sorted), then any others (n, reps, …) as they come."""
+        order = {"m": 0, "n": 1, "k": 2}
+        keys = sorted(self.shape, key=lambda k: order.get(k, len(order)))
+        return " ".join(f"{k}={self.shape[k]}" for k in keys)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["shape"] = dict(self.shape)

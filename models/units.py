@@ -88,3 +88,12 @@ def fmt_count(n: int, noun: str) -> str:
 def fmt_number(x: float) -> str:
     """A plain count or rate: whole with separators from 100 up (1,727), else 3 significant digits (0.122)."""
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def fmt_ratio(x: float) -> str:
+    """A ratio to 3 significant figures: ×1.39, ×12.3, ×605, ×605,000 (never ×604734.88)."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    if abs(x) < 1000:
+        return f"×{_sig(x, 3)}"
+    return f"×{float(f'{x:.3g}'):,.0f}"

@@ -27,13 +27,17 @@ def test_measure_launch_json():
     assert s["family"] == "launch" and s["stats"]["repeats"] == 7
     assert {"dtype", "shape", "flops", "bytes"} <= set(s)
     assert "launch x.add_" not in out.stdout  # the progress bar went to stderr
-    assert "points in" in out.stderr
+    assert "measure: 1 point in " in out.stderr and " 1 point on " in out.stderr  # one point, said in the singular
 
 
 def test_measure_report_prints_ceilings():
     out = rooftop("measure", "--only", "launch", "--device", "cpu", "--no-plot")
     assert out.returncode == 0, out.stderr
     assert "ceilings of" in out.stdout and "launch" in out.stdout and "notes:" in out.stdout
+    # piped: no line carries Rich's padding, none is wider than the terminal, stderr has no progress residue
+    assert [line for line in out.stdout.splitlines() if line != line.rstrip()] == []
+    assert max(len(line) for line in out.stdout.splitlines()) <= 100
+    assert "" not in out.stderr.splitlines()
 
 
 @pytest.mark.parametrize(

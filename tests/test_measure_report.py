@@ -45,7 +45,7 @@ def test_report_shows_ceilings_sweeps_and_reasons():
     assert "F fp32-matmul" in text and "F fp32-fma" in text and "launch" in text
     assert "bandwidth sweep" in text and "256 MiB" in text and "4.00 KiB" in text
     assert "FMA sweep" in text
-    assert "1 unstable points" in text and "fp64 512x512x512" in text
+    assert "1 unstable point (iqr" in text and "fp64 512x512x512" in text
     assert "1× TF32 is a tensor-core mode" in text
     assert "2× over the plan's per-call time budget" in text
     assert "each array counted once" in text and "not the cores' FMA peak" in text

@@ -81,12 +81,24 @@ async def test_compare_leaves_out_columns_instead_of_cutting_them(runs_db: Path)
     app = make(runs_db, "compare")
     async with app.run_test(size=SMALL) as pilot:
         await pilot.pause()
-        assert_visible(app, "ratio", "ridges I*", "cross at I", "F fp16-tc TF/s      787.6  755.6  ×0.96  255 / 176    245")
+        assert_visible(app, "ratio", "ridges I*", "cross at I", "F fp16-tc TF/s      787.6  755.6  ×0.959  255 / 176    245")
         assert "higher" not in app.query_one("#cmp-table", FitTable).shown
         assert not any("higher" in line for line in screen_lines(app))
         await pilot.resize_terminal(110, 32)
         await pilot.pause()
         assert_visible(app, "higher ↓/↑ I", "h200 / h100")
+
+
+async def test_compare_ratios_have_three_significant_digits(runs_db: Path) -> None:
+    """A roof 604734.88 times lower reads ×605,000, not ×604734.88."""
+    h100 = catalog()["h100"]
+    slow = dataclasses.replace(h100, id="slow-box", peak={k: dataclasses.replace(c, value=c.value / 604734.88)
+                                                          for k, c in h100.peak.items()})
+    app = make(runs_db, "compare", device="slow-box", compare_with="h100", profiles={"slow-box": slow})
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        assert_visible(app, "B dram GB/s", "×1.00", "×605,000")
+        assert not any("604734" in line for line in screen_lines(app))
 
 
 async def test_long_device_ids_show_whole_or_end_in_an_ellipsis(runs_db: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
@@ -128,3 +128,88 @@ async def test_history_shows_a_device_name_with_brackets_as_written(tmp_path: Pa
         await pilot.pause()
         row = next(line for line in screen_lines(app) if rid[:8] in line)  # the table (above the detail)
         assert "box [bold]7[/bold]" in row
+
+
+async def test_a_refused_name_is_said_in_the_dialog_and_the_text_kept(tmp_path: Path) -> None:
+    """`abc1` reads as a run id, `h100` is a device: the dialog stays open with what was typed."""
+    from tui_helpers import assert_visible, screen_lines
+
+    rid = seeded_db(tmp_path / "r.db")
+    with Store.open(tmp_path / "r.db") as store:
+        other = store.begin_run({"name": "Other CPU", "index": 0}, "quick", "cpu")
+        store.finish_run(other, "complete")
+        store.rename(other, "taken-name")
+    app = make(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#hist-table", DataTable)
+        table.focus()
+        table.move_cursor(row=app.query_one(History).run_ids.index(rid))
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, NameScreen)
+        assert_visible(app, "Name the run: a letter, then letters, digits, '.', '_' or '-'.",
+                       "Enter saves, Esc cancels.")
+        for bad, why in (("abc1", "hex digits only"), ("h100", "already a device id"), ("taken-name", "is taken")):
+            box = app.screen.query_one("#new-name", Input)
+            box.value = ""
+            await pilot.press(*bad, "enter")
+            await pilot.pause()
+            assert isinstance(app.screen, NameScreen), bad
+            assert box.value == bad
+            assert any(why in line for line in screen_lines(app)), "\n".join(screen_lines(app))
+        box.value = ""
+        await pilot.press(*"lab-2", "enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, NameScreen)
+    with Store.open(tmp_path / "r.db") as store:
+        assert store.run(rid).name == "lab-2"
+
+
+async def test_export_never_overwrites_a_file(tmp_path: Path) -> None:
+    rid = seeded_db(tmp_path / "r.db")
+    first = tmp_path / f"rooftop-{rid[:8]}.json"
+    first.write_text("keep me")
+    app = make(tmp_path)
+    notes: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign]
+        await pilot.pause()
+        app.query_one("#hist-table", DataTable).focus()
+        await pilot.press("e")
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+    second, third = tmp_path / f"rooftop-{rid[:8]}-2.json", tmp_path / f"rooftop-{rid[:8]}-3.json"
+    assert first.read_text() == "keep me"
+    assert json.loads(second.read_text())["runs"][0]["id"] == rid
+    assert json.loads(third.read_text())["runs"][0]["id"] == rid
+    assert [n for n in notes if "exported" in n] == [f"exported to {second}", f"exported to {third}"]
+
+
+async def test_history_detail_writes_shapes_as_m_n_k(tmp_path: Path) -> None:
+    seeded_db(tmp_path / "r.db")
+    app = make(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        detail = str(app.query_one("#hist-detail", Static).render())
+        assert "skipped gemm fp8 m=64 n=64 k=64: fp8 needs" in detail
+
+
+async def test_a_store_gone_since_the_list_was_read_is_said_not_raised(tmp_path: Path) -> None:
+    seeded_db(tmp_path / "r.db")
+    app = make(tmp_path)
+    notes: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign]
+        await pilot.pause()
+        app.query_one("#hist-table", DataTable).focus()
+        (tmp_path / "r.db").unlink()
+        await pilot.press("e")
+        await pilot.pause()
+        assert notes == ["export failed: the database is gone since the list was read; press F5 to reload"]
+        await pilot.press("r", *"lab-3", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NameScreen)
+        assert "the database is gone" in str(app.screen.query_one("#name-error", Static).render())

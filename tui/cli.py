@@ -26,14 +26,16 @@ FALLBACK_DEVICE = "h100"
 
 EPILOG_OP = """\
 op specs (one or more; a new op starts at each op name):
-  gemm M N K [dtype] [batch=B] [out=DTYPE]   gemm m=4096 n=4096 k=4096 dtype=fp8
-  gemv N K [dtype]                            a GEMM with M = 1 (batch-1 decode)
-  attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [flash|naive|decode] [causal] [kvdtype=fp8]
-  ew N [dtype] [flops=F] [reads=R] [writes=W] elementwise (default y = a*x + b)
-  fma R [N] [dtype]                            the FMA sweep at R FMAs per element
-  norm ROWS COLS [dtype] [rms|layer]           softmax ROWS COLS [dtype]
-numbers: 8192, 1e9, 2^20, 8k (= 8192); dtypes: fp64 fp32 tf32 fp16 bf16 fp8 int8 fp4
-(default bf16; fp32 for ew and fma); any op takes level=l2 where the profile has an L2 slope
+  gemm M N K [dtype] [batch=B] [out=DTYPE]   or gemm m=M n=N k=K dtype=DTYPE
+  gemv N K [dtype]                           a GEMM with M = 1 (batch-1 decode)
+  attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [flash|naive|decode] [causal]
+       [kvdtype=fp8]
+  ew N [dtype] [flops=F] [reads=R] [writes=W] elementwise (y = a*x + b)
+  fma R [N] [dtype]                          FMA sweep: R FMAs per element
+  norm ROWS COLS [dtype] [rms|layer]         softmax ROWS COLS [dtype]
+numbers: 8192, 1e9, 2^20, 8k (= 8192); dtypes: fp64 fp32 tf32 fp16 bf16 fp8
+int8 fp4 (default bf16; fp32 for ew and fma); any op takes level=l2 where the
+profile has an L2 slope.
 
 examples:
   rooftop op gemm 1 8192 8192 bf16 --device h100 --device h200
@@ -44,10 +46,52 @@ Bytes and FLOPs are algorithmic: each array read or written once, an FMA is
 2 FLOP, so the time shown is a lower bound T = max(W/F, Q/B). JSON is in SI
 units (FLOP, bytes, seconds, FLOP/s, bytes/s).
 """
+HELP_WIDTH = 80  # columns: --help fits an 80-column terminal, and is no wider on a larger one
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Wraps the prose of descriptions and epilogs, keeps indented lines (example blocks) as written.
+
+    argparse either wraps everything (and flattens the examples) or nothing (and a
+    long paragraph runs off an 80-column screen); here a line that starts at the
+    margin is prose, joined with its neighbours and wrapped, and an indented one is
+    layout. The width is the terminal's, at most HELP_WIDTH.
+    """
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        import shutil
+
+        kwargs.setdefault("width", min(shutil.get_terminal_size().columns, HELP_WIDTH) - 2)
+        super().__init__(prog, **kwargs)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out: list[str] = []
+        prose: list[str] = []
+
+        def wrap_prose() -> None:
+            if prose:
+                out.extend(textwrap.wrap(" ".join(prose), width, initial_indent=indent, subsequent_indent=indent,
+                                         break_on_hyphens=False))
+                prose.clear()
+
+        for line in text.splitlines():
+            if line.strip() and not line[0].isspace():
+                prose.append(line.strip())
+                continue
+            wrap_prose()
+            out.append(indent + line if line.strip() else "")
+        wrap_prose()
+        return "\n".join(out)
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports bad input in one line and exits with 2."""
+    """argparse that reports bad input in one line and exits with 2, and whose help fits 80 columns."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -93,7 +137,8 @@ def _measured_times(raw: str | None, n_ops: int) -> list[float | None]:
     if len(vals) == 1:
         vals = vals * n_ops
     if len(vals) != n_ops:
-        raise UsageError(f"--measured-ms gives {len(vals)} times for {n_ops} ops: give one, or one per op")
+        raise UsageError(f"--measured-ms gives {fmt_count(len(vals), 'time')} for {fmt_count(n_ops, 'op')}: "
+                         "give one, or one per op")
     return [v / 1e3 for v in vals]
 
 
@@ -145,7 +190,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    from rooftop.tui.report import devices_table, make_console, profile_detail
+    from rooftop.tui.report import Prose, devices_table, make_console, profile_detail
 
     console = make_console()
     if args.ids:
@@ -155,11 +200,12 @@ def cmd_devices(args: argparse.Namespace) -> int:
             console.print(profile_detail(p))
     else:
         console.print(devices_table(profiles))
-        console.print(
-            "\nsources: ref = published measurement (seed 000 tables 3–5); datasheet = vendor dense figures; "
+        console.print()
+        console.print(Prose(
+            "sources: ref = published measurement (seed 000 tables 3–5); datasheet = vendor dense figures; "
             "measured / imported = the store's runs (each device's latest complete run, plus named runs; "
             "`rooftop runs`). `rooftop devices ID` shows every roof with the case that produced it."
-        )
+        ))
     return 0
 
 
@@ -169,6 +215,7 @@ DEFAULT_PLOT_PATHS = ("fp64-tc", "fp32-fma", "bf16-tc", "fp8-tc")
 def cmd_plot(args: argparse.Namespace) -> int:
     from rooftop.models.plotdata import intensity_span, point_series, roof_series
     from rooftop.tui.chart import roofline_text
+    from rooftop.tui.report import Prose, make_console, trimmed
 
     ids = _device_list(args.device)
     devices = resolve_devices(ids, store_profiles(args, ids))
@@ -193,20 +240,27 @@ def cmd_plot(args: argparse.Namespace) -> int:
         series += roof_series(dev, paths, ["dram"] + (["l2"] if "l2" in dev.bandwidth else []), span)
     series += [point_series(a) for a in analyses] + points
     title = "roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices)
-    sys.stdout.write(roofline_text(series, title, args.width, args.height) + "\n")
+    sys.stdout.write(trimmed(roofline_text(series, title, args.width, args.height)) + "\n")
+    sys.stdout.flush()  # the chart first, then the console's lines
+    console = make_console()
     for a in analyses:
-        sys.stdout.write(
-            f"{a.op.describe()}: I = {a.intensity:.3g} FLOP/B on {a.path}, {a.regime}-bound on {a.device.id} "
-            f"(I* = {a.ridge:.3g})\n"
-        )
+        console.print(Prose(f"{a.op.describe()}: I = {a.intensity:.3g} FLOP/B on {a.path}, {a.regime}-bound on "
+                            f"{a.device.id} (I* = {a.ridge:.3g})"))
     return 0
 
 
-def _int_list(raw: str, what: str) -> list[int]:
+def _int_list(raw: str, what: str, one: bool = False) -> list[int]:
+    """Comma-separated counts (`one`: a single count); an empty item is an error, not skipped:
+    `--batch 1,,2` is more likely a lost number than a wish for two batches."""
     from rooftop.models.spec import parse_count
 
+    items = [v.strip() for v in raw.split(",")]
+    if one and (len(items) > 1 or not items[0]):
+        raise UsageError(f"--{what} {raw!r}: give one number, e.g. 128")
+    if not all(items):
+        raise UsageError(f"--{what} {raw!r}: an empty item; give numbers separated by commas, e.g. 1,8,16")
     try:
-        return [parse_count(v, what) for v in raw.split(",") if v.strip()]
+        return [parse_count(v, what) for v in items]
     except SpecError as exc:
         raise UsageError(f"--{what} {raw!r}: {exc}") from None
 
@@ -239,7 +293,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     batches = _int_list(args.batch, "batch")
-    prompt = _int_list(args.prompt, "prompt")[0]
+    (prompt,) = _int_list(args.prompt, "prompt", one=True)
     contexts = _int_list(args.context, "context") if args.context else [prompt]
     parts = _named_values(args.parts, "parts")
     if args.speedup and not parts:
@@ -268,17 +322,17 @@ def cmd_llm(args: argparse.Namespace) -> int:
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    from rooftop.tui.report import amdahl_table, llm_ops_table, llm_steps_table, make_console
+    from rooftop.tui.report import Prose, amdahl_table, llm_ops_table, llm_steps_table, make_console
 
     console = make_console()
     console.print(llm_steps_table(steps))
     if flips:
         lin, whole = flips["linear_layers"], flips["whole_step"]
-        console.print(
+        console.print(Prose(
             f"linear layers turn compute-bound from batch ≈ {lin if lin else 'never'} (I ≈ batch, seed 000 §6); "
             f"the whole step at context {contexts[0]} "
             + (f"from batch ≈ {whole}" if whole else "never: each request's KV cache keeps attention memory-bound")
-        )
+        ))
     console.print()
     console.print(llm_ops_table(steps[0]))
     if split:
@@ -300,14 +354,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count {args.count}: must be at least 1")
     snaps: queue.Queue = queue.Queue()
-    sampler = Sampler(interval=args.interval, gpu=args.gpu, on_snapshot=snaps.put)
+    sampler = Sampler(interval=args.interval, on_snapshot=snaps.put)  # every GPU: --gpu is checked against them
     printed = 0
+    said = "ok"  # the sampler's state last told on stderr
     try:
         sampler.start()
         while args.count is None or printed < args.count:
             snap = snaps.get()
-            if args.gpu is not None and sampler.state == "ok" and not snap.gpus:
-                raise UsageError(f"--gpu {args.gpu}: no such GPU")
+            if args.gpu is not None:
+                snap = only_gpu(snap, args.gpu, check=printed == 0)
+            if snap.state != said:  # once, not on every line: why the GPUs are missing, or one was lost
+                shown = " (showing the CPU)" if not snap.gpus and snap.cpu is not None else ""
+                sys.stderr.write(f"rooftop watch: {snap.state}{shown}\n")
+                said = snap.state
             if args.json:
                 sys.stdout.write(json.dumps(snapshot_dict(snap)) + "\n")
             else:
@@ -319,6 +378,23 @@ def cmd_watch(args: argparse.Namespace) -> int:
     finally:
         sampler.stop()
     return 0
+
+
+def only_gpu(snap: Any, index: int, check: bool) -> Any:
+    """The snapshot with GPU `index` only; with `check`, UsageError when there is no such GPU.
+
+    Checked on the first snapshot: without NVML there is nothing for --gpu to pick, and
+    quietly printing the CPU instead would answer a question that was not asked.
+    """
+    import dataclasses
+
+    if check and not snap.gpus:
+        why = snap.state if snap.state != "ok" else "NVML sees no GPU"
+        raise UsageError(f"--gpu {index}: there is no GPU to pick ({why}); leave out --gpu to watch the CPU")
+    if check and all(g.index != index for g in snap.gpus):
+        have = ", ".join(f"{g.index} ({g.name})" for g in snap.gpus)
+        raise UsageError(f"--gpu {index}: no such GPU; this machine has {have}")
+    return dataclasses.replace(snap, gpus=tuple(g for g in snap.gpus if g.index == index))
 
 
 def run_app(args: argparse.Namespace) -> int:
@@ -381,21 +457,16 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
     try:
         with Store.open(path) as store:
             found = store.profiles()
-            if not ids:  # the default device: this host's latest measurement, when there is one
-                local = store.local_profile()
-                if local is not None:
-                    found["local"] = local
+            local = store.local_profile()  # the default device, and one of the ids an unknown one is told of
+            if local is not None:
+                found["local"] = local
             known = {k.lower() for k in [*found, *catalog()]}
             for i in ids:
                 if i.lower() in known:
                     continue
                 if i.lower() == "local":
-                    local = store.local_profile()
-                    if local is None:
-                        not_profiles.append(f"no complete run measured on this host yet, so there is no device "
-                                            f"'local' in {path}; measure one, or name a device from `rooftop devices`")
-                    else:
-                        found[i] = local
+                    not_profiles.append(f"no complete run measured on this host yet, so there is no device "
+                                        f"'local' in {path}; measure one, or name a device from `rooftop devices`")
                     continue
                 try:
                     run = store.run(i)
@@ -444,15 +515,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
             json.dump([_run_json(r) for r in runs], sys.stdout, indent=2)
             sys.stdout.write("\n")
             return 0
-        from rooftop.tui.report import make_console, runs_table
+        from rooftop.tui.report import Prose, make_console, runs_table
 
         console = make_console()
         if not runs:
-            console.print(f"no runs in {store.path} yet: `rooftop measure` records one, `rooftop import FILE` adds some")
+            console.print(Prose(f"no runs in {store.path} yet: `rooftop measure` records one, "
+                                "`rooftop import FILE` adds some"))
             return 0
         console.print(runs_table(runs))
-        console.print(f"\n{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex digits) or a name "
-                      "(`rooftop rename RUN NAME`); complete runs with a profile work as --device.")
+        console.print()
+        console.print(Prose(f"{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex digits) or a "
+                            "name (`rooftop rename RUN NAME`); complete runs with a profile work as --device."))
     return 0
 
 
@@ -496,7 +569,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         run = store.delete(args.run)
         sys.stdout.write(f"deleted run {run.short_id}{f' ({run.name})' if run.name else ''} "
-                         f"and its {run.samples} samples\n")
+                         f"and its {fmt_count(run.samples, 'sample')}\n")
     return 0
 
 
@@ -517,7 +590,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             out = Path(args.out)
             _refuse_overwrite([out], args.force)
             out.write_text(text, encoding="utf-8")
-            sys.stdout.write(f"wrote {len(runs)} runs to {out}\n")
+            sys.stdout.write(f"wrote {fmt_count(len(runs), 'run')} to {out}\n")
             return 0
         files = export_csv(store, runs)
     folder = Path(args.out or f"rooftop-{runs[0].short_id if len(runs) == 1 else 'runs'}")
@@ -551,7 +624,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             line = f"{res.path} ({res.kind}): added {fmt_count(len(res.added), 'run')}"
             line += f" [{names}]" if names else ""
             if res.skipped:
-                line += f"; {len(res.skipped)} already present, left as they were"
+                kept = "it was" if len(res.skipped) == 1 else "they were"
+                line += f"; {len(res.skipped)} already present, left as {kept}"
             sys.stdout.write("; ".join([line, *res.notes]) + "\n")
     return 0
 
@@ -661,9 +735,9 @@ def build_parser() -> Parser:
             "elementwise, a decode step) on a device's measured or published roofline: the regime that "
             "bounds it, the time it cannot beat, and what to do about it."
         ),
-        epilog="With no command, rooftop opens its terminal app (keys: 1–6 tabs, m measure, ? help, q quit).\n"
+        epilog="With no command, rooftop opens its terminal app:\n"
+               "  1–6 switch tabs, m measures this machine, ? lists the keys, q quits\n"
                "Run `rooftop COMMAND --help` for each command's options.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-d", "--device", metavar="ID", help="the app's first device (default: this GPU's, else h100)")
     add_db_option(p, top=True)
@@ -674,7 +748,6 @@ def build_parser() -> Parser:
     op = sub.add_parser(
         "op", help="analyse ops on one or more devices", epilog=EPILOG_OP,
         description="Place ops on a device's roofline: W, Q, I, ridge, regime, time bound, advice.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     op.add_argument("spec", nargs="*", help=f"the op spec words (op kinds: {', '.join(op_kinds())})")
     op.add_argument("--pinned", action="store_true",
@@ -709,11 +782,12 @@ def build_parser() -> Parser:
                     "and the batch at which decode turns compute-bound.",
         epilog="MODEL is a built-in (qwen2.5-7b, llama-3.1-8b, mixtral-8x7b, … — see the error for the list) or a "
                "Hugging Face config.json (or its folder).\n\nexamples:\n"
-               "  rooftop llm qwen2.5-7b --device h100 --batch 1,8,16 --measured-ms 11.56,11.9,12.5\n"
+               "  rooftop llm qwen2.5-7b --device h100 --batch 1,8,16 \\\n"
+               "      --measured-ms 11.56,11.9,12.5\n"
                "  rooftop llm llama-3.1-8b --phase prefill --prompt 2048 --device h200\n"
                "  rooftop llm ./config.json --context 4096 --kv-dtype fp8 --json\n"
-               "  rooftop llm qwen2.5-7b --parts attention=17.6,mlp=24,runtime=6,comm=10.4 --speedup attention=1.67",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+               "  rooftop llm qwen2.5-7b --parts attention=17.6,mlp=24,runtime=6,comm=10.4 \\\n"
+               "      --speedup attention=1.67",
     )
     lm.add_argument("model", metavar="MODEL", help="built-in model name or config.json path")
     lm.add_argument("--phase", choices=("decode", "prefill"), default="decode", help="default: decode")

@@ -12,7 +12,7 @@ from textual.widgets import Label, Select, Static
 from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.compare import common_paths, compare_path
 from rooftop.models.profile import DeviceProfile, NoRoof
-from rooftop.models.units import fmt_time
+from rooftop.models.units import fmt_ratio, fmt_time
 from rooftop.tui.widgets import Col, FitTable, refresh_select
 
 
@@ -80,7 +80,7 @@ class Compare(Widget):
         text = Text(f"{a.op.describe()}: ", style="bold")
         text.append(f"{fast.device.id} is faster — T ≥ {fmt_time(fast.time_lower_bound)} ({fast.regime}-bound) vs "
                     f"{fmt_time(slow.time_lower_bound)} on {slow.device.id} ({slow.regime}-bound), "
-                    f"×{slow.time_lower_bound / fast.time_lower_bound:.2f}")
+                    f"{fmt_ratio(slow.time_lower_bound / fast.time_lower_bound)}")
         out.update(text)
 
 
@@ -119,4 +119,4 @@ def _num(v: float | None) -> str:
 
 
 def _ratio(a: float | None, b: float | None) -> str:
-    return f"×{b / a:.2f}" if a and b else ""
+    return fmt_ratio(b / a) if a and b else ""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from rich.text import Text
 from textual import on
@@ -16,15 +17,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Label, Static
+from textual.widgets import DataTable, Input, Static
 
 from rooftop.models.plotdata import intensity_span, roof_series, sample_series
 from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate
 from rooftop.store.db import StoreError
-from rooftop.tui.widgets import Col, FitTable, RooflinePlot
-
-if TYPE_CHECKING:
-    from rooftop.store.runs import Run
+from rooftop.store.runs import BadName, Run, name_problem
+from rooftop.tui.widgets import Col, ErrorLine, FitTable, RooflinePlot
 
 # The run table at 80 columns: plan, then the sample count, then the device go first (the detail
 # below names them); a long name or device ends in "…" rather than push status off screen.
@@ -41,26 +40,51 @@ def run_cells(r: Run) -> tuple[str | Text, ...]:
 
 
 class NameScreen(ModalScreen[str | None]):
-    """Ask for a run's new name."""
+    """Ask for a run's new name and save it; a refused name is said inline and the typed text kept.
+
+    `save` does the renaming (it raises StoreError for a name the store refuses, e.g. one
+    that is taken); the dialog closes only once it has succeeded, so nothing typed is lost.
+    """
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
     DEFAULT_CSS = """
     NameScreen { align: center middle; }
-    NameScreen > Vertical { width: 60; height: auto; border: round $accent; background: $surface; padding: 1; }
+    NameScreen > Vertical { width: 68; max-width: 100%; height: auto; border: round $accent; background: $surface;
+                            padding: 0 1; }
+    NameScreen #name-hint { color: $text-muted; }
     """
 
-    def __init__(self, current: str) -> None:
+    def __init__(self, current: str, save: Callable[[str], None]) -> None:
         super().__init__()
         self.current = current
+        self.save = save
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("a name for this run (letters, digits, . _ -); Enter to save, Esc to cancel")
+            yield Static("Name the run: a letter, then letters, digits, '.', '_' or '-'.")
+            yield Static("Enter saves, Esc cancels.", id="name-hint")
             yield Input(self.current, id="new-name")
+            yield ErrorLine(id="name-error")
+
+    @on(Input.Changed)
+    def _typing(self) -> None:
+        self.query_one(ErrorLine).show(None)  # the error was about the text before this edit
 
     @on(Input.Submitted)
     def _done(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
+        name = event.value.strip()
+        if not name:
+            self.dismiss(None)
+            return
+        try:
+            problem = name_problem(name)
+            if problem:
+                raise BadName(f"{name!r}: {problem}")
+            self.save(name)
+        except StoreError as exc:
+            self.query_one(ErrorLine).show(exc)
+            return
+        self.dismiss(name)
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -114,6 +138,13 @@ class History(Widget):
         from rooftop.store.runs import Store
 
         return Store.open_existing(self.db_path)
+
+    def _open_for_change(self):  # noqa: ANN202 - Store
+        """The store, for renaming, deleting or exporting a run it listed; StoreError if it is gone since."""
+        store = self._open()
+        if store is None:
+            raise StoreError("the database is gone since the list was read; press F5 to reload")
+        return store
 
     def reload(self) -> None:
         status = self.query_one("#hist-status", Static)
@@ -173,7 +204,7 @@ class History(Widget):
         text.append(f"{fmt_count(len(samples), 'sample')}, {len(unstable)} unstable, {len(skipped)} skipped\n",
                     style="dim")
         for s in skipped[:5]:
-            text.append(f"  skipped {s.family} {s.dtype} {dict(s.shape)}: {s.skipped}\n", style="dim")
+            text.append(f"  skipped {s.family} {s.dtype} {s.shape_text}: {s.skipped}\n", style="dim")
         detail.update(text)
         points = sample_series(samples, run.label)
         series = []
@@ -197,20 +228,18 @@ class History(Widget):
         if run_id is None:
             return
 
+        def save(name: str) -> None:
+            with self._open_for_change() as store:
+                store.rename(run_id, name)
+
         def done(name: str | None) -> None:
             if not name:
-                return
-            try:
-                with self._open() as store:
-                    store.rename(run_id, name)
-            except StoreError as exc:
-                self.notify(str(exc), severity="error", timeout=6)
                 return
             self.notify(f"run {run_id[:8]} is now {name!r}: use it as --device {name}", timeout=4)
             self.reload()
             self.post_message(self.StoreChanged())
 
-        self.app.push_screen(NameScreen(""), done)
+        self.app.push_screen(NameScreen("", save), done)
 
     def action_delete(self) -> None:
         run_id = self._current()
@@ -221,7 +250,7 @@ class History(Widget):
             if not yes:
                 return
             try:
-                with self._open() as store:
+                with self._open_for_change() as store:
                     store.delete(run_id)
             except StoreError as exc:
                 self.notify(str(exc), severity="error", timeout=6)
@@ -240,11 +269,27 @@ class History(Widget):
         from rooftop.store.io import export_json
 
         try:
-            with self._open() as store:
+            with self._open_for_change() as store:
                 doc = export_json(store, [store.run(run_id)])
-            out = self.export_dir / f"rooftop-{run_id[:8]}.json"
-            out.write_text(json.dumps(doc, indent=2))
+            out = write_new(self.export_dir, f"rooftop-{run_id[:8]}", ".json", json.dumps(doc, indent=2) + "\n")
         except (StoreError, OSError) as exc:
             self.notify(f"export failed: {exc}", severity="error", timeout=6)
             return
         self.notify(f"exported to {out}", timeout=5)
+
+
+def write_new(folder: Path, stem: str, suffix: str, text: str) -> Path:
+    """Write `text` to folder/stem+suffix, or stem-2, stem-3…: the first name not taken.
+
+    An export never replaces a file (the CLI asks for --force to do that; a key press
+    cannot), and creating the file exclusively leaves no window for a race.
+    """
+    for n in itertools.count(1):
+        path = folder / f"{stem}{'' if n == 1 else f'-{n}'}{suffix}"
+        try:
+            with path.open("x", encoding="utf-8") as f:
+                f.write(text)
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")  # itertools.count never ends

@@ -45,6 +45,7 @@ def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int |
     """The measured roofline with the GEMM / FMA points, as text."""
     from rooftop.models.plotdata import intensity_span, roof_series
     from rooftop.tui.chart import roofline_text
+    from rooftop.tui.report import trimmed
     from rooftop.tui.measure_report import point_series
 
     prof = cal.profile
@@ -53,7 +54,7 @@ def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int |
     points = point_series(samples)
     span = intensity_span([prof], [x for s in points for x in s.xs], lo=0.01)
     series = roof_series(prof, prof.paths(), prof.levels(), span) + points
-    return roofline_text(series, f"measured roofline: {prof.name}", width, height, max_height=40)
+    return trimmed(roofline_text(series, f"measured roofline: {prof.name}", width, height, max_height=40))
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
@@ -68,6 +69,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         return usage_error(str(exc))
     from rooftop.probes.backend import BackendError, select_backend
     from rooftop.probes.plan import build_plan
+    from rooftop.models.units import fmt_count
     from rooftop.tui.report import make_console
 
     try:
@@ -76,7 +78,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     except (BackendError, PlanError) as exc:
         return usage_error(str(exc))
     err = make_console(stderr=True)
-    err.print(f"rooftop measure: {plan.name} plan, {len(plan.steps)} points on {backend.spec} ({backend.info.name})")
+    err.print(f"rooftop measure: {plan.name} plan, {fmt_count(len(plan.steps), 'point')} on {backend.spec} "
+              f"({backend.info.name})")
     for note in plan.notes:
         if "busy with other work" in note:
             err.print(f"rooftop measure: note: {note}", style="yellow")
@@ -84,7 +87,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from rooftop.tui.measuring import measure_run
 
     columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar, Sampler() as sampler:
+    # piped, a progress bar has nothing to redraw: it would leave only a blank line behind
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar, Sampler() as sampler:
         task = bar.add_task("starting", total=len(plan.steps))
         result = measure_run(
             plan, args.db, store=not args.no_save, sampler=sampler,
@@ -97,13 +101,15 @@ def cmd_measure(args: argparse.Namespace) -> int:
         err.print(f"rooftop measure: warning: {result.store_error}", style="yellow")
     skipped = sum(1 for s in samples if s.skipped)
     err.print(
-        f"rooftop measure: {len(samples)} points in {wall:.1f} s ({skipped} skipped, {len(cal.unstable)} unstable)"
+        f"rooftop measure: {fmt_count(len(samples), 'point')} in {wall:.1f} s "
+        f"({skipped} skipped, {len(cal.unstable)} unstable)"
         + (" — interrupted, showing what was measured" if interrupted else "")
         + (f" — failed: {result.error}" if result.status == "failed" else "")
         + (f"; saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "")
     )
     if result.throttled:
-        err.print(f"rooftop measure: {len(result.throttled)} points were taken while the GPU throttled "
+        n = len(result.throttled)
+        err.print(f"rooftop measure: {fmt_count(n, 'point')} {'was' if n == 1 else 'were'} taken while the GPU throttled "
                   f"({', '.join(sorted({r for s in result.throttled for r in s.conditions['throttle']}))}): "
                   + ", ".join(label_of(s) for s in result.throttled[:8]), style="yellow")
     if args.json:

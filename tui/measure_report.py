@@ -12,17 +12,24 @@ from rich.text import Text
 from rooftop.models.calibrate import Calibration, label_of
 from rooftop.models.plotdata import Series, sample_series
 from rooftop.models.sample import DATA_MOVING, Sample
-from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_time
+from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_count, fmt_flops_rate, fmt_time
+from rooftop.tui.report import Prose, hanging
 
 
 def _stability(stable: bool) -> Text:
     return Text("yes") if stable else Text("no", style="yellow")
 
 
-def ceilings_table(cal: Calibration) -> Table:
+def titled(title: str, table: Table) -> Group:
+    """A table under its title, the title on a line of its own: as a Rich table title it would
+    wrap to the table's width ("FMA sweep / (GFLOP/s, and / GB/s moved)")."""
+    return Group(Prose(title, style="bold"), table)
+
+
+def ceilings_table(cal: Calibration) -> Group:
     """Every measured ceiling: value, the case that produced it, stability."""
     p = cal.profile
-    t = Table(title=f"ceilings of {p.name} (measured)", header_style="bold", box=None, pad_edge=False)
+    t = Table(header_style="bold", box=None, pad_edge=False)
     for col, just in (("ceiling", "left"), ("value", "right"), ("case", "left"), ("stable", "left")):
         t.add_column(col, justify=just, overflow="fold")  # cases are long names: wrap, never cut
     for level in p.levels():
@@ -36,7 +43,7 @@ def ceilings_table(cal: Calibration) -> Table:
         t.add_row("launch", fmt_time(c.value), c.case, _stability(c.stable))
     if "launch_graph_s" in p.extra:
         t.add_row("launch (graph)", fmt_time(float(p.extra["launch_graph_s"])), "per kernel in a CUDA graph", "")
-    return t
+    return titled(f"ceilings of {p.name} (measured)", t)
 
 
 def _cell(s: Sample, value: float | None, fmt) -> Text:  # noqa: ANN001 - fmt: float -> str
@@ -48,7 +55,7 @@ def _cell(s: Sample, value: float | None, fmt) -> Text:  # noqa: ANN001 - fmt: f
     return text
 
 
-def bandwidth_table(samples: list[Sample]) -> Table | None:
+def bandwidth_table(samples: list[Sample]) -> Group | None:
     """GB/s per kernel (columns) and working set (rows): the launch, cache and DRAM regions."""
     rows: dict[float, dict[str, Sample]] = {}
     for s in samples:
@@ -59,7 +66,7 @@ def bandwidth_table(samples: list[Sample]) -> Table | None:
     if not rows:
         return None
     fams = [f for f in DATA_MOVING if any(f in r for r in rows.values())]
-    t = Table(title="bandwidth sweep (GB/s; ~ = unstable)", header_style="bold", box=None, pad_edge=False)
+    t = Table(header_style="bold", box=None, pad_edge=False)
     t.add_column("working set", justify="right")
     for f in fams:
         t.add_column(f, justify="right")
@@ -68,10 +75,10 @@ def bandwidth_table(samples: list[Sample]) -> Table | None:
             _cell(rows[ws][f], rows[ws][f].bandwidth, lambda v: f"{v / 1e9:.3g}") if f in rows[ws] else Text("")
             for f in fams
         ])
-    return t
+    return titled("bandwidth sweep (GB/s; ~ = unstable)", t)
 
 
-def fma_table(samples: list[Sample]) -> Table | None:
+def fma_table(samples: list[Sample]) -> Group | None:
     """GFLOP/s per FMA count R and dtype: the slope, then the plateau."""
     rows: dict[int, dict[str, Sample]] = {}
     for s in samples:
@@ -80,7 +87,7 @@ def fma_table(samples: list[Sample]) -> Table | None:
     if not rows:
         return None
     dtypes = list(dict.fromkeys(s.dtype for s in samples if s.family == "fma"))
-    t = Table(title="FMA sweep (GFLOP/s, and GB/s moved)", header_style="bold", box=None, pad_edge=False)
+    t = Table(header_style="bold", box=None, pad_edge=False)
     t.add_column("R", justify="right")
     for d in dtypes:
         t.add_column(d, justify="right")
@@ -95,7 +102,7 @@ def fma_table(samples: list[Sample]) -> Table | None:
             else:
                 cells.append(_cell(s, s.flop_rate, lambda v, s=s: f"{v / 1e9:.4g} ({(s.bandwidth or 0) / 1e9:.3g} GB/s)"))
         t.add_row(str(r), *cells)
-    return t
+    return titled("FMA sweep (GFLOP/s, and GB/s moved)", t)
 
 
 def reason_kind(reason: str) -> str:
@@ -105,35 +112,36 @@ def reason_kind(reason: str) -> str:
     return reason
 
 
-def skipped_summary(cal: Calibration) -> Text | None:
+def skipped_summary(cal: Calibration) -> Group | None:
+    """How many points were skipped, one line per reason; a long reason wraps under itself."""
     if not cal.skipped:
         return None
     reasons = Counter(reason_kind(s.skipped) for s in cal.skipped)
-    lines = [f"{len(cal.skipped)} points skipped:"]
-    lines += [f"  {n}× {reason}" for reason, n in reasons.most_common()]
-    return Text("\n".join(lines), style="dim")
+    rows = [(Text(f"  {n}×", style="dim"), Text(reason, style="dim")) for reason, n in reasons.most_common()]
+    return Group(Text(f"{fmt_count(len(cal.skipped), 'point')} skipped:", style="dim"), hanging(rows))
 
 
 def measure_report(cal: Calibration, samples: list[Sample], notes: list[str]) -> Group:
+    """Ceilings, the sweeps, then what to be wary of and the plan's notes (wrapped under their indent)."""
     parts: list = [ceilings_table(cal)]
     for table in (bandwidth_table(samples), fma_table(samples)):
         if table is not None:
             parts += [Text(""), table]
     if cal.unstable:
-        parts.append(Text(
-            f"\n{len(cal.unstable)} unstable points (iqr/median > 0.10) left out: "
+        parts += [Text(""), Prose(
+            f"{fmt_count(len(cal.unstable), 'unstable point')} (iqr/median > 0.10) left out: "
             + ", ".join(label_of(s) for s in cal.unstable[:12]) + (" …" if len(cal.unstable) > 12 else ""),
             style="yellow",
-        ))
+        )]
     if cal.above_roof:
-        parts.append(Text(
+        parts.append(Prose(
             "points > 10% above the measured roofline (cache residency?): "
             + ", ".join(label_of(s) for s in cal.above_roof), style="yellow",
         ))
     skipped = skipped_summary(cal)
     if skipped is not None:
         parts.append(skipped)
-    parts += [Text("notes:", style="bold")] + [Text(f"  {n}") for n in list(notes) + list(cal.notes)]
+    parts += [Text("notes:", style="bold"), hanging([(" •", n) for n in list(notes) + list(cal.notes)])]
     return Group(*parts)
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+import re
+import sys
+from typing import IO, Iterator, Sequence
+
+from rich.cells import cell_len, chop_cells
+from rich.console import Console, ConsoleOptions, Group
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -12,11 +18,92 @@ from rooftop.models.profile import SOURCES, DeviceProfile
 from rooftop.models.units import (
     fmt_bandwidth,
     fmt_bytes,
+    fmt_count,
     fmt_flops,
     fmt_flops_rate,
     fmt_intensity,
+    fmt_ratio,
     fmt_time,
 )
+
+NBSP = "\xa0"  # joins what a line must not split; printed as an ordinary space
+# Spaces that only look like spaces: between a number and its unit (256 MiB, 87.1 µs, 1 FLOP/elem; not the
+# 16 of bf16), around a relation (I = 4.00, T ≥ 1 ms) and inside a reference (seed 000 §6).
+GLUE = re.compile(
+    r"(?<![\w.])\d[\d.,]* (?=(?:[kMGTP]?FLOP|[KMGT]i?B|B|[nµm]?s|W|[MG]Hz)(?:/\w+)?(?!\w))"
+    r"| (?=[=≈≥≤<>] )|(?<= [=≈≥≤<>]) "
+    r"|(?<=\bseed) (?=\d)|(?<=\d) (?=§)"
+)
+WORD = re.compile(r"[^ ]+ *| +")  # a break may follow a run of ordinary spaces
+WORD_OR_HYPHEN = re.compile(r"[^ -]+-+(?=[^ -])|[^ ]+ *| +")  # … or a '-' inside a name
+
+
+def glued(text: str | Text) -> Text:
+    """The text with its value–unit pairs (GLUE) joined by no-break spaces; styles kept."""
+    t = Text(text) if isinstance(text, str) else text
+    plain = GLUE.sub(lambda m: m.group().replace(" ", NBSP), t.plain)  # as long as before: spans still fit
+    return Text(plain, style=t.style, spans=list(t.spans), end=t.end)
+
+
+def break_offsets(plain: str, width: int, hyphens: bool = False) -> list[int]:
+    """Where to break one line of text to fit `width` cells: after ordinary spaces, never at a
+    no-break space; after a '-' too with `hyphens`; inside a word only when it is wider than the line."""
+    offsets: list[int] = []
+    col = 0
+    for m in (WORD_OR_HYPHEN if hyphens else WORD).finditer(plain):
+        word, start = m.group(), m.start()
+        seen = cell_len(word.rstrip(" "))
+        if col and col + seen > width:
+            offsets.append(start)
+            col = 0
+        if seen > width:
+            pieces = chop_cells(word, width)
+            for piece in pieces[:-1]:
+                start += len(piece)
+                offsets.append(start)
+            col = cell_len(pieces[-1])
+        else:
+            col += cell_len(word)
+    return offsets
+
+
+class Prose:
+    """Text that wraps between items only: a value keeps its unit, a name breaks at its '-'.
+
+    Rich wraps at any whitespace (a no-break space too), so "I = 1.000 FLOP/B" could end
+    a line with "I" and a printed report would read "1.000 FLOP/B" as the next item. This
+    wraps at ordinary spaces (GLUE marks the others) and prints the glue as spaces. In a
+    grid column it gives a hanging indent.
+    """
+
+    def __init__(self, text: str | Text, style: str = "", hyphens: bool = False) -> None:
+        """`style` is for a str (a Text brings its own); `hyphens` lets a name break after a '-'."""
+        self.text = glued(Text(text, style=style) if isinstance(text, str) else text)
+        self.hyphens = hyphens
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        width = max(options.max_width, 1)
+        for para in self.text.split("\n", allow_blank=True):
+            for line in para.divide(break_offsets(para.plain, width, self.hyphens)):
+                line.rstrip()
+                yield Text(line.plain.replace(NBSP, " "), style=line.style, spans=list(line.spans), no_wrap=True)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        plain = self.text.plain
+        words = [cell_len(m.group().rstrip(" ")) for m in (WORD_OR_HYPHEN if self.hyphens else WORD).finditer(plain)]
+        widest = max((cell_len(line) for line in plain.split("\n")), default=0)
+        return Measurement(min(max(words, default=0), widest), widest).clamp(max_width=options.max_width)
+
+
+def hanging(rows: Sequence[tuple[str | Text, str | Text]]) -> Table:
+    """Marked items (a marker, then text that wraps under itself): a grid of two columns."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for marker, text in rows:
+        grid.add_row(marker, Prose(text))
+    return grid
+
 
 SOURCE_TAG = {"measured": "measured", "reference": "ref", "datasheet": "datasheet", "imported": "imported", "typical": "typical"}
 
@@ -28,10 +115,9 @@ def device_heading(p: DeviceProfile) -> str:
 def analysis_table(rows: list[Analysis]) -> Group:
     """One op on one or more devices, the devices side by side."""
     first = rows[0]
-    head = Text.assemble(
-        (first.op.describe(), "bold"),
-        f"   W {fmt_flops(first.flops)}   Q {fmt_bytes(first.bytes)}   I {fmt_intensity(first.intensity)}",
-    )
+    figures = (f"{name} {value}".replace(" ", NBSP) for name, value in (
+        ("W", fmt_flops(first.flops)), ("Q", fmt_bytes(first.bytes)), ("I", fmt_intensity(first.intensity))))
+    head = Text.assemble((first.op.describe(), "bold"), "   " + "   ".join(figures))
     terms = ", ".join(f"{name} {fmt_bytes(v)}" for name, v in first.cost.terms)
     how = Text(f"{first.cost.counting}  [{terms}]", style="dim")
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -40,7 +126,7 @@ def analysis_table(rows: list[Analysis]) -> Group:
         t.add_column(device_heading(a.device), justify="right")
 
     def row(label: str, fn) -> None:  # noqa: ANN001 - a small local formatter
-        t.add_row(label, *[fn(a) for a in rows])
+        t.add_row(label, *[Prose(fn(a)) for a in rows])
 
     row("path", lambda a: a.path)
     row("F", lambda a: f"{fmt_flops_rate(a.peak)} ({SOURCE_TAG.get(a.device.peak[a.path].source, '')})")
@@ -54,29 +140,25 @@ def analysis_table(rows: list[Analysis]) -> Group:
         row("measured t", lambda a: fmt_time(a.measured.time_s) if a.measured else "")
         row("  achieved", lambda a: f"{fmt_flops_rate(a.measured.achieved_flops)}, {fmt_bandwidth(a.measured.achieved_bandwidth)}" if a.measured else "")
         row("  of roof", lambda a: f"{100 * a.measured.fraction_of_roof:.1f}%" if a.measured else "")
-    notes = Table.grid(padding=(0, 1))  # a hanging indent: marker column, then the wrapped text
-    notes.add_column(no_wrap=True)
-    notes.add_column()
+    notes: list[tuple[str | Text, str | Text]] = []
     for a in rows:
         prefix = f"{a.device.id}: " if len(rows) > 1 else ""
-        for line in a.advice:
-            notes.add_row(" →", Text(prefix + line))
-        for line in a.warnings:
-            notes.add_row(Text(" !", style="yellow"), Text(prefix + line, style="yellow"))
-    parts = [head, how, t, notes]
+        notes += [(" →", prefix + line) for line in a.advice]
+        notes += [(Text(" !", style="yellow"), Text(prefix + line, style="yellow")) for line in a.warnings]
+    parts = [Prose(head), Prose(how), t, hanging(notes)]
     if len(rows) > 1:
         parts.append(comparison_line(rows))
     return Group(*parts)
 
 
-def comparison_line(rows: list[Analysis]) -> Text:
+def comparison_line(rows: list[Analysis]) -> Table:
     """Which device is faster for this op, and where the first two devices' roofs cross."""
     from rooftop.models.compare import compare_path
 
     best = min(rows, key=lambda a: a.time_lower_bound)
     others = [a for a in rows if a is not best]
     ratio = min(a.time_lower_bound for a in others) / best.time_lower_bound
-    msg = f" = fastest bound: {best.device.id} ({fmt_time(best.time_lower_bound)}, ×{ratio:.2f} ahead)"
+    msg = f"fastest bound: {best.device.id} ({fmt_time(best.time_lower_bound)}, {fmt_ratio(ratio)} ahead)"
     a, b = rows[0], rows[1]
     if a.path == b.path and a.level == b.level:
         x = compare_path(a.device, b.device, a.path, a.level).crossover
@@ -86,7 +168,7 @@ def comparison_line(rows: list[Analysis]) -> Text:
             side = x.higher_below if a.intensity < x.intensity else x.higher_above
             msg += (f"; {a.path} roofs cross at I = {x.intensity:.3g}: {x.higher_below} higher below, "
                     f"{x.higher_above} above — this op (I = {a.intensity:.3g}) favours {side}")
-    return Text(msg, style="bold")
+    return hanging([(" =", Text(msg, style="bold"))])
 
 
 def devices_table(profiles: list[DeviceProfile]) -> Table:
@@ -136,23 +218,82 @@ def profile_detail(p: DeviceProfile) -> Group:
         facts.append(f"{p.sm_count} SMs/CUs")
     if p.power_limit_w:
         facts.append(f"{p.power_limit_w:g} W")
-    return Group(Text(p.id, style="bold"), Text(", ".join(facts)), t)
+    return Group(Text(p.id, style="bold"), Prose(", ".join(facts)), t)
 
 
 def path_legend() -> str:
     return "; ".join(f"{k}: {v.label}" for k, v in PATHS.items())
 
 
+class TrimmedLines:
+    """A text file that drops the spaces at the end of each line written to it.
+
+    Rich pads every table cell and wrapped line to its width; on a terminal that is
+    invisible, in a file it is noise (and `diff` shows it). Spaces are held back
+    until the line goes on, so only those at a line's end are lost.
+    """
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.held = ""
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.out, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        lines = (self.held + text).split("\n")
+        last = lines.pop()
+        body = last.rstrip(" ")
+        self.held = last[len(body):]
+        self.out.write("".join(line.rstrip(" ") + "\n" for line in lines) + body)
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def trimmed(text: str) -> str:
+    """The text without spaces at its lines' ends (a chart pads every row to its width)."""
+    return "\n".join(line.rstrip(" ") for line in text.split("\n"))
+
+
 def make_console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A console for the reports; piped or redirected, its lines carry no trailing spaces."""
+    out = sys.stderr if stderr else sys.stdout
+    tty = getattr(out, "isatty", lambda: False)()
+    return Console(file=None if tty else TrimmedLines(out), stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def _na(v: float | None, fmt: str) -> str:
     return "N/A" if v is None else fmt.format(v)
 
 
-def telemetry_lines(s: "Snapshot") -> list[str]:  # noqa: F821 - imported lazily below
-    """One line per GPU (and one for the CPU) of a telemetry snapshot, for `rooftop watch`."""
+WATCH_WIDTH = 80  # `rooftop watch` lines fit a terminal that wide; JSON (--json) has every field
+
+
+def fit_fields(head: str, options: Sequence[Sequence[str]], width: int = WATCH_WIDTH) -> str:
+    """`head`, then from each group of options the first that still fits in `width` columns.
+
+    A group is one field said at decreasing length (a core list, else the busiest core),
+    so a line keeps what matters most and never wraps.
+    """
+    line = head
+    for group in options:
+        fitting = [f for f in group if len(line) + 2 + len(f) <= width]
+        if fitting:
+            line += "  " + fitting[0]
+    return line
+
+
+def telemetry_lines(s: "Snapshot", width: int = WATCH_WIDTH) -> list[str]:  # noqa: F821 - imported lazily
+    """One line per GPU (and one for the CPU) of a telemetry snapshot, for `rooftop watch`, each ≤ width.
+
+    Why a GPU part is missing (no NVML) is not repeated here: `rooftop watch` says it once.
+    """
     import time as _time
 
     stamp = _time.strftime("%H:%M:%S", _time.localtime(s.time))
@@ -161,28 +302,30 @@ def telemetry_lines(s: "Snapshot") -> list[str]:  # noqa: F821 - imported lazily
         if g.lost:
             lines.append(f"{stamp} gpu{g.index} {g.name}  LOST")
             continue
-        mem = (f"{_na(g.memory_used_bytes and g.memory_used_bytes / 2**30, '{:.1f}')}/"
-               f"{_na(g.memory_total_bytes and g.memory_total_bytes / 2**30, '{:.1f}')} GiB")
-        throttle = ", ".join(g.throttling) or "none"
-        lines.append(
-            f"{stamp} gpu{g.index} util {_na(g.gpu_util_pct, '{:.0f}%')} mem-busy {_na(g.mem_util_pct, '{:.0f}%')}  "
-            f"SM {_na(g.sm_clock_mhz, '{:.0f}')}/{_na(g.sm_clock_max_mhz, '{:.0f}')} MHz  "
-            f"mem {_na(g.mem_clock_mhz, '{:.0f}')} MHz  {_na(g.power_w, '{:.0f}')}/{_na(g.power_limit_w, '{:.0f}')} W  "
-            f"{_na(g.temperature_c, '{:.0f}')}°C  {mem}  "
-            f"PCIe tx {_na(g.pcie_tx_bytes_s and g.pcie_tx_bytes_s / 1e9, '{:.2f}')} rx "
-            f"{_na(g.pcie_rx_bytes_s and g.pcie_rx_bytes_s / 1e9, '{:.2f}')} GB/s  throttle: {throttle}"
-        )
+        gib = 2**30
+        # the SM clock leads (it is what a throttled GPU loses); a throttle reason before memory use
+        head = (f"{stamp} gpu{g.index} util {_na(g.gpu_util_pct, '{:.0f}%')} mem {_na(g.mem_util_pct, '{:.0f}%')}  "
+                f"{_na(g.sm_clock_mhz, '{:.0f}')} MHz  {_na(g.power_w, '{:.0f}')}/{_na(g.power_limit_w, '{:.0f}')} W"
+                f"  {_na(g.temperature_c, '{:.0f}')}°C")
+        throttle = f"throttle: {', '.join(g.throttling)}" if g.throttling else ""
+        line = fit_fields(head, [[throttle]], width) if throttle else head
+        rest = [[f"{_na(g.memory_used_bytes and g.memory_used_bytes / gib, '{:.1f}')}"
+                 f"/{_na(g.memory_total_bytes and g.memory_total_bytes / gib, '{:.0f}')} GiB"],
+                [f"PCIe tx/rx {_na(g.pcie_tx_bytes_s and g.pcie_tx_bytes_s / 1e9, '{:.2f}')}/"
+                 f"{_na(g.pcie_rx_bytes_s and g.pcie_rx_bytes_s / 1e9, '{:.2f}')} GB/s"],
+                [f"SM clock max {_na(g.sm_clock_max_mhz, '{:.0f}')} MHz"], [f"mem clock {_na(g.mem_clock_mhz, '{:.0f}')} MHz"]]
+        lines.append(fit_fields(line, rest, width))
+        if throttle and line == head:  # no room: a throttling GPU is said all the same, on the next line
+            lines.append(" " * (len(stamp) + 1) + throttle)
     if s.cpu is not None:
         c = s.cpu
-        cores = " ".join(f"{x:.0f}" for x in c.per_core_pct)
-        lines.append(
-            f"{stamp} cpu  util {c.util_pct:.0f}% [{cores}]  {_na(c.freq_mhz, '{:.0f}')} MHz  "
-            f"mem {c.memory_used_bytes / 2**30:.1f}/{c.memory_total_bytes / 2**30:.1f} GiB  "
-            f"load {_na(c.load1, '{:.2f}')}"
-        )
-    if not s.gpus and s.state != "ok":
-        lines[-1:] = [lines[-1] + f"  ({s.state})"] if lines else [f"{stamp} {s.state}"]
-    return lines
+        head = (f"{stamp} cpu  util {c.util_pct:.0f}%  {_na(c.freq_mhz, '{:.0f}')} MHz  "
+                f"mem {c.memory_used_bytes / 2**30:.1f}/{c.memory_total_bytes / 2**30:.0f} GiB  "
+                f"load {_na(c.load1, '{:.2f}')}")
+        cores = [f"cores {' '.join(f'{x:.0f}' for x in c.per_core_pct)}", f"busiest core {max(c.per_core_pct):.0f}%",
+                 f"max {max(c.per_core_pct):.0f}%"] if c.per_core_pct else []
+        lines.append(fit_fields(head, [cores], width))
+    return lines or [f"{stamp} nothing to sample"]
 
 
 def _gb(n: float) -> str:
@@ -220,12 +363,12 @@ def llm_steps_table(steps: list) -> Group:
         else:
             row.append(ms(s.compute_s))
         t.add_row(*row)
-    notes = Text(
+    notes = Prose(
         "weights = bytes read per step (all weights but the input embedding table); KV = cache read per step "
         "(decode) or written (prefill); Q/B = the step's bytes over B; ΣT = the sum of each op's max(W/F, Q/B); "
         "expl. = ΣT / measured; rest = measured − ΣT: kernel launch and CPU overhead, or kernels below their "
         "roof (seed 000 §6).", style="dim")
-    return Group(head, t, notes)
+    return Group(Prose(head), t, notes)
 
 
 def llm_ops_table(step) -> Group:  # noqa: ANN001 - a StepBound
@@ -238,11 +381,12 @@ def llm_ops_table(step) -> Group:  # noqa: ANN001 - a StepBound
         t.add_row(lo.name, a.op.describe(), str(lo.count), f"{a.intensity:.3g}", a.regime,
                   fmt_time(a.time_lower_bound), fmt_time(a.time_lower_bound * lo.count),
                   f"{100 * a.time_lower_bound * lo.count / total:.1f}%")
-    title = Text(f"per-step ops at batch {step.phase.batch} (path {step.ops[1][1].path}; ridge "
+    title = Prose(f"per-step ops at batch {step.phase.batch} (path {step.ops[1][1].path}; ridge "
                  f"{step.ops[1][1].ridge:.3g} FLOP/B)", style="bold")
     tiny = sum(1 for _, a in step.ops if a.time_lower_bound < a.launch_overhead)
-    notes = [Text(f"{tiny} op kinds are bounded below one kernel launch: at this size launch overhead, not the "
-                  "roofline, sets their time (CUDA graphs remove it).", style="yellow")] if tiny else []
+    notes = [Prose(f"{fmt_count(tiny, 'op kind')} {'is' if tiny == 1 else 'are'} bounded below one kernel launch: "
+                   f"at this size launch overhead, not the roofline, sets {'its' if tiny == 1 else 'their'} time "
+                   "(CUDA graphs remove it).", style="yellow")] if tiny else []
     return Group(title, t, *notes)
 
 
@@ -255,7 +399,7 @@ def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
         t.add_row(name, f"{before:.3g} ms", f"{after:.3g} ms", f"{before - after:.3g} ms")
     t.add_row("total", f"{split.total_before:.3g} ms", f"{split.total_after:.3g} ms",
               f"{split.total_before - split.total_after:.3g} ms", style="bold")
-    return Group(Text(f"end to end: ×{split.speedup:.2f} (Amdahl: the parts not sped up keep their time, "
+    return Group(Prose(f"end to end: {fmt_ratio(split.speedup)} (Amdahl: the parts not sped up keep their time, "
                       "seed 002 §2.2)", style="bold"), t)
 
 
@@ -282,7 +426,8 @@ def runs_table(runs: list) -> Table:
     style = {"complete": "green", "running": "cyan", "interrupted": "yellow", "failed": "red", "cancelled": "dim"}
     for r in runs:
         t.add_row(
-            r.short_id, r.name or "", Text(r.status, style=style.get(r.status, "")), r.device_name,
+            r.short_id, Prose(r.name or "", hyphens=True), Text(r.status, style=style.get(r.status, "")),
+            Prose(r.device_name),
             "imported" if r.imported_from else f"{r.backend} {r.plan}",
             _when(r.started_at, "%m-%d %H:%M"), str(r.samples), "yes" if r.has_ceilings else "",
         )
@@ -319,8 +464,7 @@ def samples_table(samples: list) -> Table:
                       ("achieved", "right"), ("iqr", "right"), ("note", "left")):
         t.add_column(col, justify=just, no_wrap=col != "note" and col != "kernel")
     for i, s in enumerate(samples):
-        shape = " ".join(f"{k}={v}" for k, v in s.shape.items())
-        kernel = f"{s.family} {s.dtype} {shape}" + (" cold" if s.cache == "cold" else "")
+        kernel = f"{s.family} {s.dtype} {s.shape_text}" + (" cold" if s.cache == "cold" else "")
         intensity = f"{s.intensity:.3g}" if s.flops else "—"
         if s.stats is None:
             t.add_row(str(i), kernel, intensity, "", "", "", Text(f"skipped: {s.skipped}", style="yellow"))
@@ -359,7 +503,7 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
         else:
             x.add_row(f"{a.id} vs {b.id}", c.path, fmt_intensity(cx.intensity),
                       f"{cx.higher_below} higher", f"{cx.higher_above} higher")
-    legend = Text("B: dram bandwidth per level; F: peak per compute path; I* = F/B (dram). "
+    legend = Prose("B: dram bandwidth per level; F: peak per compute path; I* = F/B (dram). "
                   "Below the crossover intensity the bandwidth-richer roof is higher, above it the "
                   "compute-richer one (seed 000 §3).", style="dim")
     return Group(t, Text(""), x, legend)
