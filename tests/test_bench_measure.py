@@ -2,7 +2,9 @@
 
 - the quick plan's wall time on this machine (targets: < 90 s on a 2-core CPU, < 30 s on an H100/H200);
 - the measured DRAM bandwidth against a plain torch streaming loop timed in the same
-  process, same kernel and working set (target: within 10%).
+  process, same kernel and working set, the two alternated (target: within 10%); the
+  plan's own figure is printed beside it, but it was timed a minute earlier, and on a
+  shared VM DRAM bandwidth moves by ±25% from minute to minute.
 ROOFTOP_BENCH_THREADS=N sets torch's CPU threads (see `rooftop measure --threads`).
 """
 
@@ -88,10 +90,11 @@ def test_dram_bandwidth_vs_a_plain_torch_loop(quick_run):
         plain.append(plain_loop(backend, family, ws))
         probe.append(protocol_point(backend, family, ws))
     plain_med, probe_med = statistics.median(plain), statistics.median(probe)
-    ratio = dram.value / plain_med
-    print(f"\nB dram {dram.value / 1e9:.2f} GB/s ({dram.case}) vs a plain torch loop of {family} on "
-          f"{ws / MiB:.0f} MiB, {plain_med / 1e9:.2f} GB/s (median of 5): ratio {ratio:.3f} "
-          f"(target 0.90–1.10: {'met' if 0.9 <= ratio <= 1.1 else 'MISSED'})")
-    print(f"interleaved with it, the probe's protocol gives {probe_med / 1e9:.2f} GB/s: "
-          f"ratio {probe_med / plain_med:.3f}")
+    ratio = probe_med / plain_med  # the same moments: the fair comparison on a box whose DRAM drifts
+    print(f"\nB dram by the probe's protocol, interleaved with a plain torch loop of {family} on "
+          f"{ws / MiB:.0f} MiB: {probe_med / 1e9:.2f} vs {plain_med / 1e9:.2f} GB/s (medians of 5): "
+          f"ratio {ratio:.3f} (target 0.90–1.10: {'met' if 0.9 <= ratio <= 1.1 else 'MISSED'})")
+    print(f"the plan's own B dram, measured earlier: {dram.value / 1e9:.2f} GB/s ({dram.case}), "
+          f"{dram.value / plain_med:.3f} of the loop; the loop itself ranged {min(plain) / 1e9:.1f}–"
+          f"{max(plain) / 1e9:.1f} GB/s over the alternations (neighbours' load)")
     assert ratio > 0
