@@ -309,3 +309,18 @@ def test_an_unknown_device_is_told_of_local_too(tmp_path, monkeypatch: pytest.Mo
         assert "unknown device 'zzz'; choose one of: " in err and err.rstrip().endswith(", local"), err
     assert main(["op", "gemm 1 2 3 fp32", "-d", "local"]) == 0  # and it still works as a device
     assert "local (measured)" in capsys.readouterr().out
+
+
+def test_a_cpu_profile_names_its_cache_and_threads_as_a_cpu_has_them() -> None:
+    from rich.console import Console
+
+    from rooftop.models.profile import Ceiling, DeviceProfile
+    from rooftop.tui.report import profile_detail
+
+    cpu = DeviceProfile("local", "AMD EPYC", "measured", {"dram": Ceiling(30e9, "measured", "triad:268435452")}, {},
+                        kind="cpu", sm_count=1, l2_bytes=32 * 2**20)
+    console = Console(width=80, record=True)
+    console.print(profile_detail(cpu))
+    text = " ".join(console.export_text().split())
+    assert "last-level cache (the l2 level) 32.0 MiB" in text and "measured with 1 thread" in text
+    assert "SMs" not in text

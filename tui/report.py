@@ -212,10 +212,11 @@ def profile_detail(p: DeviceProfile) -> Group:
     facts = [f"{p.name} — {SOURCES.get(p.source, p.source)}"]
     if p.memory_bytes:
         facts.append(f"memory {fmt_bytes(p.memory_bytes)}")
-    if p.l2_bytes:
-        facts.append(f"L2 {fmt_bytes(p.l2_bytes)}")
+    cpu = p.kind == "cpu"
+    if p.l2_bytes:  # the `l2` level is the last-level cache: the L3 on most CPUs
+        facts.append(f"{'last-level cache (the l2 level)' if cpu else 'L2'} {fmt_bytes(p.l2_bytes)}")
     if p.sm_count:
-        facts.append(f"{p.sm_count} SMs/CUs")
+        facts.append(f"measured with {fmt_count(p.sm_count, 'thread')}" if cpu else f"{p.sm_count} SMs/CUs")
     if p.power_limit_w:
         facts.append(f"{p.power_limit_w:g} W")
     return Group(Text(p.id, style="bold"), Prose(", ".join(facts)), t)
