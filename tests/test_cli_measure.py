@@ -86,3 +86,17 @@ def test_measured_roofline_piped_has_no_escape_codes(monkeypatch: pytest.MonkeyP
 def test_plot_size_is_checked() -> None:
     out = rooftop("measure", "--width", "5", "--only", "launch")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "10 to 1000" in out.stderr
+
+
+def test_ctrl_c_before_the_measurement_starts_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from rooftop.tui import measure_cmd
+    from rooftop.tui.cli import main
+
+    def interrupted(args):  # noqa: ANN001, ANN202 - as Ctrl-C while torch is being imported
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(measure_cmd, "cmd_measure", interrupted)
+    assert main(["measure", "--no-save"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "rooftop measure: interrupted" and "Traceback" not in err

@@ -830,6 +830,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = exc.args[0] if exc.args else str(exc)
         sys.stderr.write(f"{name}: error: {msg}\n")
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside a measurement's own handling (e.g. while torch loads)
+        sys.stderr.write(f"\n{name}: interrupted\n")
+        return 130
     except BrokenPipeError:  # `rooftop devices | head`: stop quietly, and let the exit flush go nowhere
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
