@@ -148,3 +148,15 @@ async def test_no_measuring_at_start_once_this_machine_has_a_stored_profile(tmp_
         await pilot.pause(0.3)
         assert not app.measuring and app.run_view.result is None
         assert any("partial" in str(n.message) for n in app._notifications)
+
+
+async def test_quitting_mid_measurement_keeps_what_was_measured(tmp_path: Path) -> None:
+    app = make(tmp_path, initial_tab="live", plan=tiny_plan("bandwidth", sets=300))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("m")
+        panel = app.query_one(MeasurePanel)
+        await wait_for(pilot, lambda: len(panel.samples) >= 2)
+        await pilot.press("q")
+    with Store.open(tmp_path / "r.db") as store:
+        (run,) = store.runs()
+        assert run.status == "cancelled" and run.samples >= 2
