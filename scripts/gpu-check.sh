@@ -14,6 +14,8 @@
 # through a folder of links (a device box has no network). Pure-Python dependencies the box lacks
 # can be put in .gpu-deps/ (added to the end of PYTHONPATH).
 set -uo pipefail  # no -e: a failing stage must not stop the stages after it
+out=${ROOFTOP_GPU_CHECK_OUT:-}
+case $out in "" | /*) ;; *) out=$PWD/$out ;; esac  # a relative FILE is the caller's, not the checkout's
 cd "$(dirname "$0")/.."
 root=$PWD
 PY=${1:-${PYTHON:-}}
@@ -21,7 +23,8 @@ if [ -z "$PY" ]; then
     if [ -x .venv/bin/python ] && .venv/bin/python -c "" 2>/dev/null; then PY=.venv/bin/python; else PY=python3; fi
 fi
 work=$(mktemp -d -t rooftop-gpu-check-XXXXXX)
-out=${ROOFTOP_GPU_CHECK_OUT:-$work/measure.json}
+out=${out:-$work/measure.json}
+mkdir -p "$(dirname "$out")"
 db=$work/rooftop.db
 mkdir -p "$work/site/rooftop"  # a namespace package: pyproject.toml's package-dir mapping, by links
 for pkg in models probes store tui; do ln -s "$root/$pkg" "$work/site/rooftop/$pkg"; done
@@ -41,25 +44,50 @@ read -r -a pytest_args <<< "${ROOFTOP_GPU_CHECK_PYTEST_ARGS:--m gpu tests/test_p
 
 summary=()
 failed=0
+child=""
+interrupted=0
+# Ctrl-C or a closed SSH session: stop the stage in flight (a measurement then prints what it has, as
+# on a timeout), show the figures, and stop. `timeout` runs each stage in its own process group, so the
+# terminal's signal reaches only this script: it passes it on.
+on_signal() {
+    interrupted=1
+    [ -n "$child" ] && kill -TERM "$child" 2>/dev/null
+}
+trap on_signal INT HUP TERM
+
 # stage NAME LIMIT OUTFILE COMMAND...: run COMMAND under `timeout` (TERM, then KILL 10 s later), its
-# stdout to OUTFILE ("-": the terminal); record how it ended; never stop the script.
+# stdout to OUTFILE ("-": the terminal); record how it ended; never stop the script by itself failing.
+# The stage runs in the background and is waited for, so that a signal is handled at once.
 stage() {
     local name=$1 limit=$2 dest=$3 t0=$SECONDS rc how
     shift 3
     echo "== $name (limit ${limit} s)"
     if [ "$dest" = - ]; then
-        timeout -s TERM -k 10 "$limit" "$@"
+        timeout -s TERM -k 10 "$limit" "$@" &
     else
-        timeout -s TERM -k 10 "$limit" "$@" > "$dest"
+        timeout -s TERM -k 10 "$limit" "$@" > "$dest" &
     fi
-    rc=$?
+    child=$!
+    while :; do
+        wait "$child"
+        rc=$?
+        kill -0 "$child" 2>/dev/null || break  # gone: rc is its status (else a signal woke the wait)
+    done
+    child=""
     case $rc in
         0) how="ok" ;;
         124 | 137) how="TIMED OUT after ${limit} s" ;;
         *) how="FAILED (exit $rc)" ;;
     esac
+    [ "$interrupted" -eq 1 ] && how="$how, interrupted"
     [ "$rc" -eq 0 ] || failed=1
     summary+=("$(printf '%-10s %s, %d s' "$name" "$how" $((SECONDS - t0)))")
+}
+
+finish() {
+    echo "== summary (measure output: $out)"
+    printf '%s\n' "${summary[@]}"
+    exit "$1"
 }
 
 # SIGTERM (timeout's signal) and SIGINT raise KeyboardInterrupt, so a measurement cut short ends
@@ -71,9 +99,12 @@ from rooftop.tui.cli import main
 sys.exit(main(sys.argv[1:]))'
 
 stage preflight "$T_PRE" - "$PY" scripts/gpu_check.py preflight
+[ "$interrupted" -eq 1 ] && finish 130
 stage measure "$T_MEASURE" "$out" "$PY" -c "$as_ctrl_c" measure "${measure_args[@]}" --json --db "$db"
-stage report "$T_REPORT" - "$PY" scripts/gpu_check.py report "$out" "$db"
+stage report "$T_REPORT" - "$PY" scripts/gpu_check.py report "$out" "$db"  # also after an interrupt
+[ "$interrupted" -eq 1 ] && finish 130
 stage watch "$T_WATCH" - "$PY" -c "$as_ctrl_c" watch --count 3 --interval 0.25
+[ "$interrupted" -eq 1 ] && finish 130
 stage nvml "$T_NVML" - "$PY" -c 'import statistics, time
 from rooftop.probes.telemetry import NvmlSource
 src = NvmlSource()
@@ -85,8 +116,7 @@ for _ in range(8):
 print(f"one read of every GPU: median {statistics.median(times) * 1e3:.1f} ms (the sampler reads every 250 ms)")
 src.close()
 raise SystemExit(0 if ok else 1)'
+[ "$interrupted" -eq 1 ] && finish 130
 stage pytest "$T_PYTEST" - "$PY" -m pytest -q -p no:cacheprovider "${pytest_args[@]}"
-
-echo "== summary (measure output: $out)"
-printf '%s\n' "${summary[@]}"
-exit "$failed"
+[ "$interrupted" -eq 1 ] && finish 130
+finish "$failed"

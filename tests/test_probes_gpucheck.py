@@ -85,3 +85,29 @@ def test_table_against_the_h200_reference():
     partial = gpu_check.table({"status": "cancelled", "interrupted": True, "device_info": {"name": "NVIDIA H200"}})
     assert any("cut short" in line for line in partial)
     assert any("goal: not judged" in line for line in partial)
+
+
+def test_ctrl_c_stops_the_script_at_once_with_the_figures_so_far(tmp_path):
+    """Each stage runs in its own process group (timeout's), so the script passes Ctrl-C on: the
+    measurement stops like a timeout, the table is printed, the later stages are skipped, nothing is left."""
+    import signal
+    import time
+
+    env = {**os.environ, "ROOFTOP_GPU_CHECK_OUT": str(tmp_path / "measure.json"), "TMPDIR": str(tmp_path),
+           "ROOFTOP_GPU_CHECK_MEASURE_ARGS": "--device cpu --plan full --only bandwidth,gemm"}  # minutes on a CPU
+    proc = subprocess.Popen(["bash", str(SCRIPT), sys.executable], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the measurement has begun once its scratch store exists
+        if list(tmp_path.glob("rooftop-gpu-check-*/rooftop.db")):
+            break
+        time.sleep(0.5)
+    time.sleep(3)  # a few points
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    summary = out[out.index("== summary"):]
+    assert "interrupted" in summary and "\nwatch" not in summary and "\npytest" not in summary
+    doc = json.loads((tmp_path / "measure.json").read_text())
+    assert doc["status"] == "cancelled" and doc["samples"]
+    assert "run: cancelled" in out
