@@ -7,8 +7,8 @@ The definitions are the reference's (shared/reference/README.md):
 - B l2: the best data-moving kernel whose working set sits inside the cache
   (GPU: ≤ L2/2; CPU: above the private caches, ≤ LLC/2).
 - F per compute path: the best stable warm GEMM of that path, and the FMA-sweep
-  plateau for fp32-fma / fp64-fma: the best stable point among those within 10%
-  of the sweep's highest rate (never a point on the bandwidth slope).
+  plateau for fp32-fma / fp64-fma: the best stable point among those not on the
+  bandwidth slope (see _plateau).
 Unstable points (iqr_ratio > 0.10) are left out and listed; a level or path
 with only unstable points keeps its best one, marked stable=False.
 Pure: no torch, no I/O.
@@ -24,7 +24,7 @@ from .sample import DATA_MOVING, Sample
 from .units import MiB
 
 ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagged (L2 residency)
-PLATEAU = 0.90  # FMA-sweep points within 10% of the sweep's best rate are on its compute plateau
+SLOPE_GAIN = 1.5  # an FMA-sweep point is on the slope if one at ≥ 2R runs this much faster
 GPU_DRAM_MIN = 256 * MiB
 
 
@@ -91,15 +91,21 @@ def _best(cands: Iterable[Sample], rate) -> Ceiling | None:  # noqa: ANN001 - ra
     return Ceiling(rate(best), "measured", case_of(best), stable=bool(stable))
 
 
-def _plateau(group: Sequence[Sample], rate) -> list[Sample]:  # noqa: ANN001 - rate: Sample -> float
-    """The FMA sweep's plateau: the points within PLATEAU of its highest rate, stable or not.
+def _plateau(group: Sequence[Sample]) -> list[Sample]:
+    """The FMA sweep's plateau: the points not on its bandwidth slope, stable or not.
 
-    A stable point on the bandwidth slope (R = 1 is one) must never stand for the
-    compute roof just because the plateau's points were noisy: then the plateau's
-    best point is the roof, marked unstable.
+    On the slope, doubling R doubles the rate; so a point is on it when a point with at
+    least twice its R runs SLOPE_GAIN× faster or more. The fastest point never is, so
+    the plateau is never empty. A stable point on the slope (R = 1 is one) must not
+    stand for the compute roof because the plateau's points were noisy (then the
+    plateau's best point is the roof, marked unstable), and a noisy spike on the
+    plateau must not push its stable points out (they stay on it: the spike is < 1.5×).
     """
-    top = max((rate(s) for s in group), default=0.0)
-    return [s for s in group if rate(s) >= PLATEAU * top]
+    def on_slope(s: Sample) -> bool:
+        r = s.shape.get("reps", 0)
+        return any(o.shape.get("reps", 0) >= 2 * r and _fl(o) >= SLOPE_GAIN * _fl(s) for o in group)
+
+    return [s for s in group if not on_slope(s)]
 
 
 def _bw(s: Sample) -> float:
@@ -163,7 +169,7 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
             if s.family == fam and s.path:
                 by_path.setdefault(s.path, []).append(s)
         for path, group in by_path.items():
-            c = _best(_plateau(group, _fl) if fam == "fma" else group, _fl)
+            c = _best(_plateau(group) if fam == "fma" else group, _fl)
             if c and (path not in peak or c.value > peak[path].value):
                 peak[path] = c
     methods = {s.conditions.get("method") for s in warm if s.family == "fma"} - {None, "triton"}

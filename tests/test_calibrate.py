@@ -147,3 +147,16 @@ def test_a_stable_point_on_the_slope_never_stands_for_the_fma_roof():
     samples.append(fma("fp64", 32, n, 8.5e-3, method="torch-chain"))
     roof = calibrate(samples, CPU).profile.peak["fp64-fma"]
     assert roof.value == pytest.approx(8.5e9) and roof.stable
+
+
+def test_a_noisy_spike_on_the_plateau_does_not_push_its_stable_points_out():
+    """Review: stable R = 16…64 at 50–51 GFLOP/s and one noisy R = 128 at 60 give the stable 51."""
+    n = 1 << 24
+    spike = fma("fp32", 128, n, 60e-3, method="torch-chain")
+    spike = Sample(spike.family, spike.dtype, spike.shape, spike.flops, spike.bytes, spike.footprint_bytes,
+                   spike.cache, stats(spike.stats.median_s, iqr=0.3), spike.path, conditions=spike.conditions)
+    samples = [fma("fp32", 1, n, 2e-3, method="torch-chain"), fma("fp32", 16, n, 50e-3, method="torch-chain"),
+               fma("fp32", 32, n, 51e-3, method="torch-chain"), fma("fp32", 64, n, 50.5e-3, method="torch-chain"),
+               spike]
+    roof = calibrate(samples, CPU).profile.peak["fp32-fma"]
+    assert roof.value == pytest.approx(51e9) and roof.stable and "reps=32" in roof.case
