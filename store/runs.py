@@ -65,13 +65,13 @@ def name_problem(name: str) -> str | None:
 
     A run is found by name, id or id prefix (`run`), and a name works as
     `--device NAME`; so a name must not read as either of the others: no hex
-    digits only (`abc1` could be an id prefix), no catalog device id, not `local`.
+    digits only from MIN_PREFIX long (`abc1` could be an id prefix; `fab` cannot), no catalog device id, not `local`.
     """
     from rooftop.models.catalog import catalog
 
     if not NAME_RE.fullmatch(name):
         return "start with a letter, then letters, digits, '.', '_' or '-' (64 at most)"
-    if HEX_RE.fullmatch(name):
+    if len(name) >= MIN_PREFIX and HEX_RE.fullmatch(name):
         return ("a name of hex digits only (0-9, a-f) would read as a run id prefix; "
                 "add a letter after f, or a '.', '_' or '-'")
     if name.lower() in {k.lower() for k in catalog()} | {LOCAL}:

@@ -144,3 +144,8 @@ def test_module_entry_runs() -> None:
 def test_a_piped_plot_is_80_columns_wide(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(["plot", "-d", "h100"], capsys)
     assert rc == 0 and max(len(line) for line in out.splitlines()) == 80
+
+
+def test_the_device_before_the_command_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(["-d", "h200", "op", "gemm 1 8192 8192 bf16", "--json"], capsys)
+    assert rc == 0 and json.loads(out)[0]["device"] == "h200" and "no --device given" not in err

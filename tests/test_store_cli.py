@@ -321,3 +321,17 @@ def test_op_pinned_analyses_the_apps_pins_and_db_before_the_command_counts(
     assert [r["regime"] for r in rows] == ["memory", "memory"]
     assert rows[1]["op"] == "gemm m=1 n=8192 k=8192 bf16"  # the pinned GEMV, after the given op
     assert rows[1]["time_lower_bound_s"] == pytest.approx(43.5e-6, rel=0.01)
+
+
+def test_a_bad_or_roofless_pin_is_left_out_and_said_not_fatal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        for spec in ("gemm m=4096 n=4096 k=4096 fp9", "gemm m=1 n=8192 k=8192 fp8", "gemm m=1 n=8192 k=8192 fp16"):
+            store.save_op(spec, spec, ["h100"])
+    assert main(["--db", str(db), "-d", "v100-16", "op", "--pinned", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [r["op"] for r in json.loads(out)] == ["gemm m=1 n=8192 k=8192 fp16"]
+    assert "left out the saved pin 'gemm m=4096 n=4096 k=4096 fp9'" in err
+    assert "left out the pin 'gemm m=1 n=8192 k=8192 fp8' on v100-16" in err
+    # an op the user typed still fails in one line
+    assert main(["--db", str(db), "op", "gemm 1 8192 8192 fp8", "-d", "v100-16"]) == 2

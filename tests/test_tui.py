@@ -309,3 +309,27 @@ async def test_number_keys_leave_any_widget_and_the_tabs_keys_work_at_once() -> 
         await pilot.press("2")
         await pilot.pause()
         assert tabs.active == "roofline"
+
+
+async def test_a_saved_attention_pin_unpins_and_a_roofless_pin_is_listed(tmp_path) -> None:  # noqa: ANN001
+    from rooftop.models.spec import parse_spec
+    from rooftop.store.runs import Store
+
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        for spec in ("attn b=1 h=8 t=512 fp16", "gemm 1 8192 8192 fp8"):
+            saved = parse_spec(spec).spec()  # as the app saves it
+            store.save_op(saved, saved, ["h100"])
+    a = app(initial_tab="roofline", device="v100-16", db_path=db)
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        legend = text_of(a.query_one("#rl-legend", Static))
+        assert "GEMV 1×8192×8192 fp8: no roof for it on v100-16" in legend  # pinned, not silently gone
+        await pilot.press("3")
+        a.query_one(WhatIf).set_spec("attn b=1 h=8 t=512 fp16")  # typed again: the same pin
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        assert [op.kind for op in a.pinned] == ["gemm"]
+    with Store.open(db) as store:
+        assert [o["spec"] for o in store.saved_ops()] == [parse_spec("gemm 1 8192 8192 fp8").spec()]

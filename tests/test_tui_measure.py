@@ -135,13 +135,13 @@ async def test_a_cancel_before_the_first_point_leaves_no_empty_run(tmp_path: Pat
         assert store.runs() == []
 
 
-async def test_no_measuring_at_start_once_this_machine_has_a_stored_profile(tmp_path: Path) -> None:
-    from rooftop.models.profile import Ceiling, DeviceProfile
+async def test_no_measuring_at_start_once_this_machine_has_a_kept_run(tmp_path: Path) -> None:
+    from rooftop.models.sample import Sample, TimeStats
 
-    with Store.open(tmp_path / "r.db") as store:  # a cancelled run that got as far as a DRAM slope
+    with Store.open(tmp_path / "r.db") as store:  # cancelled after a few points, before any ceiling
         rid = store.begin_run({"name": "this box", "index": 0}, "quick", "cpu")
-        store.set_ceilings(rid, DeviceProfile("local", "this box", "measured",
-                                              {"dram": Ceiling(20e9, "measured", "triad:268435456")}, {}))
+        store.add_sample(rid, Sample("read_reduce", "fp32", {"n": 1024}, 0.0, 4096.0, 4096.0,
+                                     stats=TimeStats(1e-6, 1e-6, 1e-6, 1e-6, 0.01, 7, 10)))
         store.finish_run(rid, "cancelled")
     app = make(tmp_path, autostart=True, plan=tiny_plan("launch"))
     async with app.run_test(size=SIZE) as pilot:

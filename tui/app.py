@@ -20,6 +20,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from rooftop.models.catalog import catalog
 from rooftop.models.profile import DeviceProfile
+from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.comparepane import Compare
 from rooftop.tui.historypane import History
@@ -138,7 +139,7 @@ class RooftopApp(App[None]):
         self.config = config or AppConfig()
         self.store_note = ""
         self._pin_specs: list[str] = []  # the store's saved ops, read with the profiles
-        self.measured_here = False  # a run of this host has stored ceilings (any status): no measuring at start
+        self.measured_here = False  # a run of this host is kept (any status, even cancelled): no measuring at start
         self.profiles: dict[str, DeviceProfile] = {**catalog(), **self._stored_profiles(), **self.config.profiles}
         self.device_id, self.device_note = self._pick_device()
         self._sampler: Sampler | None = None
@@ -191,8 +192,7 @@ class RooftopApp(App[None]):
                 found = store.profiles()
                 local = store.local_profile()
                 self._pin_specs = [str(o["spec"]) for o in store.saved_ops()]
-                self.measured_here = any(r.host == host_name() and not r.imported_from and r.has_ceilings
-                                         for r in store.runs())
+                self.measured_here = any(r.host == host_name() and not r.imported_from for r in store.runs())
         except (StoreError, sqlite3.DatabaseError, OSError) as exc:
             self.store_note = f"store unavailable: {exc}"
             return {}
@@ -292,8 +292,8 @@ class RooftopApp(App[None]):
             self.query_one(TabbedContent).active = "live"
             self.action_measure()
         elif self.config.autostart and not ("local" in self.profiles and self.profiles["local"].is_roofline()):
-            self.notify("this machine's last measurement was partial (cancelled, or --only): m measures it "
-                        "again", timeout=8)
+            self.notify("this machine's measurements so far are partial (cancelled, interrupted, or --only): "
+                        "m measures it again", timeout=8)
 
     def on_unmount(self) -> None:
         if self._sampler is not None:
@@ -324,11 +324,12 @@ class RooftopApp(App[None]):
     def _op_pinned(self, message: WhatIf.Pinned) -> None:
         """p pins the What-if op to the Roofline tab, or unpins it if it is pinned; the store keeps the pins."""
         op = message.analysis.op
-        keep = op not in self.pinned
+        same = [p for p in self.pinned if p.spec() == op.spec()]  # a spec is the pin's identity (as stored)
+        keep = not same
         if keep:
             self.pinned.append(op)
         else:
-            self.pinned.remove(op)
+            self.pinned = [p for p in self.pinned if p not in same]
         problem = self._save_pin(op, keep)
         verb = "pinned" if keep else "unpinned"
         if problem:
@@ -415,7 +416,7 @@ class RooftopApp(App[None]):
         self.run_view.result = result
         for panel in self.query(MeasurePanel):
             panel.show_run(self.run_view)
-        self.notify(f"measurement {result.status}: {len(result.samples)} points", timeout=5,
+        self.notify(f"measurement {result.status}: {fmt_count(len(result.samples), 'point')}", timeout=5,
                     severity="information" if result.status != "failed" else "error")
         self.reload_profiles()
         if result.status == "complete" and "local" in self.profiles:

@@ -102,8 +102,10 @@ class UsageError(Exception):
     """Bad input found after parsing; reported in one line with exit code 2."""
 
 
-def _device_list(values: list[str] | None) -> list[str]:
-    return [v.strip() for raw in values or [] for v in raw.split(",") if v.strip()]
+def _device_list(values: str | list[str] | None) -> list[str]:
+    """--device values (repeated, comma-separated; or one string from `rooftop -d ID COMMAND`) as ids."""
+    raws = [values] if isinstance(values, str) else values or []
+    return [v.strip() for raw in raws for v in raw.split(",") if v.strip()]
 
 
 def resolve_devices(ids: list[str], extra: dict[str, DeviceProfile] | None = None) -> list[DeviceProfile]:
@@ -143,26 +145,45 @@ def _measured_times(raw: str | None, n_ops: int) -> list[float | None]:
 
 
 def pinned_ops(args: argparse.Namespace) -> list:  # noqa: ANN201 - models.ops ops
-    """The ops pinned in the app (What-if, p), which the store keeps; none when there is no store yet."""
+    """The ops pinned in the app (What-if, p), which the store keeps; none when there is no store yet.
+
+    A saved pin that no longer parses is named on stderr and left out: it must not sink the others.
+    """
     from rooftop.store.locations import db_path
 
     if not db_path(getattr(args, "db", None)).exists():
         return []
+    ops = []
     with open_store(args) as store:
-        return [op for saved in store.saved_ops() for op in parse_specs([str(saved["spec"])])]
+        for saved in store.saved_ops():
+            try:
+                ops += parse_specs([str(saved["spec"])])
+            except SpecError as exc:
+                sys.stderr.write(f"rooftop op: left out the saved pin {saved['spec']!r}: {exc}\n")
+    return ops
 
 
 def cmd_op(args: argparse.Namespace) -> int:
-    ops = parse_specs(args.spec) if args.spec else []
-    if args.pinned:
-        ops += pinned_ops(args)
+    given = parse_specs(args.spec) if args.spec else []
+    ops = given + (pinned_ops(args) if args.pinned else [])
     if not ops:
         raise UsageError("no op to analyse: give an op spec (e.g. gemm 1 8192 8192 bf16)"
                          + (", or pin ops in the app (p on the What-if tab)" if args.pinned else ", or --pinned"))
     times = _measured_times(args.measured_ms, len(ops))
     ids = _device_list(args.device)
     devices = resolve_devices(ids, store_profiles(args, ids))
-    results = [[analyze(op, dev, t) for dev in devices] for op, t in zip(ops, times)]
+    results = []
+    for i, (op, t) in enumerate(zip(ops, times)):
+        row = []
+        for dev in devices:
+            try:
+                row.append(analyze(op, dev, t))
+            except NoRoof as exc:
+                if i < len(given):  # an op the user typed: say so and stop, as always
+                    raise
+                sys.stderr.write(f"rooftop op: left out the pin {op.spec()!r} on {dev.id}: {exc}\n")
+        if row:
+            results.append(row)
     if args.json:
         json.dump([a.to_dict() for rows in results for a in rows], sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -739,7 +760,8 @@ def build_parser() -> Parser:
                "  1–6 switch tabs, m measures this machine, ? lists the keys, q quits\n"
                "Run `rooftop COMMAND --help` for each command's options.",
     )
-    p.add_argument("-d", "--device", metavar="ID", help="the app's first device (default: this GPU's, else h100)")
+    p.add_argument("-d", "--device", metavar="ID",
+                   help="the app's first device, or the device of op/plot/llm (default: this GPU's, else h100)")
     add_db_option(p, top=True)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     from rooftop.tui.measure_cmd import add_measure_command  # light: torch loads only when measuring
@@ -752,7 +774,7 @@ def build_parser() -> Parser:
     op.add_argument("spec", nargs="*", help=f"the op spec words (op kinds: {', '.join(op_kinds())})")
     op.add_argument("--pinned", action="store_true",
                     help="also the ops pinned in the app (p on the What-if tab), which the store keeps")
-    op.add_argument("-d", "--device", action="append", metavar="ID",
+    op.add_argument("-d", "--device", action="append", metavar="ID", default=argparse.SUPPRESS,
                     help="device id (repeat or comma-separate for side by side); see `rooftop devices`")
     op.add_argument("--measured-ms", metavar="T", help="a measured kernel time in ms (one, or one per op, comma-separated)")
     op.add_argument("--json", action="store_true", help="print JSON (SI units) instead of the report")
@@ -766,7 +788,7 @@ def build_parser() -> Parser:
 
     pl = sub.add_parser("plot", help="print a log-log roofline with ops' points",
                         description="Print the roofline of one or more devices (overlaid) with the ops' points.")
-    pl.add_argument("-d", "--device", action="append", metavar="ID", help="device id (repeat to overlay)")
+    pl.add_argument("-d", "--device", action="append", metavar="ID", default=argparse.SUPPRESS, help="device id (repeat to overlay)")
     pl.add_argument("--op", action="append", metavar="SPEC", help='an op to mark, e.g. --op "gemm 1 8192 8192 bf16"')
     pl.add_argument("--paths", metavar="LIST", help="compute paths to draw, comma-separated, or 'all'")
     pl.add_argument("--width", type=plot_size, metavar="COLS", help="chart width (default: the terminal's)")
@@ -796,7 +818,7 @@ def build_parser() -> Parser:
     lm.add_argument("--context", metavar="LIST", help="decode: tokens in the KV cache, comma-separated (default: the prompt)")
     lm.add_argument("--dtype", metavar="DTYPE", help="weight dtype (default: the config's)")
     lm.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache dtype, e.g. fp8 (default: the weights')")
-    lm.add_argument("-d", "--device", action="append", metavar="ID", help="device id (default: this GPU's, else h100)")
+    lm.add_argument("-d", "--device", action="append", metavar="ID", default=argparse.SUPPRESS, help="device id (default: this GPU's, else h100)")
     lm.add_argument("--measured-ms", metavar="T", help="measured step times in ms, one per batch × context")
     lm.add_argument("--parts", metavar="NAME=MS,…", help="an end-to-end time table for an Amdahl breakdown")
     lm.add_argument("--speedup", metavar="NAME=X,…", help="speed-up factors of some parts")

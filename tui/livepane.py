@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Label, Sparkline, Static
 
+from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Snapshot
 
 HISTORY = 120  # points per sparkline
@@ -249,11 +250,12 @@ class MeasurePanel(Widget):
         self.query_one("#ms-progress", ProgressBar).update(total=max(self.view.points, done), progress=done)
         saved = f"saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "not saved"
         style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
-        text = Text(f"{result.status}: {done} points in {result.wall_s:.1f} s, {saved}", style=style)
+        text = Text(f"{result.status}: {fmt_count(done, 'point')} in {result.wall_s:.1f} s, {saved}",
+                    style=style)
         if result.error:
             text.append(f" — {result.error}")
         if result.throttled:
-            text.append(f"\n{len(result.throttled)} points taken while throttled", style="yellow")
+            text.append(f"\n{fmt_count(len(result.throttled), 'point')} taken while throttled", style="yellow")
         self.query_one("#ms-status", Static).update(text)
 
 

@@ -100,11 +100,12 @@ class Roofline(Widget):
         pinned = getattr(self.app, "pinned", [])  # the app keeps them: this tab may mount late
         ops = list(pinned) + ([self.current.op] if self.current else [])
         points: list[Series] = []
+        roofless: list[str] = []  # pinned ops this device has no roof for: listed, not silently gone
         for op in dict.fromkeys(ops):
             try:
                 points.append(point_series(analyze(op, dev)))
             except NoRoof:
-                continue
+                roofless.append(op.describe())
         devices = [dev] + ([self.profiles[self.overlay_id]] if self.overlay_id else [])
         span = intensity_span(devices, [p.xs[0] for p in points])
         series: list[Series] = []
@@ -118,4 +119,5 @@ class Roofline(Widget):
         self.query_one("#rl-plot", RooflinePlot).show(series, title)
         markers = point_markers(series)  # the chart's own, so the list and the chart agree
         legend = [f"{markers[p.label]} {p.label}" for p in points[-6:]]
+        legend += [f"· {d}: no roof for it on {dev.id}" for d in roofless]
         self.query_one("#rl-legend", Static).update("\n".join(legend) or "pin ops from What-if with p")
