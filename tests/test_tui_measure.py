@@ -160,3 +160,11 @@ async def test_quitting_mid_measurement_keeps_what_was_measured(tmp_path: Path) 
     with Store.open(tmp_path / "r.db") as store:
         (run,) = store.runs()
         assert run.status == "cancelled" and run.samples >= 2
+
+
+async def test_a_finished_run_shows_no_time_left(tmp_path: Path) -> None:
+    app = make(tmp_path, initial_tab="live", plan=tiny_plan("launch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("m")
+        await wait_for(pilot, lambda: "complete" in str(app.query_one("#ms-status", Static).render()))
+        assert not app.query_one("#ms-progress #eta").display

@@ -195,10 +195,17 @@ class MeasurePanel(Widget):
         else:
             from textual.widgets import ProgressBar
 
-            self.query_one("#ms-progress", ProgressBar).update(total=view.points, progress=0)
+            bar = self.query_one("#ms-progress", ProgressBar)
+            bar.update(total=view.points, progress=0)
+            self._show_eta(bar, True)
             self.query_one("#ms-status", Static).update(Text(
                 f"measuring {view.device}: {view.plan} plan, {view.points} points — c or Esc cancels "
                 "(what is measured is kept)", style="bold"))
+
+    @staticmethod
+    def _show_eta(bar: object, shown: bool) -> None:
+        for eta in bar.query("#eta"):  # type: ignore[attr-defined]
+            eta.display = shown
 
     def update_progress(self, view: RunView) -> None:
         from textual.widgets import ProgressBar
@@ -247,7 +254,9 @@ class MeasurePanel(Widget):
         self._dirty = True
         self._redraw()
         done = len(result.samples)
-        self.query_one("#ms-progress", ProgressBar).update(total=max(self.view.points, done), progress=done)
+        bar = self.query_one("#ms-progress", ProgressBar)
+        bar.update(total=max(self.view.points, done), progress=done)
+        self._show_eta(bar, False)  # the run is over: no time left to estimate
         saved = f"saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "not saved"
         style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
         text = Text(f"{result.status}: {fmt_count(done, 'point')} in {result.wall_s:.1f} s, {saved}",
