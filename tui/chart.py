@@ -39,6 +39,15 @@ def decade_ticks(lo: float, hi: float) -> tuple[list[int], list[str]]:
     return exps, [decade_label(e) for e in exps]
 
 
+LINE_COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red")  # names plotext and Rich both know
+
+
+def line_colors(series: list[Series]) -> dict[str, str]:
+    """The colour each line (roof, slope, curve) gets when a side legend stands for the chart's own."""
+    lines = [s for s in series if s.kind in ("roof", "slope", "curve")]
+    return {s.label: LINE_COLORS[i % len(LINE_COLORS)] for i, s in enumerate(lines)}
+
+
 def point_markers(series: list[Series]) -> dict[str, str]:
     """The marker each point series gets in draw_loglog, by label: a side legend must use the same."""
     points = [s for s in series if s.kind not in ("roof", "slope", "curve", "ridge")]
@@ -66,24 +75,31 @@ def draw_loglog(
     yscale: float = 1.0,
     xlabels: Any = decade_label,
     color: bool = True,
+    legend: bool = True,
 ) -> None:
-    """Lines, ridges and points on log-log axes: log10 of the data, decade ticks labelled by `xlabels`."""
+    """Lines, ridges and points on log-log axes: log10 of the data, decade ticks labelled by `xlabels`.
+
+    legend=False leaves plotext's legend out (it covers the chart's upper left, and plotext drops
+    it when it has more entries than rows) and colours the lines by line_colors, for a side legend.
+    """
     plt.clear_data()
     if not color:
         plt.theme("clear")
     xs_all: list[float] = []
     ys_all: list[float] = []
     markers = point_markers(series)
+    colors = line_colors(series) if color and not legend else {}
     for s in series:
         xs, ys = _log(s.xs), _log(y / yscale for y in s.ys)
         xs_all += xs
         ys_all += ys
+        label = s.label if legend else None
         if s.kind in ("roof", "slope", "curve"):
-            plt.plot(xs, ys, label=s.label, marker="braille")
+            plt.plot(xs, ys, label=label, marker="braille", color=colors.get(s.label))
         elif s.kind == "ridge":
             plt.scatter(xs, ys, marker="┼")
         else:
-            plt.scatter(xs, ys, label=s.label, marker=markers[s.label])
+            plt.scatter(xs, ys, label=label, marker=markers[s.label])
     if xs_all:
         xt, _ = decade_ticks(min(xs_all), max(xs_all))
         yt, yl = decade_ticks(min(ys_all), max(ys_all))
@@ -99,9 +115,9 @@ def draw_loglog(
         plt.title(title)
 
 
-def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
+def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool = True, legend: bool = True) -> None:
     """Draw roofs, slopes, ridges and points; y in TFLOP/s, x in FLOP/byte."""
-    draw_loglog(plt, series, title, "I, FLOP/byte (log-log)", "TFLOP/s", 1e12, color=color)
+    draw_loglog(plt, series, title, "I, FLOP/byte (log-log)", "TFLOP/s", 1e12, color=color, legend=legend)
 
 
 def draw_bandwidth(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:

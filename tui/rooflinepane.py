@@ -2,20 +2,44 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Label, Select, SelectionList, Static
 
 from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.plotdata import Series, intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
+from rooftop.tui.chart import line_colors, point_markers
 from rooftop.tui.widgets import RooflinePlot, refresh_select
-from rooftop.tui.chart import point_markers
 
 NO_OVERLAY = "(none)"
 DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
+
+
+def side_legend(series: list[Series], devices: list[DeviceProfile], roofless: list[str], here: str) -> Text:
+    """The chart's legend beside it: each device's slopes and roofs in the chart's colours, then the
+    points with the chart's markers. plotext's own legend covers the upper left of a small chart, and
+    it leaves the legend out altogether when there are more entries than rows (an overlay at 80×24)."""
+    colors, markers = line_colors(series), point_markers(series)
+    text = Text("roofs in TFLOP/s\n", style="dim")  # as the y axis: the entries stay one line in 24 columns
+    for d in devices:
+        if len(devices) > 1:
+            text.append(f"{d.id}\n", style="bold")
+        for s in series:
+            if s.kind in ("roof", "slope") and s.label.startswith(f"{d.id} "):
+                text.append("── ", style=colors[s.label])
+                text.append(s.label.removeprefix(f"{d.id} ").removesuffix(" TFLOP/s") + "\n")
+    shown = [s for s in series if s.kind == "point"]
+    for s in shown:
+        text.append(f"{markers[s.label]} {s.label}\n")
+    for what in roofless:
+        text.append(f"· {what}: no roof for it on {here}\n", style="yellow")
+    if not shown:
+        text.append("pin ops from What-if with p", style="dim")
+    return text
 
 
 class Roofline(Widget):
@@ -42,7 +66,8 @@ class Roofline(Widget):
             with Vertical(id="rl-side"):
                 yield Label("roofs (space toggles)")
                 yield SelectionList[str](id="rl-paths")
-                yield Static("", id="rl-legend")
+                with VerticalScroll(id="rl-legend-box"):
+                    yield Static("", id="rl-legend")
             yield RooflinePlot(id="rl-plot")
 
     def on_mount(self) -> None:
@@ -116,8 +141,5 @@ class Roofline(Widget):
             self.measured[dev.id] = self.app.run_points(dev)  # a stored run: its sample points, read once
         series += self.measured.get(dev.id, []) + points
         title = dev.id + (f" vs {self.overlay_id}" if self.overlay_id else "") + f" ({dev.source})"
-        self.query_one("#rl-plot", RooflinePlot).show(series, title)
-        markers = point_markers(series)  # the chart's own, so the list and the chart agree
-        legend = [f"{markers[p.label]} {p.label}" for p in points[-6:]]
-        legend += [f"· {d}: no roof for it on {dev.id}" for d in roofless]
-        self.query_one("#rl-legend", Static).update("\n".join(legend) or "pin ops from What-if with p")
+        self.query_one("#rl-plot", RooflinePlot).show(series, title, legend=False)
+        self.query_one("#rl-legend", Static).update(side_legend(series, devices, roofless, dev.id))

@@ -37,22 +37,24 @@ class RooflinePlot(PlotextPlot):
         self._draw = DRAWERS[kind]
         self._series: list[Series] = []
         self._title = ""
+        self._legend = True  # False: the tab shows a side legend (chart.line_colors, point_markers)
 
     @property
     def series(self) -> list[Series]:
         return list(self._series)
 
-    def show(self, series: list[Series], title: str = "", kind: str | None = None) -> None:
+    def show(self, series: list[Series], title: str = "", kind: str | None = None, legend: bool = True) -> None:
         if kind is not None:
             self._draw = DRAWERS[kind]
         self._series = list(series)
         self._title = title
+        self._legend = legend
         self.refresh()
 
     def render(self):  # noqa: ANN201 - textual's RenderResult
         self.plt.clear_figure()
         if self._series:
-            self._draw(self.plt, self._series, self._title)
+            self._draw(self.plt, self._series, self._title, **({} if self._legend else {"legend": False}))
         else:
             self.plt.title(self._title or "no data yet")
         return super().render()
