@@ -149,3 +149,28 @@ def test_a_piped_plot_is_80_columns_wide(capsys: pytest.CaptureFixture[str]) -> 
 def test_the_device_before_the_command_counts(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(["-d", "h200", "op", "gemm 1 8192 8192 bf16", "--json"], capsys)
     assert rc == 0 and json.loads(out)[0]["device"] == "h200" and "no --device given" not in err
+
+
+def test_the_plot_legend_is_below_the_chart_not_over_it(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(["plot", "-d", "h100,h200", "--op", "gemm 1 8192 8192 bf16"], capsys)
+    lines = out.splitlines()
+    bottom = max(i for i, line in enumerate(lines) if line.lstrip().startswith("└"))
+    inside, below = "\n".join(lines[:bottom]), "\n".join(lines[bottom:])
+    assert rc == 0 and "GB/s" not in inside and "GEMV" not in inside  # the slopes' corner is free
+    for label in ("── h100 dram 3085 GB/s", "── h200 dram 4295 GB/s", "── h200 bf16-tc 815 TFLOP/s",
+                  "● GEMV 1×8192×8192 bf16"):
+        assert label in below
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_legend_lines_pack_within_the_width_and_paint_only_the_swatch() -> None:
+    from rooftop.models.catalog import lookup_device
+    from rooftop.models.plotdata import roof_series
+    from rooftop.tui.chart import legend_lines, line_colors
+
+    series = roof_series(lookup_device("h100"), None, None)
+    plain = legend_lines(series, 60)
+    assert all(len(line) <= 60 for line in plain) and len(plain) > 1
+    painted = legend_lines(series, 60, lambda text, color: f"<{color}>{text}</>")
+    first = series[0]
+    assert painted[0].startswith(f"<{line_colors(series)[first.label]}>── </>{first.label}")

@@ -162,7 +162,28 @@ def roofline_text(series: list[Series], title: str, width: int | None = None, he
     color = tty and "NO_COLOR" not in os.environ
     plotext.clf()
     plotext.limitsize(False, False)
-    plotext.plotsize(width or size.columns, height or max(20, min(max_height, size.lines - 4)))
-    draw_roofline(plotext, series, title, color=color)
+    cols = width or size.columns
+    plotext.plotsize(cols, height or max(20, min(max_height, size.lines - 4)))
+    draw_roofline(plotext, series, title, color=color, legend=False)
     chart = plotext.build()
-    return chart if color else plotext.uncolorize(chart)
+    chart = chart if color else plotext.uncolorize(chart)
+    paint = plotext.colorize if color else (lambda text, _color: text)
+    return chart + "\n" + "\n".join(legend_lines(series, cols, paint))
+
+
+def legend_lines(series: list[Series], width: int, paint: Any = lambda text, _color: text) -> list[str]:
+    """The chart's legend below it, packed into lines of `width`: lines in their colours (`paint`
+    colours a swatch), points with their markers. Inside the chart plotext's legend covers the upper
+    left, where the slopes rise, and it leaves it out when it has more entries than rows."""
+    colors, markers = line_colors(series), point_markers(series)
+    entries = [(f"── {s.label}", "── ", colors[s.label]) for s in series if s.kind in ("roof", "slope", "curve")]
+    entries += [(f"{markers[s.label]} {s.label}", "", "") for s in series if s.kind == "point"]
+    lines: list[str] = []
+    plain, shown = "", ""
+    for text, swatch, color in entries:
+        piece = paint(swatch, color) + text[len(swatch):] if swatch else text
+        if plain and len(plain) + 3 + len(text) > width:
+            lines.append(shown)
+            plain, shown = "", ""
+        plain, shown = (f"{plain}   {text}", f"{shown}   {piece}") if plain else (text, piece)
+    return lines + ([shown] if shown else [])
