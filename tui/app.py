@@ -265,7 +265,7 @@ class RooftopApp(App[None]):
 
     def _focus_home(self, tab: str) -> None:
         """Focus the shown tab's home, so its keys work at once and show in the footer: History's
-        table (r, d, e), the What-if and LLM panes ([ ] p , .); nothing on the other tabs."""
+        table (r, d, e), the What-if and LLM panes ([ ] p , .); on the other tabs the tab bar."""
         from textual.widgets import Tabs
 
         pane = self.query_one(f"#{tab}")
