@@ -333,3 +333,19 @@ async def test_a_saved_attention_pin_unpins_and_a_roofless_pin_is_listed(tmp_pat
         assert [op.kind for op in a.pinned] == ["gemm"]
     with Store.open(db) as store:
         assert [o["spec"] for o in store.saved_ops()] == [parse_spec("gemm 1 8192 8192 fp8").spec()]
+
+
+async def test_a_charts_legend_is_below_it_not_over_the_slopes() -> None:
+    from tui_helpers import screen_lines
+
+    a = app(initial_tab="whatif")
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        lines = screen_lines(a)
+        axis = max(i for i, line in enumerate(lines) if "I, FLOP/byte (log-log)" in line)
+        top = min(i for i, line in enumerate(lines) if "┌" in line)
+        col = lines[top].index("┌")  # the chart's frame: the analysis text is to its left
+        chart = "\n".join(line[col:] for line in lines[top:axis])
+        assert "GB/s" not in chart and "GEMV" not in chart
+        below = "\n".join(line[col - 6:] for line in lines[axis + 1:])
+        assert "── h100 dram 3085 GB/s" in below and "● GEMV 1×8192×8192 bf16" in below

@@ -120,19 +120,19 @@ def draw_roofline(plt: Any, series: list[Series], title: str = "", color: bool =
     draw_loglog(plt, series, title, "I, FLOP/byte (log-log)", "TFLOP/s", 1e12, color=color, legend=legend)
 
 
-def draw_bandwidth(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
+def draw_bandwidth(plt: Any, series: list[Series], title: str = "", color: bool = True, legend: bool = True) -> None:
     """Bandwidth against working set (seed 000 figure 2): launch region, cache plateau, DRAM plateau."""
-    draw_loglog(plt, series, title, "working set (log-log)", "GB/s", 1e9, binary_label, color)
+    draw_loglog(plt, series, title, "working set (log-log)", "GB/s", 1e9, binary_label, color, legend)
 
 
-def draw_gemm(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
+def draw_gemm(plt: Any, series: list[Series], title: str = "", color: bool = True, legend: bool = True) -> None:
     """GEMM throughput against n (squares) or M (the M sweep)."""
-    draw_loglog(plt, series, title, "n or M (log-log)", "TFLOP/s", 1e12, color=color)
+    draw_loglog(plt, series, title, "n or M (log-log)", "TFLOP/s", 1e12, color=color, legend=legend)
 
 
-def draw_fma(plt: Any, series: list[Series], title: str = "", color: bool = True) -> None:
+def draw_fma(plt: Any, series: list[Series], title: str = "", color: bool = True, legend: bool = True) -> None:
     """FMA-sweep throughput against R, the FMAs per element."""
-    draw_loglog(plt, series, title, "R, FMAs/element (log-log)", "TFLOP/s", 1e12, color=color)
+    draw_loglog(plt, series, title, "R, FMAs/element (log-log)", "TFLOP/s", 1e12, color=color, legend=legend)
 
 
 def plot_size(text: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,7 +15,7 @@ from textual.widgets import DataTable, Select, Static
 from textual_plotext import PlotextPlot
 
 from rooftop.models.plotdata import Series
-from rooftop.tui.chart import draw_bandwidth, draw_fma, draw_gemm, draw_roofline
+from rooftop.tui.chart import draw_bandwidth, draw_fma, draw_gemm, draw_roofline, legend_lines
 
 DRAWERS = {"roofline": draw_roofline, "bandwidth": draw_bandwidth, "gemm": draw_gemm, "fma": draw_fma}
 
@@ -44,6 +45,7 @@ class RooflinePlot(PlotextPlot):
         return list(self._series)
 
     def show(self, series: list[Series], title: str = "", kind: str | None = None, legend: bool = True) -> None:
+        """Draw `series`; legend=False when the tab shows the legend itself (the Roofline tab, beside)."""
         if kind is not None:
             self._draw = DRAWERS[kind]
         self._series = list(series)
@@ -52,12 +54,24 @@ class RooflinePlot(PlotextPlot):
         self.refresh()
 
     def render(self):  # noqa: ANN201 - textual's RenderResult
+        """The chart, and its legend below it: plotext's own covers the chart's upper left (where the
+        slopes rise) and is left out when it has more entries than rows."""
         self.plt.clear_figure()
-        if self._series:
-            self._draw(self.plt, self._series, self._title, **({} if self._legend else {"legend": False}))
-        else:
+        if not self._series:
             self.plt.title(self._title or "no data yet")
-        return super().render()
+            return super().render()
+        self._draw(self.plt, self._series, self._title, legend=False)
+        width, height = self.size
+        from plotext import colorize  # ANSI as the chart's own, so a swatch has its line's colour
+
+        legend = legend_lines(self._series, width, colorize) if self._legend else []
+        legend = legend[: max(0, height - 8)]  # the chart keeps 8 rows at least
+        chart_rows = height - len(legend)
+        self.plt.plotsize(width, chart_rows)
+        self.plt._set_size(width, chart_rows)  # as PlotextPlot.render does, for plotext's resizing
+        self.plt.theme(self._get_plotext_theme_name(self.app.theme))
+        chart = Text.from_ansi(self.plt.build().rstrip("\n"))
+        return Group(chart, *(Text.from_ansi(line, overflow="ellipsis", no_wrap=True) for line in legend))
 
 
 @dataclass(frozen=True)
