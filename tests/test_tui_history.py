@@ -56,6 +56,7 @@ async def test_history_lists_opens_and_exports(tmp_path: Path) -> None:
         assert "3 samples, 0 unstable, 1 skipped" in detail and "compute capability" in detail
         labels = [s.label for s in app.query_one("#hist-plot", RooflinePlot).series]
         assert any(lb.endswith("gemm") for lb in labels)
+        assert f"{rid[:8]} dram 27 GB/s" in labels  # the roofs are named by the run, as its points are
         # the measured profile is a device everywhere else too
         assert "local" in app.profiles or "test-cpu" in str(list(app.profiles))
         table.focus()

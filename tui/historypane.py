@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -210,7 +211,8 @@ class History(Widget):
         series = []
         if prof is not None and prof.peak and prof.bandwidth:
             span = intensity_span([prof], [x for p in points for x in p.xs])
-            series = roof_series(prof, prof.paths(), prof.levels(), span)
+            labelled = dataclasses.replace(prof, id=run.label)  # roofs named as the points: by the run
+            series = roof_series(labelled, prof.paths(), prof.levels(), span)
         self.query_one("#hist-plot", RooflinePlot).show(series + points, f"run {run.label}: {run.device_name}")
 
     # -- actions ---------------------------------------------------------------------
