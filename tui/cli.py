@@ -442,6 +442,12 @@ def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
     p.add_argument("--db", metavar="PATH", help=DB_HELP, **({} if top else {"default": argparse.SUPPRESS}))
 
 
+def add_device_option(p: argparse.ArgumentParser, help: str) -> None:  # noqa: A002 - argparse's word
+    """-d/--device on a command, repeatable; left out of the namespace when not given, so that it does
+    not overwrite `rooftop -d ID COMMAND`'s (as add_db_option does for --db)."""
+    p.add_argument("-d", "--device", action="append", metavar="ID", default=argparse.SUPPRESS, help=help)
+
+
 def open_store(args: argparse.Namespace, create: bool = False):  # noqa: ANN201 - a Store, imported lazily
     """The store at --db / ROOFTOP_DB / the data dir; StoreError if unusable.
 
@@ -774,8 +780,7 @@ def build_parser() -> Parser:
     op.add_argument("spec", nargs="*", help=f"the op spec words (op kinds: {', '.join(op_kinds())})")
     op.add_argument("--pinned", action="store_true",
                     help="also the ops pinned in the app (p on the What-if tab), which the store keeps")
-    op.add_argument("-d", "--device", action="append", metavar="ID", default=argparse.SUPPRESS,
-                    help="device id (repeat or comma-separate for side by side); see `rooftop devices`")
+    add_device_option(op, "device id (repeat or comma-separate for side by side); see `rooftop devices`")
     op.add_argument("--measured-ms", metavar="T", help="a measured kernel time in ms (one, or one per op, comma-separated)")
     op.add_argument("--json", action="store_true", help="print JSON (SI units) instead of the report")
     op.set_defaults(func=cmd_op)
@@ -788,7 +793,7 @@ def build_parser() -> Parser:
 
     pl = sub.add_parser("plot", help="print a log-log roofline with ops' points",
                         description="Print the roofline of one or more devices (overlaid) with the ops' points.")
-    pl.add_argument("-d", "--device", action="append", metavar="ID", default=argparse.SUPPRESS, help="device id (repeat to overlay)")
+    add_device_option(pl, "device id (repeat to overlay)")
     pl.add_argument("--op", action="append", metavar="SPEC", help='an op to mark, e.g. --op "gemm 1 8192 8192 bf16"')
     pl.add_argument("--paths", metavar="LIST", help="compute paths to draw, comma-separated, or 'all'")
     pl.add_argument("--width", type=plot_size, metavar="COLS", help="chart width (default: the terminal's)")
@@ -818,7 +823,7 @@ def build_parser() -> Parser:
     lm.add_argument("--context", metavar="LIST", help="decode: tokens in the KV cache, comma-separated (default: the prompt)")
     lm.add_argument("--dtype", metavar="DTYPE", help="weight dtype (default: the config's)")
     lm.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache dtype, e.g. fp8 (default: the weights')")
-    lm.add_argument("-d", "--device", action="append", metavar="ID", default=argparse.SUPPRESS, help="device id (default: this GPU's, else h100)")
+    add_device_option(lm, "device id (default: this GPU's, else h100)")
     lm.add_argument("--measured-ms", metavar="T", help="measured step times in ms, one per batch × context")
     lm.add_argument("--parts", metavar="NAME=MS,…", help="an end-to-end time table for an Amdahl breakdown")
     lm.add_argument("--speedup", metavar="NAME=X,…", help="speed-up factors of some parts")
