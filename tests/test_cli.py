@@ -59,11 +59,23 @@ def test_op_measured_ms(capsys: pytest.CaptureFixture[str]) -> None:
     assert m["achieved_bandwidth"] == pytest.approx(1.95e12, rel=0.01)
 
 
-def test_default_device_without_a_gpu_says_what_it_used(capsys: pytest.CaptureFixture[str]) -> None:
+def test_default_device_without_a_gpu_says_what_it_used(no_gpu: None, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(["op", "gemv", "4096", "4096"], capsys)
     assert rc == 0
-    assert "using h100" in err
+    assert "no known GPU found; using h100" in err
     assert "h100 (ref)" in out
+
+
+def test_default_device_on_a_gpu_server_is_its_reference(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The same command where NVML names an H200 (a thin fake): the H200's reference, said so."""
+    from fake_nvml import FakeNVML
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML(names=["NVIDIA H200"]))
+    rc, out, err = run(["op", "gemv", "4096", "4096"], capsys)
+    assert rc == 0
+    assert "using h200, the reference profile for this machine's" in err
+    assert "h200 (ref)" in out and "h100" not in out
 
 
 @pytest.mark.parametrize(

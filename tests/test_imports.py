@@ -47,10 +47,31 @@ def test_cli_commands_do_not_load_torch(argv: list[str]) -> None:
     assert "torch" not in loaded_after(code)
 
 
+def installed_script(name: str) -> Path:
+    """Where the installed distribution put its console script, as its RECORD says.
+
+    Not next to sys.executable: a system Python (/usr/bin/python3) installs scripts into
+    /usr/local/bin or ~/.local/bin, so that guess failed on a GPU server after the README's install.
+    """
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("rooftop")
+    except PackageNotFoundError:
+        pytest.skip("rooftop is not installed as a distribution (run from a checkout); "
+                    "`pip install -e '.[test]'` installs the `rooftop` command this checks")
+    declared = {ep.name for ep in dist.entry_points if ep.group == "console_scripts"}
+    assert name in declared, f"pyproject declares no `{name}` console script: {sorted(declared)}"
+    scripts = [Path(str(dist.locate_file(f))).resolve() for f in dist.files or ()
+               if f.name in (name, f"{name}.exe") and f.parent.name in ("bin", "Scripts")]
+    assert scripts, f"the installed rooftop {dist.version} lists no `{name}` script in its RECORD"
+    return scripts[0]
+
+
 def test_console_script_is_installed() -> None:
-    script = Path(sys.executable).with_name("rooftop")
+    script = installed_script("rooftop")
     out = subprocess.run([str(script), "--help"], capture_output=True, text=True)
-    assert out.returncode == 0
+    assert out.returncode == 0, out.stderr
     assert "roofline" in out.stdout
 
 

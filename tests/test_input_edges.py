@@ -112,7 +112,8 @@ def test_out_of_range_options(argv: list[str], words: tuple[str, ...], capsys: p
     assert_one_line_error(capsys, argv, words)
 
 
-def test_a_bandwidth_only_local_run_is_not_the_default_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bandwidth_only_local_run_is_not_the_default_device(no_gpu: None, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "r.db"
     with Store.open(db) as store:
         rid = store.begin_run({"name": "Test CPU"}, "quick", "cpu")

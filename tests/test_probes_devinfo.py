@@ -43,7 +43,19 @@ def test_l2_from_the_cuda_driver():
     assert driver_l2_bytes(0, FakeLibcuda()) == H200_L2
     assert driver_l2_bytes(1, FakeLibcuda()) is None  # no such ordinal
     assert driver_l2_bytes(0, FakeLibcuda(init_result=100)) is None  # CUDA_ERROR_NO_DEVICE
-    assert driver_l2_bytes(0) is None  # the real thing: no libcuda.so.1 on a machine without a driver
+
+
+def test_l2_without_a_driver_is_unknown(monkeypatch):
+    """No libcuda.so.1 (a machine without the driver, faked so a GPU server answers the same): None, no error."""
+    loaded = []
+
+    def no_driver(name, *args, **kwargs):
+        loaded.append(name)
+        raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_driver)
+    assert driver_l2_bytes(0) is None
+    assert loaded == ["libcuda.so.1"]  # the default path really tried the driver
 
 
 def test_nvml_finds_the_gpu_by_uuid_not_by_cuda_index():
