@@ -32,6 +32,6 @@ torch, textual, or another rooftop package (a test checks sys.modules).
 """
 
 from .db import StoreError
-from .runs import BadName, Run, Store, UnknownRun
+from .runs import BadName, ReadOnlyStore, Run, Store, UnknownRun
 
-__all__ = ["BadName", "Run", "Store", "StoreError", "UnknownRun"]
+__all__ = ["BadName", "ReadOnlyStore", "Run", "Store", "StoreError", "UnknownRun"]

@@ -9,6 +9,12 @@ Why this module is careful:
   writers queue instead of failing; every write is a short `BEGIN IMMEDIATE`
   transaction so no reader ever has to upgrade to a writer (the case SQLite
   cannot wait out, and which surfaces "database is locked").
+- A new file appears whole: the schema is built in a temporary file beside it
+  and hard-linked into place (never over a file another process made first),
+  so a reader racing the first write never finds an empty or half-made file.
+- A store this process cannot write (a read-only file, folder or mount) is
+  opened read-only (`mode=ro`; `immutable=1` where no -shm can be made beside
+  it), so it can still be listed; writing to it is refused as read-only.
 - The schema carries a version (`PRAGMA user_version`) and an application id;
   `MIGRATIONS[i]` takes version i to i + 1, so an old file is brought forward
   on open and a file from a newer rooftop is refused, not damaged.
@@ -17,7 +23,9 @@ Why this module is careful:
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -153,7 +161,7 @@ def inspect(path: Path) -> bool:
     if head != SQLITE_MAGIC:
         raise StoreError(f"{path} is not an SQLite database (corrupt or another kind of file); {_advice(path)}")
     try:
-        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        ro = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open {path}: {exc}; {_advice(path)}") from None
     try:
@@ -176,8 +184,77 @@ def inspect(path: Path) -> bool:
     raise StoreError(f"{path} is an SQLite database but not rooftop's; {_advice(path)}")
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, busy timeout, foreign keys."""
+def _writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def read_only_reason(path: Path) -> str:
+    """Why this process cannot write the store at `path`, in words; '' when it can.
+
+    os.access asks the kernel with this process's own rights, so a 0444 file, a folder without
+    write permission and a read-only mount all say no (root passes the permission bits, as it
+    really can write). The folder matters as much as the file: WAL needs its -wal and -shm beside it.
+    """
+    path = path.absolute()
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            return "the file is read-only"
+        return "" if _writable(path.parent) else f"its folder {path.parent} is read-only"
+    existing = next((p for p in path.parents if p.exists()), None)
+    if existing is not None and not _writable(existing):
+        return f"the folder {existing} is read-only"
+    return ""
+
+
+def read_only_uri(path: Path) -> str:
+    """A URI that opens `path` for reading only, without writing anything beside it.
+
+    `immutable=1` where the folder is read-only and no -shm is there: SQLite cannot make the
+    WAL index, and with no -shm nobody is writing the file (a writer keeps one beside it).
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    if not _writable(path.absolute().parent) and not path.with_name(path.name + "-shm").exists():
+        uri += "&immutable=1"
+    return uri
+
+
+def create(path: Path) -> None:
+    """Make a new store at `path` whole, or leave the one another process made first.
+
+    The schema is built in a temporary file beside it, then hard-linked into place: a reader
+    finds no file or a complete one, never the empty file an in-place creation shows for a
+    moment. Where the filesystem has no hard links, `connect` creates it in place as before.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.new")
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")  # kept in the file's header
+            conn.execute("PRAGMA synchronous = FULL")
+            migrate(conn, MIGRATIONS)
+        finally:
+            conn.close()  # the last connection checkpoints: everything is in the file itself
+        with contextlib.suppress(FileExistsError):  # another process was first: use its file
+            os.link(tmp, path)
+    except OSError:
+        pass  # no hard links here (or no room): connect makes the file in place
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, busy timeout, foreign keys.
+
+    `read_only` (why the store cannot be written, from `read_only_reason`) opens it for reading
+    only: nothing is written, not even the switch to WAL or a migration.
+    """
+    if read_only:
+        return _connect_read_only(path, read_only)
+    if not path.exists():
+        create(path)
     needs_init = inspect(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -194,6 +271,22 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise StoreError(f"cannot use {path}: {exc}; {_advice(path)}") from None
+    return conn
+
+
+def _connect_read_only(path: Path, why: str) -> sqlite3.Connection:
+    if not path.exists():
+        raise StoreError(f"cannot create {path}: {why}; point --db PATH or ROOFTOP_DB at a writable place")
+    if inspect(path):
+        raise StoreError(f"{path} is read-only ({why}) and holds no rooftop data this version can read "
+                         "(it is empty, or must be upgraded by writing it); make it writable, or use another --db PATH")
+    try:
+        conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                               isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read {path} ({why}): {exc}; {_advice(path)}") from None
     return conn
 
 

@@ -56,6 +56,10 @@ class UnknownRun(StoreError, LookupError):
     """A run reference that matches no run (or more than one)."""
 
 
+class ReadOnlyStore(StoreError):
+    """A write to a store this process may only read (a read-only file, folder or mount)."""
+
+
 class BadName(StoreError, ValueError):
     """A run name that is malformed, taken, or would shadow a catalog device or read as a run id."""
 
@@ -153,9 +157,10 @@ def _num(v: float | None) -> float | None:
 class Store:
     """rooftop's SQLite file. Open with `Store.open(path)`; every public method commits before returning."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, read_only: str = "") -> None:
         self.conn = conn
         self.path = path
+        self.read_only = read_only  # why this process cannot write the file; '' when it can
         self.interrupted: list[str] = []  # runs this open found orphaned and marked interrupted
 
     # -- lifecycle ---------------------------------------------------------------
@@ -165,10 +170,13 @@ class Store:
         """Open (creating if absent) the store at --db PATH / ROOFTOP_DB / the data dir.
 
         Raises StoreError, without touching the file, when it is not a rooftop database.
+        A store this process cannot write is opened read-only (`read_only` says why): it can
+        be read, and each write raises ReadOnlyStore; orphaned runs are left for a writer to mark.
         """
         p = db_path(path)
-        store = cls(db.connect(p), p)
-        if recover:
+        why = db.read_only_reason(p)
+        store = cls(db.connect(p, read_only=why), p, why)
+        if recover and not why:
             store.interrupted = store.recover()
         return store
 
@@ -187,6 +195,13 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _write(self) -> Any:
+        """One write transaction (db.write); ReadOnlyStore, in one line, on a store opened read-only."""
+        if self.read_only:
+            raise ReadOnlyStore(f"{self.path} is read-only ({self.read_only}); rooftop cannot change it: "
+                                "make it writable, or copy it and use --db COPY")
+        return db.write(self.conn)
+
     def recover(self) -> list[str]:
         """Mark `running` runs of dead processes on this host `interrupted`; their samples stay."""
         host = host_name()
@@ -196,7 +211,7 @@ class Store:
         dead = [rid for rid, pid, token in rows if not (pid and is_alive(int(pid), token or ""))]
         marked = []
         for rid in dead:
-            with db.write(self.conn) as c:
+            with self._write() as c:
                 cur = c.execute(
                     "UPDATE runs SET status = 'interrupted', ended_at = COALESCE("
                     "(SELECT MAX(created_at) FROM samples WHERE run_id = ?), started_at)"
@@ -226,7 +241,7 @@ class Store:
         run_id = uuid.uuid4().hex
         host = host_name()
         pid = os.getpid()
-        with db.write(self.conn) as c:
+        with self._write() as c:
             c.execute(
                 "INSERT INTO runs (id, device_key, host, device_json, backend, versions_json, plan, started_at,"
                 " status, pid, proc_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
@@ -251,19 +266,19 @@ class Store:
 
     def add_samples(self, run_id: str, samples: Iterable[Sample]) -> list[int]:
         """Keep several samples in one transaction; returns their sequence numbers."""
-        with db.write(self.conn) as c:
+        with self._write() as c:
             self._require(c, run_id)
             return _insert_samples(c, run_id, samples)
 
     def add_telemetry(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
         """Keep sampler snapshots (dicts; "t" in epoch seconds, now if absent); returns how many."""
-        with db.write(self.conn) as c:
+        with self._write() as c:
             self._require(c, run_id)
             return _insert_telemetry(c, run_id, rows)
 
     def set_ceilings(self, run_id: str, profile: DeviceProfile) -> None:
         """Store the run's calibrated profile (replacing any earlier one): ceilings plus device facts."""
-        with db.write(self.conn) as c:
+        with self._write() as c:
             self._require(c, run_id)
             _replace_ceilings(c, run_id, profile)
 
@@ -271,7 +286,7 @@ class Store:
         """End a run: complete, cancelled or failed. Its samples stay whatever the status."""
         if status not in FINAL_STATUSES:
             raise StoreError(f"cannot finish a run as {status!r}; use one of: {', '.join(FINAL_STATUSES)}")
-        with db.write(self.conn) as c:
+        with self._write() as c:
             self._require(c, run_id)
             c.execute(
                 "UPDATE runs SET status = ?, ended_at = ?, pid = NULL, proc_token = NULL WHERE id = ?",
@@ -432,7 +447,7 @@ class Store:
         problem = name_problem(name)
         if problem:
             raise BadName(f"cannot name a run {name!r}: {problem}")
-        with db.write(self.conn) as c:
+        with self._write() as c:
             other = c.execute(
                 "SELECT id FROM runs WHERE lower(name) = lower(?) AND id != ?", (name, run.id)
             ).fetchone()
@@ -446,7 +461,7 @@ class Store:
         run = self.run(ref)
         if run.status == "running" and self._owner_alive(run.id):
             raise StoreError(f"run {run.label} is being measured right now; stop it before deleting it")
-        with db.write(self.conn) as c:
+        with self._write() as c:
             c.execute("DELETE FROM runs WHERE id = ?", (run.id,))
         return run
 
@@ -477,7 +492,7 @@ class Store:
         stays reachable by id either way.
         """
         added = []
-        with db.write(self.conn) as c:
+        with self._write() as c:
             for item in items:
                 try:
                     added.append(_insert_new_run(c, item))
@@ -490,7 +505,7 @@ class Store:
 
     def save_op(self, name: str, spec: str, devices: Iterable[str] = (), note: str = "") -> None:
         """Save (or replace) a named op spec with the devices it was looked at on."""
-        with db.write(self.conn) as c:
+        with self._write() as c:
             c.execute(
                 "INSERT OR REPLACE INTO saved_ops VALUES (?, ?, ?, ?, ?)",
                 (name, spec, ",".join(devices), note, time.time()),
@@ -505,7 +520,7 @@ class Store:
         ]
 
     def delete_op(self, name: str) -> bool:
-        with db.write(self.conn) as c:
+        with self._write() as c:
             return c.execute("DELETE FROM saved_ops WHERE name = ?", (name,)).rowcount > 0
 
     def integrity_check(self) -> str:

@@ -7,10 +7,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from helpers.store_writer import synthetic_sample
 from rooftop.store.runs import Store
+from rooftop.tui.cli import main
 
 WRITER = Path(__file__).parent / "helpers" / "store_writer.py"
 
@@ -87,3 +91,24 @@ def test_two_processes_creating_the_same_new_file(tmp_path: Path) -> None:
         assert p.returncode == 0, err
     with Store.open(db) as store:
         assert len(store.runs()) == 3
+
+
+def test_a_reader_racing_the_first_write_never_finds_an_empty_file(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`rooftop runs` over and over while another process creates the store: it reads "no database
+    yet" or the store, never an empty or half-made file (the schema is linked into place whole)."""
+    seen: Counter[str] = Counter()
+    for i in range(10):
+        db = tmp_path / f"new{i}.db"
+        proc = writer(db, 1, 0.0, finish=True)
+        while True:
+            finished = proc.poll() is not None
+            rc = main(["runs", "--db", str(db)])
+            out, err = capsys.readouterr()
+            assert rc == 0, err
+            seen["absent" if f"no runs yet: {db} does not exist" in out else "read"] += 1
+            if finished:
+                break
+        assert proc.communicate(timeout=30)[0].splitlines()[-1] == "done"
+        assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+    assert seen["absent"] and seen["read"]
