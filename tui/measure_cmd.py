@@ -7,9 +7,13 @@ only inside cmd_measure, when a measurement really starts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
-from typing import Any
+import threading
+from typing import Any, Iterator
 
 from rooftop.tui.chart import plot_size
 
@@ -41,6 +45,46 @@ def usage_error(message: str) -> int:
     return 2
 
 
+STOP_SIGNALS = ("SIGHUP", "SIGTERM")  # the SSH session closing; `kill`, a job scheduler, systemd
+
+
+@contextlib.contextmanager
+def stop_on_signals(cancel: threading.Event) -> Iterator[list[int]]:
+    """SIGHUP and SIGTERM end the measurement as Ctrl-C does: `cancel` is set, so the run stops
+    at the probes' next check and is kept `cancelled` with its ceilings, and the output follows.
+
+    Yields the signals received (the exit status is 128 + the first). The handler raises
+    nothing: an exception could land in the store's final writes. On SIGHUP the terminal is
+    gone, so writes to it (progress, the report) go to /dev/null instead of failing; a file or
+    pipe on stdout still gets the output.
+    """
+    got: list[int] = []
+
+    def handle(signum: int, _frame: Any) -> None:
+        if signum == getattr(signal, "SIGHUP", None) and not got:
+            _leave_terminal()
+        got.append(signum)
+        cancel.set()
+
+    sigs = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]  # no SIGHUP on Windows
+    old = {sig: signal.signal(sig, handle) for sig in sigs}
+    try:
+        yield got
+    finally:
+        for sig, before in old.items():
+            signal.signal(sig, before)
+
+
+def _leave_terminal() -> None:
+    """Point stdout and stderr that are a terminal at /dev/null: a hung-up terminal fails each write."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            if os.isatty(stream.fileno()):
+                os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
 def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int | None) -> str:
     """The measured roofline with the GEMM / FMA points, as text."""
     from rooftop.models.plotdata import intensity_span, roof_series
@@ -60,7 +104,6 @@ def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int |
 def cmd_measure(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from rooftop.models.calibrate import calibrate, label_of
     from rooftop.probes.plan import PlanError, parse_only
 
     try:
@@ -87,14 +130,26 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from rooftop.tui.measuring import measure_run
 
     columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    # piped, a progress bar has nothing to redraw: it would leave only a blank line behind
-    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar, Sampler() as sampler:
-        task = bar.add_task("starting", total=len(plan.steps))
-        result = measure_run(
-            plan, args.db, store=not args.no_save, sampler=sampler,
-            on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
-            on_store_error=lambda msg: err.print(f"rooftop measure: warning: {msg}", style="yellow"),
-        )
+    cancel = threading.Event()
+    with stop_on_signals(cancel) as stopped:
+        # piped, a progress bar has nothing to redraw: it would leave only a blank line behind
+        with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar, Sampler() as sampler:
+            task = bar.add_task("starting", total=len(plan.steps))
+            result = measure_run(
+                plan, args.db, store=not args.no_save, sampler=sampler, cancel=cancel,
+                on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
+                on_store_error=lambda msg: err.print(f"rooftop measure: warning: {msg}", style="yellow"),
+            )
+        status = _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
+        return 128 + stopped[0] if stopped else status  # as a shell reports a death by that signal
+
+
+def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err: Any, stopped_by: str | None) -> int:
+    """The run's summary on stderr, then the report or the JSON on stdout; the exit status (130 for Ctrl-C)."""
+    from rooftop.models.calibrate import label_of
+    from rooftop.models.units import fmt_count
+    from rooftop.tui.report import make_console
+
     samples, cal, wall = result.samples, result.calibration, result.wall_s
     interrupted = result.status == "cancelled"
     if result.store_error and result.run_id is not None:  # a failure after the start (the start's was told)
@@ -103,7 +158,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     err.print(
         f"rooftop measure: {fmt_count(len(samples), 'point')} in {wall:.1f} s "
         f"({skipped} skipped, {len(cal.unstable)} unstable)"
-        + (" — interrupted, showing what was measured" if interrupted else "")
+        + ((f" — stopped by {stopped_by}" if stopped_by else " — interrupted") + ", showing what was measured"
+           if interrupted else "")
         + (f" — failed: {result.error}" if result.status == "failed" else "")
         + (f"; saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "")
     )
@@ -122,6 +178,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             "above_roof": [label_of(s) for s in cal.above_roof],
             "wall_s": wall,
             "interrupted": interrupted,
+            "stopped_by": stopped_by,  # SIGHUP / SIGTERM, else null
             "status": result.status,
             "run_id": result.run_id,
             "throttled": [label_of(s) for s in result.throttled],

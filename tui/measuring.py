@@ -3,7 +3,8 @@
 The plan's samples go into the store one by one as they arrive (a crash loses
 at most the point in flight), each with the conditions it ran under (mean SM
 clock, max temperature, throttle reasons from the telemetry sampler); the
-telemetry goes in beside them and the ceilings at the end. A store that cannot
+telemetry goes in beside them as it arrives, once a second (a crash loses at
+most the last second of it), and the ceilings at the end. A store that cannot
 be opened or written does not stop the measurement: it is reported, and the
 samples are still returned.
 """
@@ -66,6 +67,8 @@ def measure_run(
     samples: list[Sample] = []
     status, error = "complete", ""
     started = time.time()
+    log = TelemetryLog(sampler, db_path, run_id, since=started - sampler.interval).start() \
+        if db is not None and run_id is not None and sampler is not None else None
     t0 = time.perf_counter()
     last = started
     cal = calibrate([], hw)
@@ -89,10 +92,9 @@ def measure_run(
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     finally:
         cal = calibrate(samples, hw)
+        if log is not None:
+            store_error = log.close() or store_error
         if db is not None:
-            if sampler is not None:
-                rows = [{**snapshot_dict(s), "t": s.time} for s in sampler.history(since=started - sampler.interval)]
-                store_error = _try(db.add_telemetry, run_id, rows) or store_error
             if cal.profile.peak or cal.profile.bandwidth:
                 store_error = _try(db.set_ceilings, run_id, cal.profile) or store_error
             store_error = _try(db.finish_run, run_id, status) or store_error
@@ -101,6 +103,61 @@ def measure_run(
             db.close()
     throttled = [s for s in samples if s.conditions.get("throttle")]
     return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled)
+
+
+class TelemetryLog:
+    """Stores a run's telemetry as the sampler takes it: what is new, once every `every` seconds.
+
+    A thread of its own, on a connection of its own (a Store serves one thread at a time), so
+    a long point does not hold the telemetry back and a SIGKILL loses at most the last second;
+    the sampler's ring buffer (10 minutes at 4 Hz) no longer bounds what a long run keeps.
+    """
+
+    def __init__(self, sampler: Sampler, db_path: str | Path | None, run_id: str, since: float,
+                 every: float = 1.0) -> None:
+        self.sampler, self.db_path, self.run_id, self.every = sampler, db_path, run_id, every
+        self._last = since  # snapshots after this time are not stored yet
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._db: Any = None
+        self.error = ""
+
+    def start(self) -> "TelemetryLog":
+        self._thread = threading.Thread(target=self._run, name="rooftop-telemetry-log", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while True:
+            self.flush()
+            if self._stop.wait(self.every):
+                return
+
+    def flush(self) -> None:
+        """Store the snapshots taken since the last flush; a failure is kept in `error`, never raised."""
+        new = [s for s in self.sampler.history(since=self._last) if s.time > self._last]
+        if not new or self.error:
+            return
+        try:
+            if self._db is None:
+                from rooftop.store.runs import Store
+
+                self._db = Store.open(self.db_path, recover=False)
+            self._db.add_telemetry(self.run_id, [{**snapshot_dict(s), "t": s.time} for s in new])
+        except (StoreError, sqlite3.Error, OSError) as exc:
+            self.error = f"saving to the store failed: {exc}"
+            return
+        self._last = new[-1].time
+
+    def close(self) -> str:
+        """Stop the thread, store the rest; returns what went wrong, or ''."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.flush()
+        if self._db is not None:
+            self._db.close()
+        return self.error
 
 
 def _open(db_path: str | Path | None, plan: Plan) -> tuple[Any, str | None, str]:
