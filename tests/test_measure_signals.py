@@ -1,5 +1,6 @@
-"""`rooftop measure` ended from outside, in a real subprocess on the CPU: SIGHUP (the SSH session
-closing) and SIGTERM end it as Ctrl-C does; SIGKILL loses at most the last second of telemetry.
+"""A measurement ended from outside, in a real subprocess on the CPU: SIGHUP (the SSH session
+closing) and SIGTERM end `rooftop measure` as Ctrl-C does, and the app's run as `c` then `q`;
+SIGKILL loses at most the last second of telemetry.
 
 The quick bandwidth plan takes a few seconds here (36 points); each test watches the store from
 this process and signals the child once it has stored what the check needs.
@@ -7,12 +8,17 @@ this process and signals the child once it has stored what the check needs.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 from pathlib import Path
 
@@ -95,3 +101,42 @@ def test_sigkill_mid_measure_keeps_the_telemetry_taken_so_far(tmp_path: Path) ->
         rows = store.telemetry(run.id)
         assert len(rows) == kept >= 1
         assert all(r["cpu"] is not None and r["t"] > run.started_at - 1 for r in rows)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_a_stop_signal_mid_measure_in_the_app_keeps_the_run(tmp_path: Path, sig: signal.Signals) -> None:
+    """`rooftop` on an empty store measures at once; SIGHUP (after its terminal is closed, as when sshd
+    closes the session) or SIGTERM cancels that run, which keeps its ceilings, and the app exits."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    db = tmp_path / "app.db"
+    proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "--db", str(db)], stdin=slave, stdout=slave,
+                            stderr=slave, start_new_session=True, env={**os.environ, "TERM": "xterm-256color"})
+    os.close(slave)
+    screen = bytearray()
+
+    def drain() -> None:  # the app writes its screen to the terminal; a full one would block it
+        with contextlib.suppress(OSError):
+            while chunk := os.read(master, 65536):
+                screen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        wait_for(proc, db, BEYOND_PRIVATE_CACHE, 1)
+        if sig == signal.SIGHUP:
+            os.close(master)  # the terminal goes first
+            master = -1
+        proc.send_signal(sig)
+        assert proc.wait(timeout=120) == 128 + sig
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if master >= 0:
+            os.close(master)
+    assert b"Traceback" not in screen
+    with Store.open(db) as store:
+        assert store.interrupted == []
+        [run] = store.runs()
+        assert run.status == "cancelled" and run.has_ceilings and run.samples >= 1
+        assert store.stored_profile(run.id).bandwidth and store.telemetry(run.id)

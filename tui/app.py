@@ -6,6 +6,8 @@ runs in thread workers that only post messages; the UI shows, models compute.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -27,6 +29,7 @@ from rooftop.tui.historypane import History
 from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry, TelemetryPanel
 from rooftop.tui.llmpane import Llm
 from rooftop.tui.rooflinepane import Roofline
+from rooftop.tui.stopsignals import leave_terminal, on_stop_signals
 from rooftop.tui.whatif import WhatIf
 from rooftop.tui.widgets import HelpScreen
 
@@ -139,6 +142,7 @@ class RooftopApp(App[None]):
         self.config = config or AppConfig()
         self.store_note = ""
         self._pin_specs: list[str] = []  # the store's saved ops, read with the profiles
+        self._unsignal: Callable[[], None] = lambda: None  # removes the stop-signal handlers (on_mount's)
         self.measured_here = False  # a run of this host is kept (any status, even cancelled): no measuring at start
         self.profiles: dict[str, DeviceProfile] = {**catalog(), **self._stored_profiles(), **self.config.profiles}
         self.device_id, self.device_note = self._pick_device()
@@ -279,6 +283,7 @@ class RooftopApp(App[None]):
             self.query_one(TabbedContent).query_one(Tabs).focus()
 
     def on_mount(self) -> None:
+        self._unsignal = on_stop_signals(asyncio.get_running_loop(), self._stop_signal)
         if self.device_note:
             self.notify(self.device_note, timeout=6)
         if self.store_note:
@@ -295,7 +300,16 @@ class RooftopApp(App[None]):
             self.notify("this machine's measurements so far are partial (cancelled, interrupted, or --only): "
                         "m measures it again", timeout=8)
 
+    def _stop_signal(self, signum: int) -> None:
+        """SIGHUP (the SSH session closing) or SIGTERM: as `c` then `q`. A measurement is cancelled and
+        kept with its ceilings: its thread ends the run before the process exits. Exit 128 + signal."""
+        if signum == getattr(signal, "SIGHUP", None):
+            leave_terminal()  # the terminal is gone: the screen's last writes go nowhere instead of failing
+        self.workers.cancel_group(self, "measure")
+        self.exit(return_code=128 + signum)
+
     def on_unmount(self) -> None:
+        self._unsignal()
         if self._sampler is not None:
             self._sampler.stop()
 

@@ -7,15 +7,14 @@ only inside cmd_measure, when a measurement really starts.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import signal
 import sys
 import threading
-from typing import Any, Iterator
+from typing import Any
 
 from rooftop.tui.chart import plot_size
+from rooftop.tui.stopsignals import stop_on_signals
 
 
 def add_measure_command(sub: Any) -> None:
@@ -43,46 +42,6 @@ def usage_error(message: str) -> int:
     """Bad input: one line on stderr, exit status 2 (as the rest of the CLI)."""
     sys.stderr.write(f"rooftop measure: error: {message}\n")
     return 2
-
-
-STOP_SIGNALS = ("SIGHUP", "SIGTERM")  # the SSH session closing; `kill`, a job scheduler, systemd
-
-
-@contextlib.contextmanager
-def stop_on_signals(cancel: threading.Event) -> Iterator[list[int]]:
-    """SIGHUP and SIGTERM end the measurement as Ctrl-C does: `cancel` is set, so the run stops
-    at the probes' next check and is kept `cancelled` with its ceilings, and the output follows.
-
-    Yields the signals received (the exit status is 128 + the first). The handler raises
-    nothing: an exception could land in the store's final writes. On SIGHUP the terminal is
-    gone, so writes to it (progress, the report) go to /dev/null instead of failing; a file or
-    pipe on stdout still gets the output.
-    """
-    got: list[int] = []
-
-    def handle(signum: int, _frame: Any) -> None:
-        if signum == getattr(signal, "SIGHUP", None) and not got:
-            _leave_terminal()
-        got.append(signum)
-        cancel.set()
-
-    sigs = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]  # no SIGHUP on Windows
-    old = {sig: signal.signal(sig, handle) for sig in sigs}
-    try:
-        yield got
-    finally:
-        for sig, before in old.items():
-            signal.signal(sig, before)
-
-
-def _leave_terminal() -> None:
-    """Point stdout and stderr that are a terminal at /dev/null: a hung-up terminal fails each write."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            if os.isatty(stream.fileno()):
-                os.dup2(devnull, stream.fileno())
-    os.close(devnull)
 
 
 def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int | None) -> str:
