@@ -74,3 +74,28 @@ def test_an_unusable_store_does_not_stop_the_measurement(plan, tmp_path: Path) -
     assert result.status == "complete" and len(result.samples) == len(plan.steps)
     assert result.run_id is None and "will not be saved" in result.store_error and told
     assert bad.read_text() == "plain text"
+
+
+def test_telemetry_is_stored_as_it_arrives_not_only_at_the_end(plan, tmp_path: Path) -> None:  # noqa: ANN001
+    """Mid-run, another connection already reads the run's telemetry; and a run longer than the
+    sampler's ring buffer keeps every snapshot, not only the buffer's last ones."""
+    import time
+
+    db = tmp_path / "r.db"
+    seen_mid_run: list[int] = []
+
+    def slow_third(prog, sample, cal) -> None:  # noqa: ANN001 - a long point: 2.5 s of snapshots
+        if prog.done == 3:
+            time.sleep(2.5)
+            with Store.open(db) as reader:
+                [run] = reader.runs()
+                seen_mid_run.append(len(reader.telemetry(run.id)))
+
+    with Sampler(interval=0.05, capacity=30, nvml=FakeNVML(), cpu=False) as sampler:  # 1.5 s of buffer
+        result = measure_run(plan, db, sampler=sampler, on_sample=slow_third)
+    assert result.status == "complete" and not result.store_error
+    with Store.open(db) as store:
+        rows = store.telemetry(result.run_id)
+    assert seen_mid_run and seen_mid_run[0] >= 30  # two flushes in 2.5 s, beyond the buffer's 30
+    times = [r["time"] for r in rows]
+    assert len(rows) > 50 and times == sorted(set(times))  # every snapshot once, in order
