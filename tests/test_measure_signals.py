@@ -140,3 +140,21 @@ def test_a_stop_signal_mid_measure_in_the_app_keeps_the_run(tmp_path: Path, sig:
         [run] = store.runs()
         assert run.status == "cancelled" and run.has_ceilings and run.samples >= 1
         assert store.stored_profile(run.id).bandwidth and store.telemetry(run.id)
+
+
+def test_a_stop_signal_while_torch_loads_measures_nothing(tmp_path: Path) -> None:
+    """SIGTERM while the device is being chosen (torch loading, seconds): no run is begun, one line, 143."""
+    db = tmp_path / "n.db"
+    code = ("import os, signal\n"
+            "from rooftop.probes import backend\n"
+            "real = backend.select_backend\n"
+            "def loading(*args):\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return real(*args)\n"
+            "backend.select_backend = loading\n"
+            "from rooftop.tui.cli import main\n"
+            f"raise SystemExit(main(['measure', '--device', 'cpu', '--only', 'launch', '--json', '--db', {str(db)!r}]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 128 + signal.SIGTERM, out.stderr
+    assert out.stderr == "rooftop measure: stopped by SIGTERM before the measurement began\n" and out.stdout == ""
+    assert not db.exists()

@@ -61,6 +61,14 @@ def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int |
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
+    cancel = threading.Event()
+    with stop_on_signals(cancel) as stopped:  # from the start: torch alone takes seconds to load
+        status = _measure(args, cancel, stopped)
+        return 128 + stopped[0] if stopped else status  # as a shell reports a death by that signal
+
+
+def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[int]) -> int:
+    """Select the device, build the plan, measure; `cancel` is set, and `stopped` filled, by a stop signal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from rooftop.probes.plan import PlanError, parse_only
@@ -80,6 +88,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     except (BackendError, PlanError) as exc:
         return usage_error(str(exc))
     err = make_console(stderr=True)
+    if stopped:  # while torch loaded: nothing was measured, no run begun
+        err.print(f"rooftop measure: stopped by {signal.Signals(stopped[0]).name} before the measurement began")
+        return 1
     err.print(f"rooftop measure: {plan.name} plan, {fmt_count(len(plan.steps), 'point')} on {backend.spec} "
               f"({backend.info.name})")
     for note in plan.notes:
@@ -89,18 +100,15 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from rooftop.tui.measuring import measure_run
 
     columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    cancel = threading.Event()
-    with stop_on_signals(cancel) as stopped:
-        # piped, a progress bar has nothing to redraw: it would leave only a blank line behind
-        with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar, Sampler() as sampler:
-            task = bar.add_task("starting", total=len(plan.steps))
-            result = measure_run(
-                plan, args.db, store=not args.no_save, sampler=sampler, cancel=cancel,
-                on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
-                on_store_error=lambda msg: err.print(f"rooftop measure: warning: {msg}", style="yellow"),
-            )
-        status = _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
-        return 128 + stopped[0] if stopped else status  # as a shell reports a death by that signal
+    # piped, a progress bar has nothing to redraw: it would leave only a blank line behind
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar, Sampler() as sampler:
+        task = bar.add_task("starting", total=len(plan.steps))
+        result = measure_run(
+            plan, args.db, store=not args.no_save, sampler=sampler, cancel=cancel,
+            on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
+            on_store_error=lambda msg: err.print(f"rooftop measure: warning: {msg}", style="yellow"),
+        )
+    return _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
 
 
 def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err: Any, stopped_by: str | None) -> int:
