@@ -141,3 +141,26 @@ def test_schema_script_statements_survive_semicolons_in_comments(tmp_path: Path)
     conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
     db._script("CREATE TABLE a (x -- one; two\n);\nCREATE TABLE b (y)")(conn)
     assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master")} == {"a", "b"}
+
+
+def test_a_new_store_is_made_whole_beside_it_and_linked_into_place(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "new.db"
+    with Store.open(path) as store:
+        assert store.runs() == []
+    assert sorted(p.name for p in path.parent.iterdir()) == ["new.db"]  # no temporary file left behind
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # set in the temporary file, kept
+    raw.close()
+
+
+def test_a_filesystem_without_hard_links_still_gets_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_links(src, dst):  # noqa: ANN001, ANN202 - as on a filesystem that has none (EPERM)
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    path = tmp_path / "fat.db"
+    with Store.open(path) as store:
+        rid = store.begin_run({"name": "x"}, "quick", "cpu")
+    with Store.open(path) as store:
+        assert [r.id for r in store.runs()] == [rid]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fat.db"]
