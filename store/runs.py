@@ -33,7 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, ContextManager, Iterable, Mapping, Sequence
 
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
@@ -195,7 +195,7 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self) -> Any:
+    def _write(self) -> ContextManager[sqlite3.Connection]:
         """One write transaction (db.write); ReadOnlyStore, in one line, on a store opened read-only."""
         if self.read_only:
             raise ReadOnlyStore(f"{self.path} is read-only ({self.read_only}); rooftop cannot change it: "
