@@ -70,7 +70,7 @@ class FakeNVML:
         self.uuids = uuids or [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(len(self.names))]
         self.init_error = init_error
         self.raise_on: dict[str, Exception] = {}  # function name → error to raise
-        self.hang_on: dict[str, threading.Event] = {}  # function name → the call blocks until the event is set
+        self.hang_on: dict[str, threading.Event] = {}  # "fn" or "fn:GPU" → the call blocks until the event is set
         self.values: dict[tuple[str, int], Any] = {}  # (function, GPU) → what it returns instead (a bad value)
         self.lost: set[int] = set()
         self.calls: dict[str, int] = {}
@@ -82,8 +82,9 @@ class FakeNVML:
 
     def _call(self, fn: str, h: Any = None, value: Any = None) -> Any:
         self.calls[fn] = self.calls.get(fn, 0) + 1
-        if fn in self.hang_on:
-            self.hang_on[fn].wait(30)  # a hung driver call (released by the test)
+        hang = self.hang_on.get(fn) or self.hang_on.get(f"{fn}:{h}")  # every GPU's call, or one GPU's
+        if hang is not None:
+            hang.wait(30)  # a hung driver call (released by the test)
         if h is not None and h in self.lost:
             raise NVMLError_GpuIsLost()
         if fn in self.raise_on:

@@ -285,6 +285,8 @@ class RooftopApp(App[None]):
             self.notify(self.store_note, severity="warning", timeout=8)
         if self.config.sampler is not None:
             self._sampler = self.config.sampler()
+            if self._sampler.local is None:  # live DRAM bandwidth as a fraction of this machine's measured B
+                self._sampler.local = self.profiles.get("local")
             self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
         if self.config.autostart and not self.measured_here:
