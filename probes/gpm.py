@@ -32,8 +32,8 @@ GPM_METRICS: dict[int, str] = {
 PER_SECOND_MIB = {20, 21}  # the metrics in MiB/s; the rest are percentages
 GPM_FIELDS = tuple(GPM_METRICS.values())
 
-NOT_SUPPORTED = "GPM counters (DRAM bandwidth, SM and tensor activity) need an NVIDIA data-centre GPU of Hopper or newer; this one does not offer them"
-NO_GPM_API = "this NVML (driver or nvidia-ml-py binding) has no GPM: DRAM bandwidth and SM and tensor activity are not read"
+NOT_SUPPORTED = "GPM needs a data-centre GPU, Hopper or newer: no live DRAM bandwidth or tensor activity here"
+NO_GPM_API = "this NVML (driver or binding) has no GPM: no live DRAM bandwidth or tensor activity"
 
 
 def dram_peak_bytes_s(mem_clock_mhz: float | None, bus_width_bits: float | None) -> float | None:

@@ -48,6 +48,8 @@ class c_nvmlGpmMetricsGet_t:  # noqa: N801 - pynvml's name; a plain object stand
 
 # GPM's metrics on the H200 under a 4227 GB/s copy (reference gpm.txt), by NVML_GPM_METRIC id
 COPY_GPM = {2: 98.3, 3: 79.3, 5: 0.0, 7: 0.0, 8: 0.0, 9: 0.0, 10: 87.8, 11: 0.0, 12: 0.0, 13: 0.0, 20: 10.0, 21: 20.0}
+# ... and idle (all 0), without the PCIe counters: the default, a Hopper GPU doing nothing
+IDLE_GPM = {k: 0.0 for k in COPY_GPM if k not in (20, 21)}
 
 
 class FakeNVML:
@@ -65,7 +67,7 @@ class FakeNVML:
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
     def __init__(self, names: list[str] = ("NVIDIA H200",), init_error: Exception | None = None,
-                 uuids: list[str] | None = None, gpm: dict[int, float] | None = None) -> None:  # type: ignore[assignment]
+                 uuids: list[str] | None = None, gpm: dict[int, float] | None = IDLE_GPM) -> None:  # type: ignore[assignment]
         self.names = list(names)
         self.uuids = uuids or [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(len(self.names))]
         self.init_error = init_error
@@ -76,7 +78,7 @@ class FakeNVML:
         self.calls: dict[str, int] = {}
         self.clock_events = 0x4  # SW power cap
         self.shutdown = False
-        self.gpm_supported = gpm is not None  # nvmlGpmQueryDeviceSupport's isSupportedDevice
+        self.gpm_supported = gpm is not None  # nvmlGpmQueryDeviceSupport's isSupportedDevice (None: a pre-Hopper GPU)
         self.gpm = dict(gpm or {})  # NVML_GPM_METRIC id → value; a metric not here answers NotSupported
         self.processes: dict[int, list[SimpleNamespace]] = {}  # GPU → nvmlDeviceGetComputeRunningProcesses
 

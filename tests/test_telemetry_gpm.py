@@ -61,7 +61,7 @@ def test_local_measurement_is_the_roof_where_it_is_this_gpu() -> None:
 
 
 def test_gpu_without_gpm_has_null_fields_and_one_note() -> None:
-    nv = FakeNVML(names=["Tesla V100-SXM2-16GB"])  # answers nvmlGpmQueryDeviceSupport with isSupportedDevice 0
+    nv = FakeNVML(names=["Tesla V100-SXM2-16GB"], gpm=None)  # nvmlGpmQueryDeviceSupport: isSupportedDevice 0
     src = NvmlSource(nv)
     for _ in range(2):
         (g,) = src.read()
@@ -195,3 +195,76 @@ def _wait_for(cond, timeout: float = 20.0) -> None:  # noqa: ANN001
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+# -- the Live tab ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gpm", [COPY_GPM, None], ids=["gpm", "no-gpm"])
+async def test_live_tab_shows_bandwidth_against_its_roof_and_the_processes(gpm) -> None:  # noqa: ANN001
+    from textual.widgets import Static
+
+    from test_tui import app
+    from tui_helpers import assert_visible, screen_lines
+
+    nv = FakeNVML(gpm=gpm)
+    nv.processes[0] = [SimpleNamespace(pid=4242, usedGpuMemory=12 * 2**30)]
+    a = app(initial_tab="live", sampler=lambda: Sampler(interval=0.05, nvml=nv, cpu=False))
+    async with a.run_test(size=(100, 32)) as pilot:
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if "procs 4242" in "".join(screen_lines(a)) and (gpm is None or "DRAM 4,227" in "".join(screen_lines(a))):
+                break
+        assert_visible(a, "procs 4242 ")
+        if gpm is None:
+            assert_visible(a, NOT_SUPPORTED)
+            assert not a.query_one("#tr-dram").display and not a.query_one("#tr-tensor").display
+        else:
+            assert_visible(a, f"DRAM 4,227 GB/s = {100 * 4227e9 / H200_B:.0f}% of B h200 ref.", "tensor 0% active",
+                           "SM 98% active", "4,227 GB/s")
+            assert a.query_one("#tr-dram").display
+        assert "12.0 GiB" in str(a.query_one("#tel-procs", Static).render())
+
+
+# -- rooftop watch (text) ----------------------------------------------------------------
+
+
+def test_watch_text_has_bandwidth_against_the_roof_and_the_processes(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     tmp_path) -> None:  # noqa: ANN001
+    from rooftop.tui.cli import main
+
+    nv = FakeNVML(names=["NVIDIA H200", "Tesla V100-SXM2-16GB"], gpm=COPY_GPM)
+    nv.gpm_supported = True
+    nv.values[("nvmlGpmQueryDeviceSupport", 1)] = SimpleNamespace(isSupportedDevice=0)  # the V100: no GPM
+    nv.processes[0] = [SimpleNamespace(pid=4000 + i, usedGpuMemory=2**30) for i in range(12)]
+    nv.processes[0][0].pid, nv.processes[0][0].usedGpuMemory = os.getpid(), 12 * 2**30
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    assert main(["--db", str(tmp_path / "r.db"), "watch", "--interval", "0.05", "--count", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"rooftop watch: gpu1: {NOT_SUPPORTED}"]  # once, for the GPU without GPM
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    gpm = [line for line in out.splitlines() if "DRAM" in line]
+    assert len(gpm) == 2  # from the second line on: a pair of samples; and only for gpu0
+    assert gpm[0].strip().startswith("DRAM 4,227 GB/s = 98% of B h200 ref.  tensor 0% active  SM 98% active")
+    procs = [line for line in out.splitlines() if "procs" in line]
+    assert procs and procs[0].strip().startswith(f"procs {os.getpid()} ") and "more" in procs[0]
+
+
+def test_watch_text_says_why_a_gpus_fields_are_missing(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # noqa: ANN001
+    from rooftop.tui.cli import main
+
+    nv = FakeNVML()
+    release = threading.Event()
+    nv.hang_on["nvmlDeviceGetTemperatureV"] = release
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    try:
+        assert main(["--db", str(tmp_path / "r.db"), "watch", "--interval", "0.1", "--count", "2"]) == 0
+    finally:
+        release.set()
+    lines = capsys.readouterr().out.splitlines()
+    notes = [line.strip() for line in lines if "NVML" in line]
+    assert "util N/A" in lines[0] and notes[0] == "NVML did not answer within 0.1 s (nvmlDeviceGetTemperatureV)"
+    assert notes[1].startswith("NVML has not answered for ") and notes[1].endswith("skipped")
+    assert sum(" cpu " in line for line in lines) == 2  # the CPU carries on
