@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from fake_nvml import COPY_GPM, FakeNVML, NVMLError_FunctionNotFound, NVMLError_Unknown
+from probe_fixtures import cpu_backend  # noqa: F401 - a fixture
 from rooftop.models.catalog import find_by_name
 from rooftop.probes.gpm import NO_GPM_API, NOT_SUPPORTED, dram_peak_bytes_s, dram_roof
 from rooftop.probes.telemetry import WATCH_KEYS, NvmlSource, Sampler, Snapshot, watch_dict
@@ -268,3 +269,27 @@ def test_watch_text_says_why_a_gpus_fields_are_missing(monkeypatch: pytest.Monke
     assert "util N/A" in lines[0] and notes[0] == "NVML did not answer within 0.1 s (nvmlDeviceGetTemperatureV)"
     assert notes[1].startswith("NVML has not answered for ") and notes[1].endswith("skipped")
     assert sum(" cpu " in line for line in lines) == 2  # the CPU carries on
+
+
+# -- runs keep them --------------------------------------------------------------------
+
+
+def test_a_run_keeps_the_gpm_fields_with_its_telemetry(cpu_backend, tmp_path) -> None:  # noqa: ANN001, F811
+    from probe_fixtures import tiny_sizes
+    from rooftop.probes.plan import build_plan
+    from rooftop.store.runs import Store
+    from rooftop.tui.measuring import measure_run
+
+    plan = build_plan(cpu_backend, "quick", "bandwidth", sizes=tiny_sizes())
+    nv = FakeNVML(gpm=COPY_GPM)
+    nv.processes[0] = [SimpleNamespace(pid=4242, usedGpuMemory=2**30)]
+    with Sampler(interval=0.05, nvml=nv, cpu=False) as sampler:
+        _wait_for(lambda: len(sampler.history()) >= 2)
+        result = measure_run(plan, tmp_path / "r.db", sampler=sampler)
+    with Store.open(tmp_path / "r.db") as store:
+        rows = [g for t in store.telemetry(result.run_id) for g in t["gpus"]]
+    paired = [g for g in rows if g["dram_bandwidth"] is not None]
+    assert paired, rows[:1]
+    assert paired[0]["dram_bandwidth"] == pytest.approx(4227e9, rel=1e-3)
+    assert paired[0]["dram_roof_source"] == "h200" and paired[0]["tensor_active"] == 0.0
+    assert paired[0]["processes"] == [{"pid": 4242, "name": paired[0]["processes"][0]["name"], "memory_bytes": 2**30}]
