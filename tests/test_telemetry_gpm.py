@@ -293,3 +293,37 @@ def test_a_run_keeps_the_gpm_fields_with_its_telemetry(cpu_backend, tmp_path) ->
     assert paired[0]["dram_bandwidth"] == pytest.approx(4227e9, rel=1e-3)
     assert paired[0]["dram_roof_source"] == "h200" and paired[0]["tensor_active"] == 0.0
     assert paired[0]["processes"] == [{"pid": 4242, "name": paired[0]["processes"][0]["name"], "memory_bytes": 2**30}]
+
+
+def test_gpm_fills_the_real_bindings_structure() -> None:
+    """The request is built in nvidia-ml-py's own ctypes structure (version, numMetrics, sample1/2, metricId),
+    and read back from it (nvmlReturn, value): only the driver call is faked."""
+    pynvml = pytest.importorskip("pynvml")
+
+    class Binding(FakeNVML):
+        c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
+        NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
+
+        def nvmlGpmSampleAlloc(self):  # noqa: ANN202
+            return pynvml.c_nvmlGpmSample_t()
+
+        def nvmlGpmMetricsGet(self, get):  # noqa: ANN001, ANN202
+            self.seen = (get.version, get.numMetrics)
+            for i in range(get.numMetrics):
+                m = get.metrics[i]
+                m.nvmlReturn, m.value = (0, self.gpm[m.metricId]) if m.metricId in self.gpm else (3, 0.0)
+            return get
+
+    nv = Binding(gpm=COPY_GPM)
+    src = NvmlSource(nv)
+    src.read()
+    (g,) = src.read()
+    assert nv.seen == (pynvml.NVML_GPM_METRICS_GET_VERSION, 12)
+    assert g.dram_bandwidth == pytest.approx(4227e9, rel=1e-3) and g.sm_active == pytest.approx(0.983)
+    from rooftop.probes.gpm import GPM_METRICS
+
+    names = {"SM_UTIL": "sm_active", "SM_OCCUPANCY": "sm_occupancy", "ANY_TENSOR_UTIL": "tensor_active",
+             "HMMA_TENSOR_UTIL": "hmma_active", "DMMA_TENSOR_UTIL": "dmma_active", "IMMA_TENSOR_UTIL": "imma_active",
+             "DRAM_BW_UTIL": "dram_active", "FP64_UTIL": "fp64_active", "FP32_UTIL": "fp32_active",
+             "FP16_UTIL": "fp16_active", "PCIE_TX_PER_SEC": "pcie_tx_bytes_s", "PCIE_RX_PER_SEC": "pcie_rx_bytes_s"}
+    assert GPM_METRICS == {getattr(pynvml, f"NVML_GPM_METRIC_{k}"): v for k, v in names.items()}
