@@ -312,6 +312,8 @@ class NvmlSource:
         """One GPU's fields, each on its own: an error or an odd value costs that field, not the GPU."""
         from rooftop.probes.gpm import fraction
 
+        if i in self._lost:  # nothing to ask a GPU that fell off the bus
+            return GpuSnapshot(index=i, name=name, lost=True)
         nv = self._nv
         gpm = self._gpm.get(i) or self._open_gpm(i, h, name)
         m: dict[str, Any] = _field(gpm.read) or {}

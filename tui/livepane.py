@@ -13,7 +13,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Sparkline, Static
 
 from rooftop.models.units import fmt_count
-from rooftop.probes.telemetry import Snapshot
+from rooftop.probes.telemetry import GpuSnapshot, Snapshot
 
 HISTORY = 120  # points per sparkline
 
@@ -99,7 +99,7 @@ class TelemetryPanel(Widget):
         yield roofs
         yield procs
 
-    def _show_roofs(self, g: object | None) -> None:
+    def _show_roofs(self, g: GpuSnapshot | None) -> None:
         """The GPU's live DRAM bandwidth against its measured B, tensor and SM activity, and its processes;
         why they are missing (no GPM on this GPU, NVML not answering); nothing for the CPU."""
         from rooftop.tui.report import gpm_parts, processes_text
