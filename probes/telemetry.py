@@ -302,7 +302,8 @@ class NvmlSource:
 
         nv = self._nv
         mem_max = _num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2)))
-        self._dram_peak[i] = _field(lambda: dram_peak_bytes_s(mem_max, _num(self._q(i, "nvmlDeviceGetMemoryBusWidth", h))))
+        bus_bits = _num(self._q(i, "nvmlDeviceGetMemoryBusWidth", h))
+        self._dram_peak[i] = _field(lambda: dram_peak_bytes_s(mem_max, bus_bits))
         self._roofs[i] = _field(lambda: dram_roof(name, self._local))
         gpm = GpmDevice(nv, h, lambda fn, *a: self._q(i, fn, *a), lambda fn: fn in self._missing)
         self._gpm[i] = gpm
@@ -319,16 +320,18 @@ class NvmlSource:
         m: dict[str, Any] = _field(gpm.read) or {}
         util = self._q(i, "nvmlDeviceGetUtilizationRates", h)
         mem = self._q(i, "nvmlDeviceGetMemoryInfo", h)
+        sm_clock, mem_clock = getattr(nv, "NVML_CLOCK_SM", 1), getattr(nv, "NVML_CLOCK_MEM", 2)
+        sensor = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
         f: dict[str, Any] = {
             "gpu_util_pct": _field(lambda: _num(getattr(util, "gpu", None))),
             "mem_util_pct": _field(lambda: _num(getattr(util, "memory", None))),
-            "sm_clock_mhz": _field(lambda: _num(self._q(i, "nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1)))),
-            "mem_clock_mhz": _field(lambda: _num(self._q(i, "nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2)))),
-            "sm_clock_max_mhz": _field(lambda: _num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1)))),
+            "sm_clock_mhz": _field(lambda: _num(self._q(i, "nvmlDeviceGetClockInfo", h, sm_clock))),
+            "mem_clock_mhz": _field(lambda: _num(self._q(i, "nvmlDeviceGetClockInfo", h, mem_clock))),
+            "sm_clock_max_mhz": _field(lambda: _num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, sm_clock))),
             "power_w": _field(lambda: _scaled(self._q(i, "nvmlDeviceGetPowerUsage", h), 1e-3)),  # mW
             "power_limit_w": _field(lambda: _scaled(self._q(i, "nvmlDeviceGetEnforcedPowerLimit", h), 1e-3)),
             "energy_j": _field(lambda: _scaled(self._q(i, "nvmlDeviceGetTotalEnergyConsumption", h), 1e-3)),  # mJ
-            "temperature_c": _field(lambda: _num(self._q_first(i, TEMPERATURE_FNS, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0)))),
+            "temperature_c": _field(lambda: _num(self._q_first(i, TEMPERATURE_FNS, h, sensor))),
             "memory_used_bytes": _field(lambda: _num(getattr(mem, "used", None))),
             "memory_total_bytes": _field(lambda: _num(getattr(mem, "total", None))),
             "clock_events": _field(lambda: decode_clock_events(self._q_first(i, CLOCK_EVENT_FNS, h))) or (),

@@ -67,7 +67,8 @@ class FakeNVML:
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
     def __init__(self, names: list[str] = ("NVIDIA H200",), init_error: Exception | None = None,
-                 uuids: list[str] | None = None, gpm: dict[int, float] | None = IDLE_GPM) -> None:  # type: ignore[assignment]
+                 uuids: list[str] | None = None,
+                 gpm: dict[int, float] | None = IDLE_GPM) -> None:  # type: ignore[assignment]
         self.names = list(names)
         self.uuids = uuids or [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(len(self.names))]
         self.init_error = init_error
@@ -162,7 +163,8 @@ class FakeNVML:
     # -- GPM (Hopper and newer) ------------------------------------------------------
 
     def nvmlGpmQueryDeviceSupport(self, h: int) -> GpmSupport:
-        return self._call("nvmlGpmQueryDeviceSupport", h, GpmSupport(version=1, isSupportedDevice=int(self.gpm_supported)))
+        support = GpmSupport(version=1, isSupportedDevice=int(self.gpm_supported))
+        return self._call("nvmlGpmQueryDeviceSupport", h, support)
 
     def nvmlGpmSampleAlloc(self) -> object:
         return self._call("nvmlGpmSampleAlloc", None, object())

@@ -52,7 +52,8 @@ def test_gpm_present_gives_bandwidth_against_the_measured_roof() -> None:
 
 def test_local_measurement_is_the_roof_where_it_is_this_gpu() -> None:
     ref = find_by_name("NVIDIA H200")
-    local = dataclasses.replace(ref, id="local", bandwidth={"dram": dataclasses.replace(ref.bandwidth["dram"], value=4.0e12)})
+    dram = dataclasses.replace(ref.bandwidth["dram"], value=4.0e12)
+    local = dataclasses.replace(ref, id="local", bandwidth={"dram": dram})
     assert dram_roof("NVIDIA H200", local).source == "local"
     assert dram_roof("NVIDIA H100 80GB HBM3", local).source != "local"  # measured on another GPU: not its roof
     s = Sampler(interval=0.05, nvml=FakeNVML(gpm=COPY_GPM), cpu=False, local=local)
@@ -252,8 +253,8 @@ def test_watch_text_has_bandwidth_against_the_roof_and_the_processes(monkeypatch
     assert procs and procs[0].strip().startswith(f"procs {os.getpid()} ") and "more" in procs[0]
 
 
-def test_watch_text_says_why_a_gpus_fields_are_missing(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # noqa: ANN001
+def test_watch_text_says_why_a_gpus_fields_are_missing(monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+                                                       capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     from rooftop.tui.cli import main
 
     nv = FakeNVML()
