@@ -66,9 +66,9 @@ class FakeNVML:
     NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
-    def __init__(self, names: list[str] = ("NVIDIA H200",), init_error: Exception | None = None,
-                 uuids: list[str] | None = None,
-                 gpm: dict[int, float] | None = IDLE_GPM) -> None:  # type: ignore[assignment]
+    def __init__(self, names: list[str] = ("NVIDIA H200",),  # type: ignore[assignment]
+                 init_error: Exception | None = None, uuids: list[str] | None = None,
+                 gpm: dict[int, float] | None = IDLE_GPM) -> None:
         self.names = list(names)
         self.uuids = uuids or [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(len(self.names))]
         self.init_error = init_error
