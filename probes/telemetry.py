@@ -296,15 +296,27 @@ class NvmlSource:
                 self._names.pop(next(iter(self._names)))
         return self._names[pid]
 
+    def set_local(self, local: Any) -> None:
+        """A new `local` profile (a measurement just finished): the DRAM roofs are found again from it."""
+        self._local = local
+        self._roofs = {}
+
+    def _roof(self, i: int, name: str) -> Any:
+        """The GPU's DRAM roof (a DramRoof or None), found once per `local`."""
+        from rooftop.probes.gpm import dram_roof
+
+        if i not in self._roofs:
+            self._roofs[i] = _field(lambda: dram_roof(name, self._local))
+        return self._roofs[i]
+
     def _open_gpm(self, i: int, h: Any, name: str) -> Any:
-        """The GPU's GPM, DRAM peak and DRAM roof, found once (on its worker thread: GPM calls can hang too)."""
-        from rooftop.probes.gpm import GpmDevice, dram_peak_bytes_s, dram_roof
+        """The GPU's GPM and DRAM peak, found once (on its worker thread: GPM calls can hang too)."""
+        from rooftop.probes.gpm import GpmDevice, dram_peak_bytes_s
 
         nv = self._nv
         mem_max = _num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2)))
         bus_bits = _num(self._q(i, "nvmlDeviceGetMemoryBusWidth", h))
         self._dram_peak[i] = _field(lambda: dram_peak_bytes_s(mem_max, bus_bits))
-        self._roofs[i] = _field(lambda: dram_roof(name, self._local))
         gpm = GpmDevice(nv, h, lambda fn, *a: self._q(i, fn, *a), lambda fn: fn in self._missing)
         self._gpm[i] = gpm
         return gpm
@@ -344,7 +356,7 @@ class NvmlSource:
             f["pcie_tx_bytes_s"] = _field(lambda: _scaled(tx, 1024))  # KB/s
             f["pcie_rx_bytes_s"] = _field(lambda: _scaled(rx, 1024))
         f.update(m)
-        peak, roof = self._dram_peak.get(i), self._roofs.get(i)
+        peak, roof = self._dram_peak.get(i), self._roof(i, name)
         bandwidth = _field(lambda: m["dram_active"] * peak) if m.get("dram_active") is not None and peak else None
         f.update(dram_peak=peak, dram_bandwidth=bandwidth,
                  dram_roof=roof.bandwidth if roof else None, dram_roof_source=roof.source if roof else None,
@@ -505,6 +517,12 @@ class Sampler:
     @property
     def state(self) -> str:
         return self._nvml_source.state if self._nvml_source else "not started"
+
+    def set_local(self, local: Any) -> None:
+        """Divide live DRAM bandwidth by this `local` profile's B from the next tick on (a run just finished)."""
+        self.local = local
+        if self._nvml_source is not None:
+            self._nvml_source.set_local(local)
 
     @property
     def read_timeout_s(self) -> float:

@@ -60,6 +60,10 @@ def test_local_measurement_is_the_roof_where_it_is_this_gpu() -> None:
     s.sample_once()
     (g,) = s.sample_once().gpus
     assert g.dram_roof_source == "local" and g.dram_fraction_of_roof == pytest.approx(g.dram_bandwidth / 4.0e12)
+    s.set_local(None)  # e.g. the store had no complete run yet; then one finishes:
+    assert s.sample_once().gpus[0].dram_roof_source == "h200"
+    s.set_local(local)
+    assert s.sample_once().gpus[0].dram_roof == 4.0e12
 
 
 def test_gpu_without_gpm_has_null_fields_and_one_note() -> None:

@@ -421,6 +421,8 @@ class RooftopApp(App[None]):
         self.notify(f"measurement {result.status}: {fmt_count(len(result.samples), 'point')}", timeout=5,
                     severity="information" if result.status != "failed" else "error")
         self.reload_profiles()
+        if self._sampler is not None:  # live DRAM bandwidth against the newest measured B
+            self._sampler.set_local(self.profiles.get("local"))
         if result.status == "complete" and "local" in self.profiles:
             before = self.device_id  # show the new measurement, with what was shown before overlaid
             self.device_id, self.overlay_id = "local", (before if before != "local" else self.overlay_id)
