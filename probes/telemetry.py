@@ -3,12 +3,16 @@
 A sampler thread takes immutable snapshots on a drift-free schedule into a
 ring buffer. It never raises: a field the GPU does not support reads as None
 (shown N/A), an NVML failure becomes the sampler's `state`, and with no NVML
-at all the CPU (psutil) is sampled so a live panel is never empty.
+at all the CPU (psutil) is sampled so a live panel is never empty. Every NVML call
+is bounded (each GPU is read on its own thread within a deadline), so a hung driver
+costs a tick's fields, never the sampler. On Hopper and newer, GPM adds DRAM
+bandwidth and SM and tensor activity (probes/gpm.py), each against its roof.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -36,6 +40,10 @@ THROTTLING = ("power cap", "hw slowdown", "sw thermal", "hw thermal", "power bra
 TEMPERATURE_FNS = ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature")
 CLOCK_EVENT_FNS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 PCIE_EVERY_S = 1.0  # nvmlDeviceGetPcieThroughput "is querying a byte counter over a 20ms interval"
+PROCESSES_EVERY_S = 1.0  # the processes on each GPU: they change rarely, and naming them costs psutil calls
+READ_TIMEOUT_S = 0.5  # the longest a tick waits for a GPU's NVML reads (Sampler: less at a short interval)
+INIT_TIMEOUT_S = 10.0  # the longest nvmlInit and naming the GPUs may take before NVML counts as not available
+CLOSE_TIMEOUT_S = 2.0
 MIN_INTERVAL_S = 0.05  # 20 Hz at most
 DEFAULT_INTERVAL_S = 0.25  # 4 Hz
 
@@ -45,6 +53,16 @@ def decode_clock_events(mask: int | None) -> tuple[str, ...]:
     if not mask:
         return ()
     return tuple(name for bit, name in CLOCK_EVENT_BITS.items() if mask & bit)
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process using a GPU now (as nvitop lists them): its name is None where psutil cannot see it
+    (another PID namespace), its memory None where NVML does not say (MIG, Windows WDDM)."""
+
+    pid: int
+    name: str | None = None
+    memory_bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,25 @@ class GpuSnapshot:
     pcie_rx_bytes_s: float | None = None
     clock_events: tuple[str, ...] = ()
     lost: bool = False
+    # GPM (Hopper and newer), fractions 0–1 over the last tick; None elsewhere (gpm_note says why)
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    tensor_active: float | None = None
+    hmma_active: float | None = None
+    dmma_active: float | None = None
+    imma_active: float | None = None
+    fp64_active: float | None = None
+    fp32_active: float | None = None
+    fp16_active: float | None = None
+    dram_active: float | None = None  # DRAM_BW_UTIL: a fraction of dram_peak
+    dram_peak: float | None = None  # bytes/s NVML implies: memory clock × bus width × 2
+    dram_bandwidth: float | None = None  # bytes/s = dram_active × dram_peak
+    dram_roof: float | None = None  # the measured B dram (bytes/s) of this device
+    dram_roof_source: str | None = None  # whose: "local" or a reference profile id
+    dram_fraction_of_roof: float | None = None  # dram_bandwidth / dram_roof
+    gpm_note: str | None = None  # why the GPM fields are None (not offered on this GPU or driver)
+    processes: tuple[GpuProcess, ...] = ()
+    note: str | None = None  # why this tick's fields are missing (NVML did not answer in time)
 
     @property
     def throttling(self) -> tuple[str, ...]:
@@ -92,19 +129,77 @@ class Snapshot:
     state: str = "ok"  # "ok", or why the GPU part is missing ("NVML not available: …", "GPU lost")
 
 
-class NvmlSource:
-    """Reads every GPU through NVML (`pynvml` from nvidia-ml-py), never raising.
+class _Worker:
+    """One daemon thread running one GPU's NVML reads, so that a hung driver call blocks that GPU only —
+    never the sampler, `rooftop watch` or the app. Daemon: a call that never returns does not keep the
+    process alive at exit."""
 
-    `nvml` may be injected (tests pass a thin fake); by default pynvml is imported.
+    def __init__(self, label: str) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.busy_since: float | None = None  # monotonic time the running job started
+        self._thread = threading.Thread(target=self._loop, name=f"rooftop-nvml-{label}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, box, done = job
+            try:
+                box.append(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting tick
+                box.append(exc)
+            finally:
+                self.busy_since = None
+                done.set()
+
+    def submit(self, fn: Callable[[], Any]) -> tuple[list, threading.Event]:
+        box: list = []
+        done = threading.Event()
+        self.busy_since = time.monotonic()
+        self._jobs.put((fn, box, done))
+        return box, done
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+
+class NvmlSource:
+    """Reads every GPU through NVML (`pynvml` from nvidia-ml-py), never raising and never hanging.
+
+    `nvml` may be injected (tests pass a thin fake); by default pynvml is imported. Each GPU is read on
+    its own worker thread within a deadline: a call that has not returned by then costs that GPU this
+    tick's fields (`note` says why), and the GPU is skipped until the call comes back. Each field is read
+    and converted on its own: an error or an odd value costs that field only.
     """
 
-    def __init__(self, nvml: Any = None) -> None:
+    def __init__(self, nvml: Any = None, local: Any = None, init_timeout_s: float = INIT_TIMEOUT_S) -> None:
         self.state = "ok"
         self._nv = nvml
         self._handles: list[tuple[int, Any, str]] = []
         self._missing: set[str] = set()  # functions the driver lacks, logged once
         self._lost: set[int] = set()
         self._pcie: dict[int, tuple[float, Any, Any]] = {}  # GPU → (when read, TX, RX)
+        self._procs: dict[int, tuple[float, tuple[GpuProcess, ...]]] = {}  # GPU → (when read, processes)
+        self._names: dict[int, str | None] = {}  # pid → process name (psutil), looked up once
+        self._calling: dict[int, str] = {}  # GPU → the NVML function its worker is in
+        self._gpm: dict[int, Any] = {}  # GPU → GpmDevice
+        self._dram_peak: dict[int, float | None] = {}
+        self._roofs: dict[int, Any] = {}  # GPU → DramRoof | None
+        self._workers: dict[int, _Worker] = {}
+        self._local = local
+        self._init_lock = threading.Lock()
+        self._gave_up = False  # nvmlInit took too long: whatever it finds later is not used
+        done = threading.Event()
+        threading.Thread(target=self._init, args=(done,), name="rooftop-nvml-init", daemon=True).start()
+        if not done.wait(init_timeout_s):
+            with self._init_lock:
+                self._gave_up = True
+                self.state = f"NVML not available: it did not answer within {init_timeout_s:g} s"
+
+    def _init(self, done: threading.Event) -> None:
+        handles = []
         try:
             if self._nv is None:
                 import pynvml
@@ -114,10 +209,17 @@ class NvmlSource:
             for i in range(self._nv.nvmlDeviceGetCount()):
                 h = self._nv.nvmlDeviceGetHandleByIndex(i)
                 name = self._nv.nvmlDeviceGetName(h)
-                self._handles.append((i, h, name.decode() if isinstance(name, bytes) else str(name)))
+                handles.append((i, h, name.decode() if isinstance(name, bytes) else str(name)))
         except Exception as exc:  # LibraryNotFound, DriverNotLoaded, ImportError, …
-            self.state = f"NVML not available: {exc}"
-            self._handles = []
+            with self._init_lock:
+                if not self._gave_up:
+                    self.state = f"NVML not available: {exc}"
+            handles = []
+        with self._init_lock:
+            if not self._gave_up:
+                self._workers = {i: _Worker(str(i)) for i, _, _ in handles}
+                self._handles = handles
+        done.set()
 
     @property
     def available(self) -> bool:
@@ -130,6 +232,7 @@ class NvmlSource:
         """One NVML query; None on any NVMLError (NotSupported included)."""
         if fn in self._missing or index in self._lost:
             return None
+        self._calling[index] = fn
         try:
             return getattr(self._nv, fn)(*args)
         except Exception as exc:
@@ -164,46 +267,170 @@ class NvmlSource:
             self._pcie[index] = last
         return last[1], last[2]
 
-    def read(self) -> tuple[GpuSnapshot, ...]:
+    def _processes(self, index: int, h: Any) -> tuple[GpuProcess, ...]:
+        """The compute processes on a GPU (pid, name, memory), re-read at most every PROCESSES_EVERY_S."""
+        now = time.monotonic()
+        last = self._procs.get(index)
+        if last is not None and now - last[0] < PROCESSES_EVERY_S:
+            return last[1]
+        found = []
+        for p in self._q(index, "nvmlDeviceGetComputeRunningProcesses", h) or ():
+            pid = _field(lambda: int(p.pid))
+            if pid is None:
+                continue
+            found.append(GpuProcess(pid=pid, name=self._process_name(pid),
+                                    memory_bytes=_field(lambda: _num(getattr(p, "usedGpuMemory", None)))))
+        procs = tuple(sorted(found, key=lambda x: -(x.memory_bytes or 0)))
+        self._procs[index] = (now, procs)
+        return procs
+
+    def _process_name(self, pid: int) -> str | None:
+        if pid not in self._names:
+            try:
+                import psutil
+
+                self._names[pid] = psutil.Process(pid).name()
+            except Exception:  # gone, not ours to see, or another PID namespace (a container)
+                self._names[pid] = None
+            if len(self._names) > 4096:  # pids are reused: forget the oldest
+                self._names.pop(next(iter(self._names)))
+        return self._names[pid]
+
+    def set_local(self, local: Any) -> None:
+        """A new `local` profile (a measurement just finished): the DRAM roofs are found again from it."""
+        self._local = local
+        self._roofs = {}
+
+    def _roof(self, i: int, name: str) -> Any:
+        """The GPU's DRAM roof (a DramRoof or None), found once per `local`."""
+        from rooftop.probes.gpm import dram_roof
+
+        if i not in self._roofs:
+            self._roofs[i] = _field(lambda: dram_roof(name, self._local))
+        return self._roofs[i]
+
+    def _open_gpm(self, i: int, h: Any, name: str) -> Any:
+        """The GPU's GPM and DRAM peak, found once (on its worker thread: GPM calls can hang too)."""
+        from rooftop.probes.gpm import GpmDevice, dram_peak_bytes_s
+
         nv = self._nv
+        mem_max = _num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2)))
+        bus_bits = _num(self._q(i, "nvmlDeviceGetMemoryBusWidth", h))
+        self._dram_peak[i] = _field(lambda: dram_peak_bytes_s(mem_max, bus_bits))
+        gpm = GpmDevice(nv, h, lambda fn, *a: self._q(i, fn, *a), lambda fn: fn in self._missing)
+        self._gpm[i] = gpm
+        return gpm
+
+    def _read_gpu(self, i: int, h: Any, name: str) -> GpuSnapshot:
+        """One GPU's fields, each on its own: an error or an odd value costs that field, not the GPU."""
+        from rooftop.probes.gpm import fraction
+
+        if i in self._lost:  # nothing to ask a GPU that fell off the bus
+            return GpuSnapshot(index=i, name=name, lost=True)
+        nv = self._nv
+        gpm = self._gpm.get(i) or self._open_gpm(i, h, name)
+        m: dict[str, Any] = _field(gpm.read) or {}
+        util = self._q(i, "nvmlDeviceGetUtilizationRates", h)
+        mem = self._q(i, "nvmlDeviceGetMemoryInfo", h)
+        sm_clock, mem_clock = getattr(nv, "NVML_CLOCK_SM", 1), getattr(nv, "NVML_CLOCK_MEM", 2)
+        sensor = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
+        f: dict[str, Any] = {
+            "gpu_util_pct": _field(lambda: _num(getattr(util, "gpu", None))),
+            "mem_util_pct": _field(lambda: _num(getattr(util, "memory", None))),
+            "sm_clock_mhz": _field(lambda: _num(self._q(i, "nvmlDeviceGetClockInfo", h, sm_clock))),
+            "mem_clock_mhz": _field(lambda: _num(self._q(i, "nvmlDeviceGetClockInfo", h, mem_clock))),
+            "sm_clock_max_mhz": _field(lambda: _num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, sm_clock))),
+            "power_w": _field(lambda: _scaled(self._q(i, "nvmlDeviceGetPowerUsage", h), 1e-3)),  # mW
+            "power_limit_w": _field(lambda: _scaled(self._q(i, "nvmlDeviceGetEnforcedPowerLimit", h), 1e-3)),
+            "energy_j": _field(lambda: _scaled(self._q(i, "nvmlDeviceGetTotalEnergyConsumption", h), 1e-3)),  # mJ
+            "temperature_c": _field(lambda: _num(self._q_first(i, TEMPERATURE_FNS, h, sensor))),
+            "memory_used_bytes": _field(lambda: _num(getattr(mem, "used", None))),
+            "memory_total_bytes": _field(lambda: _num(getattr(mem, "total", None))),
+            "clock_events": _field(lambda: decode_clock_events(self._q_first(i, CLOCK_EVENT_FNS, h))) or (),
+            "processes": _field(lambda: self._processes(i, h)) or (),
+        }
+        for key in ("pcie_tx_bytes_s", "pcie_rx_bytes_s"):  # GPM's counters where it has them: no 20 ms wait
+            f[key] = m.pop(key, None)
+        if f["pcie_tx_bytes_s"] is None and f["pcie_rx_bytes_s"] is None:
+            tx, rx = self._pcie_kb_s(i, h)
+            f["pcie_tx_bytes_s"] = _field(lambda: _scaled(tx, 1024))  # KB/s
+            f["pcie_rx_bytes_s"] = _field(lambda: _scaled(rx, 1024))
+        f.update(m)
+        peak, roof = self._dram_peak.get(i), self._roof(i, name)
+        bandwidth = _field(lambda: m["dram_active"] * peak) if m.get("dram_active") is not None and peak else None
+        f.update(dram_peak=peak, dram_bandwidth=bandwidth,
+                 dram_roof=roof.bandwidth if roof else None, dram_roof_source=roof.source if roof else None,
+                 dram_fraction_of_roof=_field(lambda: fraction(bandwidth, roof.bandwidth if roof else None)),
+                 gpm_note=gpm.note)
+        return GpuSnapshot(index=i, name=name, lost=i in self._lost, **f)
+
+    def read(self, timeout_s: float = READ_TIMEOUT_S) -> tuple[GpuSnapshot, ...]:
+        """Every GPU's snapshot within `timeout_s` (each on its worker, at once); a GPU that did not answer in
+        time, or is still in a call from an earlier tick, is there with its fields None and `note` why."""
+        started = time.monotonic()
+        jobs: dict[int, tuple[list, threading.Event]] = {}
+        for i, h, name in self._handles:
+            w = self._workers[i]
+            if w.busy_since is None:
+                jobs[i] = w.submit(lambda i=i, h=h, name=name: self._read_gpu(i, h, name))
         out = []
         for i, h, name in self._handles:
-            util = self._q(i, "nvmlDeviceGetUtilizationRates", h)
-            mem = self._q(i, "nvmlDeviceGetMemoryInfo", h)
-            power = self._q(i, "nvmlDeviceGetPowerUsage", h)
-            limit = self._q(i, "nvmlDeviceGetEnforcedPowerLimit", h)
-            energy = self._q(i, "nvmlDeviceGetTotalEnergyConsumption", h)
-            tx, rx = self._pcie_kb_s(i, h)
-            out.append(
-                GpuSnapshot(
-                    index=i,
-                    name=name,
-                    gpu_util_pct=_num(getattr(util, "gpu", None)),
-                    mem_util_pct=_num(getattr(util, "memory", None)),
-                    sm_clock_mhz=_num(self._q(i, "nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1))),
-                    mem_clock_mhz=_num(self._q(i, "nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2))),
-                    sm_clock_max_mhz=_num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1))),
-                    power_w=power / 1e3 if power is not None else None,  # mW
-                    power_limit_w=limit / 1e3 if limit is not None else None,
-                    energy_j=energy / 1e3 if energy is not None else None,  # mJ
-                    temperature_c=_num(self._q_first(i, TEMPERATURE_FNS, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))),
-                    memory_used_bytes=_num(getattr(mem, "used", None)),
-                    memory_total_bytes=_num(getattr(mem, "total", None)),
-                    pcie_tx_bytes_s=tx * 1024 if tx is not None else None,  # KB/s
-                    pcie_rx_bytes_s=rx * 1024 if rx is not None else None,
-                    clock_events=decode_clock_events(self._q_first(i, CLOCK_EVENT_FNS, h)),
-                    lost=i in self._lost,
-                )
-            )
+            if i in jobs:
+                box, done = jobs[i]
+                done.wait(max(0.0, started + timeout_s - time.monotonic()))
+                if box and isinstance(box[0], GpuSnapshot):
+                    out.append(box[0])
+                    continue
+                if box:  # a bug in reading this GPU: this GPU's fields, not every GPU's
+                    log.warning("reading GPU %d failed: %r", i, box[0])
+                    out.append(GpuSnapshot(index=i, name=name, lost=i in self._lost, note=f"read failed: {box[0]}"))
+                    continue
+                why = f"NVML did not answer within {timeout_s:g} s ({self._calling.get(i, 'a call')})"
+            else:
+                since = self._workers[i].busy_since
+                hung = time.monotonic() - since if since is not None else 0.0
+                why = f"NVML has not answered for {hung:.1f} s ({self._calling.get(i, 'a call')}): skipped"
+            out.append(GpuSnapshot(index=i, name=name, lost=i in self._lost, note=why))
         return tuple(out)
 
     def close(self) -> None:
-        if self._handles:
+        """Free GPM samples and shut NVML down, on a daemon thread: a hung driver does not hang the exit."""
+        if not self._handles:
+            return
+        handles, self._handles = self._handles, []
+        workers = list(self._workers.values())
+        self._workers = {}
+
+        def shut() -> None:
+            for gpm in list(self._gpm.values()):
+                _field(gpm.close)
             try:
                 self._nv.nvmlShutdown()
             except Exception:
                 pass
-            self._handles = []
+
+        if any(w.busy_since is not None for w in workers):
+            log.info("NVML left without shutdown: a call on %d GPU(s) has not returned", len(handles))
+        else:
+            t = threading.Thread(target=shut, name="rooftop-nvml-close", daemon=True)
+            t.start()
+            t.join(CLOSE_TIMEOUT_S)
+        for w in workers:
+            w.stop()
+
+
+def _field(read: Callable[[], Any]) -> Any:
+    """One field's value, or None when reading or converting it fails: one bad value costs one field."""
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001
+        log.debug("telemetry field failed: %r", exc)
+        return None
+
+
+def _scaled(v: Any, factor: float) -> float | None:
+    n = _num(v)
+    return n * factor if n is not None else None
 
 
 def _num(v: Any) -> float | None:
@@ -261,6 +488,7 @@ class Sampler:
     interval: float = DEFAULT_INTERVAL_S
     capacity: int = 2400  # 10 minutes at 4 Hz
     nvml: Any = None  # inject a fake NVML module in tests
+    local: Any = None  # this machine's measured DeviceProfile (`local`): live DRAM bandwidth as a fraction of its B
     gpu: int | None = None  # sample only this GPU index
     cpu: bool = True  # also sample the CPU
     on_snapshot: Callable[[Snapshot], None] | None = None
@@ -279,7 +507,7 @@ class Sampler:
     # -- sources -----------------------------------------------------------------
 
     def _open(self) -> None:
-        self._nvml_source = NvmlSource(self.nvml)
+        self._nvml_source = NvmlSource(self.nvml, local=self.local)
         if self.cpu or not self._nvml_source.available:
             try:
                 self._cpu_source = CpuSource()
@@ -290,13 +518,24 @@ class Sampler:
     def state(self) -> str:
         return self._nvml_source.state if self._nvml_source else "not started"
 
+    def set_local(self, local: Any) -> None:
+        """Divide live DRAM bandwidth by this `local` profile's B from the next tick on (a run just finished)."""
+        self.local = local
+        if self._nvml_source is not None:
+            self._nvml_source.set_local(local)
+
+    @property
+    def read_timeout_s(self) -> float:
+        """How long a tick waits for the GPUs: most of the interval, so a hung call still leaves the tick on time."""
+        return min(READ_TIMEOUT_S, max(0.1, 0.8 * self.interval))
+
     def sample_once(self) -> Snapshot:
         """Take one snapshot now (opening the sources on first use); never raises."""
         if self._nvml_source is None:
             self._open()
         assert self._nvml_source is not None
         try:
-            gpus = self._nvml_source.read()
+            gpus = self._nvml_source.read(timeout_s=self.read_timeout_s)
         except Exception as exc:  # defensive: a source bug must not kill the thread
             gpus = ()
             self._nvml_source.state = f"NVML read failed: {exc}"
@@ -396,4 +635,22 @@ def snapshot_dict(s: Snapshot) -> dict[str, Any]:
     d = asdict(s)
     for g in d["gpus"]:
         g["clock_events"] = list(g["clock_events"])
+        g["processes"] = list(g["processes"])
+    return d
+
+
+# `rooftop watch --json`'s headline keys: those of the first GPU shown, None (null) without one.
+WATCH_KEYS = ("dram_bandwidth", "dram_fraction_of_roof", "tensor_active", "sm_active")
+
+
+def watch_dict(s: Snapshot) -> dict[str, Any]:
+    """A snapshot for `rooftop watch --json`: snapshot_dict, the WATCH_KEYS of its first GPU at the top
+    (null where unknown: no NVML, no GPM, no roof), and `processes` on every GPU shown, each with its GPU."""
+    from dataclasses import asdict
+
+    d = snapshot_dict(s)
+    first = s.gpus[0] if s.gpus else None
+    for key in WATCH_KEYS:
+        d[key] = getattr(first, key) if first is not None else None
+    d["processes"] = [{"gpu": g.index, **asdict(p)} for g in s.gpus for p in g.processes]
     return d

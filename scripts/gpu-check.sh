@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # On a CUDA machine, in one call: what is there (preflight), `rooftop measure --plan quick --json` and
-# the measured ceilings next to the reference values for this card, the sampler against real NVML,
-# then the GPU-marked tests.
+# the measured ceilings next to the reference values for this card, the sampler against real NVML
+# (and its GPM DRAM bandwidth against a known copy load), then the GPU-marked tests.
 #
 # Each stage runs under its own timeout and the script goes on when one fails or hangs; the
 # measurement comes first, so nothing after it can cost the figures. A measurement cut short by
 # its timeout stops like Ctrl-C and still prints what it measured; killed outright, its samples
-# are in a scratch store, shown instead. Budget: the limits add up to 300 s (plus 10 s grace per
-# stage); expected about 80 s on an H100/H200. Exit status 0 when every stage passed, else 1.
+# are in a scratch store, shown instead. Budget: the limits add up to 320 s (plus 10 s grace per
+# stage); expected about 90 s on an H100/H200. Exit status 0 when every stage passed, else 1.
 #
 # Usage: [ROOFTOP_GPU_CHECK_OUT=FILE] scripts/gpu-check.sh [PYTHON]; FILE keeps the measure JSON (default:
 # a scratch folder, named in the summary). Nothing is installed: this checkout is imported as `rooftop`
@@ -38,6 +38,7 @@ T_MEASURE=${ROOFTOP_GPU_CHECK_MEASURE_S:-150}
 T_REPORT=${ROOFTOP_GPU_CHECK_REPORT_S:-15}
 T_WATCH=${ROOFTOP_GPU_CHECK_WATCH_S:-20}
 T_NVML=${ROOFTOP_GPU_CHECK_NVML_S:-20}
+T_GPM=${ROOFTOP_GPU_CHECK_GPM_S:-20}
 T_PYTEST=${ROOFTOP_GPU_CHECK_PYTEST_S:-70}
 read -r -a measure_args <<< "${ROOFTOP_GPU_CHECK_MEASURE_ARGS:---plan quick --device cuda}"  # never the CPU by mistake
 read -r -a pytest_args <<< "${ROOFTOP_GPU_CHECK_PYTEST_ARGS:--m gpu tests/test_probes_gpu.py}"
@@ -116,6 +117,8 @@ for _ in range(8):
 print(f"one read of every GPU: median {statistics.median(times) * 1e3:.1f} ms (the sampler reads every 250 ms)")
 src.close()
 raise SystemExit(0 if ok else 1)'
+[ "$interrupted" -eq 1 ] && finish 130
+stage gpm "$T_GPM" - "$PY" scripts/gpu_check.py gpm 4
 [ "$interrupted" -eq 1 ] && finish 130
 stage pytest "$T_PYTEST" - "$PY" -m pytest -q -p no:cacheprovider "${pytest_args[@]}"
 [ "$interrupted" -eq 1 ] && finish 130

@@ -2,11 +2,14 @@
 
     python scripts/gpu_check.py preflight
     python scripts/gpu_check.py report MEASURE.json [DB]
+    python scripts/gpu_check.py gpm [SECONDS]
 
 `report` reads what `rooftop measure --json` printed, also when the run was cut short (status
 cancelled after the stage's timeout). When that output is missing or unreadable (the process was
 killed), it shows the newest run of the store DB instead, whose samples were saved one by one.
-Neither subcommand raises: each problem is one line, and the exit status says whether it worked.
+`gpm` runs a known copy load on cuda:0 while the sampler reads NVML GPM, and compares the DRAM
+bandwidth GPM reports with the copy's own (bytes read + written over CUDA-event time): within 10% is
+the goal. None of the subcommands raises: each problem is one line, and the exit status says whether it worked.
 """
 
 from __future__ import annotations
@@ -135,12 +138,79 @@ def report(path: str, db: str | None = None) -> int:
     return 0  # a run cut short is the measure stage's failure, told there and in the table
 
 
+GPM_GOAL = 0.10  # GPM's DRAM bandwidth within 10% of a known copy load's
+
+
+def gpm(seconds: float = 4.0) -> int:
+    """A device-to-device copy loop on cuda:0 for `seconds`, timed by CUDA events, beside the sampler at
+    4 Hz: print both bandwidths and the fraction of B; 1 when they differ by more than GPM_GOAL (0 with a
+    note where there is no GPU or no GPM: nothing to compare)."""
+    import statistics
+    import time
+
+    try:
+        import torch
+    except Exception as exc:
+        print(f"no torch ({exc}): skipped")
+        return 0
+    if not torch.cuda.is_available():
+        print("no CUDA device: skipped")
+        return 0
+    from rooftop.probes.telemetry import Sampler
+
+    n = 2**28  # 1 GiB of fp32 each way: far past any cache
+    src, dst = torch.ones(n, device="cuda"), torch.empty(n, device="cuda")
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    with Sampler(interval=0.25, cpu=False) as sampler:
+        time.sleep(0.6)  # the first GPM pair
+        start_ev, end_ev = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0, copies = time.time(), 0
+        start_ev.record()
+        while time.time() - t0 < seconds:
+            for _ in range(50):
+                dst.copy_(src)
+            copies += 50
+            torch.cuda.synchronize()
+        end_ev.record()
+        torch.cuda.synchronize()
+        t1 = time.time()
+        snaps = sampler.history(since=t0 + 0.5)
+    copy_bw = 2 * 4 * n * copies / (start_ev.elapsed_time(end_ev) / 1e3)
+    print(f"copy load: {copies} copies of {4 * n / 2**30:.0f} GiB, {copy_bw / 1e9:,.0f} GB/s (CUDA events)")
+    gpus = sorted({g.index for s in snaps for g in s.gpus})
+    best = None
+    for i in gpus:
+        g = [x for s in snaps if s.time <= t1 for x in s.gpus if x.index == i]
+        bws = [x.dram_bandwidth for x in g if x.dram_bandwidth is not None]
+        if not bws:
+            print(f"gpu{i}: no GPM bandwidth ({next((x.gpm_note for x in g if x.gpm_note), 'no pair of samples')})")
+            continue
+        frac = [x.dram_fraction_of_roof for x in g if x.dram_fraction_of_roof is not None]
+        roof = next((x.dram_roof_source for x in g if x.dram_roof_source), None)
+        med = statistics.median(bws)
+        print(f"gpu{i}: GPM DRAM {med / 1e9:,.0f} GB/s over {len(bws)} samples = {med / copy_bw:.3f} of the copy's"
+              + (f"; {100 * statistics.median(frac):.0f}% of B ({roof})" if frac else "")
+              + f"; tensor {statistics.median([x.tensor_active or 0 for x in g]):.2f}, "
+              f"SM {statistics.median([x.sm_active or 0 for x in g]):.2f} active; "
+              f"processes: {[(p.pid, p.name) for p in g[-1].processes]}")
+        if best is None or abs(med / copy_bw - 1) < abs(best - 1):
+            best = med / copy_bw
+    if best is None:
+        return 0  # no GPM here: said above
+    ok = abs(best - 1) <= GPM_GOAL
+    print(f"GPM vs the copy: {best:.3f} ({'within' if ok else 'OFF BY MORE THAN'} {GPM_GOAL:.0%})")
+    return 0 if ok else 1
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["preflight"]:
         return preflight()
     if argv[:1] == ["report"] and len(argv) in (2, 3):
         return report(*argv[1:])
-    sys.stderr.write("usage: gpu_check.py preflight | report MEASURE.json [DB]\n")
+    if argv[:1] == ["gpm"] and len(argv) in (1, 2):
+        return gpm(*(float(x) for x in argv[1:]))
+    sys.stderr.write("usage: gpu_check.py preflight | report MEASURE.json [DB] | gpm [SECONDS]\n")
     return 2
 
 

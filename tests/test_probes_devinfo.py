@@ -65,7 +65,7 @@ def test_nvml_finds_the_gpu_by_uuid_not_by_cuda_index():
     facts = nvml_facts(0, "58f05e46-43b9-a0b3-1111-222233334444", nv)  # torch prints the UUID without "GPU-"
     assert facts.index == 1
     assert facts.driver == "570.86.15"
-    assert facts.clocks == {"sm_max": 1980.0, "sm_now": 1980.0, "mem_max": 1980.0, "mem_now": 3201.0}
+    assert facts.clocks == {"sm_max": 1980.0, "sm_now": 1980.0, "mem_max": 3201.0, "mem_now": 3201.0}  # an H200
     assert nv.shutdown
     assert nvml_facts(0, None, FakeNVML()).index == 0  # no UUID (old torch): NVML's order assumed
     assert nvml_facts(0, "not-a-known-uuid", nv).index == 0
@@ -78,7 +78,7 @@ def test_nvml_failures_leave_only_what_answered():
     nv.raise_on["nvmlDeviceGetClockInfo"] = NVMLError_Unknown()
     facts = nvml_facts(0, None, nv)
     assert facts.driver is None and facts.index == 0
-    assert facts.clocks == {"sm_max": 1980.0, "mem_max": 1980.0}  # what answered is kept
+    assert facts.clocks == {"sm_max": 1980.0, "mem_max": 3201.0}  # what answered is kept
 
 
 def test_cuda_info_on_torch_without_l2_in_the_properties(monkeypatch):

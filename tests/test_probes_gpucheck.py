@@ -30,7 +30,7 @@ def test_a_failing_or_hanging_stage_does_not_stop_the_script_or_cost_the_figures
     out = run.stdout
     assert run.returncode == 1, run.stderr[-2000:]
     summary = out[out.index("== summary"):]
-    for name in ("preflight", "measure", "report", "watch", "nvml", "pytest"):
+    for name in ("preflight", "measure", "report", "watch", "nvml", "gpm", "pytest"):
         assert f"\n{name}" in summary, summary
     assert "measure    TIMED OUT after 8 s" in summary
     assert "report     ok" in summary and "pytest     FAILED (exit 4)" in summary

@@ -290,6 +290,8 @@ class RooftopApp(App[None]):
             self.notify(self.store_note, severity="warning", timeout=8)
         if self.config.sampler is not None:
             self._sampler = self.config.sampler()
+            if self._sampler.local is None:  # live DRAM bandwidth as a fraction of this machine's measured B
+                self._sampler.local = self.profiles.get("local")
             self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
         if self.config.autostart and not self.measured_here:
@@ -433,6 +435,8 @@ class RooftopApp(App[None]):
         self.notify(f"measurement {result.status}: {fmt_count(len(result.samples), 'point')}", timeout=5,
                     severity="information" if result.status != "failed" else "error")
         self.reload_profiles()
+        if self._sampler is not None:  # live DRAM bandwidth against the newest measured B
+            self._sampler.set_local(self.profiles.get("local"))
         if result.status == "complete" and "local" in self.profiles:
             before = self.device_id  # show the new measurement, with what was shown before overlaid
             self.device_id, self.overlay_id = "local", (before if before != "local" else self.overlay_id)

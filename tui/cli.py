@@ -365,7 +365,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     import queue
 
-    from rooftop.probes.telemetry import MIN_INTERVAL_S, Sampler, snapshot_dict
+    from rooftop.probes.telemetry import MIN_INTERVAL_S, Sampler, watch_dict
     from rooftop.tui.report import telemetry_lines
 
     if not (MIN_INTERVAL_S <= args.interval <= 3600):
@@ -375,21 +375,34 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count {args.count}: must be at least 1")
     snaps: queue.Queue = queue.Queue()
-    sampler = Sampler(interval=args.interval, on_snapshot=snaps.put)  # every GPU: --gpu is checked against them
+    # every GPU: --gpu is checked against them; `local` (this machine's measured B) is what live DRAM
+    # bandwidth is a fraction of, else the GPU's reference profile
+    local = store_profiles(args).get("local")
+    sampler = Sampler(interval=args.interval, on_snapshot=snaps.put, local=local)
     printed = 0
     said = "ok"  # the sampler's state last told on stderr
+    notes_said: set[str] = set()  # why GPM fields are null, told once
+    patience = max(5.0, 4 * args.interval)  # the sampler is bounded; this only guards against a bug in it
     try:
         sampler.start()
         while args.count is None or printed < args.count:
-            snap = snaps.get()
+            try:
+                snap = snaps.get(timeout=patience)
+            except queue.Empty:
+                sys.stderr.write(f"rooftop watch: no telemetry for {patience:g} s; still waiting\n")
+                continue
             if args.gpu is not None:
                 snap = only_gpu(snap, args.gpu, check=printed == 0)
             if snap.state != said:  # once, not on every line: why the GPUs are missing, or one was lost
                 shown = " (showing the CPU)" if not snap.gpus and snap.cpu is not None else ""
                 sys.stderr.write(f"rooftop watch: {snap.state}{shown}\n")
                 said = snap.state
+            for note in {g.gpm_note for g in snap.gpus if g.gpm_note} - notes_said:
+                gpus = ", ".join(f"gpu{g.index}" for g in snap.gpus if g.gpm_note == note)
+                sys.stderr.write(f"rooftop watch: {gpus}: {note}\n")
+                notes_said.add(note)
             if args.json:
-                sys.stdout.write(json.dumps(snapshot_dict(snap)) + "\n")
+                sys.stdout.write(json.dumps(watch_dict(snap)) + "\n")
             else:
                 sys.stdout.write("\n".join(telemetry_lines(snap)) + "\n")
             sys.stdout.flush()
@@ -834,12 +847,18 @@ def build_parser() -> Parser:
 
     wt = sub.add_parser("watch", help="print live GPU (or CPU) telemetry, one line per interval",
                         description="Live telemetry through NVML (utilisation, clocks, power, temperature, memory, "
-                                    "PCIe, throttle reasons); the CPU through psutil when there is no NVML. "
+                                    "PCIe, throttle reasons, the processes on each GPU); on Hopper and newer also "
+                                    "DRAM bandwidth (bytes/s, and as a fraction of this machine's measured B, else "
+                                    "the reference profile's) and SM and tensor activity, from the second line on. "
+                                    "The CPU through psutil when there is no NVML. "
                                     "Runs until Ctrl-C or --count lines.")
     wt.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between lines (default 1; ≥ 0.05)")
     wt.add_argument("--gpu", type=int, metavar="N", help="only this GPU index")
     wt.add_argument("--count", type=int, metavar="N", help="stop after N lines")
-    wt.add_argument("--json", action="store_true", help="JSON lines (SI units; null for N/A)")
+    wt.add_argument("--json", action="store_true",
+                    help="JSON lines (SI units; null for N/A): every field per GPU, and at the top the first "
+                         "GPU's dram_bandwidth, dram_fraction_of_roof, tensor_active, sm_active, and processes")
+    add_db_option(wt)
     wt.set_defaults(func=cmd_watch)
     for cmd in (op, dv, pl):
         add_db_option(cmd)

@@ -13,7 +13,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Sparkline, Static
 
 from rooftop.models.units import fmt_count
-from rooftop.probes.telemetry import Snapshot
+from rooftop.probes.telemetry import GpuSnapshot, Snapshot
 
 HISTORY = 120  # points per sparkline
 
@@ -24,7 +24,10 @@ GPU_TRACES = (
     ("power", "power", "W", lambda g: g.power_w),
     ("temp", "temp", "°C", lambda g: g.temperature_c),
     ("mem", "memory", "GiB", lambda g: g.memory_used_bytes / 2**30 if g.memory_used_bytes is not None else None),
+    ("dram", "DRAM", "GB/s", lambda g: g.dram_bandwidth / 1e9 if g.dram_bandwidth is not None else None),
+    ("tensor", "tensor", "%", lambda g: 100 * g.tensor_active if g.tensor_active is not None else None),
 )
+GPM_TRACES = {"dram", "tensor"}  # shown only for a GPU that offers GPM (Hopper and newer)
 CPU_TRACES = (
     ("util", "CPU util", "%", lambda c: c.util_pct),
     ("sm", "CPU clock", "MHz", lambda c: c.freq_mhz),
@@ -85,15 +88,44 @@ class TelemetryPanel(Widget):
         yield Static(self.source, id="tel-source")
         with Vertical(id="traces"):  # a grid of two columns on a short screen (app.tcss)
             for key, label, _, _ in GPU_TRACES:
-                with Horizontal(classes="trace", id=f"tr-{key}"):
+                with Horizontal(classes="trace", id=f"tr-{key}") as row:
+                    row.display = key not in GPM_TRACES  # until a GPU with GPM reports
                     yield Label(label, id=f"lb-{key}")
                     yield Sparkline([], id=f"sp-{key}")
                     yield Static("N/A", classes="value", id=f"val-{key}")
+        roofs = Static("", id="tel-roofs")  # DRAM bandwidth and tensor activity against their roofs
+        procs = Static("", id="tel-procs")  # the processes on the GPU
+        roofs.display = procs.display = False
+        yield roofs
+        yield procs
+
+    def _show_roofs(self, g: GpuSnapshot | None) -> None:
+        """The GPU's live DRAM bandwidth against its measured B, tensor and SM activity, and its processes;
+        why they are missing (no GPM on this GPU, NVML not answering); nothing for the CPU."""
+        from rooftop.tui.report import gpm_parts, processes_text
+
+        roofs, procs = self.query_one("#tel-roofs", Static), self.query_one("#tel-procs", Static)
+        if g is None:
+            roofs.display = procs.display = False
+            return
+        if g.note:
+            text = Text(g.note, style="yellow")
+        elif gpm_parts(g):
+            text = Text("   ".join(gpm_parts(g)), style="bold")
+        else:
+            text = Text(g.gpm_note or "", style="dim")
+        roofs.update(text)
+        roofs.display = bool(text.plain)
+        line = processes_text(g, width=max(40, self.size.width or 80))
+        procs.update(Text(line or "", style="dim"))
+        procs.display = bool(line)
 
     def add(self, s: Snapshot) -> None:
         if s.gpus:
             g = s.gpus[0]
             traces, obj = GPU_TRACES, g
+            if g.gpm_note:  # no GPM on this GPU: its note says so once, no empty traces
+                traces = tuple(t for t in GPU_TRACES if t[0] not in GPM_TRACES)
             throttle = f"  throttle: {', '.join(g.throttling)}" if g.throttling else ""
             self.source = f"gpu{g.index} {g.name}{' — LOST' if g.lost else ''}{throttle}"
         elif s.cpu is not None:
@@ -101,7 +133,9 @@ class TelemetryPanel(Widget):
             self.source = f"CPU ({len(s.cpu.per_core_pct)} cores) — {s.state}"
         else:
             self.query_one("#tel-source", Static).update(s.state)
+            self._show_roofs(None)
             return
+        self._show_roofs(s.gpus[0] if s.gpus else None)
         self.query_one("#tel-source", Static).update(Text(self.source, style="bold" if s.gpus else "dim"))
         shown = {k for k, *_ in traces}
         for key, label, unit, read in traces:

@@ -290,6 +290,56 @@ def fit_fields(head: str, options: Sequence[Sequence[str]], width: int = WATCH_W
     return line
 
 
+def printable(text: str, limit: int = 24) -> str:
+    """A name from outside (a process's, read from /proc) made safe for a terminal: control and other
+    non-printing characters become '?', and it is cut to `limit` characters."""
+    import unicodedata
+
+    clean = "".join("?" if unicodedata.category(ch).startswith("C") else ch for ch in str(text))
+    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+
+
+def roof_label(source: str | None) -> str:
+    """Whose B a live bandwidth is divided by: this machine's measurement, or a reference profile's."""
+    return "B measured" if source == "local" else f"B {source} ref."
+
+
+def dram_text(g: "GpuSnapshot") -> str | None:  # noqa: F821 - imported lazily
+    """'DRAM 3,900 GB/s = 90% of B measured': the live DRAM bandwidth against its roof; None without GPM."""
+    if g.dram_bandwidth is None:
+        return None
+    text = f"DRAM {g.dram_bandwidth / 1e9:,.0f} GB/s"
+    if g.dram_fraction_of_roof is not None:
+        text += f" = {100 * g.dram_fraction_of_roof:.0f}% of {roof_label(g.dram_roof_source)}"
+    return text
+
+
+def gpm_parts(g: "GpuSnapshot") -> list[str]:  # noqa: F821 - imported lazily
+    """What the GPU is doing against its roofs (GPM), most telling first: DRAM bandwidth, tensor and SM
+    activity; [] without GPM."""
+    parts = [dram_text(g)]
+    if g.tensor_active is not None:
+        parts.append(f"tensor {100 * g.tensor_active:.0f}% active")
+    if g.sm_active is not None:
+        parts.append(f"SM {100 * g.sm_active:.0f}% active")
+    return [p for p in parts if p]
+
+
+def processes_text(g: "GpuSnapshot", width: int = WATCH_WIDTH) -> str | None:  # noqa: F821 - imported lazily
+    """The processes on a GPU in one short line ('procs 4242 python 12.0 GiB, …'), cut to `width`."""
+    if not g.processes:
+        return None
+    items = [f"{p.pid} {printable(p.name) if p.name else '?'}"
+             + (f" {p.memory_bytes / 2**30:.1f} GiB" if p.memory_bytes is not None else "") for p in g.processes]
+    line = "procs " + items[0]
+    for n, item in enumerate(items[1:], 1):
+        more = f", +{len(items) - n} more"
+        if len(line) + 2 + len(item) + (len(more) if n < len(items) - 1 else 0) > width:
+            return line + more
+        line += ", " + item
+    return line
+
+
 def telemetry_lines(s: "Snapshot", width: int = WATCH_WIDTH) -> list[str]:  # noqa: F821 - imported lazily
     """One line per GPU (and one for the CPU) of a telemetry snapshot, for `rooftop watch`, each ≤ width.
 
@@ -316,8 +366,17 @@ def telemetry_lines(s: "Snapshot", width: int = WATCH_WIDTH) -> list[str]:  # no
                  f"{_na(g.pcie_rx_bytes_s and g.pcie_rx_bytes_s / 1e9, '{:.2f}')} GB/s"],
                 [f"SM clock max {_na(g.sm_clock_max_mhz, '{:.0f}')} MHz"], [f"mem clock {_na(g.mem_clock_mhz, '{:.0f}')} MHz"]]
         lines.append(fit_fields(line, rest, width))
+        pad = " " * (len(stamp) + 1)
         if throttle and line == head:  # no room: a throttling GPU is said all the same, on the next line
-            lines.append(" " * (len(stamp) + 1) + throttle)
+            lines.append(pad + throttle)
+        if g.note:  # NVML did not answer in time: why this GPU's fields are N/A
+            lines.append((pad + g.note)[:width])
+        gpm = gpm_parts(g)
+        if gpm:
+            lines.append(fit_fields(pad + gpm[0], [[x] for x in gpm[1:]], width))
+        procs = processes_text(g, width - len(pad))
+        if procs:
+            lines.append(pad + procs)
     if s.cpu is not None:
         c = s.cpu
         head = (f"{stamp} cpu  util {c.util_pct:.0f}%  {_na(c.freq_mhz, '{:.0f}')} MHz  "
