@@ -23,7 +23,7 @@ TINY = tiny_sizes()
 def test_parse_only():
     assert parse_only(None) == PARTS
     assert parse_only("gemm, bandwidth,gemm") == ("gemm", "bandwidth")
-    with pytest.raises(PlanError, match="choose from bandwidth, gemm, fma, launch"):
+    with pytest.raises(PlanError, match="choose from bandwidth, cache, gemm, fma, launch"):
         parse_only("gemm,nvlink")
     with pytest.raises(PlanError):
         parse_only(",")
