@@ -43,7 +43,7 @@ if triton is not None:
         for r in range(passes):
             for j in range(NB):
                 blk = (j + r) % NB  # this pass's order: rotated by the pass number
-                acc += tl.load(x_ptr + base + blk * BLOCK + tl.arange(0, BLOCK), cache_modifier=".ca")
+                acc += tl.load(x_ptr + base + blk * BLOCK + tl.arange(0, BLOCK))
         tl.store(out_ptr + pid, tl.sum(acc, axis=0))
 
 
