@@ -213,13 +213,15 @@ def profile_detail(p: DeviceProfile) -> Group:
     if p.memory_bytes:
         facts.append(f"memory {fmt_bytes(p.memory_bytes)}")
     cpu = p.kind == "cpu"
-    if p.l2_bytes:  # the `l2` level is the last-level cache: the L3 on most CPUs
-        facts.append(f"{'last-level cache (the l2 level)' if cpu else 'L2'} {fmt_bytes(p.l2_bytes)}")
+    if p.l2_bytes:  # on a CPU the last-level cache (the `llc` level): the L3 on most CPUs
+        facts.append(f"{'last-level cache (the llc level)' if cpu else 'L2'} {fmt_bytes(p.l2_bytes)}")
     if p.sm_count:
         facts.append(f"measured with {fmt_count(p.sm_count, 'thread')}" if cpu else f"{p.sm_count} SMs/CUs")
     if p.power_limit_w:
         facts.append(f"{p.power_limit_w:g} W")
-    return Group(Text(p.id, style="bold"), Prose(", ".join(facts)), t)
+    flagged = [Prose(f"B {lv} {fmt_bandwidth(float(f['value']))} ({f['case']}) left out: {f['why']}", style="yellow")
+               for lv, f in dict(p.extra.get("flagged") or {}).items() if isinstance(f, dict) and "value" in f]
+    return Group(Text(p.id, style="bold"), Prose(", ".join(facts)), t, *flagged)
 
 
 def path_legend() -> str:
