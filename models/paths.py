@@ -86,6 +86,12 @@ def fma_path(dtype: str) -> str:
     return f"{dtype}-fma"
 
 
+def level_sort_key(key: str) -> int:
+    """Main memory first, then up the hierarchy (LEVELS' order), then links and unknown levels."""
+    order = list(LEVELS)
+    return order.index(key) if key in order else len(order)
+
+
 def path_sort_key(key: str) -> int:
     order = list(PATHS)
     return order.index(key) if key in order else len(order)

@@ -94,3 +94,25 @@ def test_the_sweep_curve_has_the_cache_probes_plateaus():
                                                     pt("l1_read", 4 * MiB, 25_000)])}
     assert set(curves) == {"l2_read", "l1_read"}
     assert curves["l2_read"].xs == (4 * MiB, 120 * MiB) and curves["l2_read"].ys[0] == pytest.approx(10.9e12)
+
+
+async def test_the_roofline_and_compare_tabs_show_every_level(tmp_path: Path) -> None:
+    from textual.widgets import DataTable
+
+    from rooftop.tui.app import AppConfig, create_app
+    from rooftop.tui.widgets import RooflinePlot
+
+    db = stored(tmp_path)
+    a = create_app(AppConfig(device="labh200", sampler=None, db_path=Path(db)))
+    async with a.run_test(size=(110, 36)) as pilot:
+        await pilot.pause()
+        slopes = [s.label for s in a.query_one("#rl-plot", RooflinePlot).series if s.kind == "slope"]
+        assert slopes == ["labh200 dram 4500 GB/s", "labh200 l2 10900 GB/s", "labh200 l1 25900 GB/s"]
+        a.set_focus(None)
+        await pilot.press("4")
+        a.query_one("#cmp-a").value = "labh200"
+        a.query_one("#cmp-b").value = "h200"
+        await pilot.pause()
+        table = a.query_one("#cmp-table", DataTable)
+        names = [table.get_row_at(i)[0] for i in range(table.row_count)]
+        assert names[:3] == ["B dram GB/s", "B l2 GB/s", "B l1 GB/s"]  # up the hierarchy
