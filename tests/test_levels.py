@@ -116,3 +116,15 @@ async def test_the_roofline_and_compare_tabs_show_every_level(tmp_path: Path) ->
         table = a.query_one("#cmp-table", DataTable)
         names = [table.get_row_at(i)[0] for i in range(table.row_count)]
         assert names[:3] == ["B dram GB/s", "B l2 GB/s", "B l1 GB/s"]  # up the hierarchy
+
+
+def test_show_gives_a_cache_probes_point_in_gb_per_s(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "r.db")
+    t = 4 * 2**30 / 10.9e12
+    with Store.open(db) as s:
+        rid = s.begin_run({"name": "Lab H200", "uuid": "GPU-1"}, "quick", "cuda", {"torch": "2.11"})
+        s.add_sample(rid, Sample("l2_read", "fp32", {"n": 1 << 20, "chunks": 4, "programs": 16384}, 2**30,
+                                 4 * 2**30, 4 * MiB, stats=TimeStats(t, t, t, t, 0.01, 7, 10)))
+        s.finish_run(rid, "complete")
+    rc, out, _ = cli(capsys, "show", rid[:8], "--db", db)
+    assert rc == 0 and "l2_read fp32" in out and "10900 GB/s" in out

@@ -460,8 +460,9 @@ def samples_table(samples: list) -> Table:
 
     W and Q are in `rooftop export` (JSON); here the line has to fit 80 columns.
     """
-    from rooftop.models.sample import DATA_MOVING
+    from rooftop.models.sample import CACHE_PROBES, DATA_MOVING
 
+    moving = DATA_MOVING + CACHE_PROBES  # their figure is GB/s (the cache probes' one add is no FLOP roof)
     t = Table(header_style="bold", box=None, pad_edge=False)
     for col, just in (("#", "right"), ("kernel", "left"), ("I", "right"), ("median", "right"),
                       ("achieved", "right"), ("iqr", "right"), ("note", "left")):
@@ -472,8 +473,8 @@ def samples_table(samples: list) -> Table:
         if s.stats is None:
             t.add_row(str(i), kernel, intensity, "", "", "", Text(f"skipped: {s.skipped}", style="yellow"))
             continue
-        rate = s.bandwidth if s.family in DATA_MOVING else s.flop_rate
-        shown = (fmt_bandwidth(rate) if s.family in DATA_MOVING else fmt_flops_rate(rate)) if rate else ""
+        rate = s.bandwidth if s.family in moving else s.flop_rate
+        shown = (fmt_bandwidth(rate) if s.family in moving else fmt_flops_rate(rate)) if rate else ""
         note = Text("unstable", style="yellow") if not s.stable else Text("")
         t.add_row(str(i), kernel, intensity, fmt_time(s.stats.median_s), shown, f"{s.stats.iqr_ratio:.2f}", note)
     return t
