@@ -4,8 +4,9 @@ The definitions are the reference's (shared/reference/README.md):
 - B dram: the best data-moving kernel (read_reduce, copy, triad, write, or the
   compiled FMA sweep at R = 1) whose working set is far above the last cache level:
   ≥ max(4 × L2, 256 MiB) on a GPU, ≥ 4 × LLC on a CPU.
-- B l2: the best data-moving kernel whose working set sits inside the cache
-  (GPU: ≤ L2/2; CPU: above the private caches, ≤ LLC/2).
+- The cache levels (GPU l2, l1; CPU llc, l2): models.hierarchy picks their
+  samples and flags a level above its physical limit or slower than the level
+  under it (left out of the ceilings, listed in the notes and extra["flagged"]).
 - F per compute path: the best stable warm GEMM of that path, and the FMA-sweep
   plateau for fp32-fma / fp64-fma: the best stable point among those not on the
   bandwidth slope (see _plateau).
@@ -19,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from . import hierarchy
 from .profile import Ceiling, DeviceProfile
-from .sample import DATA_MOVING, Sample
+from .sample import CACHE_PROBES, DATA_MOVING, Sample
 from .units import MiB
 
 ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagged (L2 residency)
@@ -39,6 +41,7 @@ class Hardware:
     units: int | None = None  # SMs / CUs, or CPU threads
     l2_bytes: float | None = None  # GPU L2; CPU last-level cache
     private_cache_bytes: float | None = None  # CPU: the cache level below the LLC, all instances
+    max_clock_hz: float | None = None  # GPU: the maximum SM clock (the L1's physical limit)
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ def windows(hw: Hardware) -> Windows:
 def case_of(s: Sample) -> str:
     """The reference's case names: read_reduce:<bytes>, MxNxK, fma:<dtype>:reps=R:<elements>."""
     sh = s.shape
-    if s.family in DATA_MOVING:
+    if s.family in DATA_MOVING or s.family in CACHE_PROBES:
         return f"{s.family}:{int(s.footprint_bytes)}"
     if s.family == "gemm":
         cold = ":cold" if s.cache == "cold" else ""
@@ -156,11 +159,12 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     dram = _best(far, _bw)
     if dram:
         bandwidth["dram"] = dram
-    if win.cache_max > 0:
-        inside = [s for s in moving if s.family in DATA_MOVING and win.cache_min < s.footprint_bytes <= win.cache_max]
-        l2 = _best(inside, _bw)
-        if l2:
-            bandwidth["l2"] = l2
+    for level, cands in hierarchy.candidates(warm, hw).items():
+        c = _best(cands, _bw)
+        if c:
+            bandwidth[level] = c
+    bandwidth, flags = hierarchy.check(bandwidth, hw)
+    notes += [f.text() for f in flags]
 
     peak: dict[str, Ceiling] = {}
     for fam in ("gemm", "fma"):
@@ -188,6 +192,8 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     unstable = tuple(s for s in measured if not s.stable)
     if unstable:
         extra["unstable"] = [label_of(s) for s in unstable]
+    if flags:
+        extra["flagged"] = {f.level: f.to_dict() for f in flags}
 
     profile = DeviceProfile(
         id=device_id,

@@ -37,12 +37,14 @@ PATHS: dict[str, ComputePath] = {
     )
 }
 
-# The memory levels a slope can belong to. `dram` is the device's main memory
-# (HBM on datacenter GPUs, DDR on a CPU); links carry the communication
-# roofline of seed 003 §4.
+# The memory levels a slope can belong to, from main memory up (models.hierarchy
+# says which samples measure each). `dram` is the device's main memory (HBM on
+# datacenter GPUs, DDR on a CPU); links carry the communication roofline.
 LEVELS: dict[str, str] = {
     "dram": "device main memory (HBM / GDDR / DDR)",
-    "l2": "last-level on-chip cache (L2 on a GPU, LLC on a CPU)",
+    "llc": "CPU last-level cache (L3 on most CPUs), all of it",
+    "l2": "L2 cache (GPU: the shared L2; CPU: the private per-core caches below the LLC, all cores)",
+    "l1": "GPU L1 / shared memory, all SMs together",
     "nvlink": "GPU-to-GPU link (NVLink / xGMI), one direction",
     "pcie": "host link (PCIe), one direction",
 }
@@ -82,6 +84,12 @@ def vector_path(dtype: str) -> str:
 def fma_path(dtype: str) -> str:
     """The path of an FMA sweep in `dtype`: the FMA unit of that precision."""
     return f"{dtype}-fma"
+
+
+def level_sort_key(key: str) -> int:
+    """Main memory first, then up the hierarchy (LEVELS' order), then links and unknown levels."""
+    order = list(LEVELS)
+    return order.index(key) if key in order else len(order)
 
 
 def path_sort_key(key: str) -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .analysis import Analysis
 from .profile import DeviceProfile
-from .sample import DATA_MOVING, Sample
+from .sample import CACHE_PROBES, DATA_MOVING, Sample
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,12 @@ def sample_series(
 
 
 def bandwidth_curves(samples: list[Sample], label: str = "") -> list[Series]:
-    """GB/s against working set, one curve per data-moving kernel (seed 000 §4, figure 2)."""
+    """GB/s against working set, one curve per data-moving kernel (seed 000 §4, figure 2), and one per
+    cache probe (l2_read, l1_read: the L2 and L1 plateaus that a torch op per working set cannot show)."""
     groups: dict[str, list[tuple[float, float]]] = {}
     for s in samples:
         bw = s.bandwidth
-        if s.family in DATA_MOVING and bw and s.footprint_bytes > 0:
+        if (s.family in DATA_MOVING or s.family in CACHE_PROBES) and bw and s.footprint_bytes > 0:
             groups.setdefault(f"{label} {s.family}".strip(), []).append((s.footprint_bytes, bw))
     out = []
     for name, pts in groups.items():

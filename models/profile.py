@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, asdict
 from typing import Any, Mapping
 
-from .paths import LEVELS, PATHS, path_sort_key
+from .paths import PATHS, level_sort_key, path_sort_key
 
 # Where a number comes from. Every ceiling carries one, and every view shows it.
 SOURCES = {
@@ -74,8 +74,7 @@ class DeviceProfile:
         return sorted(self.peak, key=path_sort_key)
 
     def levels(self) -> list[str]:
-        order = list(LEVELS)
-        return sorted(self.bandwidth, key=lambda k: order.index(k) if k in order else len(order))
+        return sorted(self.bandwidth, key=level_sort_key)
 
     def F(self, path: str) -> float:
         """Peak FLOP/s of a compute path; NoRoof naming what the device has otherwise."""

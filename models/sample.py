@@ -13,8 +13,10 @@ from typing import Any, Mapping, Sequence
 UNSTABLE_IQR = 0.10  # reference protocol: iqr_ratio above this is unstable, left out of ceilings
 
 # The kernel families, as in the reference summary.csv plus launch probes.
-FAMILIES = ("read_reduce", "copy", "triad", "write", "gemm", "fma", "launch", "launch_graph")
+FAMILIES = ("read_reduce", "copy", "triad", "write", "gemm", "fma", "launch", "launch_graph", "l2_read", "l1_read")
 DATA_MOVING = ("read_reduce", "copy", "triad", "write")
+# In-kernel-loop cache probes (GPU): their bandwidth is a cache level's, never DRAM's.
+CACHE_PROBES = ("l2_read", "l1_read")
 
 
 @dataclass(frozen=True)

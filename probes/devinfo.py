@@ -130,6 +130,7 @@ class DeviceInfo:
             units=self.units,
             l2_bytes=self.l2_bytes,
             private_cache_bytes=self.private_cache_bytes,
+            max_clock_hz=self.clocks_mhz["sm_max"] * 1e6 if self.clocks_mhz.get("sm_max") else None,
         )
 
 

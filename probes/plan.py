@@ -1,8 +1,9 @@
 """Probe plans: which kernels at which sizes, run as an iterator of (progress, sample).
 
-`quick` and `full` per backend; `only` narrows to some of bandwidth, gemm, fma,
-launch. The run checks a threading.Event between steps so the TUI's worker
-thread (or Ctrl-C in the CLI) stops it promptly, keeping every sample taken;
+`quick` and `full` per backend; `only` narrows to some of bandwidth, cache,
+gemm, fma, launch (cache: the GPU's L2 and L1 probes; none on a CPU). The
+run checks a threading.Event between steps so the TUI's worker thread (or
+Ctrl-C in the CLI) stops it promptly, keeping every sample taken;
 a step that fails is yielded as a skipped sample and the run goes on.
 """
 
@@ -16,7 +17,7 @@ from typing import Iterable, Iterator
 
 from rooftop.models.sample import Sample
 
-from . import bandwidth, launch
+from . import bandwidth, cache, launch
 from .backend import Backend, busy_note
 from .fma import FmaProbe, FmaSweep
 from .gemm import GemmProbe, GemmSweeps
@@ -24,7 +25,7 @@ from .steps import Step, run_step
 from .timing import Cancelled, Protocol
 
 PLANS = ("quick", "full")
-PARTS = ("bandwidth", "gemm", "fma", "launch")
+PARTS = ("bandwidth", "cache", "gemm", "fma", "launch")
 
 
 class PlanError(ValueError):
@@ -40,6 +41,7 @@ class Sizes:
     gemm: GemmSweeps
     fma: FmaSweep
     fma_elements: int | None = None  # None: the probe's default (512 MiB traffic on a GPU)
+    cache_sweep: cache.CacheSweep | None = None  # the GPU's cache probes; None: none (a CPU)
 
 
 def _doubling(lo: int, hi: int) -> tuple[int, ...]:
@@ -66,6 +68,8 @@ def default_sizes(backend: Backend, plan: str) -> Sizes:
             gemm = GemmSweeps(squares=_doubling(256, 8192), nk=8192, ms=_doubling(1, 2048),
                               cold_squares=(1024, 4096, 8192))
             fma = FmaSweep(reps=_doubling(1, 2048), dtypes=("fp32", "fp64", "fp16"))
+        # quick: 4 L2 + 2 L1 points, ~0.2 s each plus 3 compiles: ~3 s on an H200
+        return Sizes(proto, sets, gemm, fma, cache_sweep=cache.default_sweep(backend, plan))
     else:
         proto = dataclasses.replace(backend.protocol, max_call_s=0.5 if quick else 3.0)
         if quick:
@@ -128,6 +132,9 @@ def build_plan(backend: Backend, name: str = "quick", only: str | Iterable[str] 
     if "bandwidth" in parts:
         steps += bandwidth.steps(backend, list(sizes.working_sets))
         notes.append(bandwidth.CONVENTION)
+    if "cache" in parts and sizes.cache_sweep is not None:
+        steps += cache.steps(backend, sizes.cache_sweep)
+        notes.append(cache.NOTE)
     if "gemm" in parts:
         steps += GemmProbe(backend, sizes.gemm).steps()
         notes.append("gemm: W = 2·M·N·K, Q = sizeof·(MK + KN) + sizeof(out)·MN; random inputs; fp32 = TF32 off")

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# On a CUDA machine, in one call: what is there (preflight), `rooftop measure --plan quick --json` and
-# the measured ceilings next to the reference values for this card, the sampler against real NVML
-# (and its GPM DRAM bandwidth against a known copy load), then the GPU-marked tests.
+# On a CUDA machine, in one call: what is there (preflight), `rooftop measure --plan quick --json`,
+# plain torch's read_reduce at 1 and 2 GiB by the reference protocol right after it, and the measured
+# ceilings next to the reference values for this card with the hierarchy (B dram against that
+# read_reduce, l2, l1, against their goals), the sampler against real NVML (and its GPM DRAM bandwidth
+# against a known copy load), then the GPU-marked tests.
 #
 # Each stage runs under its own timeout and the script goes on when one fails or hangs; the
 # measurement comes first, so nothing after it can cost the figures. A measurement cut short by
 # its timeout stops like Ctrl-C and still prints what it measured; killed outright, its samples
-# are in a scratch store, shown instead. Budget: the limits add up to 320 s (plus 10 s grace per
+# are in a scratch store, shown instead. Budget: the limits add up to 350 s (plus 10 s grace per
 # stage); expected about 90 s on an H100/H200. Exit status 0 when every stage passed, else 1.
 #
 # Usage: [ROOFTOP_GPU_CHECK_OUT=FILE] scripts/gpu-check.sh [PYTHON]; FILE keeps the measure JSON (default:
@@ -35,6 +37,7 @@ export ROOFTOP_HOME="$work"  # never the user's store or settings
 # Stage limits in seconds (overridable for the script's own test).
 T_PRE=${ROOFTOP_GPU_CHECK_PREFLIGHT_S:-25}
 T_MEASURE=${ROOFTOP_GPU_CHECK_MEASURE_S:-150}
+T_PROTO=${ROOFTOP_GPU_CHECK_PROTOCOL_S:-30}
 T_REPORT=${ROOFTOP_GPU_CHECK_REPORT_S:-15}
 T_WATCH=${ROOFTOP_GPU_CHECK_WATCH_S:-20}
 T_NVML=${ROOFTOP_GPU_CHECK_NVML_S:-20}
@@ -102,7 +105,9 @@ sys.exit(main(sys.argv[1:]))'
 stage preflight "$T_PRE" - "$PY" scripts/gpu_check.py preflight
 [ "$interrupted" -eq 1 ] && finish 130
 stage measure "$T_MEASURE" "$out" "$PY" -c "$as_ctrl_c" measure "${measure_args[@]}" --json --db "$db"
-stage report "$T_REPORT" - "$PY" scripts/gpu_check.py report "$out" "$db"  # also after an interrupt
+proto=$work/protocol.json
+[ "$interrupted" -eq 1 ] || stage protocol "$T_PROTO" - "$PY" scripts/gpu_check.py protocol "$proto"
+stage report "$T_REPORT" - "$PY" scripts/gpu_check.py report "$out" "$db" "$proto"  # also after an interrupt
 [ "$interrupted" -eq 1 ] && finish 130
 stage watch "$T_WATCH" - "$PY" -c "$as_ctrl_c" watch --count 3 --interval 0.25
 [ "$interrupted" -eq 1 ] && finish 130

@@ -1,8 +1,13 @@
 """The Python half of scripts/gpu-check.sh: what the machine has, and the measured-vs-reference table.
 
     python scripts/gpu_check.py preflight
-    python scripts/gpu_check.py report MEASURE.json [DB]
+    python scripts/gpu_check.py protocol OUT.json
+    python scripts/gpu_check.py report MEASURE.json [DB [PROTOCOL.json]]
     python scripts/gpu_check.py gpm [SECONDS]
+
+`protocol` times plain torch's read_reduce (`x.sum()`) at 1 and 2 GiB by the reference protocol (CUDA
+events around back-to-back calls filling 20 ms, at most 200; 5 warm-ups, 7 samples, median), right
+after the measurement: the anchor the measured B dram is held against, and the hierarchy next to it.
 
 `report` reads what `rooftop measure --json` printed, also when the run was cut short (status
 cancelled after the stage's timeout). When that output is missing or unreadable (the process was
@@ -22,6 +27,11 @@ import sys
 from typing import Any
 
 GOAL = 0.97  # of the reference's B and bf16 F
+DRAM_GOAL = (0.97, 1.06)  # B dram against plain torch's read_reduce at ≥ 1 GiB, timed at the same time
+# The cache levels a card should reach (published microbenchmarks; the L1's top is its physical limit).
+LEVEL_GOALS = {"h200": {"l2": (9e12, None), "l1": (20e12, 33.4e12)}}
+L1_BYTES_PER_CLOCK = 128  # per SM per clock
+PROTOCOL_SIZES = (1 << 30, 2 << 30)  # ≥ 1 GiB: far above any L2
 MODULES = ("torch", "triton", "pynvml", "psutil", "numpy", "rich", "platformdirs", "plotext", "textual", "pytest",
            "hypothesis")
 
@@ -60,12 +70,98 @@ def preflight() -> int:
     return 0
 
 
+def _timed(fn: Any) -> float:
+    """The reference protocol's median seconds per call (CUDA events; harness_protocol.py's `timed`)."""
+    import statistics
+
+    import torch
+
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); fn(); e.record(); torch.cuda.synchronize()  # noqa: E702
+    calls = max(1, min(200, int(0.020 / max(s.elapsed_time(e) / 1e3, 1e-7))))
+    times = []
+    for _ in range(7):
+        s.record()
+        for _ in range(calls):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) / 1e3 / calls)
+    return statistics.median(times)
+
+
+def protocol(path: str) -> int:
+    """Time plain torch's read_reduce at PROTOCOL_SIZES on cuda:0 and write {size: bytes/s, "best": …}; 1 without a GPU."""
+    try:
+        import torch
+    except Exception as exc:
+        print(f"no torch: {exc}")
+        return 1
+    if not torch.cuda.is_available():
+        print("no CUDA device: the reference protocol's read_reduce needs one")
+        return 1
+    res: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "read_reduce": {}}
+    for nbytes in PROTOCOL_SIZES:
+        x = torch.rand(nbytes // 4, device="cuda")
+        res["read_reduce"][str(nbytes)] = nbytes / _timed(lambda: x.sum())
+        print(f"read_reduce {nbytes / 2**30:g} GiB: {res['read_reduce'][str(nbytes)] / 1e9:.0f} GB/s (plain torch)")
+        del x
+        torch.cuda.empty_cache()
+    res["best"] = max(res["read_reduce"].values())
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(res, f, indent=1)
+    return 0
+
+
+def hierarchy(doc: dict[str, Any], proto: dict[str, Any] | None, ref_id: str | None) -> list[str]:
+    """The measured levels against plain torch's read_reduce (run at the same time) and the card's goals."""
+    prof, info = doc.get("profile") or {}, doc.get("device_info") or {}
+    bw = prof.get("bandwidth") or {}
+    lines = ["hierarchy (TB/s):"]
+    rr = (proto or {}).get("best")
+    dram = bw.get("dram")
+    if rr and dram:
+        ratio = dram / rr
+        lo, hi = DRAM_GOAL
+        lines.append(f"  B dram {dram / 1e12:.3f} / plain torch read_reduce ≥ 1 GiB {rr / 1e12:.3f} = {ratio:.3f} "
+                     f"(goal {lo}–{hi}: {'ok' if lo <= ratio <= hi else 'OUTSIDE'})")
+    else:
+        lines.append(f"  B dram {dram / 1e12:.3f}" if dram else "  B dram: not measured")
+        lines.append("  plain torch read_reduce: " + (f"{rr / 1e12:.3f}" if rr else "not measured (no protocol run)"))
+    clock = (info.get("clocks_mhz") or {}).get("sm_max")
+    units = info.get("units")
+    limit = units * L1_BYTES_PER_CLOCK * clock * 1e6 if units and clock else None
+    goals = LEVEL_GOALS.get(ref_id or "", {})
+    for level in ("l2", "l1"):
+        value = bw.get(level)
+        lo, hi = goals.get(level, (None, None))
+        if level == "l1" and limit:
+            hi = min(hi, limit) if hi else limit
+        want = (f"≥ {lo / 1e12:g}" if lo and not hi else f"{lo / 1e12:g}–{hi / 1e12:.1f}" if lo and hi
+                else f"≤ {hi / 1e12:.1f} (SMs × 128 B × clock)" if hi else "")
+        if value is None:
+            verdict = "not measured"
+        elif (lo and value < lo) or (hi and value > hi):
+            verdict = "OUTSIDE"
+        else:
+            verdict = "ok" if want else "not judged"
+        shown = f"{value / 1e12:.3f}" if value else "-"
+        lines.append(f"  B {level} {shown}" + (f" (goal {want}: {verdict})" if want else f" ({verdict})"))
+    for level, f in ((prof.get("extra") or {}).get("flagged") or {}).items():
+        lines.append(f"  flagged: B {level} {float(f.get('value', 0)) / 1e12:.3f} ({f.get('case')}): {f.get('why')}")
+    return lines
+
+
 def _fmt(value: float | None, scale: float, width: int = 12) -> str:
     return f"{value / scale:{width}.1f}" if value else f"{'-':>{width}s}"
 
 
-def table(doc: dict[str, Any]) -> list[str]:
-    """The measured ceilings next to the reference's for this card, and what was skipped and why."""
+def table(doc: dict[str, Any], proto: dict[str, Any] | None = None) -> list[str]:
+    """The measured ceilings next to the reference's for this card, the hierarchy against plain torch's
+    read_reduce (`proto`, from `protocol`), and what was skipped and why."""
     from rooftop.models.catalog import find_by_name
     from rooftop.models.profile import NoRoof
 
@@ -102,6 +198,7 @@ def table(doc: dict[str, Any]) -> list[str]:
                          f"bf16 F {f:.3f} {'ok' if f >= GOAL else 'BELOW'}")
         except (KeyError, TypeError, NoRoof):
             lines.append("goal: not judged (no B dram or no bf16 F measured)")
+    lines += hierarchy(doc, proto, ref.id if ref else None)
     samples = doc.get("samples") or []
     skipped = [s for s in samples if s.get("skipped")]
     lines.append(f"{len(samples)} samples, {len(skipped)} skipped; throttled: {', '.join(doc.get('throttled') or []) or 'none'}")
@@ -126,7 +223,7 @@ def _from_store(db: str) -> int:
     return 1  # the figures are there, but the measurement did not end on its own
 
 
-def report(path: str, db: str | None = None) -> int:
+def report(path: str, db: str | None = None, proto_path: str | None = None) -> int:
     """Print the table from `rooftop measure --json` output; 1 when there was none to read."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -134,7 +231,14 @@ def report(path: str, db: str | None = None) -> int:
     except (OSError, json.JSONDecodeError) as exc:
         print(f"no measure output to read ({path}: {exc})")
         return _from_store(db) if db else 1
-    print("\n".join(table(doc)))
+    proto = None
+    if proto_path:
+        try:
+            with open(proto_path, encoding="utf-8") as f:
+                proto = json.load(f)
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"no reference-protocol output to read ({proto_path}: {exc})")
+    print("\n".join(table(doc, proto)))
     return 0  # a run cut short is the measure stage's failure, told there and in the table
 
 
@@ -206,11 +310,15 @@ def gpm(seconds: float = 4.0) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["preflight"]:
         return preflight()
-    if argv[:1] == ["report"] and len(argv) in (2, 3):
+    if argv[:1] == ["protocol"] and len(argv) == 2:
+        return protocol(argv[1])
+    if argv[:1] == ["report"] and len(argv) in (2, 3, 4):
         return report(*argv[1:])
     if argv[:1] == ["gpm"] and len(argv) in (1, 2):
         return gpm(*(float(x) for x in argv[1:]))
-    sys.stderr.write("usage: gpu_check.py preflight | report MEASURE.json [DB] | gpm [SECONDS]\n")
+    sys.stderr.write(
+        "usage: gpu_check.py preflight | protocol OUT.json | report MEASURE.json [DB [PROTOCOL.json]] | gpm [SECONDS]\n"
+    )
     return 2
 
 

@@ -15,7 +15,7 @@ that knows only the reference dtypes passes over (as the catalog's does):
 
 - a compute path without a reference dtype (`fp32-fma`, `fp64-fma`, …): B
   (dram), F and ridge, like a reference row;
-- a memory level other than dram (`l2`, `nvlink`, `pcie`): its B and
+- a memory level other than dram (`l2`, `l1`, `llc`, `nvlink`, `pcie`): its B and
   `bw_case`, with `peak_tflop_s` and `ridge_flop_byte` empty;
 - `dram` itself, only when the profile has no compute path at all (a
   bandwidth-only run), so its B is not lost.

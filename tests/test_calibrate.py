@@ -109,7 +109,7 @@ def test_cpu_chain_sweep_is_named_and_caveated():
 
 def test_cpu_dram_needs_four_times_the_llc_else_says_so():
     cal = calibrate([stream("read_reduce", 4 * MiB, 60), stream("read_reduce", 128 * MiB, 20)], CPU)
-    assert cal.profile.B("dram") == pytest.approx(20e9) and cal.profile.B("l2") == pytest.approx(60e9)
+    assert cal.profile.B("dram") == pytest.approx(20e9) and cal.profile.B("llc") == pytest.approx(60e9)
     short = calibrate([stream("read_reduce", 64 * MiB, 25)], CPU)
     assert short.profile.B("dram") == pytest.approx(25e9)
     assert "below the 128 MiB" in short.notes[0]

@@ -43,7 +43,7 @@ def test_measure_report_prints_ceilings():
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (("--only", "gemm,nvlink"), "choose from bandwidth, gemm, fma, launch"),
+        (("--only", "gemm,nvlink"), "choose from bandwidth, cache, gemm, fma, launch"),
         (("--device", "tpu"), "expected cpu, cuda or cuda:N"),
         (("--plan", "huge"), "invalid choice"),
     ],

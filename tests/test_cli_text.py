@@ -322,5 +322,5 @@ def test_a_cpu_profile_names_its_cache_and_threads_as_a_cpu_has_them() -> None:
     console = Console(width=80, record=True)
     console.print(profile_detail(cpu))
     text = " ".join(console.export_text().split())
-    assert "last-level cache (the l2 level) 32.0 MiB" in text and "measured with 1 thread" in text
+    assert "last-level cache (the llc level) 32.0 MiB" in text and "measured with 1 thread" in text
     assert "SMs" not in text

@@ -128,3 +128,26 @@ def test_tiny_plan_with_cuda_graph_launch(gpu):
     assert fams["launch_graph"].stats is not None
     assert fams["launch_graph"].stats.median_s < fams["launch"].stats.median_s
     assert fams["read_reduce"].stats is not None
+
+
+def test_cache_probes_see_the_l2_and_the_l1_under_its_limit(gpu):
+    """The cache probes on the real device: every program's sum checked, the L2 (4 MiB) faster than the
+    HBM (4 × L2), and the L1 faster than the L2 yet under SMs × 128 B × max SM clock (else its loads were
+    hoisted). On the reference H200: L2 ≈ 10.9 TB/s, HBM ≈ 4.5 TB/s, L1 limit 33.4 TB/s."""
+    pytest.importorskip("triton")
+    from rooftop.models.hierarchy import l1_limit
+    from rooftop.probes.cache import CacheSweep, steps
+
+    backend = dataclasses.replace(gpu, protocol=SHORT)
+    l2 = gpu.info.l2_bytes
+    sweep = CacheSweep(l2_sets=(4 << 20, 4 * l2), l1_regions=(16 << 10,), min_read=1 << 30)
+    got = [run_step(s) for s in steps(backend, sweep)]
+    for s in got:
+        assert s.stats is not None, s.skipped
+        assert s.max_error is not None and s.max_error <= 1e-4
+    l2_in, l2_out, l1 = (s.bandwidth for s in got)
+    print(f"l2_read 4 MiB {l2_in / 1e9:.0f} GB/s, {4 * l2 / 2**20:.0f} MiB {l2_out / 1e9:.0f} GB/s; "
+          f"l1_read {l1 / 1e9:.0f} GB/s")
+    assert l2_in > 1.3 * l2_out
+    limit = l1_limit(gpu.info.hardware())
+    assert l1 > l2_in and (limit is None or l1 <= limit)

@@ -30,8 +30,10 @@ def test_a_failing_or_hanging_stage_does_not_stop_the_script_or_cost_the_figures
     out = run.stdout
     assert run.returncode == 1, run.stderr[-2000:]
     summary = out[out.index("== summary"):]
-    for name in ("preflight", "measure", "report", "watch", "nvml", "gpm", "pytest"):
+    for name in ("preflight", "measure", "protocol", "report", "watch", "nvml", "gpm", "pytest"):
         assert f"\n{name}" in summary, summary
+    assert "protocol   FAILED (exit 1)" in summary  # plain torch's read_reduce needs a GPU
+    assert "plain torch read_reduce: not measured" in out
     assert "measure    TIMED OUT after 8 s" in summary
     assert "report     ok" in summary and "pytest     FAILED (exit 4)" in summary
     doc = json.loads((tmp_path / "measure.json").read_text())
@@ -85,6 +87,46 @@ def test_table_against_the_h200_reference():
     partial = gpu_check.table({"status": "cancelled", "interrupted": True, "device_info": {"name": "NVIDIA H200"}})
     assert any("cut short" in line for line in partial)
     assert any("goal: not judged" in line for line in partial)
+
+
+def test_the_hierarchy_against_plain_torch_read_reduce_and_the_goals(tmp_path, capsys):
+    """The H200 of the reference session: B dram 4363 GB/s from a reading kernel against plain torch's
+    read_reduce at 2 GiB (4363: 1.000, within 0.97–1.06), l2 10.9 TB/s (≥ 9), l1 25.9 TB/s within
+    20 TB/s and the physical limit (132 SMs × 128 B × 1980 MHz = 33.45 TB/s), and a flagged level."""
+    doc = {
+        "status": "complete", "device_info": {"name": "NVIDIA H200", "units": 132, "clocks_mhz": {"sm_max": 1980.0}},
+        "profile": {"bandwidth": {"dram": 4.363e12, "l2": 10.9e12, "l1": 25.9e12},
+                    "extra": {"flagged": {"llc": {"value": 1e12, "case": "read_reduce:1", "why": "slower"}}}},
+    }
+    proto = {"read_reduce": {"1073741824": 4.276e12, "2147483648": 4.363e12}, "best": 4.363e12}
+    text = "\n".join(gpu_check.table(doc, proto))
+    assert "B dram 4.363 / plain torch read_reduce ≥ 1 GiB 4.363 = 1.000 (goal 0.97–1.06: ok)" in text
+    assert "B l2 10.900 (goal ≥ 9: ok)" in text and "B l1 25.900 (goal 20–33.4: ok)" in text
+    assert "flagged: B llc 1.000 (read_reduce:1): slower" in text
+    # the quick plan before the cache probes: B dram from a memset, the L2 launch-bound, no L1
+    doc["profile"] = {"bandwidth": {"dram": 4.58e12, "l2": 1.06e12}}
+    text = "\n".join(gpu_check.table(doc, proto))
+    assert "= 1.050 (goal 0.97–1.06: ok)" in text and "B l2 1.060 (goal ≥ 9: OUTSIDE)" in text
+    assert "B l1 - (goal 20–33.4: not measured)" in text
+    # another card: the L1 is held against its physical limit only
+    other = {"device_info": {"name": "Lab GPU", "units": 100, "clocks_mhz": {"sm_max": 1000.0}},
+             "profile": {"bandwidth": {"l1": 13e12}}}
+    text = "\n".join(gpu_check.table(other))
+    assert "B l1 13.000 (goal ≤ 12.8 (SMs × 128 B × clock): OUTSIDE)" in text
+    assert "plain torch read_reduce: not measured (no protocol run)" in text
+    # the report reads the protocol's file, and says so in one line when it cannot
+    js = tmp_path / "m.json"
+    js.write_text(json.dumps(doc))
+    (tmp_path / "p.json").write_text(json.dumps(proto))
+    assert gpu_check.report(str(js), None, str(tmp_path / "p.json")) == 0
+    assert "plain torch read_reduce ≥ 1 GiB 4.363" in capsys.readouterr().out
+    assert gpu_check.report(str(js), None, str(tmp_path / "missing.json")) == 0
+    assert "no reference-protocol output to read" in capsys.readouterr().out
+
+
+def test_the_protocol_needs_a_gpu(tmp_path, capsys):
+    assert gpu_check.protocol(str(tmp_path / "p.json")) == 1
+    assert "no CUDA device" in capsys.readouterr().out and not (tmp_path / "p.json").exists()
 
 
 def test_ctrl_c_stops_the_script_at_once_with_the_figures_so_far(tmp_path):

@@ -23,7 +23,7 @@ TINY = tiny_sizes()
 def test_parse_only():
     assert parse_only(None) == PARTS
     assert parse_only("gemm, bandwidth,gemm") == ("gemm", "bandwidth")
-    with pytest.raises(PlanError, match="choose from bandwidth, gemm, fma, launch"):
+    with pytest.raises(PlanError, match="choose from bandwidth, cache, gemm, fma, launch"):
         parse_only("gemm,nvlink")
     with pytest.raises(PlanError):
         parse_only(",")
@@ -116,7 +116,7 @@ def test_cancel_during_a_slow_point_drops_it_and_keeps_the_rest(cpu_backend):
 
 
 def test_h200_quick_plan_fits_the_device(cpu_backend):
-    """The quick plan an H200 gets (built from its facts, nothing runs): 102 points, every working set
+    """The quick plan an H200 gets (built from its facts, nothing runs): 108 points, every working set
     within memory, the FMA array indexable by the kernel's int32 offsets, shape rules known in advance."""
     from rooftop.models.units import GiB, MiB
     from rooftop.probes import fma_triton
@@ -126,7 +126,7 @@ def test_h200_quick_plan_fits_the_device(cpu_backend):
                                l2_bytes=60 * MiB, memory_bytes=int(139.8 * GiB), compute_capability="9.0")
     plan = build_plan(dataclasses.replace(cpu_backend, spec="cuda:0", info=info), "quick")
     fams = [s.template.family for s in plan.steps]
-    assert len(plan.steps) == 2 + 9 * 4 + 7 * 8 + 2 * 4
+    assert len(plan.steps) == 2 + 9 * 4 + (4 + 2) + 7 * 8 + 2 * 4  # launch, bandwidth, cache (L2, L1), gemm, fma
     assert fams[:2] == ["launch", "launch_graph"] and fams[-8:] == ["fma"] * 8
     assert plan.backend.protocol.max_call_s == 1.0
     assert max(s.template.footprint_bytes for s in plan.steps) <= 0.85 * info.memory_bytes

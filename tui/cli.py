@@ -34,8 +34,9 @@ op specs (one or more; a new op starts at each op name):
   fma R [N] [dtype]                          FMA sweep: R FMAs per element
   norm ROWS COLS [dtype] [rms|layer]         softmax ROWS COLS [dtype]
 numbers: 8192, 1e9, 2^20, 8k (= 8192); dtypes: fp64 fp32 tf32 fp16 bf16 fp8
-int8 fp4 (default bf16; fp32 for ew and fma); any op takes level=l2 where the
-profile has an L2 slope.
+int8 fp4 (default bf16; fp32 for ew and fma); any op takes level=LEVEL to read
+from a cache instead of dram, where the profile has that slope: level=l1 or
+level=l2 on a GPU, level=l2 (private caches) or level=llc on a CPU.
 
 examples:
   rooftop op gemm 1 8192 8192 bf16 --device h100 --device h200
@@ -258,7 +259,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         else:
             paths = [p for p in DEFAULT_PLOT_PATHS if p in dev.peak] + [a.path for a in analyses]
             paths = list(dict.fromkeys(paths))
-        series += roof_series(dev, paths, ["dram"] + (["l2"] if "l2" in dev.bandwidth else []), span)
+        series += roof_series(dev, paths, dev.levels(), span)  # a slope per level: dram, l2, l1 (CPU: llc)
     series += [point_series(a) for a in analyses] + points
     title = "roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices)
     sys.stdout.write(trimmed(roofline_text(series, title, args.width, args.height)) + "\n")

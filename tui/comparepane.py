@@ -11,6 +11,7 @@ from textual.widgets import Label, Select, Static
 
 from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.compare import common_paths, compare_path
+from rooftop.models.paths import level_sort_key
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_ratio, fmt_time
 from rooftop.tui.widgets import Col, FitTable, refresh_select
@@ -95,7 +96,7 @@ def compare_columns(a: str, b: str) -> list[Col]:
 def roof_rows(a: DeviceProfile, b: DeviceProfile) -> list[tuple[str, ...]]:
     """One row per memory level, then per compute path (the paths both have first)."""
     rows = []
-    for level in sorted(set(a.bandwidth) | set(b.bandwidth)):
+    for level in sorted(set(a.bandwidth) | set(b.bandwidth), key=level_sort_key):
         va, vb = a.bandwidth.get(level), b.bandwidth.get(level)
         rows.append((f"B {level} GB/s", _num(va.value / 1e9 if va else None), _num(vb.value / 1e9 if vb else None),
                      _ratio(va and va.value, vb and vb.value), "", "", ""))

@@ -27,7 +27,7 @@ def add_measure_command(sub: Any) -> None:
     )
     ms.add_argument("--plan", choices=("quick", "full"), default="quick", help="quick (default) or full sweeps")
     ms.add_argument("--device", metavar="DEV", help="cuda:N or cpu (default: the first GPU, else the CPU)")
-    ms.add_argument("--only", metavar="LIST", help="comma-separated subset of: bandwidth,gemm,fma,launch")
+    ms.add_argument("--only", metavar="LIST", help="comma-separated subset of: bandwidth,cache,gemm,fma,launch")
     ms.add_argument("--threads", type=int, metavar="N", help="CPU only: torch threads (default: torch's, one per core)")
     ms.add_argument("--json", action="store_true", help="print {profile, samples, device_info} as JSON (SI units)")
     ms.add_argument("--no-plot", action="store_true", help="omit the roofline plot")

@@ -213,13 +213,15 @@ def profile_detail(p: DeviceProfile) -> Group:
     if p.memory_bytes:
         facts.append(f"memory {fmt_bytes(p.memory_bytes)}")
     cpu = p.kind == "cpu"
-    if p.l2_bytes:  # the `l2` level is the last-level cache: the L3 on most CPUs
-        facts.append(f"{'last-level cache (the l2 level)' if cpu else 'L2'} {fmt_bytes(p.l2_bytes)}")
+    if p.l2_bytes:  # on a CPU the last-level cache (the `llc` level): the L3 on most CPUs
+        facts.append(f"{'last-level cache (the llc level)' if cpu else 'L2'} {fmt_bytes(p.l2_bytes)}")
     if p.sm_count:
         facts.append(f"measured with {fmt_count(p.sm_count, 'thread')}" if cpu else f"{p.sm_count} SMs/CUs")
     if p.power_limit_w:
         facts.append(f"{p.power_limit_w:g} W")
-    return Group(Text(p.id, style="bold"), Prose(", ".join(facts)), t)
+    flagged = [Prose(f"B {lv} {fmt_bandwidth(float(f['value']))} ({f['case']}) left out: {f['why']}", style="yellow")
+               for lv, f in dict(p.extra.get("flagged") or {}).items() if isinstance(f, dict) and "value" in f]
+    return Group(Text(p.id, style="bold"), Prose(", ".join(facts)), t, *flagged)
 
 
 def path_legend() -> str:
@@ -517,8 +519,9 @@ def samples_table(samples: list) -> Table:
 
     W and Q are in `rooftop export` (JSON); here the line has to fit 80 columns.
     """
-    from rooftop.models.sample import DATA_MOVING
+    from rooftop.models.sample import CACHE_PROBES, DATA_MOVING
 
+    moving = DATA_MOVING + CACHE_PROBES  # their figure is GB/s (the cache probes' one add is no FLOP roof)
     t = Table(header_style="bold", box=None, pad_edge=False)
     for col, just in (("#", "right"), ("kernel", "left"), ("I", "right"), ("median", "right"),
                       ("achieved", "right"), ("iqr", "right"), ("note", "left")):
@@ -529,8 +532,8 @@ def samples_table(samples: list) -> Table:
         if s.stats is None:
             t.add_row(str(i), kernel, intensity, "", "", "", Text(f"skipped: {s.skipped}", style="yellow"))
             continue
-        rate = s.bandwidth if s.family in DATA_MOVING else s.flop_rate
-        shown = (fmt_bandwidth(rate) if s.family in DATA_MOVING else fmt_flops_rate(rate)) if rate else ""
+        rate = s.bandwidth if s.family in moving else s.flop_rate
+        shown = (fmt_bandwidth(rate) if s.family in moving else fmt_flops_rate(rate)) if rate else ""
         note = Text("unstable", style="yellow") if not s.stable else Text("")
         t.add_row(str(i), kernel, intensity, fmt_time(s.stats.median_s), shown, f"{s.stats.iqr_ratio:.2f}", note)
     return t

@@ -136,7 +136,7 @@ class Roofline(Widget):
         series: list[Series] = []
         for d in devices:
             shown = [p for p in paths if p in d.peak] or d.paths()[:1]
-            series += roof_series(d, shown, [lv for lv in ("dram", "l2") if lv in d.bandwidth], span)
+            series += roof_series(d, shown, d.levels(), span)
         if dev.id not in self.measured and dev.extra.get("run_id"):
             self.measured[dev.id] = self.app.run_points(dev)  # a stored run: its sample points, read once
         series += self.measured.get(dev.id, []) + points
