@@ -124,36 +124,59 @@ def first_tensor(result: Any) -> Any:
     return result[0] if isinstance(result, tuple) else result
 
 
-def fp8_inputs(m: int, n: int, k: int, device: Any) -> tuple[Any, Any, Any]:
-    """A (m×k, row-major) and B (k×n, column-major) in e4m3 and a tensor-wise fp32 scale of 1: the
-    layouts and scale torch._scaled_mm accepts on CUDA (e5m2 × e5m2 is rejected)."""
+# B's layout per dtype: the one fast code hands the kernel. torch._int_mm is ~7× slower with B
+# row-major (an H200 at 8192³: 125 TOP/s row-major, 914 column-major; the CPU's is ~10× slower too);
+# torch._scaled_mm accepts only B column-major. cuBLAS runs float GEMMs NN and NT alike, so those take
+# B row-major, as the reference protocol times them. A is row-major throughout.
+B_COLUMN_MAJOR = frozenset({"int8", "fp8"})
+TORCH_DTYPE = {"fp64": "float64", "fp32": "float32", "tf32": "float32", "fp16": "float16",
+               "bf16": "bfloat16", "fp8": "float8_e4m3fn", "int8": "int8"}
+
+
+def matrix(dtype: str, rows: int, cols: int, device: Any, column_major: bool = False) -> Any:
+    """A random rows×cols operand in `dtype`: row-major, or column-major (the transpose of a
+    contiguous cols×rows tensor, strides (1, rows))."""
     import torch
 
-    a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
-    b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()
+    shape = (cols, rows) if column_major else (rows, cols)
+    if dtype == "int8":
+        t = torch.randint(-64, 64, shape, dtype=torch.int8, device=device)
+    elif dtype == "fp8":
+        t = torch.randn(shape, device=device).to(torch.float8_e4m3fn)  # e5m2 × e5m2 is rejected
+    else:
+        t = torch.randn(shape, dtype=getattr(torch, TORCH_DTYPE[dtype]), device=device)
+    return t.t() if column_major else t
+
+
+def inputs(dtype: str, m: int, n: int, k: int, device: Any) -> tuple[Any, Any]:
+    """A (m×k, row-major) and B (k×n, in the layout of B_COLUMN_MAJOR): what the kernel is timed on."""
+    return matrix(dtype, m, k, device), matrix(dtype, k, n, device, column_major=dtype in B_COLUMN_MAJOR)
+
+
+def fp8_inputs(m: int, n: int, k: int, device: Any) -> tuple[Any, Any, Any]:
+    """A (m×k, row-major) and B (k×n, column-major) in e4m3 and a tensor-wise fp32 scale of 1: the
+    layouts and scale torch._scaled_mm accepts on CUDA."""
+    import torch
+
+    a, b = inputs("fp8", m, n, k, device)
     return a, b, torch.tensor(1.0, device=device)
 
 
 def operands(dtype: str, m: int, n: int, k: int, device: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """(kernel, float64 reference) for C = A·B with random inputs in `dtype`."""
+    """(kernel, float64 reference) for C = A·B with random inputs in `dtype`, laid out by `inputs`."""
     import torch
 
-    if dtype == "int8":
-        a = torch.randint(-64, 64, (m, k), dtype=torch.int8, device=device)
-        b = torch.randint(-64, 64, (k, n), dtype=torch.int8, device=device)
-        c = torch.empty(m, n, dtype=torch.int32, device=device)
-        return (lambda: torch._int_mm(a, b, out=c)), (lambda: a.double() @ b.double())
     if dtype == "fp8":
         a, b, one = fp8_inputs(m, n, k, device)
         # Keywords throughout: the scales are keyword-only and optional before torch 2.5, positional since.
         return (
             lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
         ), (lambda: a.double() @ b.double())
-    tdt = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
-           "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    a = torch.randn(m, k, dtype=tdt, device=device)
-    b = torch.randn(k, n, dtype=tdt, device=device)
-    c = torch.empty(m, n, dtype=tdt, device=device)
+    a, b = inputs(dtype, m, n, k, device)
+    if dtype == "int8":
+        c = torch.empty(m, n, dtype=torch.int32, device=device)
+        return (lambda: torch._int_mm(a, b, out=c)), (lambda: a.double() @ b.double())
+    c = torch.empty(m, n, dtype=a.dtype, device=device)
     return (lambda: torch.mm(a, b, out=c)), (lambda: a.double() @ b.double())
 
 
