@@ -1,10 +1,12 @@
 """Calibration: measured samples → ceilings → a DeviceProfile comparable to the catalog.
 
 The definitions are the reference's (shared/reference/README.md):
-- B dram: the best data-moving kernel (read_reduce, copy, triad, write, or the
-  compiled FMA sweep at R = 1) whose working set is far above the last cache level:
-  ≥ max(4 × L2, 256 MiB) on a GPU, ≥ 4 × LLC on a CPU.
-- B l2: the best data-moving kernel whose working set sits inside the cache
+- B dram: the best kernel that reads (read_reduce, copy, triad, or the compiled
+  FMA sweep at R = 1) whose working set is far above the last cache level:
+  ≥ max(4 × L2, 256 MiB) on a GPU, ≥ 4 × LLC on a CPU, where it must also sit on
+  the curve's DRAM plateau (see on_plateau). `write` (a memset) is never B: its
+  best figure in the same window is reported beside it (extra["write_bandwidth"]).
+- B l2: the best reading kernel whose working set sits inside the cache
   (GPU: ≤ L2/2; CPU: above the private caches, ≤ LLC/2).
 - F per compute path: the best stable warm GEMM of that path, and the FMA-sweep
   plateau for fp32-fma / fp64-fma: the best stable point among those not on the
@@ -26,6 +28,7 @@ from .units import MiB
 ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagged (L2 residency)
 SLOPE_GAIN = 1.5  # an FMA-sweep point is on the slope if one at ≥ 2R runs this much faster
 GPU_DRAM_MIN = 256 * MiB
+PLATEAU = 1.2  # CPU: a DRAM point runs at most this much faster than its kernel at the largest working set
 
 
 @dataclass(frozen=True)
@@ -116,14 +119,46 @@ def _fl(s: Sample) -> float:
     return s.flop_rate or 0.0
 
 
-def is_data_moving(s: Sample) -> bool:
-    """Stream kernels, and the compiled FMA sweep at R = 1 (a pure load-FMA-store stream).
+def reads(s: Sample) -> bool:
+    """The kernels B is measured with: the streams that read (not `write`, a memset, which the memory
+    system serves differently: an H200 wrote at 4580 GB/s where its best read was 4363), and the
+    compiled FMA sweep at R = 1 (a pure load-FMA-store stream).
 
     The CPU's chunked torch chain is left out: its chunks are cache-sized on purpose.
     """
     if s.family in DATA_MOVING:
-        return True
+        return s.family != "write"
     return s.family == "fma" and s.shape.get("reps") == 1 and s.conditions.get("method", "triton") == "triton"
+
+
+def on_plateau(cands: Sequence[Sample]) -> list[Sample]:
+    """The points on the DRAM plateau: at most PLATEAU× the best rate at the largest working set.
+
+    A CPU's reported LLC can be a fraction of the cache that serves it (a VM that reports 32 MiB over
+    a host with 480 MiB of L3): a point that cache still holds runs faster than the largest sets
+    and must not stand for DRAM. The largest sets are those within 10% of the top one (each kernel
+    rounds the working set down to whole arrays)."""
+    if not cands:
+        return []
+    top = max(s.footprint_bytes for s in cands)
+    ref = max(_bw(s) for s in cands if s.footprint_bytes >= 0.9 * top)
+    return [s for s in cands if _bw(s) <= PLATEAU * ref]
+
+
+def dram_window(cands: Sequence[Sample], hw: Hardware, win: Windows) -> tuple[list[Sample], str]:
+    """The candidates that count as DRAM, and a note when the window had to be widened: working set
+    ≥ win.dram_min (else the largest one, if above the LLC), and on a CPU on the curve's plateau."""
+    far = [s for s in cands if s.footprint_bytes >= win.dram_min]
+    note = ""
+    if not far and cands and hw.l2_bytes:
+        top = max(s.footprint_bytes for s in cands)
+        if top > hw.l2_bytes:
+            far = [s for s in cands if s.footprint_bytes == top]
+            note = (f"B dram from the largest working set ({top / MiB:.0f} MiB), below the "
+                    f"{win.dram_min / MiB:.0f} MiB the definition asks for")
+    if hw.kind == "cpu":
+        far = on_plateau(far)
+    return far, note
 
 
 @dataclass(frozen=True)
@@ -143,19 +178,14 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     notes: list[str] = []
 
     bandwidth: dict[str, Ceiling] = {}
-    moving = [s for s in warm if is_data_moving(s)]
-    far = [s for s in moving if s.footprint_bytes >= win.dram_min]
-    if not far and moving and hw.l2_bytes:
-        top = max(s.footprint_bytes for s in moving)
-        if top > hw.l2_bytes:
-            far = [s for s in moving if s.footprint_bytes == top]
-            notes.append(
-                f"B dram from the largest working set ({top / MiB:.0f} MiB), below the "
-                f"{win.dram_min / MiB:.0f} MiB the definition asks for"
-            )
+    moving = [s for s in warm if reads(s)]
+    far, note = dram_window(moving, hw, win)
+    if note:
+        notes.append(note)
     dram = _best(far, _bw)
     if dram:
         bandwidth["dram"] = dram
+    write = _best(dram_window([s for s in warm if s.family == "write"], hw, win)[0], _bw)
     if win.cache_max > 0:
         inside = [s for s in moving if s.family in DATA_MOVING and win.cache_min < s.footprint_bytes <= win.cache_max]
         l2 = _best(inside, _bw)
@@ -183,6 +213,8 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     launch = min(launches, key=lambda s: s.stats.median_s) if launches else None  # type: ignore[union-attr]
     graphs = [s for s in warm if s.family == "launch_graph"]
     extra: dict[str, object] = {}
+    if write:  # beside B, never as B
+        extra.update(write_bandwidth=write.value, write_case=write.case, write_stable=write.stable)
     if graphs:
         extra["launch_graph_s"] = min(s.stats.median_s for s in graphs)  # type: ignore[union-attr]
     unstable = tuple(s for s in measured if not s.stable)

@@ -9,7 +9,7 @@ import pytest
 
 from fake_nvml import FakeNVML
 from probe_fixtures import cpu_backend, tiny_sizes  # noqa: F401 - a fixture
-from rooftop.models.calibrate import is_data_moving
+from rooftop.models.calibrate import reads
 from rooftop.models.units import KiB
 from rooftop.probes.plan import build_plan
 from rooftop.probes.telemetry import Sampler
@@ -52,7 +52,7 @@ def test_telemetry_is_merged_into_the_probes_own_conditions(plan, tmp_path: Path
     for samples in (result.samples, stored):
         fma = [s for s in samples if s.family == "fma" and s.shape["reps"] == 1]
         assert fma and all(s.conditions["method"] == "torch-chain" and "snapshots" in s.conditions for s in fma)
-        assert not any(is_data_moving(s) for s in fma), "the torch chain at R = 1 is no DRAM candidate"
+        assert not any(reads(s) for s in fma), "the torch chain at R = 1 is no DRAM candidate"
         streams = [s for s in samples if s.family == "read_reduce"]
         assert streams and all(s.conditions["working_set"] in (16 * KiB, 64 * KiB) for s in streams)
         assert all(s.conditions["sweep"] == "square" for s in samples if s.family == "gemm" and s.shape["m"] == 32)
