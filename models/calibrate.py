@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from .conditions import ceiling_conditions
 from .profile import Ceiling, DeviceProfile
 from .sample import DATA_MOVING, Sample
 from .units import MiB
@@ -161,6 +162,15 @@ def dram_window(cands: Sequence[Sample], hw: Hardware, win: Windows) -> tuple[li
     return far, note
 
 
+def write_figure(p: DeviceProfile) -> Ceiling | None:
+    """The write (memset) bandwidth kept beside B, as a Ceiling to show; None when the profile has
+    none (or a stored file holds something else there)."""
+    v = p.extra.get("write_bandwidth")
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+        return None
+    return Ceiling(float(v), p.source, str(p.extra.get("write_case", "")), p.extra.get("write_stable") is not False)
+
+
 @dataclass(frozen=True)
 class Calibration:
     profile: DeviceProfile
@@ -213,6 +223,9 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     launch = min(launches, key=lambda s: s.stats.median_s) if launches else None  # type: ignore[union-attr]
     graphs = [s for s in warm if s.family == "launch_graph"]
     extra: dict[str, object] = {}
+    conds = {**ceiling_conditions(warm, _bw, bandwidth, case_of), **ceiling_conditions(warm, _fl, peak, case_of)}
+    if conds:  # the GPU's clock and throttling when each ceiling's point ran (models.conditions)
+        extra["ceiling_conditions"] = conds
     if write:  # beside B, never as B
         extra.update(write_bandwidth=write.value, write_case=write.case, write_stable=write.stable)
     if graphs:
