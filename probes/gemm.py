@@ -129,6 +129,7 @@ def first_tensor(result: Any) -> Any:
 # torch._scaled_mm accepts only B column-major. cuBLAS runs float GEMMs NN and NT alike, so those take
 # B row-major, as the reference protocol times them. A is row-major throughout.
 B_COLUMN_MAJOR = frozenset({"int8", "fp8"})
+ROW_MAJOR_FALLBACK = frozenset({"int8"})  # may fall back to B row-major (fp8 has no other layout)
 TORCH_DTYPE = {"fp64": "float64", "fp32": "float32", "tf32": "float32", "fp16": "float16",
                "bf16": "bfloat16", "fp8": "float8_e4m3fn", "int8": "int8"}
 
@@ -148,9 +149,11 @@ def matrix(dtype: str, rows: int, cols: int, device: Any, column_major: bool = F
     return t.t() if column_major else t
 
 
-def inputs(dtype: str, m: int, n: int, k: int, device: Any) -> tuple[Any, Any]:
-    """A (m×k, row-major) and B (k×n, in the layout of B_COLUMN_MAJOR): what the kernel is timed on."""
-    return matrix(dtype, m, k, device), matrix(dtype, k, n, device, column_major=dtype in B_COLUMN_MAJOR)
+def inputs(dtype: str, m: int, n: int, k: int, device: Any, b_column_major: bool | None = None) -> tuple[Any, Any]:
+    """A (m×k, row-major) and B (k×n, column-major when `b_column_major`; by default as B_COLUMN_MAJOR
+    says): what the kernel is timed on."""
+    col = dtype in B_COLUMN_MAJOR if b_column_major is None else b_column_major
+    return matrix(dtype, m, k, device), matrix(dtype, k, n, device, column_major=col)
 
 
 def fp8_inputs(m: int, n: int, k: int, device: Any) -> tuple[Any, Any, Any]:
@@ -162,7 +165,8 @@ def fp8_inputs(m: int, n: int, k: int, device: Any) -> tuple[Any, Any, Any]:
     return a, b, torch.tensor(1.0, device=device)
 
 
-def operands(dtype: str, m: int, n: int, k: int, device: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+def operands(dtype: str, m: int, n: int, k: int, device: Any,
+             b_column_major: bool | None = None) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """(kernel, float64 reference) for C = A·B with random inputs in `dtype`, laid out by `inputs`."""
     import torch
 
@@ -172,7 +176,7 @@ def operands(dtype: str, m: int, n: int, k: int, device: Any) -> tuple[Callable[
         return (
             lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
         ), (lambda: a.double() @ b.double())
-    a, b = inputs(dtype, m, n, k, device)
+    a, b = inputs(dtype, m, n, k, device, b_column_major)
     if dtype == "int8":
         c = torch.empty(m, n, dtype=torch.int32, device=device)
         return (lambda: torch._int_mm(a, b, out=c)), (lambda: a.double() @ b.double())
@@ -180,11 +184,11 @@ def operands(dtype: str, m: int, n: int, k: int, device: Any) -> tuple[Callable[
     return (lambda: torch.mm(a, b, out=c)), (lambda: a.double() @ b.double())
 
 
-def check(dtype: str, device: Any) -> float:
+def check(dtype: str, device: Any, b_column_major: bool | None = None) -> float:
     """Relative max error of the dtype's kernel against a float64 product on a small case."""
     m, n, k = CHECK_SHAPE
     with tf32_mode(dtype == "tf32"):
-        kernel, ref = operands(dtype, m, n, k, device)
+        kernel, ref = operands(dtype, m, n, k, device, b_column_major)
         out = first_tensor(kernel()).double()
     want = ref()
     return float((out - want).abs().max() / want.abs().max().clamp_min(1e-30))
@@ -212,15 +216,26 @@ class GemmProbe:
         self.backend = backend
         self.sweeps = sweeps
         self.budget = Budget(backend.protocol.max_call_s)
-        self._checked: dict[str, float] = {}
+        self._checked: dict[str, tuple[float, bool]] = {}  # dtype → (max_error, B column-major)
 
-    def _max_error(self, dtype: str) -> float:
+    def _layout(self, dtype: str) -> tuple[float, bool]:
+        """The dtype's check and the layout of B it passed in: the fast one, else (int8) B row-major.
+
+        torch's _int_mm_out_cuda notes that "cuBLAS is currently broken for some combination of
+        transposed inputs": should the column-major product fail its check on some build, int8 is
+        timed in the slow layout, which is right, rather than not at all (its samples say which)."""
         if dtype not in self._checked:
-            self._checked[dtype] = check(dtype, self.backend.torch_device)
-        err = self._checked[dtype]
+            dev, col = self.backend.torch_device, dtype in B_COLUMN_MAJOR
+            err = check(dtype, dev, col)
+            if not err <= TOLERANCE[dtype] and dtype in ROW_MAJOR_FALLBACK:
+                row = check(dtype, dev, False)
+                if row <= TOLERANCE[dtype]:
+                    err, col = row, False
+            self._checked[dtype] = (err, col)
+        err, col = self._checked[dtype]
         if not err <= TOLERANCE[dtype]:
             raise Unsupported(f"result check failed: max_error {err:.3g} > {TOLERANCE[dtype]:g} on {CHECK_SHAPE}")
-        return err
+        return err, col
 
     def _run(self, tmpl: Sample) -> Sample:
         dtype, sh = tmpl.dtype, tmpl.shape
@@ -228,16 +243,17 @@ class GemmProbe:
         why = support(self.backend, dtype) or shape_support(dtype, m, n, k)
         if why:
             raise Unsupported(why)
-        err = self._max_error(dtype)
+        err, col = self._layout(dtype)
         self.backend.check_fits(tmpl.footprint_bytes * 1.2)
 
         def timed() -> Sample:
             with tf32_mode(dtype == "tf32"):
-                kernel, _ = operands(dtype, m, n, k, self.backend.torch_device)
+                kernel, _ = operands(dtype, m, n, k, self.backend.torch_device, col)
                 self.backend.sync()
                 flush = self.backend.flush if tmpl.cache == "cold" else None
                 stats = self.backend.measure(kernel, before_sample=flush)
-            return dataclasses.replace(tmpl, stats=stats, max_error=err)
+            layout = {"b_layout": "column-major" if col else "row-major"}
+            return dataclasses.replace(tmpl, stats=stats, max_error=err, conditions={**tmpl.conditions, **layout})
 
         return self.budget.guard(f"{dtype}:{tmpl.cache}", tmpl.flops, f"{dtype} {m}x{n}x{k}", timed)
 

@@ -162,7 +162,28 @@ def test_sweep_measures_supported_and_skips_the_rest(cpu_backend):
     assert by[("tf32", 32)].skipped.startswith("TF32 is a tensor-core mode")
     assert by[("int8", 1)].skipped.startswith("torch._int_mm needs M > 16")
     assert by[("int8", 32)].stats is not None and by[("int8", 32)].max_error == 0.0
+    assert by[("int8", 32)].conditions["b_layout"] == "column-major"
+    assert fp32.conditions["b_layout"] == "row-major"
     assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_int8_falls_back_to_b_row_major_when_column_major_fails_its_check(cpu_backend, monkeypatch):
+    """cuBLAS has been wrong for some transposed int8 inputs: a wrong product must not be timed, and the
+    right, slow layout still gives int8 a roof (the samples say which layout ran)."""
+    real = torch._int_mm
+
+    def broken(a, b, *args, **kw):
+        out = real(a, b, *args, **kw)
+        return out.add_(1) if b.stride(0) == 1 else out  # wrong whenever B is column-major
+
+    monkeypatch.setattr(torch, "_int_mm", broken)
+    backend = dataclasses.replace(cpu_backend, protocol=TINY)
+    [sample] = [run_step(s) for s in GemmProbe(backend, GemmSweeps((32,), 32, (), ("int8",))).steps()]
+    assert sample.stats is not None and sample.max_error == 0.0
+    assert sample.conditions["b_layout"] == "row-major"
+    monkeypatch.setattr(torch, "_int_mm", lambda a, b, *args, **kw: real(a, b, *args, **kw).add_(1))
+    [sample] = [run_step(s) for s in GemmProbe(backend, GemmSweeps((32,), 32, (), ("int8",))).steps()]
+    assert sample.skipped.startswith("result check failed")
 
 
 def test_budget_skips_points_predicted_too_slow(cpu_backend):
