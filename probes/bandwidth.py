@@ -20,7 +20,8 @@ from .steps import Step
 
 CONVENTION = (
     "bandwidth = algorithmic bytes / time, each array counted once (read_reduce n·s, copy 2n·s, "
-    "triad 3n·s, write n·s; write-allocate traffic not counted); working set = all arrays together"
+    "triad 3n·s, write n·s; write-allocate traffic not counted); working set = all arrays together; "
+    "B comes from the kernels that read, write (a memset) is reported beside it"
 )
 
 def _triad(a: list[Any]) -> object:
