@@ -29,7 +29,7 @@ from .units import MiB
 ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagged (L2 residency)
 SLOPE_GAIN = 1.5  # an FMA-sweep point is on the slope if one at ≥ 2R runs this much faster
 GPU_DRAM_MIN = 256 * MiB
-PLATEAU = 1.2  # CPU: a DRAM point runs at most this much faster than its kernel at the largest working set
+PLATEAU = 1.2  # CPU: a DRAM point runs at most this much faster than the best at the largest working sets
 
 
 @dataclass(frozen=True)
