@@ -1,12 +1,15 @@
 """Calibration: measured samples → ceilings → a DeviceProfile comparable to the catalog.
 
 The definitions are the reference's (shared/reference/README.md):
-- B dram: the best data-moving kernel (read_reduce, copy, triad, write, or the
-  compiled FMA sweep at R = 1) whose working set is far above the last cache level:
-  ≥ max(4 × L2, 256 MiB) on a GPU, ≥ 4 × LLC on a CPU.
-- The cache levels (GPU l2, l1; CPU llc, l2): models.hierarchy picks their
-  samples and flags a level above its physical limit or slower than the level
-  under it (left out of the ceilings, listed in the notes and extra["flagged"]).
+- B dram: the best kernel that reads (read_reduce, copy, triad, or the compiled
+  FMA sweep at R = 1) whose working set is far above the last cache level:
+  ≥ max(4 × L2, 256 MiB) on a GPU, ≥ 4 × LLC on a CPU, where it must also sit on
+  the curve's DRAM plateau (see on_plateau). `write` (a memset) is never B: its
+  best figure in the same window is reported beside it (extra["write_bandwidth"]).
+- The cache levels (GPU l2, l1; CPU llc, l2), from reading kernels only:
+  models.hierarchy picks their samples and flags a level above its physical
+  limit or slower than the level under it (left out of the ceilings, listed in
+  the notes and extra["flagged"]).
 - F per compute path: the best stable warm GEMM of that path, and the FMA-sweep
   plateau for fp32-fma / fp64-fma: the best stable point among those not on the
   bandwidth slope (see _plateau).
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from . import hierarchy
+from .conditions import ceiling_conditions
 from .profile import Ceiling, DeviceProfile
 from .sample import CACHE_PROBES, DATA_MOVING, Sample
 from .units import MiB
@@ -28,6 +32,7 @@ from .units import MiB
 ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagged (L2 residency)
 SLOPE_GAIN = 1.5  # an FMA-sweep point is on the slope if one at ≥ 2R runs this much faster
 GPU_DRAM_MIN = 256 * MiB
+PLATEAU = 1.5  # CPU: a DRAM point runs at most this much faster than the best at the largest working sets
 
 
 @dataclass(frozen=True)
@@ -119,14 +124,57 @@ def _fl(s: Sample) -> float:
     return s.flop_rate or 0.0
 
 
-def is_data_moving(s: Sample) -> bool:
-    """Stream kernels, and the compiled FMA sweep at R = 1 (a pure load-FMA-store stream).
+def reads(s: Sample) -> bool:
+    """The kernels B is measured with: the streams that read (not `write`, a memset, which the memory
+    system serves differently: an H200 wrote at 4580 GB/s where its best read was 4363), and the
+    compiled FMA sweep at R = 1 (a pure load-FMA-store stream).
 
     The CPU's chunked torch chain is left out: its chunks are cache-sized on purpose.
     """
     if s.family in DATA_MOVING:
-        return True
+        return s.family != "write"
     return s.family == "fma" and s.shape.get("reps") == 1 and s.conditions.get("method", "triton") == "triton"
+
+
+def on_plateau(cands: Sequence[Sample]) -> list[Sample]:
+    """The points on the DRAM plateau: at most PLATEAU× the best rate at the largest working set.
+
+    A CPU's reported LLC can be a fraction of the cache that serves it (a VM that reports 32 MiB over
+    a host with 480 MiB of L3): a point that cache still holds runs faster than the largest sets
+    and must not stand for DRAM. A cache serves a few cores at 3× DRAM's rate or more (this VM: 95–123
+    GB/s from cache, 23–31 from DRAM), while a shared machine's DRAM figures move by ±25% from minute to
+    minute: 1.5× tells the two apart. The largest sets are those within 10% of the top one (each
+    kernel rounds the working set down to whole arrays)."""
+    if not cands:
+        return []
+    top = max(s.footprint_bytes for s in cands)
+    ref = max(_bw(s) for s in cands if s.footprint_bytes >= 0.9 * top)
+    return [s for s in cands if _bw(s) <= PLATEAU * ref]
+
+
+def dram_window(cands: Sequence[Sample], hw: Hardware, win: Windows) -> tuple[list[Sample], str]:
+    """The candidates that count as DRAM, and a note when the window had to be widened: working set
+    ≥ win.dram_min (else the largest one, if above the LLC), and on a CPU on the curve's plateau."""
+    far = [s for s in cands if s.footprint_bytes >= win.dram_min]
+    note = ""
+    if not far and cands and hw.l2_bytes:
+        top = max(s.footprint_bytes for s in cands)
+        if top > hw.l2_bytes:
+            far = [s for s in cands if s.footprint_bytes == top]
+            note = (f"B dram from the largest working set ({top / MiB:.0f} MiB), below the "
+                    f"{win.dram_min / MiB:.0f} MiB the definition asks for")
+    if hw.kind == "cpu":
+        far = on_plateau(far)
+    return far, note
+
+
+def write_figure(p: DeviceProfile) -> Ceiling | None:
+    """The write (memset) bandwidth kept beside B, as a Ceiling to show; None when the profile has
+    none (or a stored file holds something else there)."""
+    v = p.extra.get("write_bandwidth")
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+        return None
+    return Ceiling(float(v), p.source, str(p.extra.get("write_case", "")), p.extra.get("write_stable") is not False)
 
 
 @dataclass(frozen=True)
@@ -146,20 +194,15 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     notes: list[str] = []
 
     bandwidth: dict[str, Ceiling] = {}
-    moving = [s for s in warm if is_data_moving(s)]
-    far = [s for s in moving if s.footprint_bytes >= win.dram_min]
-    if not far and moving and hw.l2_bytes:
-        top = max(s.footprint_bytes for s in moving)
-        if top > hw.l2_bytes:
-            far = [s for s in moving if s.footprint_bytes == top]
-            notes.append(
-                f"B dram from the largest working set ({top / MiB:.0f} MiB), below the "
-                f"{win.dram_min / MiB:.0f} MiB the definition asks for"
-            )
+    moving = [s for s in warm if reads(s)]
+    far, note = dram_window(moving, hw, win)
+    if note:
+        notes.append(note)
     dram = _best(far, _bw)
     if dram:
         bandwidth["dram"] = dram
-    for level, cands in hierarchy.candidates(warm, hw).items():
+    write = _best(dram_window([s for s in warm if s.family == "write"], hw, win)[0], _bw)
+    for level, cands in hierarchy.candidates([s for s in warm if s.family != "write"], hw).items():
         c = _best(cands, _bw)
         if c:
             bandwidth[level] = c
@@ -187,6 +230,11 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     launch = min(launches, key=lambda s: s.stats.median_s) if launches else None  # type: ignore[union-attr]
     graphs = [s for s in warm if s.family == "launch_graph"]
     extra: dict[str, object] = {}
+    conds = {**ceiling_conditions(warm, _bw, bandwidth, case_of), **ceiling_conditions(warm, _fl, peak, case_of)}
+    if conds:  # the GPU's clock and throttling when each ceiling's point ran (models.conditions)
+        extra["ceiling_conditions"] = conds
+    if write:  # beside B, never as B
+        extra.update(write_bandwidth=write.value, write_case=write.case, write_stable=write.stable)
     if graphs:
         extra["launch_graph_s"] = min(s.stats.median_s for s in graphs)  # type: ignore[union-attr]
     unstable = tuple(s for s in measured if not s.stable)

@@ -606,7 +606,8 @@ class Sampler:
 
 
 def conditions(snapshots: Iterable[Snapshot], gpu: int = 0) -> dict[str, Any]:
-    """What a measurement ran under: mean SM clock, max temperature, mean power, throttling.
+    """What a measurement ran under: mean SM clock (and the maximum), max temperature, mean power and
+    the power limit, throttling.
 
     Attached to each sample, so a point taken while throttled is flagged, as the
     reference measurements mark runs with "active thermal slowdown".
@@ -624,6 +625,10 @@ def conditions(snapshots: Iterable[Snapshot], gpu: int = 0) -> dict[str, Any]:
     out["mean_sm_clock_mhz"] = mean([x.sm_clock_mhz for x in g])
     out["max_temperature_c"] = max(temps) if temps else None
     out["mean_power_w"] = mean([x.power_w for x in g])
+    limits = [x.power_limit_w for x in g if x.power_limit_w is not None]
+    out["power_limit_w"] = max(limits) if limits else None
+    maxima = [x.sm_clock_max_mhz for x in g if x.sm_clock_max_mhz is not None]
+    out["sm_clock_max_mhz"] = max(maxima) if maxima else None
     out["throttle"] = sorted({r for x in g for r in x.throttling})
     return out
 

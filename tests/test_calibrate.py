@@ -116,6 +116,41 @@ def test_cpu_dram_needs_four_times_the_llc_else_says_so():
     assert "dram" not in calibrate([stream("read_reduce", 8 * MiB, 60)], CPU).profile.bandwidth
 
 
+def test_write_is_never_b_and_is_reported_beside_it():
+    """An H200's quick run: the memset wrote at 4580 GB/s, the best read was 4363 (the reference's B)."""
+    samples = [
+        stream("write", 512 * MiB, 4580), stream("read_reduce", 512 * MiB, 4363), stream("copy", 512 * MiB, 4200),
+        stream("write", 8 * MiB, 1061), stream("read_reduce", 8 * MiB, 9000),
+        stream("write", 16 * MiB, 12000),  # inside the cache, but a write: neither B l2 nor the write figure
+    ]
+    p = calibrate(samples, GPU).profile
+    assert p.B("dram") == pytest.approx(4363e9) and p.bandwidth["dram"].case == f"read_reduce:{512 * MiB}"
+    assert p.bandwidth["l2"].case == f"read_reduce:{8 * MiB}"
+    assert p.extra["write_bandwidth"] == pytest.approx(4580e9)
+    assert p.extra["write_case"] == f"write:{512 * MiB}" and p.extra["write_stable"] is True
+    only_write = calibrate([stream("write", 512 * MiB, 4580)], GPU).profile
+    assert "dram" not in only_write.bandwidth and only_write.extra["write_bandwidth"] == pytest.approx(4580e9)
+    assert "write_bandwidth" not in calibrate([stream("read_reduce", 512 * MiB, 4363)], GPU).profile.extra
+
+
+def test_cpu_dram_points_a_host_cache_still_holds_are_not_b():
+    """A VM reports 32 MiB of LLC over a far larger host cache: 128 MiB can still run from cache. The
+    DRAM candidates are the points on the plateau of the largest working sets."""
+    samples = [
+        stream("read_reduce", 128 * MiB, 95), stream("triad", 128 * MiB, 80),  # the host's cache
+        stream("read_reduce", 256 * MiB, 40),  # on the plateau (within 1.5× of the best at 1 GiB): noise
+        stream("read_reduce", 1024 * MiB, 30), stream("triad", 1024 * MiB, 36),
+        stream("write", 128 * MiB, 70), stream("write", 1024 * MiB, 20),
+    ]
+    p = calibrate(samples, CPU).profile
+    assert p.B("dram") == pytest.approx(40e9) and p.bandwidth["dram"].case == f"read_reduce:{256 * MiB}"
+    assert p.extra["write_bandwidth"] == pytest.approx(20e9)
+    p = calibrate(samples[:3] + samples[3:4], CPU).profile
+    assert p.B("dram") == pytest.approx(40e9) and p.bandwidth["dram"].case == f"read_reduce:{256 * MiB}"
+    p = calibrate([stream("read_reduce", 256 * MiB, 46), stream("read_reduce", 1024 * MiB, 30)], CPU).profile
+    assert p.B("dram") == pytest.approx(30e9)  # 1.53× the largest set: held by a cache
+
+
 def test_skipped_launch_and_points_above_the_roof():
     skipped = Sample("gemm", "fp8", {"m": 1, "n": 8192, "k": 8192}, 1.0, 1.0, skipped="fp8 needs cc ≥ 8.9")
     launch = Sample("launch", "fp32", {"n": 1}, 1.0, 8.0, 4.0, stats=stats(4.5e-6))

@@ -12,7 +12,8 @@ from rooftop.models.units import KiB, MiB
 from rooftop.tui.measure_cmd import _measure_plot
 from rooftop.tui.measure_report import measure_report, point_series
 
-from test_calibrate import CPU, fma, gemm, stats, stream
+from test_calibrate import CPU, GPU, fma, gemm, stats, stream
+from test_conditions import h200_run, ran
 
 
 def samples() -> list[Sample]:
@@ -58,3 +59,17 @@ def test_plot_draws_roofs_and_points():
     assert labels == ["gemm fp32", "gemm fp64", "fma fp32"]  # every measured point, unstable ones too
     plot = _measure_plot(cal, ss, 100, 25)
     assert "measured roofline" in plot and "fp32-matmul" in plot
+
+
+def test_report_shows_write_beside_b_and_the_capped_ceilings_in_one_line():
+    ss = h200_run() + [ran(stream("write", 512 * MiB, 4580), 1980.0)]
+    lines = render(measure_report(calibrate(ss, GPU), ss, [])).splitlines()
+    b_dram = [line for line in lines if line.startswith("B dram")]
+    assert len(b_dram) == 1 and "4363 GB/s" in b_dram[0] and "read_reduce" in b_dram[0]
+    write = [line for line in lines if line.startswith("write ")]
+    assert len(write) == 1 and "4580 GB/s" in write[0] and f"write:{512 * MiB}" in write[0]
+    at = lines.index(write[0])
+    assert lines[at - 1].startswith("B ") and lines[at + 1].startswith("F ")  # beside B, not one of them
+    capped = " ".join(line for line in lines if "capped" in line or "GHz" in line)
+    assert capped == ("tf32-tc measured power-capped and thermally capped (700 W) at 1.41 GHz SM (max 1.98 GHz); "
+                      "bf16-tc, fp8-tc measured power-capped (700 W) at 1.63–1.75 GHz SM (max 1.98 GHz)")

@@ -9,6 +9,8 @@ import pytest
 
 from fake_nvml import FakeNVML
 from probe_fixtures import cpu_backend, tiny_sizes  # noqa: F401 - a fixture
+from rooftop.models.calibrate import reads
+from rooftop.models.units import KiB
 from rooftop.probes.plan import build_plan
 from rooftop.probes.telemetry import Sampler
 from rooftop.store.runs import Store
@@ -38,6 +40,23 @@ def test_run_is_stored_with_samples_ceilings_telemetry_and_conditions(plan, tmp_
     assert with_snaps[-1].conditions["mean_sm_clock_mhz"] == 1980
     assert with_snaps[-1].conditions["throttle"] == ["power cap"]
     assert result.throttled  # flagged: the fake GPU reports a power cap
+
+
+def test_telemetry_is_merged_into_the_probes_own_conditions(plan, tmp_path: Path) -> None:  # noqa: ANN001
+    """The sampler's conditions join the probe's (`method`, `working_set`, `sweep`), never replace them:
+    a CPU torch-chain FMA point that lost its method passed for the compiled kernel and set B dram."""
+    with Sampler(interval=0.05, nvml=FakeNVML(), cpu=False) as sampler:
+        result = measure_run(plan, tmp_path / "r.db", sampler=sampler)
+    with Store.open(tmp_path / "r.db") as store:
+        stored = store.samples(result.run_id)
+    for samples in (result.samples, stored):
+        fma = [s for s in samples if s.family == "fma" and s.shape["reps"] == 1]
+        assert fma and all(s.conditions["method"] == "torch-chain" and "snapshots" in s.conditions for s in fma)
+        assert not any(reads(s) for s in fma), "the torch chain at R = 1 is no DRAM candidate"
+        streams = [s for s in samples if s.family == "read_reduce"]
+        assert streams and all(s.conditions["working_set"] in (16 * KiB, 64 * KiB) for s in streams)
+        assert all(s.conditions["sweep"] == "square" for s in samples if s.family == "gemm" and s.shape["m"] == 32)
+    assert any(s.conditions.get("throttle") == ["power cap"] for s in result.samples)
 
 
 def test_cancel_keeps_what_was_measured(plan, tmp_path: Path) -> None:  # noqa: ANN001

@@ -113,6 +113,35 @@ def test_fp8_inputs_have_the_layouts_scaled_mm_checks_on_cuda():
     assert scale.dtype == torch.float32 and scale.numel() == 1
 
 
+# (A's strides, B's strides) for m, n, k = 32, 48, 64: what fast code hands each path's kernel.
+# int8 and fp8 take B column-major (_int_mm runs ~7× slower on an H200 with B row-major; _scaled_mm
+# rejects it on CUDA); the float GEMMs take both row-major, as the reference protocol times them.
+LAYOUTS = {
+    "fp64": ((64, 1), (48, 1)), "fp32": ((64, 1), (48, 1)), "tf32": ((64, 1), (48, 1)),
+    "fp16": ((64, 1), (48, 1)), "bf16": ((64, 1), (48, 1)),
+    "fp8": ((64, 1), (1, 64)), "int8": ((64, 1), (1, 64)),
+}
+
+
+@pytest.mark.parametrize("dtype", sorted(LAYOUTS))
+def test_each_path_hands_its_kernel_the_fast_layout(dtype, monkeypatch):
+    """The strides the timed kernel receives, intercepted at the torch call (CI has no GPU to see the
+    7× of a wrong int8 layout)."""
+    seen = []
+    for name in ("mm", "_int_mm", "_scaled_mm"):
+        real = getattr(torch, name)
+
+        def spy(a, b, *args, _real=real, _name=name, **kw):
+            seen.append((_name, a.shape, b.shape, a.stride(), b.stride()))
+            return _real(a, b, *args, **kw)
+
+        monkeypatch.setattr(torch, name, spy)
+    kernel, _ = operands(dtype, 32, 48, 64, torch.device("cpu"))
+    kernel()
+    want = {"int8": "_int_mm", "fp8": "_scaled_mm"}.get(dtype, "mm")
+    assert seen == [(want, (32, 64), (64, 48), *LAYOUTS[dtype])]
+
+
 def test_support_on_the_cpu(cpu_backend):
     assert support(cpu_backend, "fp32") is None
     assert "CPU has no TF32" in support(cpu_backend, "tf32")
@@ -133,7 +162,28 @@ def test_sweep_measures_supported_and_skips_the_rest(cpu_backend):
     assert by[("tf32", 32)].skipped.startswith("TF32 is a tensor-core mode")
     assert by[("int8", 1)].skipped.startswith("torch._int_mm needs M > 16")
     assert by[("int8", 32)].stats is not None and by[("int8", 32)].max_error == 0.0
+    assert by[("int8", 32)].conditions["b_layout"] == "column-major"
+    assert fp32.conditions["b_layout"] == "row-major"
     assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_int8_falls_back_to_b_row_major_when_column_major_fails_its_check(cpu_backend, monkeypatch):
+    """cuBLAS has been wrong for some transposed int8 inputs: a wrong product must not be timed, and the
+    right, slow layout still gives int8 a roof (the samples say which layout ran)."""
+    real = torch._int_mm
+
+    def broken(a, b, *args, **kw):
+        out = real(a, b, *args, **kw)
+        return out.add_(1) if b.stride(0) == 1 else out  # wrong whenever B is column-major
+
+    monkeypatch.setattr(torch, "_int_mm", broken)
+    backend = dataclasses.replace(cpu_backend, protocol=TINY)
+    [sample] = [run_step(s) for s in GemmProbe(backend, GemmSweeps((32,), 32, (), ("int8",))).steps()]
+    assert sample.stats is not None and sample.max_error == 0.0
+    assert sample.conditions["b_layout"] == "row-major"
+    monkeypatch.setattr(torch, "_int_mm", lambda a, b, *args, **kw: real(a, b, *args, **kw).add_(1))
+    [sample] = [run_step(s) for s in GemmProbe(backend, GemmSweeps((32,), 32, (), ("int8",))).steps()]
+    assert sample.skipped.startswith("result check failed")
 
 
 def test_budget_skips_points_predicted_too_slow(cpu_backend):

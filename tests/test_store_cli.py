@@ -72,6 +72,45 @@ def test_runs_show_rename_delete(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert rc == 2 and err.count("\n") == 1 and "no run 'lab-box'" in err and "rooftop runs" in err
 
 
+def test_show_gives_write_beside_b_and_the_capped_ceilings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    with Store.open(db) as s:
+        rid = s.begin_run({"name": "NVIDIA H200", "uuid": "GPU-1"}, "quick", "cuda", {"torch": "2.11"})
+        capped = {"mean_sm_clock_mhz": 1747.5, "sm_clock_max_mhz": 1980.0, "power_limit_w": 700.0,
+                  "throttle": ["power cap"]}
+        s.set_ceilings(rid, DeviceProfile(
+            id="local", name="NVIDIA H200", source="measured", kind="gpu",
+            bandwidth={"dram": Ceiling(4.363e12, "measured", "read_reduce:536870912")},
+            peak={"bf16-tc": Ceiling(6.89e14, "measured", "2048x8192x8192")},
+            extra={"write_bandwidth": 4.58e12, "write_case": "write:536870912", "write_stable": True,
+                   "ceiling_conditions": {"bf16-tc": capped, "dram": {"mean_sm_clock_mhz": 1980.0}}},
+        ))
+        s.finish_run(rid, "complete")
+    rc, out, _ = run_cli(capsys, "show", rid[:6], "--db", str(db))
+    lines = out.splitlines()
+    assert rc == 0 and any(line.startswith("B dram") and "4363 GB/s" in line for line in lines)
+    assert any(line.startswith("write") and "4580 GB/s" in line and "write:536870912" in line for line in lines)
+    assert "bf16-tc measured power-capped (700 W) at 1.75 GHz SM (max 1.98 GHz)" in " ".join(out.split())
+    rc, out, _ = run_cli(capsys, "show", rid[:6], "--db", str(db), "--json")
+    extra = json.loads(out)["profile"]["extra"]
+    assert extra["write_bandwidth"] == 4.58e12 and extra["ceiling_conditions"]["bf16-tc"]["throttle"] == ["power cap"]
+
+
+def test_show_survives_a_malformed_write_figure_or_conditions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    with Store.open(db) as s:
+        rid = s.begin_run({"name": "GPU"}, "quick", "cuda", {})
+        s.set_ceilings(rid, DeviceProfile(
+            id="local", name="GPU", source="measured", bandwidth={"dram": Ceiling(1e12, "measured", "copy:1")}, peak={},
+            extra={"write_bandwidth": "[red]fast", "ceiling_conditions": {"dram": {"throttle": "power cap",
+                                                                                   "mean_sm_clock_mhz": "x"}}},
+        ))
+        s.finish_run(rid, "complete")
+    rc, out, _ = run_cli(capsys, "show", rid[:6], "--db", str(db))
+    assert rc == 0 and "B dram" in out and not any(line.startswith("write") for line in out.splitlines())
+    assert "capped" not in out and "fast" not in out
+
+
 def test_bad_input_is_one_line_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "r.db")
     rid = measured(Path(db))

@@ -156,6 +156,7 @@ def test_clock_event_decoding_and_conditions() -> None:
     assert c["mean_sm_clock_mhz"] == 1980
     assert c["max_temperature_c"] == 71
     assert c["throttle"] == ["power cap", "sw thermal"]
+    assert c["power_limit_w"] == 700 and c["sm_clock_max_mhz"] == 1980
     assert conditions([]) == {"snapshots": 0}
 
 

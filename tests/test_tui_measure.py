@@ -168,3 +168,16 @@ async def test_a_finished_run_shows_no_time_left(tmp_path: Path) -> None:
         await pilot.press("m")
         await wait_for(pilot, lambda: "complete" in str(app.query_one("#ms-status", Static).render()))
         assert not app.query_one("#ms-progress #eta").display
+
+
+def test_live_ceilings_give_write_beside_b_and_say_which_ran_capped() -> None:
+    from rooftop.models.calibrate import calibrate
+    from rooftop.models.units import MiB
+    from rooftop.tui.livepane import ceilings_text
+
+    from test_calibrate import GPU, stream
+    from test_conditions import h200_run, ran
+
+    text = ceilings_text(calibrate(h200_run() + [ran(stream("write", 512 * MiB, 4580), 1980.0)], GPU)).plain
+    assert f"B dram 4363 GB/s [read_reduce:{512 * MiB}]; write 4580 GB/s [write:{512 * MiB}]; F " in text
+    assert text.splitlines()[-1].startswith("tf32-tc measured power-capped and thermally capped (700 W)")

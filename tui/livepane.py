@@ -303,14 +303,22 @@ class MeasurePanel(Widget):
 
 
 def ceilings_text(cal) -> Text:  # noqa: ANN001 - a Calibration
-    """The ceilings so far, each with the case that produced it."""
+    """The ceilings so far, each with the case that produced it; write beside B; which ran capped."""
+    from rooftop.models.calibrate import write_figure
+    from rooftop.models.conditions import capped_line
     from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
 
     prof = cal.profile
     t = Text("ceilings: ", style="bold")
     parts = [f"B {lv} {fmt_bandwidth(c.value)} [{c.case}]" for lv, c in prof.bandwidth.items()]
+    write = write_figure(prof)
+    if write:
+        parts.append(f"write {fmt_bandwidth(write.value)} [{write.case}]")
     parts += [f"F {p} {fmt_flops_rate(c.value)} [{c.case}]" for p, c in prof.peak.items()]
     t.append("; ".join(parts) if parts else "none yet")
     if cal.unstable:
         t.append(f"  ({len(cal.unstable)} unstable left out)", style="yellow")
+    capped = capped_line(prof)
+    if capped:
+        t.append(f"\n{capped}", style="yellow")
     return t

@@ -9,7 +9,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from rooftop.models.calibrate import Calibration, label_of
+from rooftop.models.calibrate import Calibration, label_of, write_figure
+from rooftop.models.conditions import capped_line
 from rooftop.models.plotdata import Series, sample_series
 from rooftop.models.sample import DATA_MOVING, Sample
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_count, fmt_flops_rate, fmt_time
@@ -27,7 +28,8 @@ def titled(title: str, table: Table) -> Group:
 
 
 def ceilings_table(cal: Calibration) -> Group:
-    """Every measured ceiling: value, the case that produced it, stability."""
+    """Every measured ceiling: value, the case that produced it, stability; write bandwidth beside B;
+    then, in one line, the ceilings measured while the GPU was capped and at what SM clock."""
     p = cal.profile
     t = Table(header_style="bold", box=None, pad_edge=False)
     for col, just in (("ceiling", "left"), ("value", "right"), ("case", "left"), ("stable", "left")):
@@ -35,6 +37,9 @@ def ceilings_table(cal: Calibration) -> Group:
     for level in p.levels():
         c = p.bandwidth[level]
         t.add_row(f"B {level}", fmt_bandwidth(c.value), c.case, _stability(c.stable))
+    write = write_figure(p)
+    if write:  # a memset: beside B, never B
+        t.add_row("write", fmt_bandwidth(write.value), Text(write.case), _stability(write.stable))
     for path in p.paths():
         c = p.peak[path]
         t.add_row(f"F {path}", fmt_flops_rate(c.value), c.case, _stability(c.stable))
@@ -43,7 +48,8 @@ def ceilings_table(cal: Calibration) -> Group:
         t.add_row("launch", fmt_time(c.value), c.case, _stability(c.stable))
     if "launch_graph_s" in p.extra:
         t.add_row("launch (graph)", fmt_time(float(p.extra["launch_graph_s"])), "per kernel in a CUDA graph", "")
-    return titled(f"ceilings of {p.name} (measured)", t)
+    capped = capped_line(p)
+    return Group(titled(f"ceilings of {p.name} (measured)", t), *([Prose(capped, style="yellow")] if capped else []))
 
 
 def _cell(s: Sample, value: float | None, fmt) -> Text:  # noqa: ANN001 - fmt: float -> str

@@ -76,7 +76,7 @@ def measure_run(
         for prog, sample in run_plan(plan, cancel):
             if sampler is not None:  # the snapshots during the point, and the one just before it began
                 during = sampler.history(since=last - sampler.interval)
-                sample = dataclasses.replace(sample, conditions=conditions(during, gpu))
+                sample = with_telemetry(sample, conditions(during, gpu))
             last = time.time()
             samples.append(sample)
             if db is not None:
@@ -103,6 +103,13 @@ def measure_run(
             db.close()
     throttled = [s for s in samples if s.conditions.get("throttle")]
     return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled)
+
+
+def with_telemetry(sample: Sample, telemetry: dict[str, Any]) -> Sample:
+    """The sample with what it ran under added to what the probe recorded (its `method`, `working_set`,
+    `sweep`…): merged, never replaced, since calibration reads the probe's own conditions (a CPU torch-chain
+    FMA point that lost its method would pass for the compiled kernel and could set B dram)."""
+    return dataclasses.replace(sample, conditions={**telemetry, **sample.conditions})
 
 
 class TelemetryLog:

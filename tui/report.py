@@ -13,6 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from rooftop.models.analysis import Analysis
+from rooftop.models.calibrate import write_figure
+from rooftop.models.conditions import capped_line
 from rooftop.models.paths import PATHS
 from rooftop.models.profile import SOURCES, DeviceProfile
 from rooftop.models.units import (
@@ -205,6 +207,9 @@ def profile_detail(p: DeviceProfile) -> Group:
     for level in p.levels():
         c = p.bandwidth[level]
         t.add_row(f"B {level}", fmt_bandwidth(c.value), "", c.source, c.case)
+    write = write_figure(p)
+    if write:  # a memset's rate: beside B, never B
+        t.add_row("write", fmt_bandwidth(write.value), "", write.source, Text(write.case))
     for path in p.paths():
         c = p.peak[path]
         ridge = fmt_intensity(p.ridge(path)) if "dram" in p.bandwidth else ""
@@ -221,7 +226,9 @@ def profile_detail(p: DeviceProfile) -> Group:
         facts.append(f"{p.power_limit_w:g} W")
     flagged = [Prose(f"B {lv} {fmt_bandwidth(float(f['value']))} ({f['case']}) left out: {f['why']}", style="yellow")
                for lv, f in dict(p.extra.get("flagged") or {}).items() if isinstance(f, dict) and "value" in f]
-    return Group(Text(p.id, style="bold"), Prose(", ".join(facts)), t, *flagged)
+    capped = capped_line(p)
+    return Group(Text(p.id, style="bold"), Prose(", ".join(facts)), t, *flagged,
+                 *([Prose(capped, style="yellow")] if capped else []))
 
 
 def path_legend() -> str:
