@@ -1,11 +1,16 @@
-"""LLM inference on the roofline: prefill vs decode, the decode-step bound (seed 000 §6).
+"""LLM inference on the roofline: prefill vs decode, the decode-step bound.
 
 An architecture (from a Hugging Face config.json or a built-in) becomes, for a
 phase, the list of per-layer ops — seven linear GEMMs, attention, norms and
 elementwise glue — each a roofline point. Summing each op's bound gives a
 lower bound on the step; dividing the bytes a step must read by B gives the
-simpler bound seed 000 uses (weights without the input embedding table, plus
-the KV cache of every request).
+simpler bytes bound (weights without the input embedding table, plus the KV
+cache of every request). The op table counts the same bytes, so ΣT ≥ Q/B.
+
+Two things outside the roofline are said beside it: the launch floor (the
+step's kernels × the device's measured launch overhead: a step cannot finish
+before its kernels are issued) and whether weights and KV cache fit in the
+device's memory at all.
 """
 
 from __future__ import annotations
@@ -195,7 +200,13 @@ class Phase:
 class LayerOp:
     name: str  # q, k, v, o, gate, up, down, attention, norm, act, residual, router, experts, lm_head
     op: Op
-    count: int  # how many times per step (per layer × layers, or once)
+    count: float  # how many times per step (per layer × layers, or once); MoE experts: expected, fractional
+    note: str = ""  # how the count was reached, when it is not plain
+
+    @property
+    def kernels(self) -> int:
+        """Kernels this op issues per step: one per run (an expert touched in part of the steps counts whole)."""
+        return math.ceil(self.count - 1e-9)
 
 
 def expected_experts(experts: int, top_k: int, tokens: int) -> float:
@@ -226,15 +237,19 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
         LayerOp("residual", Elementwise(dtype=dt, n=m * arch.hidden, flops=1, reads=2, writes=1), 2 * L),
     ]
     if arch.experts:
+        # One expert's GEMMs, run by the expected number of distinct experts the step's tokens touch
+        # (fractional): the same count the weights total uses, so ΣT cannot fall below Q/B.
         used = expected_experts(arch.experts, arch.experts_per_token, m)
-        d = max(1, round(used))
-        rows = max(1, math.ceil(m * arch.experts_per_token / d))
+        rows = max(1, math.ceil(m * arch.experts_per_token / used))
+        each = L * used
+        note = f"{used:.3g} of {arch.experts} experts per layer (expected, uniform routing), {rows} rows each"
         ops += [
             LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
-            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden, batch=d), L),
-            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden, batch=d), L),
-            LayerOp("act", Elementwise(dtype=dt, n=rows * d * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1), L),
-            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate, batch=d), L),
+            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),
+            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),
+            LayerOp("act", Elementwise(dtype=dt, n=rows * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
+                    each, note),
+            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate), each, note),
         ]
         if arch.shared_intermediate:
             ops += [
@@ -254,6 +269,44 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
         LayerOp("lm_head", Gemm(dtype=dt, m=phase.batch, n=arch.vocab, k=arch.hidden), 1),
     ]
     return ops
+
+
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """What a serving instance must hold in device memory: every weight (all experts, the input embedding
+    table) and the KV cache of every request at its full length. Activations and workspace come on top."""
+
+    weights_bytes: float
+    kv_bytes: float
+    device_bytes: float | None  # None: the profile does not say how much memory the device has
+
+    @property
+    def needed_bytes(self) -> float:
+        return self.weights_bytes + self.kv_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.device_bytes is None else self.needed_bytes <= self.device_bytes
+
+    def describe(self, device: str) -> str:
+        need = (f"weights {self.weights_bytes / GiB:.1f} GiB + KV cache {self.kv_bytes / GiB:.1f} GiB = "
+                f"{self.needed_bytes / GiB:.1f} GiB")
+        if self.device_bytes is None:
+            return f"memory: {need}; {device}'s memory size is unknown, so whether it fits is not checked"
+        have = f"{self.device_bytes / GiB:.1f} GiB of {device} memory"
+        if self.fits:
+            return f"memory: {need} fits in {have} (activations and workspace not counted)"
+        over = [what for what, b in (("the weights", self.weights_bytes), ("the KV cache", self.kv_bytes))
+                if b > self.device_bytes]
+        why = f" ({' and '.join(over)} alone exceed{'s' if over == ['the KV cache'] else ''} it)" if over else ""
+        return f"does not fit: {need} > {have}{why}; the bound assumes it does"
+
+    @property
+    def weights_fit(self) -> bool | None:
+        return None if self.device_bytes is None else self.weights_bytes <= self.device_bytes
 
 
 @dataclass(frozen=True)
@@ -282,17 +335,69 @@ class StepBound:
 
     @property
     def bytes_bound_s(self) -> float:
-        """Seed 000 §6: the step's bytes (weights + KV) over B."""
+        """The step's bytes (weights + KV) over B."""
         return (self.weights_read_bytes + self.kv_bytes) / self.device.B()
 
     @property
     def lower_bound_s(self) -> float:
-        """Σ over the step's ops of max(W/F, Q/B): never below bytes_bound_s by more than the glue."""
+        """Σ over the step's ops of max(W/F, Q/B): never below bytes_bound_s (the ops count the same bytes)."""
         return self._total("time_lower_bound")
 
     @property
     def compute_s(self) -> float:
         return self._total("time_compute")
+
+    # -- kernels and their launches ------------------------------------------------------
+
+    @property
+    def kernels(self) -> int:
+        """An estimate of the kernels a step issues: one per modelled op run. Real frameworks issue more
+        (rotary embedding, casts, copies, KV-cache writes): it makes the launch floor a floor."""
+        return sum(lo.kernels for lo, _ in self.ops)
+
+    @property
+    def launch_s(self) -> float | None:
+        """Seconds per kernel launched eagerly (one by one), where the profile has the figure."""
+        lo = self.device.launch_overhead
+        return lo.value if lo else None
+
+    @property
+    def graph_launch_s(self) -> float | None:
+        """Seconds per kernel replayed from a CUDA graph, where it was measured."""
+        v = self.device.extra.get("launch_graph_s")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+    @property
+    def launch_floor_s(self) -> float | None:
+        """Eager: the step cannot end before its kernels are issued, one launch each."""
+        return self.kernels * self.launch_s if self.launch_s is not None else None
+
+    @property
+    def graph_floor_s(self) -> float | None:
+        """What CUDA graphs would give: the same kernels at the graph's per-kernel cost."""
+        return self.kernels * self.graph_launch_s if self.graph_launch_s is not None else None
+
+    @property
+    def time_bound_s(self) -> float:
+        """T ≥ max(ΣT, launch floor): the roofline and the eager launches, whichever binds."""
+        return max(self.lower_bound_s, self.launch_floor_s or 0.0)
+
+    @property
+    def binds(self) -> str:
+        return "launch" if (self.launch_floor_s or 0.0) > self.lower_bound_s else "roofline"
+
+    # -- memory ---------------------------------------------------------------------------
+
+    @property
+    def memory(self) -> MemoryFit:
+        return MemoryFit(self.arch.weights_bytes, self.kv_bytes_held, self.device.memory_bytes)
+
+    @property
+    def kv_bytes_held(self) -> float:
+        """The KV cache kept for the batch: every request at its full length (read or written per step)."""
+        return self.kv_bytes
+
+    # -- throughput -----------------------------------------------------------------------
 
     @property
     def tokens_per_step(self) -> int:
@@ -300,14 +405,20 @@ class StepBound:
 
     @property
     def tokens_per_s(self) -> float:
-        return self.tokens_per_step / self.lower_bound_s
+        """The ceiling on tokens/s: a step takes at least T (roofline or launch floor)."""
+        return self.tokens_per_step / self.time_bound_s
 
     @property
     def explained(self) -> float | None:
         """The share of a measured step time the roofline bound accounts for."""
         return self.lower_bound_s / self.measured_s if self.measured_s else None
 
+    def notes(self) -> list[str]:
+        """The launch floor and the memory fit in words: what the CLI report and the app's tab both say."""
+        return [launch_line(self), self.memory.describe(self.device.id)]
+
     def to_dict(self) -> dict[str, Any]:
+        mem = self.memory
         return {
             "model": self.arch.name,
             "device": self.device.id,
@@ -327,14 +438,47 @@ class StepBound:
             "bytes_bound_s": self.bytes_bound_s,
             f"{self.phase.kind}_step_lower_bound_s": self.lower_bound_s,
             "step_compute_s": self.compute_s,
+            "kernels": self.kernels,
+            "kernels_estimated": True,
+            "launch_overhead_s": self.launch_s,
+            "launch_floor_s": self.launch_floor_s,
+            "graph_launch_s": self.graph_launch_s,
+            "graph_floor_s": self.graph_floor_s,
+            "step_time_bound_s": self.time_bound_s,
+            "binds": self.binds,
             "tokens_per_s_upper_bound": self.tokens_per_s,
+            "memory_bytes": mem.needed_bytes,
+            "memory_weights_bytes": mem.weights_bytes,
+            "memory_kv_bytes": mem.kv_bytes,
+            "device_memory_bytes": mem.device_bytes,
+            "fits": mem.fits,
             "measured_s": self.measured_s,
             "explained_fraction": self.explained,
             "outside_roofline_s": (self.measured_s - self.lower_bound_s) if self.measured_s else None,
             "ops": [
-                {"name": lo.name, "count": lo.count, **a.to_dict()} for lo, a in self.ops
+                {"name": lo.name, "count": lo.count, "kernels": lo.kernels, **({"note": lo.note} if lo.note else {}),
+                 **a.to_dict()} for lo, a in self.ops
             ],
         }
+
+
+def _ms(t: float) -> str:
+    return f"{t * 1e3:.3g} ms"
+
+
+def launch_line(step: StepBound) -> str:
+    """The launch floor beside the roofline bound, and which binds."""
+    n, dev = step.kernels, step.device.id
+    head = f"launch: ≈{n} kernels a step (an estimate: one per modelled op; frameworks issue more)"
+    if step.launch_floor_s is None:
+        return f"{head}; launch overhead not measured for {dev}: T ≥ ΣT {_ms(step.lower_bound_s)}, the roofline alone"
+    line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "
+            f"{_ms(step.lower_bound_s)}, launch floor {_ms(step.launch_floor_s)}) = {_ms(step.time_bound_s)}: "
+            + ("the launches bind, not the roofline" if step.binds == "launch" else "the roofline binds"))
+    if step.graph_floor_s is not None:
+        line += (f"; from a CUDA graph ({step.graph_launch_s * 1e6:.3g} µs a kernel) the floor would be "
+                 f"{_ms(step.graph_floor_s)}")
+    return line
 
 
 def weights_read_bytes(arch: Arch, phase: Phase) -> float:
@@ -360,7 +504,7 @@ def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtyp
                         linear_only: bool = False, limit: int = 1 << 20) -> int | None:
     """The smallest decode batch whose step is compute-bound (W/F ≥ Q/B), or None below `limit`.
 
-    linear_only: the seven linear layers alone (I ≈ batch, seed 000 §6); otherwise the
+    linear_only: the seven linear layers alone (I ≈ batch); otherwise the
     whole step, where each request's KV cache keeps attention memory-bound.
     """
     def compute_bound(b: int) -> bool:
@@ -374,7 +518,7 @@ def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtyp
 
 @dataclass(frozen=True)
 class Amdahl:
-    """An end-to-end breakdown: which parts sped up and what the whole gained (seed 002 §2.2)."""
+    """An end-to-end breakdown: which parts sped up and what the whole gained (Amdahl's law)."""
 
     before: Mapping[str, float]
     after: Mapping[str, float]
