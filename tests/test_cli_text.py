@@ -267,7 +267,7 @@ def test_op_report_never_parts_a_figure_at_any_width(spec: str) -> None:
         assert not [line for line in head if line.endswith((" W", " Q", " I"))], (width, head)
         assert split_pairs(buf.getvalue()) == [], (width, split_pairs(buf.getvalue()))
         advice = lines[next(i for i, line in enumerate(lines) if line.startswith(" → ")):]
-        assert all(line.startswith((" → ", "   ")) for line in advice), (width, advice)
+        assert all(line.startswith((" → ", " · ", "   ")) for line in advice), (width, advice)
 
 
 # -- small things said right ---------------------------------------------------------------
