@@ -112,39 +112,80 @@ class Arch:
         return 2 * self.layers * self.kv_dim * DTYPES[kv_dtype or self.dtype].size
 
 
+MAX_CONFIG_INT = 2**40  # beyond any real width, layer or vocabulary count; keeps every product finite
+
+
+def _config_int(cfg: Mapping[str, Any], key: str, default: int, least: int = 1) -> int:
+    """An optional whole-number key: absent or null gives `default`; text, lists, booleans, NaN, inf,
+    fractions and out-of-range values are a ModelError naming the key."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or not least <= v <= MAX_CONFIG_INT:
+        raise ModelError(f"config key {key!r} = {_shown(v)} must be a whole number from {least} to 2^40")
+    return v
+
+
+def _shown(v: Any) -> str:
+    """A config value for an error line: short, one line."""
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
+def _config_bool(cfg: Mapping[str, Any], key: str, default: bool) -> bool:
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise ModelError(f"config key {key!r} = {_shown(v)} must be true or false")
+    return v
+
+
 def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
-    """An Arch from a Hugging Face config.json (llama, qwen2, mistral, gemma, mixtral, qwen-MoE keys)."""
-    cfg = dict(cfg.get("text_config", cfg))  # multimodal configs nest the language model
+    """An Arch from a Hugging Face config.json (llama, qwen2, mistral, gemma, mixtral, qwen-MoE keys).
+
+    Every key it reads is checked: a bad value is a ModelError naming the key, never a crash.
+    """
+    if not isinstance(cfg, Mapping):
+        raise ModelError(f"a config must be a JSON object, not {type(cfg).__name__}")
+    inner = cfg.get("text_config", cfg)  # multimodal configs nest the language model
+    if not isinstance(inner, Mapping):
+        raise ModelError(f"config key 'text_config' = {_shown(inner)} must be an object (the language model's config)")
+    cfg = dict(inner)
 
     def need(*keys: str) -> int:
         for k in keys:
             if cfg.get(k) is not None:
-                v = cfg[k]
-                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                    raise ModelError(f"config key {k!r} = {v!r} must be a positive integer")
-                return v
+                return _config_int(cfg, k, 0)
         raise ModelError(f"config has no {' / '.join(keys)}; is it a decoder-only transformer's config.json?")
 
     hidden = need("hidden_size", "n_embd", "d_model")
     heads = need("num_attention_heads", "n_head")
-    kv = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0)
+    kv = _config_int(cfg, "num_key_value_heads", heads)
+    head_dim = _config_int(cfg, "head_dim", 0) or hidden // heads
+    experts = (_config_int(cfg, "num_local_experts", 0, 0) or _config_int(cfg, "num_experts", 0, 0)
+               or _config_int(cfg, "n_routed_experts", 0, 0))
     inter = need("intermediate_size", "n_inner", "ffn_dim") if not experts or cfg.get("intermediate_size") else 0
-    raw_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    raw_dtype = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+    if not isinstance(raw_dtype, str):
+        raise ModelError(f"config key 'torch_dtype' = {_shown(raw_dtype)} must be a dtype name such as \"bfloat16\"")
     dt = lookup_dtype(raw_dtype.replace("torch.", ""))
-    if kv < 1 or heads % kv:
+    if heads % kv:
         raise ModelError(f"num_key_value_heads = {kv} must divide num_attention_heads = {heads}")
     if not cfg.get("head_dim") and hidden % heads:
         raise ModelError(f"hidden_size = {hidden} is not a multiple of num_attention_heads = {heads}; give head_dim")
-    shared = int(cfg.get("shared_expert_intermediate_size") or 0)
-    if not shared and cfg.get("n_shared_experts"):
-        shared = int(cfg["n_shared_experts"]) * int(cfg.get("moe_intermediate_size") or inter)
-    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("moe_topk") or (2 if experts else 0))
+    moe_inter = _config_int(cfg, "moe_intermediate_size", 0, 0)
+    shared = _config_int(cfg, "shared_expert_intermediate_size", 0, 0)
+    if not shared:
+        shared = _config_int(cfg, "n_shared_experts", 0, 0) * (moe_inter or inter)
+    top_k = _config_int(cfg, "num_experts_per_tok", 0, 0) or _config_int(cfg, "moe_topk", 0, 0) or (2 if experts else 0)
     if experts and not (1 <= top_k <= experts):
         raise ModelError(f"num_experts_per_tok = {top_k} must be between 1 and the {experts} experts")
+    raw_name = cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"
     return Arch(
-        name=name or str(cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"),
+        name=name or (raw_name if isinstance(raw_name, str) else "model"),
         hidden=hidden,
         intermediate=inter,
         layers=need("num_hidden_layers", "n_layer", "num_layers"),
@@ -152,12 +193,12 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
         kv_heads=kv,
         head_dim=head_dim,
         vocab=need("vocab_size"),
-        tied=bool(cfg.get("tie_word_embeddings", False)),
+        tied=_config_bool(cfg, "tie_word_embeddings", False),
         dtype=dt.name if dt else "bf16",
-        qkv_bias=bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
+        qkv_bias=_config_bool(cfg, "attention_bias", cfg.get("model_type") == "qwen2"),
         experts=experts,
         experts_per_token=top_k,
-        moe_intermediate=int(cfg.get("moe_intermediate_size") or (inter if experts else 0)),
+        moe_intermediate=moe_inter or (inter if experts else 0),
         shared_intermediate=shared,
     )
 

@@ -661,7 +661,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from itertools import combinations
 
-    from rooftop.models.compare import common_paths, compare_path
+    from rooftop.models.compare import common_paths, compare_path, thread_note
 
     ids = _device_list(args.devices)
     if len(ids) < 2:
@@ -679,6 +679,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "pairs": [{"a": a.id, "b": b.id, "path": c.path, "level": c.level, "crossover": c.crossover.intensity,
                        "higher_below": c.crossover.higher_below, "higher_above": c.crossover.higher_above,
                        "ridges": c.ridges} for a, b, c in pairs],
+            "notes": [n for n in (thread_note(profiles),) if n],
         }
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -118,6 +118,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             "samples": [s.to_dict() for s in samples],
             "device_info": backend.info.to_dict(),
             "plan": plan.name,
+            "threads": cal.profile.threads,  # CPU: the threads torch measured with (null on a GPU)
             "notes": list(plan.notes) + list(cal.notes),
             "above_roof": [label_of(s) for s in cal.above_roof],
             "wall_s": wall,

@@ -43,7 +43,8 @@ def ceilings_table(cal: Calibration) -> Group:
         t.add_row("launch", fmt_time(c.value), c.case, _stability(c.stable))
     if "launch_graph_s" in p.extra:
         t.add_row("launch (graph)", fmt_time(float(p.extra["launch_graph_s"])), "per kernel in a CUDA graph", "")
-    return titled(f"ceilings of {p.name} (measured)", t)
+    how = f"measured with {fmt_count(p.threads, 'thread')}" if p.threads else "measured"
+    return titled(f"ceilings of {p.name} ({how})", t)
 
 
 def _cell(s: Sample, value: float | None, fmt) -> Text:  # noqa: ANN001 - fmt: float -> str

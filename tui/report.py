@@ -146,6 +146,9 @@ def analysis_table(rows: list[Analysis]) -> Group:
         prefix = f"{a.device.id}: " if len(rows) > 1 else ""
         notes += [(" →", prefix + line) for line in a.advice]
         notes.append((" ·", Text(prefix + a.launch_note(), style="dim")))
+        if a.device.threads:
+            notes.append((" ·", Text(f"{prefix}{a.device.id} is a CPU profile measured with "
+                                      f"{fmt_count(a.device.threads, 'thread')}", style="dim")))
         notes += [(Text(" !", style="yellow"), Text(prefix + line, style="yellow")) for line in a.warnings]
     parts = [Prose(head), Prose(how), t, hanging(notes)]
     if len(rows) > 1:
@@ -548,4 +551,7 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
     legend = Prose("B: dram bandwidth per level; F: peak per compute path; I* = F/B (dram). "
                   "Below the crossover intensity the bandwidth-richer roof is higher, above it the "
                   "compute-richer one.", style="dim")
-    return Group(t, Text(""), x, legend)
+    from rooftop.models.compare import thread_note
+
+    threads = thread_note(profiles)
+    return Group(t, Text(""), x, legend, *([Prose(threads, style="yellow")] if threads else []))
