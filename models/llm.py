@@ -315,6 +315,11 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
 GiB = 2**30
 
 
+def _gib(n: float) -> str:
+    g = n / GiB
+    return f"{g:.1f}" if g >= 0.1 else f"{g:.2g}"
+
+
 @dataclass(frozen=True)
 class MemoryFit:
     """What a serving instance must hold in device memory: every weight (all experts, the input embedding
@@ -333,13 +338,14 @@ class MemoryFit:
         return None if self.device_bytes is None else self.needed_bytes <= self.device_bytes
 
     def describe(self, device: str) -> str:
-        need = (f"weights {self.weights_bytes / GiB:.1f} GiB + KV cache {self.kv_bytes / GiB:.1f} GiB = "
-                f"{self.needed_bytes / GiB:.1f} GiB")
+        """One short line (it has to fit the app's tab at 80 columns too)."""
+        need = (f"weights {_gib(self.weights_bytes)} + KV {_gib(self.kv_bytes)} = "
+                f"{_gib(self.needed_bytes)} GiB")
         if self.device_bytes is None:
-            return f"memory: {need}; {device}'s memory size is unknown, so whether it fits is not checked"
-        have = f"{self.device_bytes / GiB:.1f} GiB of {device} memory"
+            return f"memory: {need}; {device}'s memory size is unknown: not checked"
+        have = f"{device}'s {_gib(self.device_bytes)} GiB"
         if self.fits:
-            return f"memory: {need} fits in {have} (activations and workspace not counted)"
+            return f"fits: {need} of {have} (activations not counted)"
         over = [what for what, b in (("the weights", self.weights_bytes), ("the KV cache", self.kv_bytes))
                 if b > self.device_bytes]
         why = f" ({' and '.join(over)} alone exceed{'s' if over == ['the KV cache'] else ''} it)" if over else ""
