@@ -345,7 +345,7 @@ class MemoryFit:
             return f"memory: {need}; {device}'s memory size is unknown: not checked"
         have = f"{device}'s {_gib(self.device_bytes)} GiB"
         if self.fits:
-            return f"fits: {need} of {have} (activations not counted)"
+            return f"fits: {need} of {have}"
         over = [what for what, b in (("the weights", self.weights_bytes), ("the KV cache", self.kv_bytes))
                 if b > self.device_bytes]
         why = f" ({' and '.join(over)} alone exceed{'s' if over == ['the KV cache'] else ''} it)" if over else ""

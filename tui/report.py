@@ -382,7 +382,8 @@ def llm_steps_table(steps: list) -> Group:
         "weights = bytes read per step (all weights but the input embedding table); KV = cache read per step "
         "(decode) or written (prefill); Q/B = the step's bytes over B; ΣT = the sum of each op's max(W/F, Q/B); "
         "launch = the eager launch floor (kernels × launch overhead); T≥ = max(ΣT, launch), * where the launches "
-        "bind; expl. = ΣT / measured; rest = measured − ΣT: kernel launch and CPU overhead, or kernels below "
+        "bind; fits = all weights and the batch's KV cache in device memory (activations not counted); "
+        "expl. = ΣT / measured; rest = measured − ΣT: kernel launch and CPU overhead, or kernels below "
         "their roof.", style="dim")
     return Group(Prose(head), t, notes, hanging(llm_step_notes(steps)))
 
