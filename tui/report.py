@@ -339,9 +339,9 @@ def _gb(n: float) -> str:
 
 
 def _gb3(n: float) -> str:
-    """GB to three figures, without an exponent: 0.0671, 4.29, 1,100."""
+    """GB in at most six columns, without an exponent: 0.0073, 0.0671, 4.29, 1,100."""
     g = n / 1e9
-    return f"{g:,.0f}" if g >= 100 else f"{g:.3g}"
+    return f"{g:,.0f}" if g >= 100 else f"{g:.3g}" if g >= 0.01 else f"{g:.2g}"
 
 
 def llm_steps_table(steps: list) -> Group:
@@ -356,22 +356,23 @@ def llm_steps_table(steps: list) -> Group:
         f" on {device_heading(s0.device)} — {a.params / 1e9:.2f} B params, {a.dtype} weights "
         f"{_gb(a.weights_bytes)} (input embedding {_gb(a.embedding_bytes)}), KV {kvd}{moe}",
     )
-    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1))
+    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1), collapse_padding=True)
     measured = any(s.measured_s for s in steps)
     cols = ["batch", "prompt" if s0.phase.kind == "prefill" else "ctx", "wts GB", "KV GB", "Q/B ms",
-            "ΣT ms", "launch", "T≥ ms", "tok/s≤"]
+            "ΣT ms", "launch", "tok/s≤"]
     cols += ["meas ms", "expl.", "rest ms"] if measured else ["W/F ms"]
     for c in cols:
         t.add_column(c, justify="right", no_wrap=True, min_width=len(c))
 
     def ms(x: float) -> str:
-        return f"{x * 1e3:.3g}"
+        return f"{x * 1e3:,.0f}" if abs(x) >= 1 else f"{x * 1e3:.3g}"
 
     for s in steps:
         floor = s.launch_floor_s
         row = [str(s.phase.batch), str(s.phase.kv_len), f"{s.weights_read_bytes / 1e9:.2f}", _gb3(s.kv_bytes),
-               ms(s.bytes_bound_s), ms(s.lower_bound_s), ms(floor) if floor is not None else "—",
-               ms(s.time_bound_s) + ("*" if s.binds == "launch" else ""), f"{s.tokens_per_s:,.0f}"]
+               ms(s.bytes_bound_s), ms(s.lower_bound_s),
+               (ms(floor) + ("*" if s.binds == "launch" else "")) if floor is not None else "—",
+               f"{s.tokens_per_s:,.0f}"]
         if measured:
             row += [ms(s.measured_s) if s.measured_s else "", f"{100 * s.explained:.0f}%" if s.measured_s else "",
                     ms(s.measured_s - s.lower_bound_s) if s.measured_s else ""]
@@ -381,8 +382,8 @@ def llm_steps_table(steps: list) -> Group:
     notes = Prose(
         "weights = bytes read per step (all weights but the input embedding table); KV = cache read per step "
         "(decode) or written (prefill); Q/B = the step's bytes over B; ΣT = the sum of each op's max(W/F, Q/B); "
-        "launch = the eager launch floor (kernels × launch overhead); T≥ = max(ΣT, launch), * where the launches "
-        "bind; fits = all weights and the batch's KV cache in device memory (activations not counted); "
+        "launch = the eager launch floor (kernels × launch overhead), * where it binds: T ≥ max(ΣT, launch); "
+        "tok/s≤ = tokens per step / T; fits = all weights and the batch's KV cache in device memory (activations not counted); "
         "expl. = ΣT / measured; rest = measured − ΣT: kernel launch and CPU overhead, or kernels below "
         "their roof.", style="dim")
     return Group(Prose(head), t, notes, hanging(llm_step_notes(steps)))
