@@ -133,7 +133,7 @@ class Gemm(Op):
 class Elementwise(Op):
     """y = f(x) over n elements: `flops` per element, `reads` and `writes` arrays.
 
-    The default is seed 000's y = x·a + b: one FMA (2 FLOP), one read, one
+    The default is the reference's y = x·a + b: one FMA (2 FLOP), one read, one
     write, so I = 1/sizeof.
     """
 
@@ -168,7 +168,7 @@ class Elementwise(Op):
 
 @dataclass(frozen=True)
 class FmaSweep(Op):
-    """The FMA sweep (seed 000 §4): each element read, R FMAs in registers, written.
+    """The FMA sweep: each element read, R FMAs in registers, written.
 
     W = 2·R·n; Q = 2·n·sizeof; I = R/sizeof. Its slope retraces B and its
     plateau is the FMA-unit peak.
@@ -263,7 +263,7 @@ ATTN_MODES = ("flash", "naive", "decode")
 
 @dataclass(frozen=True)
 class Attention(Op):
-    """Scaled dot-product attention (seed 003 §2.4; seed 002's decode case).
+    """Scaled dot-product attention, prefill (FlashAttention) and decode over a KV cache.
 
     b batch, h query heads, kv key/value heads (GQA/MQA when kv < h), d head
     dim, q query length, t key/value length. W counts the two matmuls,
@@ -274,7 +274,7 @@ class Attention(Op):
     FlashAttention case (the score matrix stays on chip) and the decode case
     (q = 1: reading the KV cache dominates). `naive` also writes the score
     matrix S, reads it, writes P and reads P back: 4·b·h·q·t·sizeof more, which
-    pins I near d/sizeof whatever the length (seed 003 §2.4.1).
+    pins I near d/sizeof whatever the length.
     """
 
     kind: ClassVar[str] = "attn"
@@ -343,7 +343,7 @@ OP_TYPES: dict[str, type[Op]] = {
 }
 
 
-# The field that plays "batch" for each op: what seed 001's slider moves.
+# The field that plays "batch" for each op: what the What-if tab's [ and ] move.
 BATCH_FIELDS: dict[type[Op], str] = {
     Gemm: "m", Attention: "b", Elementwise: "n", FmaSweep: "r", Norm: "rows", Softmax: "rows",
 }
