@@ -68,10 +68,16 @@ MODELS = sorted(builtin_models())
     batch=st.integers(1, 512),
     context=st.sampled_from([1, 7, 128, 1000, 4096, 32768]),
     kv_dtype=st.sampled_from([None, "fp8"]),
+    dtype=st.sampled_from(["bf16", "fp8", "fp4"]),
     device=st.sampled_from(["h100", "h200", "b300", "a100"]),
 )
-def test_the_sum_of_op_bounds_is_never_below_the_bytes_bound(model, kind, batch, context, kv_dtype, device) -> None:  # noqa: ANN001
-    arch = builtin_arch(model)
+def test_the_sum_of_op_bounds_is_never_below_the_bytes_bound(model, kind, batch, context, kv_dtype, dtype, device) -> None:  # noqa: ANN001
+    from hypothesis import assume
+
+    from rooftop.models.llm import with_dtype
+
+    assume(f"{dtype}-tc" in lookup_device(device).peak)
+    arch = with_dtype(builtin_arch(model), dtype)
     if kind == "prefill":
         batch = min(batch, 8)  # prompts of up to 32k tokens
     step = step_bound(arch, Phase(kind, batch, prompt=context, context=context, kv_dtype=kv_dtype), lookup_device(device))
