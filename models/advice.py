@@ -66,7 +66,7 @@ def _memory_advice(a: "Analysis") -> list[str]:
     out: list[str] = []
     if isinstance(op, Gemm):
         s, so = DTYPES[op.dtype].size, DTYPES[op.out_dtype].size
-        w = (weight_size(op.weight_dtype) * op.k * op.n + weight_scale_bytes(op.weight_dtype, op.k * op.n)) / (op.k * op.n)
+        w = weight_size(op.weight_dtype) + weight_scale_bytes(op.weight_dtype, 1)  # bytes per weight, scales in
         m_star = roofline.gemm_ridge_m(op.n, op.k, s, a.ridge, so)
         m_star = m_star * w / s if m_star is not None else None  # the weights' bytes per element scale M*
         if m_star is None:
@@ -148,7 +148,7 @@ def _weight_only(a: "Analysis", op: Gemm) -> list[str]:
 
 
 def _lower_precision(a: "Analysis", what: str) -> list[str]:
-    """The next narrower matmul path the device has, and (where it has one) its fp4 roof."""
+    """The next narrower matmul path the device has (weights and activations both narrower)."""
     size = DTYPES[a.op.dtype].size
     out: list[str] = []
     for key in MATMUL_LADDER:
