@@ -283,7 +283,8 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
         used = expected_experts(arch.experts, arch.experts_per_token, m)
         rows = max(1, math.ceil(m * arch.experts_per_token / used))
         each = L * used
-        note = f"{used:.3g} of {arch.experts} experts per layer (expected, uniform routing), {rows} rows each"
+        note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
+                f"{rows} rows each")
         ops += [
             LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
             LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),

@@ -426,8 +426,11 @@ def llm_ops_table(step) -> Group:  # noqa: ANN001 - a StepBound
                   f"{100 * a.time_lower_bound * lo.count / total:.1f}%")
     title = Prose(f"per-step ops at batch {step.phase.batch} (path {step.ops[1][1].path}; ridge "
                  f"{step.ops[1][1].ridge:.3g} FLOP/B)", style="bold")
-    notes = [Prose(f"× for {name}: {note}", style="dim")
-             for name, note in dict.fromkeys((lo.name, lo.note) for lo, _ in step.ops if lo.note)]
+    by_note: dict[str, list[str]] = {}
+    for lo, _ in step.ops:
+        if lo.note:
+            by_note.setdefault(lo.note, []).append(lo.name)
+    notes = [Prose(f"× for {', '.join(names)}: {note}", style="dim") for note, names in by_note.items()]
     launch = step.launch_s
     tiny = sum(1 for _, a in step.ops if launch is not None and a.time_lower_bound < launch)
     if tiny:
