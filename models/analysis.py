@@ -8,10 +8,7 @@ from typing import Any
 from . import roofline
 from .ops import Cost, Op
 from .profile import DeviceProfile
-
-# Seed 000 §5: tiny fp16 GEMMs on H100 all took 4.5 µs. Used when a profile
-# has no measured launch overhead of its own.
-TYPICAL_LAUNCH_S = 5e-6
+from .units import fmt_time
 
 
 @dataclass(frozen=True)
@@ -86,9 +83,30 @@ class Analysis:
         return max(self.time_compute, self.time_memory)
 
     @property
-    def launch_overhead(self) -> float:
+    def launch_overhead(self) -> float | None:
+        """Seconds to launch one kernel on this device, where its profile has the figure."""
         lo = self.device.launch_overhead
-        return lo.value if lo else TYPICAL_LAUNCH_S
+        return lo.value if lo else None
+
+    @property
+    def time_bound(self) -> float:
+        """T ≥ max(W/F, Q/B, one launch): issued on its own, a kernel takes no less than its launch."""
+        return max(self.time_lower_bound, self.launch_overhead or 0.0)
+
+    @property
+    def launch_binds(self) -> bool:
+        return self.launch_overhead is not None and self.launch_overhead > self.time_lower_bound
+
+    def launch_note(self) -> str:
+        """What the launch overhead adds to this op's bound, in words."""
+        lo = self.launch_overhead
+        if lo is None:
+            return f"launch overhead not measured for {self.device.id}: T is the roofline bound alone"
+        src = self.device.launch_overhead.source if self.device.launch_overhead else ""
+        if self.launch_binds:
+            return (f"T includes one kernel launch ({fmt_time(lo)}, {src}): above the roofline bound "
+                    f"{fmt_time(self.time_lower_bound)}, so the launch sets the time")
+        return f"T includes one kernel launch ({fmt_time(lo)}, {src}), below the roofline bound"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: SI units throughout."""
@@ -116,6 +134,11 @@ class Analysis:
             "time_compute_s": self.time_compute,
             "time_memory_s": self.time_memory,
             "time_lower_bound_s": self.time_lower_bound,
+            "launch_overhead_s": self.launch_overhead,
+            "kernels": 1,
+            "launch_floor_s": self.launch_overhead,
+            "time_bound_s": self.time_bound,
+            "binds": "launch" if self.launch_binds else "roofline",
             "advice": list(self.advice),
             "warnings": list(self.warnings),
             "measured": self.measured.to_dict() if self.measured else None,

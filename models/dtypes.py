@@ -31,6 +31,15 @@ DTYPES: dict[str, Dtype] = {
     )
 }
 
+# Weight-only formats: stored packed, unpacked to the activation dtype inside the GEMM, so they
+# name a GEMM's weights (`wdtype=`) but never the dtype it computes in.
+WEIGHT_ONLY: dict[str, Dtype] = {
+    d.name: d for d in (Dtype("int4", 0.5, "INT4 weights (weight-only, e.g. AWQ / GPTQ; unpacked in the kernel)"),)
+}
+# Formats stored with one fp16 scale per group of this many weights (AWQ, GPTQ and MXFP4/NVFP4-style).
+SCALE_GROUP = 128
+SCALE_BYTES = 2.0  # one fp16 scale
+
 ALIASES: dict[str, str] = {
     "float64": "fp64", "double": "fp64", "f64": "fp64",
     "float32": "fp32", "float": "fp32", "f32": "fp32",
@@ -51,6 +60,23 @@ def lookup_dtype(token: str) -> Dtype | None:
     key = token.strip().lower()
     key = ALIASES.get(key, key)
     return DTYPES.get(key)
+
+
+def weight_dtype(token: str) -> Dtype | None:
+    """The dtype a GEMM's weights may be stored in (any dtype, or a weight-only format), or None."""
+    key = token.strip().lower()
+    return WEIGHT_ONLY.get(key) or lookup_dtype(key)
+
+
+def weight_size(name: str) -> float:
+    """Bytes per weight element, weight-only formats included."""
+    return (WEIGHT_ONLY.get(name) or DTYPES[name]).size
+
+
+def weight_scale_bytes(name: str, elements: float) -> float:
+    """The scales a quantised weight carries: sub-byte formats one fp16 per SCALE_GROUP weights;
+    others none counted (an 8-bit weight's per-channel scales are a rounding error of its bytes)."""
+    return elements / SCALE_GROUP * SCALE_BYTES if weight_size(name) < 1 else 0.0
 
 
 def parse_dtype(token: str) -> Dtype:

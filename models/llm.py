@@ -1,11 +1,16 @@
-"""LLM inference on the roofline: prefill vs decode, the decode-step bound (seed 000 §6).
+"""LLM inference on the roofline: prefill vs decode, the decode-step bound.
 
 An architecture (from a Hugging Face config.json or a built-in) becomes, for a
 phase, the list of per-layer ops — seven linear GEMMs, attention, norms and
 elementwise glue — each a roofline point. Summing each op's bound gives a
 lower bound on the step; dividing the bytes a step must read by B gives the
-simpler bound seed 000 uses (weights without the input embedding table, plus
-the KV cache of every request).
+simpler bytes bound (weights without the input embedding table, plus the KV
+cache of every request). The op table counts the same bytes, so ΣT ≥ Q/B.
+
+Two things outside the roofline are said beside it: the launch floor (the
+step's kernels × the device's measured launch overhead: a step cannot finish
+before its kernels are issued) and whether weights and KV cache fit in the
+device's memory at all.
 """
 
 from __future__ import annotations
@@ -107,39 +112,80 @@ class Arch:
         return 2 * self.layers * self.kv_dim * DTYPES[kv_dtype or self.dtype].size
 
 
+MAX_CONFIG_INT = 2**40  # beyond any real width, layer or vocabulary count; keeps every product finite
+
+
+def _config_int(cfg: Mapping[str, Any], key: str, default: int, least: int = 1) -> int:
+    """An optional whole-number key: absent or null gives `default`; text, lists, booleans, NaN, inf,
+    fractions and out-of-range values are a ModelError naming the key."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or not least <= v <= MAX_CONFIG_INT:
+        raise ModelError(f"config key {key!r} = {_shown(v)} must be a whole number from {least} to 2^40")
+    return v
+
+
+def _shown(v: Any) -> str:
+    """A config value for an error line: short, one line."""
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
+def _config_bool(cfg: Mapping[str, Any], key: str, default: bool) -> bool:
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise ModelError(f"config key {key!r} = {_shown(v)} must be true or false")
+    return v
+
+
 def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
-    """An Arch from a Hugging Face config.json (llama, qwen2, mistral, gemma, mixtral, qwen-MoE keys)."""
-    cfg = dict(cfg.get("text_config", cfg))  # multimodal configs nest the language model
+    """An Arch from a Hugging Face config.json (llama, qwen2, mistral, gemma, mixtral, qwen-MoE keys).
+
+    Every key it reads is checked: a bad value is a ModelError naming the key, never a crash.
+    """
+    if not isinstance(cfg, Mapping):
+        raise ModelError(f"a config must be a JSON object, not {type(cfg).__name__}")
+    inner = cfg.get("text_config", cfg)  # multimodal configs nest the language model
+    if not isinstance(inner, Mapping):
+        raise ModelError(f"config key 'text_config' = {_shown(inner)} must be an object (the language model's config)")
+    cfg = dict(inner)
 
     def need(*keys: str) -> int:
         for k in keys:
             if cfg.get(k) is not None:
-                v = cfg[k]
-                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                    raise ModelError(f"config key {k!r} = {v!r} must be a positive integer")
-                return v
+                return _config_int(cfg, k, 0)
         raise ModelError(f"config has no {' / '.join(keys)}; is it a decoder-only transformer's config.json?")
 
     hidden = need("hidden_size", "n_embd", "d_model")
     heads = need("num_attention_heads", "n_head")
-    kv = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0)
+    kv = _config_int(cfg, "num_key_value_heads", heads)
+    head_dim = _config_int(cfg, "head_dim", 0) or hidden // heads
+    experts = (_config_int(cfg, "num_local_experts", 0, 0) or _config_int(cfg, "num_experts", 0, 0)
+               or _config_int(cfg, "n_routed_experts", 0, 0))
     inter = need("intermediate_size", "n_inner", "ffn_dim") if not experts or cfg.get("intermediate_size") else 0
-    raw_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    raw_dtype = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+    if not isinstance(raw_dtype, str):
+        raise ModelError(f"config key 'torch_dtype' = {_shown(raw_dtype)} must be a dtype name such as \"bfloat16\"")
     dt = lookup_dtype(raw_dtype.replace("torch.", ""))
-    if kv < 1 or heads % kv:
+    if heads % kv:
         raise ModelError(f"num_key_value_heads = {kv} must divide num_attention_heads = {heads}")
     if not cfg.get("head_dim") and hidden % heads:
         raise ModelError(f"hidden_size = {hidden} is not a multiple of num_attention_heads = {heads}; give head_dim")
-    shared = int(cfg.get("shared_expert_intermediate_size") or 0)
-    if not shared and cfg.get("n_shared_experts"):
-        shared = int(cfg["n_shared_experts"]) * int(cfg.get("moe_intermediate_size") or inter)
-    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("moe_topk") or (2 if experts else 0))
+    moe_inter = _config_int(cfg, "moe_intermediate_size", 0, 0)
+    shared = _config_int(cfg, "shared_expert_intermediate_size", 0, 0)
+    if not shared:
+        shared = _config_int(cfg, "n_shared_experts", 0, 0) * (moe_inter or inter)
+    top_k = _config_int(cfg, "num_experts_per_tok", 0, 0) or _config_int(cfg, "moe_topk", 0, 0) or (2 if experts else 0)
     if experts and not (1 <= top_k <= experts):
         raise ModelError(f"num_experts_per_tok = {top_k} must be between 1 and the {experts} experts")
+    raw_name = cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"
     return Arch(
-        name=name or str(cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"),
+        name=name or (raw_name if isinstance(raw_name, str) else "model"),
         hidden=hidden,
         intermediate=inter,
         layers=need("num_hidden_layers", "n_layer", "num_layers"),
@@ -147,12 +193,12 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
         kv_heads=kv,
         head_dim=head_dim,
         vocab=need("vocab_size"),
-        tied=bool(cfg.get("tie_word_embeddings", False)),
+        tied=_config_bool(cfg, "tie_word_embeddings", False),
         dtype=dt.name if dt else "bf16",
-        qkv_bias=bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
+        qkv_bias=_config_bool(cfg, "attention_bias", cfg.get("model_type") == "qwen2"),
         experts=experts,
         experts_per_token=top_k,
-        moe_intermediate=int(cfg.get("moe_intermediate_size") or (inter if experts else 0)),
+        moe_intermediate=moe_inter or (inter if experts else 0),
         shared_intermediate=shared,
     )
 
@@ -195,7 +241,13 @@ class Phase:
 class LayerOp:
     name: str  # q, k, v, o, gate, up, down, attention, norm, act, residual, router, experts, lm_head
     op: Op
-    count: int  # how many times per step (per layer × layers, or once)
+    count: float  # how many times per step (per layer × layers, or once); MoE experts: expected, fractional
+    note: str = ""  # how the count was reached, when it is not plain
+
+    @property
+    def kernels(self) -> int:
+        """Kernels this op issues per step: one per run (an expert touched in part of the steps counts whole)."""
+        return math.ceil(self.count - 1e-9)
 
 
 def expected_experts(experts: int, top_k: int, tokens: int) -> float:
@@ -226,15 +278,20 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
         LayerOp("residual", Elementwise(dtype=dt, n=m * arch.hidden, flops=1, reads=2, writes=1), 2 * L),
     ]
     if arch.experts:
+        # One expert's GEMMs, run by the expected number of distinct experts the step's tokens touch
+        # (fractional): the same count the weights total uses, so ΣT cannot fall below Q/B.
         used = expected_experts(arch.experts, arch.experts_per_token, m)
-        d = max(1, round(used))
-        rows = max(1, math.ceil(m * arch.experts_per_token / d))
+        rows = max(1, math.ceil(m * arch.experts_per_token / used))
+        each = L * used
+        note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
+                f"{rows} rows each")
         ops += [
             LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
-            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden, batch=d), L),
-            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden, batch=d), L),
-            LayerOp("act", Elementwise(dtype=dt, n=rows * d * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1), L),
-            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate, batch=d), L),
+            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),
+            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),
+            LayerOp("act", Elementwise(dtype=dt, n=rows * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
+                    each, note),
+            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate), each, note),
         ]
         if arch.shared_intermediate:
             ops += [
@@ -254,6 +311,50 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
         LayerOp("lm_head", Gemm(dtype=dt, m=phase.batch, n=arch.vocab, k=arch.hidden), 1),
     ]
     return ops
+
+
+GiB = 2**30
+
+
+def _gib(n: float) -> str:
+    g = n / GiB
+    return f"{g:.1f}" if g >= 0.1 else f"{g:.2g}"
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """What a serving instance must hold in device memory: every weight (all experts, the input embedding
+    table) and the KV cache of every request at its full length. Activations and workspace come on top."""
+
+    weights_bytes: float
+    kv_bytes: float
+    device_bytes: float | None  # None: the profile does not say how much memory the device has
+
+    @property
+    def needed_bytes(self) -> float:
+        return self.weights_bytes + self.kv_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.device_bytes is None else self.needed_bytes <= self.device_bytes
+
+    def describe(self, device: str) -> str:
+        """One short line (it has to fit the app's tab at 80 columns too)."""
+        need = (f"weights {_gib(self.weights_bytes)} + KV {_gib(self.kv_bytes)} = "
+                f"{_gib(self.needed_bytes)} GiB")
+        if self.device_bytes is None:
+            return f"memory: {need}; {device}'s memory size is unknown: not checked"
+        have = f"{device}'s {_gib(self.device_bytes)} GiB"
+        if self.fits:
+            return f"fits: {need} of {have}"
+        over = [what for what, b in (("the weights", self.weights_bytes), ("the KV cache", self.kv_bytes))
+                if b > self.device_bytes]
+        why = f" ({' and '.join(over)} alone exceed{'s' if over == ['the KV cache'] else ''} it)" if over else ""
+        return f"does not fit: {need} > {have}{why}; the bound assumes it does"
+
+    @property
+    def weights_fit(self) -> bool | None:
+        return None if self.device_bytes is None else self.weights_bytes <= self.device_bytes
 
 
 @dataclass(frozen=True)
@@ -282,17 +383,69 @@ class StepBound:
 
     @property
     def bytes_bound_s(self) -> float:
-        """Seed 000 §6: the step's bytes (weights + KV) over B."""
+        """The step's bytes (weights + KV) over B."""
         return (self.weights_read_bytes + self.kv_bytes) / self.device.B()
 
     @property
     def lower_bound_s(self) -> float:
-        """Σ over the step's ops of max(W/F, Q/B): never below bytes_bound_s by more than the glue."""
+        """Σ over the step's ops of max(W/F, Q/B): never below bytes_bound_s (the ops count the same bytes)."""
         return self._total("time_lower_bound")
 
     @property
     def compute_s(self) -> float:
         return self._total("time_compute")
+
+    # -- kernels and their launches ------------------------------------------------------
+
+    @property
+    def kernels(self) -> int:
+        """An estimate of the kernels a step issues: one per modelled op run. Real frameworks issue more
+        (rotary embedding, casts, copies, KV-cache writes): it makes the launch floor a floor."""
+        return sum(lo.kernels for lo, _ in self.ops)
+
+    @property
+    def launch_s(self) -> float | None:
+        """Seconds per kernel launched eagerly (one by one), where the profile has the figure."""
+        lo = self.device.launch_overhead
+        return lo.value if lo else None
+
+    @property
+    def graph_launch_s(self) -> float | None:
+        """Seconds per kernel replayed from a CUDA graph, where it was measured."""
+        v = self.device.extra.get("launch_graph_s")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+    @property
+    def launch_floor_s(self) -> float | None:
+        """Eager: the step cannot end before its kernels are issued, one launch each."""
+        return self.kernels * self.launch_s if self.launch_s is not None else None
+
+    @property
+    def graph_floor_s(self) -> float | None:
+        """What CUDA graphs would give: the same kernels at the graph's per-kernel cost."""
+        return self.kernels * self.graph_launch_s if self.graph_launch_s is not None else None
+
+    @property
+    def time_bound_s(self) -> float:
+        """T ≥ max(ΣT, launch floor): the roofline and the eager launches, whichever binds."""
+        return max(self.lower_bound_s, self.launch_floor_s or 0.0)
+
+    @property
+    def binds(self) -> str:
+        return "launch" if (self.launch_floor_s or 0.0) > self.lower_bound_s else "roofline"
+
+    # -- memory ---------------------------------------------------------------------------
+
+    @property
+    def memory(self) -> MemoryFit:
+        return MemoryFit(self.arch.weights_bytes, self.kv_bytes_held, self.device.memory_bytes)
+
+    @property
+    def kv_bytes_held(self) -> float:
+        """The KV cache kept for the batch: every request at its full length (read or written per step)."""
+        return self.kv_bytes
+
+    # -- throughput -----------------------------------------------------------------------
 
     @property
     def tokens_per_step(self) -> int:
@@ -300,14 +453,20 @@ class StepBound:
 
     @property
     def tokens_per_s(self) -> float:
-        return self.tokens_per_step / self.lower_bound_s
+        """The ceiling on tokens/s: a step takes at least T (roofline or launch floor)."""
+        return self.tokens_per_step / self.time_bound_s
 
     @property
     def explained(self) -> float | None:
         """The share of a measured step time the roofline bound accounts for."""
         return self.lower_bound_s / self.measured_s if self.measured_s else None
 
+    def notes(self) -> list[str]:
+        """The launch floor and the memory fit in words: what the CLI report and the app's tab both say."""
+        return [launch_line(self), self.memory.describe(self.device.id)]
+
     def to_dict(self) -> dict[str, Any]:
+        mem = self.memory
         return {
             "model": self.arch.name,
             "device": self.device.id,
@@ -327,14 +486,47 @@ class StepBound:
             "bytes_bound_s": self.bytes_bound_s,
             f"{self.phase.kind}_step_lower_bound_s": self.lower_bound_s,
             "step_compute_s": self.compute_s,
+            "kernels": self.kernels,
+            "kernels_estimated": True,
+            "launch_overhead_s": self.launch_s,
+            "launch_floor_s": self.launch_floor_s,
+            "graph_launch_s": self.graph_launch_s,
+            "graph_floor_s": self.graph_floor_s,
+            "step_time_bound_s": self.time_bound_s,
+            "binds": self.binds,
             "tokens_per_s_upper_bound": self.tokens_per_s,
+            "memory_bytes": mem.needed_bytes,
+            "memory_weights_bytes": mem.weights_bytes,
+            "memory_kv_bytes": mem.kv_bytes,
+            "device_memory_bytes": mem.device_bytes,
+            "fits": mem.fits,
             "measured_s": self.measured_s,
             "explained_fraction": self.explained,
             "outside_roofline_s": (self.measured_s - self.lower_bound_s) if self.measured_s else None,
             "ops": [
-                {"name": lo.name, "count": lo.count, **a.to_dict()} for lo, a in self.ops
+                {"name": lo.name, "count": lo.count, "kernels": lo.kernels, **({"note": lo.note} if lo.note else {}),
+                 **a.to_dict()} for lo, a in self.ops
             ],
         }
+
+
+def _ms(t: float) -> str:
+    return f"{t * 1e3:.3g} ms"
+
+
+def launch_line(step: StepBound) -> str:
+    """The launch floor beside the roofline bound, and which binds."""
+    n, dev = step.kernels, step.device.id
+    head = f"launch: ≈{n} kernels a step (an estimate: one per modelled op; frameworks issue more)"
+    if step.launch_floor_s is None:
+        return f"{head}; launch overhead not measured for {dev}: T ≥ ΣT {_ms(step.lower_bound_s)}, the roofline alone"
+    line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "
+            f"{_ms(step.lower_bound_s)}, launch floor {_ms(step.launch_floor_s)}) = {_ms(step.time_bound_s)}: "
+            + ("the launches bind, not the roofline" if step.binds == "launch" else "the roofline binds"))
+    if step.graph_floor_s is not None:
+        line += (f"; from a CUDA graph ({step.graph_launch_s * 1e6:.3g} µs a kernel) the floor would be "
+                 f"{_ms(step.graph_floor_s)}")
+    return line
 
 
 def weights_read_bytes(arch: Arch, phase: Phase) -> float:
@@ -360,7 +552,7 @@ def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtyp
                         linear_only: bool = False, limit: int = 1 << 20) -> int | None:
     """The smallest decode batch whose step is compute-bound (W/F ≥ Q/B), or None below `limit`.
 
-    linear_only: the seven linear layers alone (I ≈ batch, seed 000 §6); otherwise the
+    linear_only: the seven linear layers alone (I ≈ batch); otherwise the
     whole step, where each request's KV cache keeps attention memory-bound.
     """
     def compute_bound(b: int) -> bool:
@@ -374,7 +566,7 @@ def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtyp
 
 @dataclass(frozen=True)
 class Amdahl:
-    """An end-to-end breakdown: which parts sped up and what the whole gained (seed 002 §2.2)."""
+    """An end-to-end breakdown: which parts sped up and what the whole gained (Amdahl's law)."""
 
     before: Mapping[str, float]
     after: Mapping[str, float]

@@ -1,7 +1,7 @@
 """Op cost models: each op's W (FLOP), Q (bytes) and the compute path it uses.
 
 Counting is algorithmic, as in the reference measurements: every array is read
-or written once (seed 000 §2), an FMA is 2 FLOP, and Q is the compulsory
+or written once, an FMA is 2 FLOP, and Q is the compulsory
 traffic to the memory level, so T = max(W/F, Q/B) stays a lower bound. Each
 cost says how it counted in `counting`.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from .dtypes import DTYPES
+from .dtypes import DTYPES, SCALE_GROUP, weight_scale_bytes, weight_size
 from .paths import fma_path, matmul_path, vector_path
 
 
@@ -55,13 +55,21 @@ class Op:
         return "" if self.level == "dram" else f" level={self.level}"
 
 
+# GEMMs whose inputs are this narrow write a wider output in practice: torch._scaled_mm(out_dtype=bf16)
+# for fp8, the block-scaled fp4 GEMMs likewise; an 8-bit output would lose what the accumulator kept.
+NARROW_OUT = {"fp8": "bf16", "fp4": "bf16"}
+
+
 @dataclass(frozen=True)
 class Gemm(Op):
-    """Y[M×N] = X[M×K]·A[K×N], `batch` independent ones (seed 000 §2, seed 003 §2.1).
+    """Y[M×N] = X[M×K]·A[K×N], `batch` independent ones.
 
-    W = 2·batch·M·N·K; Q = batch·(sizeof·(MK + KN) + sizeof_out·MN). For an LLM
-    linear layer M is the tokens per batch, K×N the weight. fp32 runs with TF32
-    off (fp32-matmul); ask for tf32 to get the tensor-core path.
+    W = 2·batch·M·N·K; Q = batch·(sizeof(dtype)·MK + sizeof(wdtype)·KN + scales + sizeof(out)·MN).
+    For an LLM linear layer M is the tokens per batch, K×N the weight. `dtype`
+    is the activations' (and the tensor-core path's); `wdtype` the weights' when
+    they are stored narrower (weight-only quantisation: int4 weights, bf16
+    activations). fp32 runs with TF32 off (fp32-matmul); ask for tf32 to get the
+    tensor-core path.
     """
 
     kind: ClassVar[str] = "gemm"
@@ -69,22 +77,36 @@ class Gemm(Op):
     n: int = 1
     k: int = 1
     batch: int = 1
-    out: str | None = None  # output dtype; default: the input dtype (reference convention)
+    out: str | None = None  # output dtype; default: the input dtype, bf16 for fp8 / fp4 inputs
+    wdtype: str | None = None  # weight dtype; default: dtype
 
     @property
     def out_dtype(self) -> str:
-        return self.out or self.dtype
+        return self.out or NARROW_OUT.get(self.dtype, self.dtype)
+
+    @property
+    def weight_dtype(self) -> str:
+        return self.wdtype or self.dtype
 
     def cost(self) -> Cost:
         s, so, b = _size(self.dtype), _size(self.out_dtype), self.batch
-        x, a, y = b * s * self.m * self.k, b * s * self.k * self.n, b * so * self.m * self.n
+        weights = b * self.k * self.n
+        x, y = b * s * self.m * self.k, b * so * self.m * self.n
+        a = weights * weight_size(self.weight_dtype)
+        scales = weight_scale_bytes(self.weight_dtype, weights)
+        terms = [("X (M×K)", x), (f"A (K×N, weights{', ' + self.weight_dtype if self.wdtype else ''})", a)]
+        counting = "W = 2·M·N·K; Q = each matrix read or written once"
+        if scales:
+            terms.append((f"weight scales (fp16 per {SCALE_GROUP})", scales))
+            counting += f", 4-bit weights with one fp16 scale per {SCALE_GROUP}"
+        terms.append(("Y (M×N)", y))
         return Cost(
             flops=2.0 * b * self.m * self.n * self.k,
-            bytes=x + a + y,
+            bytes=x + a + scales + y,
             path=matmul_path(self.dtype),
             level=self.level,
-            terms=(("X (M×K)", x), ("A (K×N, weights)", a), ("Y (M×N)", y)),
-            counting="W = 2·M·N·K; Q = each matrix read or written once",
+            terms=tuple(terms),
+            counting=counting,
         )
 
     def with_m(self, m: int) -> "Gemm":
@@ -96,19 +118,22 @@ class Gemm(Op):
             s += f" batch={self.batch}"
         if self.out:
             s += f" out={self.out}"
+        if self.wdtype and self.wdtype != self.dtype:
+            s += f" wdtype={self.wdtype}"
         return s + self._level_suffix()
 
     def describe(self) -> str:
         name = "GEMV" if self.m == 1 else "GEMM"
         b = f"{self.batch}× " if self.batch != 1 else ""
-        return f"{name} {b}{self.m}×{self.n}×{self.k} {self.dtype}"
+        w = f" ({self.wdtype} weights)" if self.wdtype and self.wdtype != self.dtype else ""
+        return f"{name} {b}{self.m}×{self.n}×{self.k} {self.dtype}{w}"
 
 
 @dataclass(frozen=True)
 class Elementwise(Op):
     """y = f(x) over n elements: `flops` per element, `reads` and `writes` arrays.
 
-    The default is seed 000's y = x·a + b: one FMA (2 FLOP), one read, one
+    The default is the reference's y = x·a + b: one FMA (2 FLOP), one read, one
     write, so I = 1/sizeof.
     """
 
@@ -143,7 +168,7 @@ class Elementwise(Op):
 
 @dataclass(frozen=True)
 class FmaSweep(Op):
-    """The FMA sweep (seed 000 §4): each element read, R FMAs in registers, written.
+    """The FMA sweep: each element read, R FMAs in registers, written.
 
     W = 2·R·n; Q = 2·n·sizeof; I = R/sizeof. Its slope retraces B and its
     plateau is the FMA-unit peak.
@@ -238,7 +263,7 @@ ATTN_MODES = ("flash", "naive", "decode")
 
 @dataclass(frozen=True)
 class Attention(Op):
-    """Scaled dot-product attention (seed 003 §2.4; seed 002's decode case).
+    """Scaled dot-product attention, prefill (FlashAttention) and decode over a KV cache.
 
     b batch, h query heads, kv key/value heads (GQA/MQA when kv < h), d head
     dim, q query length, t key/value length. W counts the two matmuls,
@@ -249,7 +274,7 @@ class Attention(Op):
     FlashAttention case (the score matrix stays on chip) and the decode case
     (q = 1: reading the KV cache dominates). `naive` also writes the score
     matrix S, reads it, writes P and reads P back: 4·b·h·q·t·sizeof more, which
-    pins I near d/sizeof whatever the length (seed 003 §2.4.1).
+    pins I near d/sizeof whatever the length.
     """
 
     kind: ClassVar[str] = "attn"
@@ -318,7 +343,7 @@ OP_TYPES: dict[str, type[Op]] = {
 }
 
 
-# The field that plays "batch" for each op: what seed 001's slider moves.
+# The field that plays "batch" for each op: what the What-if tab's [ and ] move.
 BATCH_FIELDS: dict[type[Op], str] = {
     Gemm: "m", Attention: "b", Elementwise: "n", FmaSweep: "r", Norm: "rows", Softmax: "rows",
 }

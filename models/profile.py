@@ -61,7 +61,7 @@ class DeviceProfile:
     vendor: str = ""
     kind: str = "gpu"  # "gpu" or "cpu"
     memory_bytes: float | None = None
-    sm_count: int | None = None  # SMs (NVIDIA), CUs (AMD), cores (CPU)
+    sm_count: int | None = None  # SMs (NVIDIA), CUs (AMD); on a CPU the threads torch measured with
     l2_bytes: float | None = None  # last-level cache: L2 on a GPU, LLC on a CPU
     power_limit_w: float | None = None
     launch_overhead: Ceiling | None = None  # seconds per kernel launch, when known
@@ -69,6 +69,11 @@ class DeviceProfile:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     # -- lookups -----------------------------------------------------------------
+
+    @property
+    def threads(self) -> int | None:
+        """A CPU profile's thread count: its ceilings are those of that many threads (1 and 2 differ ×2)."""
+        return self.sm_count if self.kind == "cpu" else None
 
     def paths(self) -> list[str]:
         return sorted(self.peak, key=path_sort_key)

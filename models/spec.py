@@ -2,6 +2,7 @@
 
     gemm 1 8192 8192 bf16                 positional M N K, then a dtype
     gemm m=4096 n=4096 k=4096 dtype=fp8   key=value
+    gemv 8192 8192 bf16 wdtype=int4       int4 weights, bf16 activations (weight-only)
     gemv 8192 8192 fp16                   a GEMM with M = 1
     attn b=8 h=32 kv=8 d=128 t=8192 decode
     ew n=1e9 fp32                         elementwise (default: one FMA per element)
@@ -16,10 +17,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from .dtypes import DTYPES, lookup_dtype
+from .dtypes import DTYPES, WEIGHT_ONLY, lookup_dtype, weight_dtype
 from .ops import ATTN_MODES, NORM_FLOPS, Attention, Elementwise, FmaSweep, Gemm, Norm, Op, Softmax
 from .paths import LEVELS
 
@@ -56,13 +57,13 @@ def _gemv(**f: Any) -> Op:
 
 GRAMMARS: dict[str, Grammar] = {
     "gemm": Grammar(
-        Gemm, "gemm M N K [dtype] [batch=B] [out=DTYPE]", ("m", "n", "k"),
-        _keys("m", "n", "k", "batch", "dtype", "out", "level", b="batch"), required=("m", "n", "k"),
+        Gemm, "gemm M N K [dtype] [batch=B] [out=DTYPE] [wdtype=DTYPE]", ("m", "n", "k"),
+        _keys("m", "n", "k", "batch", "dtype", "out", "wdtype", "level", b="batch"), required=("m", "n", "k"),
         defaults={"dtype": "bf16"},
     ),
     "gemv": Grammar(
-        _gemv, "gemv N K [dtype] (a GEMM with M = 1)", ("n", "k"),
-        _keys("n", "k", "batch", "dtype", "out", "level", b="batch"), required=("n", "k"),
+        _gemv, "gemv N K [dtype] [wdtype=DTYPE] (a GEMM with M = 1)", ("n", "k"),
+        _keys("n", "k", "batch", "dtype", "out", "wdtype", "level", b="batch"), required=("n", "k"),
         defaults={"dtype": "bf16"},
     ),
     "attn": Grammar(
@@ -207,6 +208,12 @@ def parse_spec(text: str | Iterable[str]) -> Op:
 
 
 def _convert(kind: str, g: Grammar, name: str, raw: str) -> Any:
+    if name == "wdtype":
+        d = weight_dtype(raw)
+        if d is None or d.name == "tf32":
+            allowed = [w for w in (*DTYPES, *WEIGHT_ONLY) if w != "tf32"]
+            raise SpecError(f"{kind}: wdtype {raw!r} is not allowed; choose one of: {', '.join(allowed)}")
+        return d.name
     if name in ("dtype", "out", "kvdtype"):
         allowed = g.dtypes if name == "dtype" else tuple(DTYPES)
         return _dtype(raw, allowed, name, kind)
@@ -225,6 +232,8 @@ def _convert(kind: str, g: Grammar, name: str, raw: str) -> Any:
 
 def _finish(kind: str, op: Op) -> Op:
     """Checks that span several fields."""
+    if isinstance(op, Gemm) and op.wdtype == op.dtype:
+        return replace(op, wdtype=None)  # weights in the activations' dtype: the plain GEMM
     if isinstance(op, Attention):
         if op.kv_heads > op.h or op.h % op.kv_heads:
             raise SpecError(f"attn: kv={op.kv_heads} must divide h={op.h} (grouped-query attention)")

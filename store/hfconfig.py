@@ -26,6 +26,10 @@ def load_arch(ref: str) -> Arch:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelError(f"cannot read {path}: {exc}") from None
+    except RecursionError:
+        raise ModelError(f"cannot read {path}: JSON nested too deeply for a config.json") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4300)
+        raise ModelError(f"cannot read {path}: {exc}".splitlines()[0]) from None
     if not isinstance(cfg, dict):
         raise ModelError(f"{path} is not a config.json object")
     return arch_from_config(cfg, path.parent.name or path.stem)

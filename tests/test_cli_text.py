@@ -192,7 +192,7 @@ def test_op_header_keeps_each_figure_whole_and_notes_hang(runs_db, capsys: pytes
     lines = out.splitlines()
     assert any(line.endswith("I 4.00 FLOP/B") for line in lines), out
     advice = lines[next(i for i, line in enumerate(lines) if line.startswith(" → ")):]
-    assert all(line.startswith((" → ", "   ")) for line in advice), "\n".join(advice)
+    assert all(line.startswith((" → ", " · ", "   ")) for line in advice), "\n".join(advice)
     assert len(advice) > sum(line.startswith(" → ") for line in advice)  # some advice did wrap
 
 
@@ -267,7 +267,7 @@ def test_op_report_never_parts_a_figure_at_any_width(spec: str) -> None:
         assert not [line for line in head if line.endswith((" W", " Q", " I"))], (width, head)
         assert split_pairs(buf.getvalue()) == [], (width, split_pairs(buf.getvalue()))
         advice = lines[next(i for i, line in enumerate(lines) if line.startswith(" → ")):]
-        assert all(line.startswith((" → ", "   ")) for line in advice), (width, advice)
+        assert all(line.startswith((" → ", " · ", "   ")) for line in advice), (width, advice)
 
 
 # -- small things said right ---------------------------------------------------------------

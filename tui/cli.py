@@ -224,7 +224,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         console.print(devices_table(profiles))
         console.print()
         console.print(Prose(
-            "sources: ref = published measurement (seed 000 tables 3–5); datasheet = vendor dense figures; "
+            "sources: ref = published measurement (RealZST/llm-infra-notes, roofline/data); datasheet = vendor "
+            "dense figures; "
             "measured / imported = the store's runs (each device's latest complete run, plus named runs; "
             "`rooftop runs`). `rooftop devices ID` shows every roof with the case that produced it."
         ))
@@ -351,7 +352,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
     if flips:
         lin, whole = flips["linear_layers"], flips["whole_step"]
         console.print(Prose(
-            f"linear layers turn compute-bound from batch ≈ {lin if lin else 'never'} (I ≈ batch, seed 000 §6); "
+            f"linear layers turn compute-bound from batch ≈ {lin if lin else 'never'} (their I ≈ batch); "
             f"the whole step at context {contexts[0]} "
             + (f"from batch ≈ {whole}" if whole else "never: each request's KV cache keeps attention memory-bound")
         ))
@@ -675,7 +676,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from itertools import combinations
 
-    from rooftop.models.compare import common_paths, compare_path
+    from rooftop.models.compare import common_paths, compare_path, thread_note
 
     ids = _device_list(args.devices)
     if len(ids) < 2:
@@ -693,6 +694,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "pairs": [{"a": a.id, "b": b.id, "path": c.path, "level": c.level, "crossover": c.crossover.intensity,
                        "higher_below": c.crossover.higher_below, "higher_above": c.crossover.higher_above,
                        "ridges": c.ridges} for a, b, c in pairs],
+            "notes": [n for n in (thread_note(profiles),) if n],
         }
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -762,7 +764,7 @@ def add_store_commands(sub: Any) -> None:
 
     cp = sub.add_parser("compare", help="profiles side by side: B, F, ridges, crossovers",
                         description="Devices side by side: bandwidth per level, peak per path, ridges, and the "
-                                    "intensity where each pair's roofs cross (seed 000 §3).")
+                                    "intensity where each pair's roofs cross.")
     cp.add_argument("devices", nargs="+", metavar="DEVICE", help="catalog ids, run ids or run names (two or more)")
     cp.add_argument("--json", action="store_true", help="print JSON (SI units)")
     add_db_option(cp)

@@ -102,16 +102,18 @@ class Llm(Widget):
         self.step = step
         s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.dtype}\n", style="bold")
         s.append(f"weights read {step.weights_read_bytes / 1e9:.2f} GB + KV {step.kv_bytes / 1e9:.3g} GB per step\n")
-        s.append(f"bound: Q/B {fmt_time(step.bytes_bound_s)}, ΣT {fmt_time(step.lower_bound_s)} → ")
+        s.append(f"bound: Q/B {fmt_time(step.bytes_bound_s)}, ΣT {fmt_time(step.lower_bound_s)}, T ≥ "
+                 f"{fmt_time(step.time_bound_s)} ({step.binds}) → ")
         s.append(f"≤ {fmt_number(step.tokens_per_s)} tokens/s\n", style="bold")
         if flip:
-            s.append(f"linear layers compute-bound from batch ≈ {flip}", style="dim")
+            s.append(f"linear layers compute-bound from batch ≈ {flip}\n", style="dim")
+        s.append(step.memory.describe(dev.id), style="bold red" if step.memory.fits is False else "dim")
         self.query_one("#llm-summary", Static).update(s)
         table = self.query_one("#llm-ops", DataTable)
         table.clear()
         total = step.lower_bound_s
         for lo, a in step.ops:
-            table.add_row(lo.name, str(lo.count), f"{a.intensity:.3g}", a.regime, fmt_time(a.time_lower_bound),
+            table.add_row(lo.name, f"{lo.count:.4g}", f"{a.intensity:.3g}", a.regime, fmt_time(a.time_lower_bound),
                           f"{100 * a.time_lower_bound * lo.count / total:.1f}%")
         self._draw(step)
 

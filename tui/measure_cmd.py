@@ -141,6 +141,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
             "samples": [s.to_dict() for s in samples],
             "device_info": backend.info.to_dict(),
             "plan": plan.name,
+            "threads": cal.profile.threads,  # CPU: the threads torch measured with (null on a GPU)
             "notes": list(plan.notes) + list(cal.notes),
             "above_roof": [label_of(s) for s in cal.above_roof],
             "wall_s": wall,

@@ -49,7 +49,8 @@ def ceilings_table(cal: Calibration) -> Group:
     if "launch_graph_s" in p.extra:
         t.add_row("launch (graph)", fmt_time(float(p.extra["launch_graph_s"])), "per kernel in a CUDA graph", "")
     capped = capped_line(p)
-    return Group(titled(f"ceilings of {p.name} (measured)", t), *([Prose(capped, style="yellow")] if capped else []))
+    how = f"measured with {fmt_count(p.threads, 'thread')}" if p.threads else "measured"
+    return Group(titled(f"ceilings of {p.name} ({how})", t), *([Prose(capped, style="yellow")] if capped else []))
 
 
 def _cell(s: Sample, value: float | None, fmt) -> Text:  # noqa: ANN001 - fmt: float -> str

@@ -135,8 +135,9 @@ def analysis_table(rows: list[Analysis]) -> Group:
     row(f"B ({first.level})", lambda a: f"{fmt_bandwidth(a.bandwidth)} ({SOURCE_TAG.get(a.device.bandwidth[a.level].source, '')})")
     row("ridge I*", lambda a: fmt_intensity(a.ridge))
     row("regime", lambda a: f"{a.regime}-bound")
-    row("T ≥", lambda a: fmt_time(a.time_lower_bound))
+    row("T ≥", lambda a: fmt_time(a.time_bound) + (" (launch)" if a.launch_binds else ""))
     row("  Q/B, W/F", lambda a: f"{fmt_time(a.time_memory)}, {fmt_time(a.time_compute)}")
+    row("  launch", lambda a: fmt_time(a.launch_overhead) if a.launch_overhead is not None else "not measured")
     row("P", lambda a: f"{fmt_flops_rate(a.attainable)} ({100 * a.attainable / a.peak:.3g}% of F)")
     if any(a.measured for a in rows):
         row("measured t", lambda a: fmt_time(a.measured.time_s) if a.measured else "")
@@ -146,6 +147,10 @@ def analysis_table(rows: list[Analysis]) -> Group:
     for a in rows:
         prefix = f"{a.device.id}: " if len(rows) > 1 else ""
         notes += [(" →", prefix + line) for line in a.advice]
+        notes.append((" ·", Text(prefix + a.launch_note(), style="dim")))
+        if a.device.threads:
+            notes.append((" ·", Text(f"{prefix}{a.device.id} is a CPU profile measured with "
+                                      f"{fmt_count(a.device.threads, 'thread')}", style="dim")))
         notes += [(Text(" !", style="yellow"), Text(prefix + line, style="yellow")) for line in a.warnings]
     parts = [Prose(head), Prose(how), t, hanging(notes)]
     if len(rows) > 1:
@@ -401,8 +406,15 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
+def _gb3(n: float) -> str:
+    """GB in at most six columns, without an exponent: 0.0073, 0.0671, 4.29, 1,100."""
+    g = n / 1e9
+    return f"{g:,.0f}" if g >= 100 else f"{g:.3g}" if g >= 0.01 else f"{g:.2g}"
+
+
 def llm_steps_table(steps: list) -> Group:
-    """One row per batch × context: the bytes a step must read, its bound, tokens/s, measured share."""
+    """One row per batch × context: the bytes a step must read, its bounds (roofline, launch), tokens/s,
+    measured share; then the launch floor and whether it all fits in memory."""
     s0 = steps[0]
     a = s0.arch
     kvd = s0.phase.kv_dtype or a.dtype
@@ -412,32 +424,62 @@ def llm_steps_table(steps: list) -> Group:
         f" on {device_heading(s0.device)} — {a.params / 1e9:.2f} B params, {a.dtype} weights "
         f"{_gb(a.weights_bytes)} (input embedding {_gb(a.embedding_bytes)}), KV {kvd}{moe}",
     )
-    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1))
+    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1), collapse_padding=True)
     measured = any(s.measured_s for s in steps)
-    cols = ["batch", "prompt" if s0.phase.kind == "prefill" else "ctx", "wts GB", "KV MiB", "Q/B ms",
-            "ΣT ms", "tok/s≤"]
+    cols = ["batch", "prompt" if s0.phase.kind == "prefill" else "ctx", "wts GB", "KV GB", "Q/B ms",
+            "ΣT ms", "launch", "tok/s≤"]
     cols += ["meas ms", "expl.", "rest ms"] if measured else ["W/F ms"]
     for c in cols:
         t.add_column(c, justify="right", no_wrap=True, min_width=len(c))
 
     def ms(x: float) -> str:
-        return f"{x * 1e3:.3g}"
+        return f"{x * 1e3:,.0f}" if abs(x) >= 1 else f"{x * 1e3:.3g}"
 
     for s in steps:
-        row = [str(s.phase.batch), str(s.phase.kv_len), f"{s.weights_read_bytes / 1e9:.2f}", f"{s.kv_bytes / 2**20:.3g}",
-               ms(s.bytes_bound_s), ms(s.lower_bound_s), f"{s.tokens_per_s:,.0f}"]
+        floor = s.launch_floor_s
+        row = [str(s.phase.batch), str(s.phase.kv_len), f"{s.weights_read_bytes / 1e9:.2f}", _gb3(s.kv_bytes),
+               ms(s.bytes_bound_s), ms(s.lower_bound_s),
+               (ms(floor) + ("*" if s.binds == "launch" else "")) if floor is not None else "—",
+               f"{s.tokens_per_s:,.0f}"]
         if measured:
             row += [ms(s.measured_s) if s.measured_s else "", f"{100 * s.explained:.0f}%" if s.measured_s else "",
                     ms(s.measured_s - s.lower_bound_s) if s.measured_s else ""]
         else:
             row.append(ms(s.compute_s))
-        t.add_row(*row)
+        t.add_row(*row, style="red" if s.memory.fits is False else "")
     notes = Prose(
         "weights = bytes read per step (all weights but the input embedding table); KV = cache read per step "
         "(decode) or written (prefill); Q/B = the step's bytes over B; ΣT = the sum of each op's max(W/F, Q/B); "
-        "expl. = ΣT / measured; rest = measured − ΣT: kernel launch and CPU overhead, or kernels below their "
-        "roof (seed 000 §6).", style="dim")
-    return Group(Prose(head), t, notes)
+        "launch = the eager launch floor (kernels × launch overhead), * where it binds: T ≥ max(ΣT, launch); "
+        "tok/s≤ = tokens per step / T; fits = all weights and the batch's KV cache in device memory (activations not counted); "
+        "expl. = ΣT / measured; rest = measured − ΣT: kernel launch and CPU overhead, or kernels below "
+        "their roof.", style="dim")
+    return Group(Prose(head), t, notes, hanging(llm_step_notes(steps)))
+
+
+def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
+    """The launch floor (it scales with the kernels, the same at every batch) and the memory fit:
+    each step that does not fit, else the largest that does."""
+    from rooftop.models.llm import launch_line
+
+    s0 = steps[0]
+    out: list[tuple[str | Text, str | Text]] = [(" ·", launch_line(s0))]
+    over = [s for s in steps if s.memory.fits is False]
+    if s0.memory.weights_fit is False:  # then nothing fits: say it once, with the smallest KV cache
+        least = min(steps, key=lambda s: s.memory.needed_bytes)
+        return out + [(Text(" !", style="red"), Text(least.memory.describe(least.device.id), style="red"))]
+    for s in over:
+        where = f"batch {s.phase.batch}, {'prompt' if s.phase.kind == 'prefill' else 'ctx'} {s.phase.kv_len}: "
+        out.append((Text(" !", style="red"), Text(where + s.memory.describe(s.device.id), style="red")))
+    if not over:
+        big = max(steps, key=lambda s: s.memory.needed_bytes)
+        out.append((" ·", big.memory.describe(big.device.id)))
+    return out
+
+
+def _times(count: float) -> str:
+    """An op's multiplicity: whole where it is whole, else to three figures (expected MoE experts)."""
+    return str(round(count)) if abs(count - round(count)) < 1e-9 else f"{count:.4g}"
 
 
 def llm_ops_table(step) -> Group:  # noqa: ANN001 - a StepBound
@@ -447,15 +489,22 @@ def llm_ops_table(step) -> Group:  # noqa: ANN001 - a StepBound
                  ("T each", "right"), ("T total", "right"), ("share", "right")):
         t.add_column(c, justify=j)
     for lo, a in step.ops:
-        t.add_row(lo.name, a.op.describe(), str(lo.count), f"{a.intensity:.3g}", a.regime,
+        t.add_row(lo.name, a.op.describe(), _times(lo.count), f"{a.intensity:.3g}", a.regime,
                   fmt_time(a.time_lower_bound), fmt_time(a.time_lower_bound * lo.count),
                   f"{100 * a.time_lower_bound * lo.count / total:.1f}%")
     title = Prose(f"per-step ops at batch {step.phase.batch} (path {step.ops[1][1].path}; ridge "
                  f"{step.ops[1][1].ridge:.3g} FLOP/B)", style="bold")
-    tiny = sum(1 for _, a in step.ops if a.time_lower_bound < a.launch_overhead)
-    notes = [Prose(f"{fmt_count(tiny, 'op kind')} {'is' if tiny == 1 else 'are'} bounded below one kernel launch: "
-                   f"at this size launch overhead, not the roofline, sets {'its' if tiny == 1 else 'their'} time "
-                   "(CUDA graphs remove it).", style="yellow")] if tiny else []
+    by_note: dict[str, list[str]] = {}
+    for lo, _ in step.ops:
+        if lo.note:
+            by_note.setdefault(lo.note, []).append(lo.name)
+    notes = [Prose(f"× for {', '.join(names)}: {note}", style="dim") for note, names in by_note.items()]
+    launch = step.launch_s
+    tiny = sum(1 for _, a in step.ops if launch is not None and a.time_lower_bound < launch)
+    if tiny:
+        notes.append(Prose(f"{fmt_count(tiny, 'op kind')} {'is' if tiny == 1 else 'are'} bounded below one kernel "
+                           f"launch ({fmt_time(launch)} on {step.device.id}): at this size launch overhead, not the "
+                           f"roofline, sets {'its' if tiny == 1 else 'their'} time (CUDA graphs cut it).", style="yellow"))
     return Group(title, t, *notes)
 
 
@@ -468,8 +517,8 @@ def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
         t.add_row(name, f"{before:.3g} ms", f"{after:.3g} ms", f"{before - after:.3g} ms")
     t.add_row("total", f"{split.total_before:.3g} ms", f"{split.total_after:.3g} ms",
               f"{split.total_before - split.total_after:.3g} ms", style="bold")
-    return Group(Prose(f"end to end: {fmt_ratio(split.speedup)} (Amdahl: the parts not sped up keep their time, "
-                      "seed 002 §2.2)", style="bold"), t)
+    return Group(Prose(f"end to end: {fmt_ratio(split.speedup)} (Amdahl's law: the parts not sped up keep "
+                      "their time)", style="bold"), t)
 
 
 # -- the store: runs, samples, comparisons -------------------------------------------
@@ -575,5 +624,8 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
                       f"{cx.higher_below} higher", f"{cx.higher_above} higher")
     legend = Prose("B: dram bandwidth per level; F: peak per compute path; I* = F/B (dram). "
                   "Below the crossover intensity the bandwidth-richer roof is higher, above it the "
-                  "compute-richer one (seed 000 §3).", style="dim")
-    return Group(t, Text(""), x, legend)
+                  "compute-richer one.", style="dim")
+    from rooftop.models.compare import thread_note
+
+    threads = thread_note(profiles)
+    return Group(t, Text(""), x, legend, *([Prose(threads, style="yellow")] if threads else []))
