@@ -53,18 +53,19 @@ def installed_script(name: str) -> Path:
     Not next to sys.executable: a system Python (/usr/bin/python3) installs scripts into
     /usr/local/bin or ~/.local/bin, so that guess failed on a GPU server after the README's install.
     """
-    from importlib.metadata import PackageNotFoundError, distribution
+    from importlib.metadata import distributions
 
-    try:
-        dist = distribution("rooftop")
-    except PackageNotFoundError:
+    # Every installed copy: a checkout's own rooftop.egg-info (left by `pip install -e`, found through
+    # the test's working directory) lists sources only; the install's dist-info lists the script.
+    dists = list(distributions(name="rooftop"))
+    if not dists:
         pytest.skip("rooftop is not installed as a distribution (run from a checkout); "
                     "`pip install -e '.[test]'` installs the `rooftop` command this checks")
-    declared = {ep.name for ep in dist.entry_points if ep.group == "console_scripts"}
+    declared = {ep.name for d in dists for ep in d.entry_points if ep.group == "console_scripts"}
     assert name in declared, f"pyproject declares no `{name}` console script: {sorted(declared)}"
-    scripts = [Path(str(dist.locate_file(f))).resolve() for f in dist.files or ()
+    scripts = [Path(str(d.locate_file(f))).resolve() for d in dists for f in d.files or ()
                if f.name in (name, f"{name}.exe") and f.parent.name in ("bin", "Scripts")]
-    assert scripts, f"the installed rooftop {dist.version} lists no `{name}` script in its RECORD"
+    assert scripts, f"no installed rooftop ({', '.join(d.version for d in dists)}) lists a `{name}` script in its RECORD"
     return scripts[0]
 
 
