@@ -62,7 +62,7 @@ def advise(a: "Analysis") -> list[str]:
 
 
 def _memory_advice(a: "Analysis") -> list[str]:
-    op, dev = a.op, a.device
+    op = a.op
     out: list[str] = []
     if isinstance(op, Gemm):
         s, so = DTYPES[op.dtype].size, DTYPES[op.out_dtype].size
