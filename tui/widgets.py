@@ -10,7 +10,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.await_complete import AwaitComplete
+from textual.screen import ModalScreen, ScreenResultType
 from textual.widgets import DataTable, Select, Static
 from textual_plotext import PlotextPlot
 
@@ -200,7 +201,22 @@ measured here, a published reference measurement, or a datasheet.
 """
 
 
-class HelpScreen(ModalScreen[None]):
+class Dialog(ModalScreen[ScreenResultType]):
+    """A modal screen that closes once: keys that come together (Esc and Enter in one read) may
+    each ask it to close, and a second dismiss would pop the screen below it."""
+
+    @property
+    def closed(self) -> bool:
+        """No longer the screen on top: dismissed already (or not shown yet)."""
+        return not self.is_attached or self.app.screen is not self
+
+    def dismiss(self, result: ScreenResultType | None = None) -> AwaitComplete:
+        if self.closed:
+            return AwaitComplete()  # closed already: this later key asks nothing
+        return super().dismiss(result)
+
+
+class HelpScreen(Dialog[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
