@@ -14,6 +14,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -24,7 +25,7 @@ from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.comparepane import Compare
 from rooftop.tui.historypane import History
-from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry, TelemetryPanel
+from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry
 from rooftop.tui.llmpane import Llm
 from rooftop.tui.rooflinepane import Roofline
 from rooftop.tui.whatif import WhatIf
@@ -101,6 +102,21 @@ class AppConfig:
 
 
 class RooftopApp(App[None]):
+    """The app. What several tabs show lives in the reactive attributes below: each tab watches
+    what it shows once it is built (and reads it then), so the app never reaches into a tab that
+    may not be built yet — a run ending while keys build tabs crashed it that way."""
+
+    # The app's state: tabs watch these (self.watch(self.app, name, ...)) from their on_mount.
+    profiles: var[dict[str, DeviceProfile]] = var(dict, init=False)  # every device list
+    current = var(None, init=False)  # the What-if analysis (models.analysis.Analysis | None)
+    pinned: var[list] = var(list, init=False)  # ops pinned to the Roofline tab, kept in the store
+    run_view: var[RunView] = var(RunView, init=False, always_update=True)  # set again on each sample
+    device_id: var[str] = var(FALLBACK_DEVICE, init=False, always_update=True)  # what Roofline shows
+    overlay_id: var[str | None] = var(None, init=False, always_update=True)  # the Roofline tab's second device
+    curve: var[str] = var("bandwidth", init=False)  # the Live tab's left chart (v: the next sweep)
+    telemetry = var(None, init=False, always_update=True)  # the sampler's latest Snapshot
+    runs_changed: var[int] = var(0, init=False)  # counts changes to the stored runs (History reloads)
+
     CSS_PATH = "app.tcss"
     TITLE = "rooftop"
     SUB_TITLE = "roofline lab"
@@ -144,10 +160,8 @@ class RooftopApp(App[None]):
         self.device_id, self.device_note = self._pick_device()
         self._sampler: Sampler | None = None
         # State the tabs read when they mount (tabs other than the first mount after the first frame).
-        self.current = self._first_op()  # the What-if analysis (its tab may not be built yet)
-        self.pinned: list = self._saved_pins()  # ops pinned to the Roofline tab, kept in the store
-        self.run_view = RunView()  # the measurement in progress or last finished
-        self.overlay_id: str | None = None  # the Roofline tab's second device
+        self.current = self._first_op()
+        self.pinned = self._saved_pins()
         self._unbuilt: dict[str, Callable[[], object]] = {}  # tabs not shown yet
 
     def _first_op(self):  # noqa: ANN202 - an Analysis or None
@@ -268,6 +282,8 @@ class RooftopApp(App[None]):
         table (r, d, e), the What-if and LLM panes ([ ] p , .); on the other tabs the tab bar."""
         from textual.widgets import Tabs
 
+        if self.query_one(TabbedContent).active != tab:
+            return  # another tab was asked for since (fast keys): focusing here would pull this one back
         pane = self.query_one(f"#{tab}")
         focused = self.focused
         if focused is not None and pane in focused.ancestors_with_self:
@@ -306,19 +322,12 @@ class RooftopApp(App[None]):
         return self._sampler
 
     def on_telemetry(self, message: Telemetry) -> None:
-        # A panel still mounting (a lazy tab) fills itself from the sampler's history in its on_mount;
-        # one being torn down (the app exiting) has nothing left to update.
-        for panel in self.query(TelemetryPanel):
-            if panel.is_mounted and panel.is_attached:
-                panel.add(message.snapshot)
+        # A panel mounting later (a lazy tab) fills itself from the sampler's history in its on_mount.
+        self.telemetry = message.snapshot
 
     @on(WhatIf.Changed)
     def _op_changed(self, message: WhatIf.Changed) -> None:
         self.current = message.analysis
-        for r in self.query(Roofline):
-            r.show_op(message.analysis)
-        for c in self.query(Compare):
-            c.show_op(message.analysis)
 
     @on(WhatIf.Pinned)
     def _op_pinned(self, message: WhatIf.Pinned) -> None:
@@ -326,18 +335,13 @@ class RooftopApp(App[None]):
         op = message.analysis.op
         same = [p for p in self.pinned if p.spec() == op.spec()]  # a spec is the pin's identity (as stored)
         keep = not same
-        if keep:
-            self.pinned.append(op)
-        else:
-            self.pinned = [p for p in self.pinned if p not in same]
+        self.pinned = [*self.pinned, op] if keep else [p for p in self.pinned if p not in same]
         problem = self._save_pin(op, keep)
         verb = "pinned" if keep else "unpinned"
         if problem:
             self.notify(f"{verb} {op.describe()} for this session only: {problem}", severity="warning", timeout=6)
         else:
             self.notify(f"{verb} {op.describe()}" + (" (on the Roofline tab)" if keep else ""), timeout=3)
-        for r in self.query(Roofline):
-            r.redraw()
 
     def _save_pin(self, op, keep: bool) -> str:  # noqa: ANN001 - a models.ops op
         """Save or forget a pin in the store: '' when done, else why not (the pin still holds in memory)."""
@@ -367,8 +371,6 @@ class RooftopApp(App[None]):
             self.notify("a measurement is already running (c cancels it)", timeout=3)
             return
         self.run_view = RunView(starting=True)  # torch takes seconds to load: say so at once
-        for panel in self.query(MeasurePanel):
-            panel.show_run(self.run_view)
         self.measure()
 
     def action_cancel(self) -> None:
@@ -378,8 +380,8 @@ class RooftopApp(App[None]):
                         timeout=4)
 
     def action_next_curve(self) -> None:
-        for panel in self.query(MeasurePanel):
-            panel.next_curve()
+        curves = MeasurePanel.CURVES
+        self.curve = curves[(curves.index(self.curve) + 1) % len(curves)]
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="measure", description="measuring")
     def measure(self) -> object:
@@ -401,31 +403,24 @@ class RooftopApp(App[None]):
     @on(MeasureStarted)
     def _started(self, m: MeasureStarted) -> None:
         self.run_view = RunView(m.plan, m.points, m.device)
-        for panel in self.query(MeasurePanel):
-            panel.show_run(self.run_view)
 
     @on(SampleTaken)
     def _sample(self, m: SampleTaken) -> None:
         self.run_view.add(m.progress, m.sample, m.calibration)
-        for panel in self.query(MeasurePanel):
-            panel.update_progress(self.run_view)
+        self.run_view = self.run_view  # always_update: the Live tab shows the new point
 
     @on(MeasureFinished)
     def _finished(self, m: MeasureFinished) -> None:
         result = m.result
         self.run_view.result = result
-        for panel in self.query(MeasurePanel):
-            panel.show_run(self.run_view)
+        self.run_view = self.run_view
         self.notify(f"measurement {result.status}: {fmt_count(len(result.samples), 'point')}", timeout=5,
                     severity="information" if result.status != "failed" else "error")
         self.reload_profiles()
         if result.status == "complete" and "local" in self.profiles:
             before = self.device_id  # show the new measurement, with what was shown before overlaid
-            self.device_id, self.overlay_id = "local", (before if before != "local" else self.overlay_id)
-            for roofline in self.query(Roofline):
-                roofline.select_device("local")
-                if self.overlay_id:
-                    roofline.query_one("#rl-overlay").value = self.overlay_id
+            self.overlay_id = before if before != "local" else self.overlay_id
+            self.device_id = "local"
 
     @on(StoreProblem)
     def _store_problem(self, m: StoreProblem) -> None:
@@ -438,18 +433,13 @@ class RooftopApp(App[None]):
             err = event.worker.error
             self.notify(f"{event.worker.description} failed: {err}", severity="error", timeout=10)
             self.run_view.error = str(err)
-            for panel in self.query(MeasurePanel):
-                panel.show_run(self.run_view)
+            self.run_view = self.run_view
 
     def reload_profiles(self, history: bool = True) -> None:
         """Pick up new measured or renamed profiles in every device list."""
         self.profiles = {**catalog(), **self._stored_profiles(), **self.config.profiles}
-        for kind in (Roofline, WhatIf, Compare, Llm):
-            for pane in self.query(kind):
-                pane.set_profiles(self.profiles)
         if history:
-            for h in self.query(History):
-                h.reload()
+            self.runs_changed += 1
 
     @on(History.StoreChanged)
     def _store_changed(self) -> None:

@@ -424,8 +424,9 @@ def run_app(args: argparse.Namespace) -> int:
         lookup_device(args.device, store_profiles(args, [args.device]))  # a bad id: one line, before the screen opens
     from rooftop.tui.app import AppConfig, create_app
 
-    create_app(AppConfig(device=args.device, db_path=getattr(args, "db", None), autostart=True)).run()
-    return 0
+    app = create_app(AppConfig(device=args.device, db_path=getattr(args, "db", None), autostart=True))
+    app.run()
+    return app.return_code or 0  # a crash inside the app (Textual printed it) exits non-zero
 
 
 # -- the store ------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.compare import common_paths, compare_path
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_ratio, fmt_time
-from rooftop.tui.widgets import Col, FitTable, refresh_select
+from rooftop.tui.widgets import Col, FitTable, refresh_select, watch_app
 
 
 class Compare(Widget):
@@ -37,8 +37,8 @@ class Compare(Widget):
             yield FitTable([], id="cmp-table", zebra_stripes=True, cursor_type="row")
 
     def on_mount(self) -> None:
-        self.op_analysis = getattr(self.app, "current", None)
         self.refresh_table()
+        watch_app(self, profiles=self.set_profiles, current=self.show_op)
 
     @on(Select.Changed, "#cmp-a")
     @on(Select.Changed, "#cmp-b")
@@ -48,6 +48,8 @@ class Compare(Widget):
         self.refresh_table()
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        if profiles is self.profiles:
+            return
         self.profiles = profiles
         for sel in ("#cmp-a", "#cmp-b"):
             refresh_select(self.query_one(sel, Select), list(profiles))

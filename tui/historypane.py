@@ -23,7 +23,7 @@ from rooftop.models.plotdata import intensity_span, roof_series, sample_series
 from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate
 from rooftop.store.db import StoreError
 from rooftop.store.runs import BadName, Run, name_problem
-from rooftop.tui.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot
+from rooftop.tui.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, watch_app
 
 # The run table at 80 columns: plan, then the sample count, then the device go first (the detail
 # below names them); a long name or device ends in "…" rather than push status off screen.
@@ -135,6 +135,7 @@ class History(Widget):
 
     def on_mount(self) -> None:
         self.reload()
+        watch_app(self, init=False, runs_changed=lambda _count: self.reload())  # read just now
 
     def _open(self):  # noqa: ANN202 - Store | None
         from rooftop.store.runs import Store

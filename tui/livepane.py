@@ -14,6 +14,7 @@ from textual.widgets import Label, Sparkline, Static
 
 from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Snapshot
+from rooftop.tui.widgets import watch_app
 
 HISTORY = 120  # points per sparkline
 
@@ -80,6 +81,7 @@ class TelemetryPanel(Widget):
         sampler = getattr(self.app, "sampler", None)  # mounted late (a lazy tab): fill in what was sampled
         for snap in sampler.history()[-HISTORY:] if sampler is not None else []:
             self.add(snap)
+        watch_app(self, init=False, telemetry=self.add)  # then each new snapshot
 
     def compose(self) -> ComposeResult:
         yield Static(self.source, id="tel-source")
@@ -148,11 +150,12 @@ class MeasurePanel(Widget):
         self._dirty = False
         self.curve = "bandwidth"
 
-    def next_curve(self) -> None:
-        """Show the next sweep's curve in the left chart (key v)."""
-        self.curve = self.CURVES[(self.CURVES.index(self.curve) + 1) % len(self.CURVES)]
-        self._dirty = True
-        self._redraw()
+    def show_curve(self, curve: str) -> None:
+        """Show this sweep's curve in the left chart (the app's choice: key v)."""
+        if curve != self.curve:
+            self.curve = curve
+            self._dirty = True
+            self._redraw()
 
     @property
     def samples(self) -> list:
@@ -160,9 +163,7 @@ class MeasurePanel(Widget):
 
     def on_mount(self) -> None:
         self.set_interval(self.REDRAW_S, self._redraw)
-        view = getattr(self.app, "run_view", None)
-        if view is not None and (view.plan or view.starting):  # mounted late: show the run so far
-            self.show_run(view)
+        watch_app(self, run_view=self.show_run, curve=self.show_curve)  # mounted late: the run so far
 
     def compose(self) -> ComposeResult:
         from textual.widgets import ProgressBar
@@ -180,6 +181,8 @@ class MeasurePanel(Widget):
 
     def show_run(self, view: RunView) -> None:
         """Start showing `view`: a run just started, finished, failed, or one mounted late into."""
+        if not (view.plan or view.starting or view.error):
+            return  # no run yet: the panel says how to start one
         self.view = view
         if view.error and not view.plan:
             self.query_one("#ms-status", Static).update(Text(f"failed: {view.error}", style="bold red"))

@@ -16,7 +16,7 @@ from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_number, fmt_time
-from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select
+from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select, watch_app
 
 SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
 
@@ -67,6 +67,7 @@ class Llm(Widget):
         self.query_one("#llm-ops", DataTable).add_columns("op", "×", "I", "regime", "T each", "share")
         self.recompute()
         self._ready = True  # the Changed events of mounting itself are not edits
+        watch_app(self, profiles=self.set_profiles)
 
     _ready = False
 
@@ -129,6 +130,8 @@ class Llm(Widget):
         self.query_one("#llm-plot", RooflinePlot).show(series, f"{step.arch.name} {step.phase.kind}, batch {step.phase.batch}")
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        if profiles is self.profiles:
+            return
         self.profiles = profiles
         refresh_select(self.query_one("#llm-device", Select), list(profiles))
         self.recompute()

@@ -13,7 +13,7 @@ from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.plotdata import Series, intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.tui.chart import line_colors, point_markers
-from rooftop.tui.widgets import RooflinePlot, refresh_select
+from rooftop.tui.widgets import RooflinePlot, refresh_select, watch_app
 
 NO_OVERLAY = "(none)"
 DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
@@ -72,8 +72,10 @@ class Roofline(Widget):
 
     def on_mount(self) -> None:
         self._reset_paths()
-        self.current = getattr(self.app, "current", None)
-        self.redraw()
+        # The app's state now and as it changes (redraw waits for the end of mounting: is_mounted).
+        watch_app(self, profiles=self.set_profiles, device_id=self.select_device, overlay_id=self.select_overlay,
+                  current=self.show_op, pinned=lambda _pins: self.redraw())
+        self.call_later(self.redraw)
 
     def _reset_paths(self) -> None:
         dev = self.profiles[self.device_id]
@@ -105,6 +107,8 @@ class Roofline(Widget):
         self.redraw()
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        if profiles is self.profiles:
+            return
         self.profiles = profiles
         self.measured.clear()  # a re-measured profile has new points
         refresh_select(self.query_one("#rl-device", Select), list(profiles))
@@ -115,7 +119,16 @@ class Roofline(Widget):
         self.redraw()
 
     def select_device(self, device_id: str) -> None:
-        self.query_one("#rl-device", Select).value = device_id
+        """Show `device_id` (the app's choice: a new measurement); the Select's Changed redraws."""
+        select = self.query_one("#rl-device", Select)
+        if device_id in self.profiles and select.value != device_id:
+            select.value = device_id
+
+    def select_overlay(self, overlay_id: str | None) -> None:
+        """Overlay `overlay_id` (what was shown before a new measurement); None leaves the user's choice."""
+        select = self.query_one("#rl-overlay", Select)
+        if overlay_id in self.profiles and select.value != overlay_id:
+            select.value = overlay_id
 
     def redraw(self) -> None:
         if not self.is_mounted:

@@ -21,7 +21,7 @@ from rooftop.models.plotdata import intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import GRAMMARS, SpecError, parse_spec
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_time
-from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select
+from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select, watch_app
 
 DEFAULT_SPEC = "gemv 8192 8192 bf16"  # a batch-1 decode GEMV: seed 001's starting point
 FORM_FIELDS: dict[str, tuple[str, ...]] = {
@@ -138,6 +138,7 @@ class WhatIf(Widget):
 
     def on_mount(self) -> None:
         self.analyse()
+        watch_app(self, profiles=self.set_profiles)
 
     # -- the form ----------------------------------------------------------------
     # The spec line is the source of truth. The form mirrors every valid spec; a
@@ -254,6 +255,8 @@ class WhatIf(Widget):
         self.query_one(RooflinePlot).show(series, f"{dev.id}: {a.regime}-bound")
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        if profiles is self.profiles:
+            return
         self.profiles = profiles
         refresh_select(self.query_one("#device", Select), list(profiles))
         self.device_id = str(self.query_one("#device", Select).value)

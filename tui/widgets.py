@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.await_complete import AwaitComplete
 from textual.screen import ModalScreen, ScreenResultType
+from textual.widget import Widget
 from textual.widgets import DataTable, Select, Static
 from textual_plotext import PlotextPlot
 
@@ -242,6 +243,20 @@ class ErrorLine(Static):
         """Show what went wrong (the exception's first argument), or nothing."""
         self.set_class(exc is not None, "-shown")
         self.update("" if exc is None else Text(f"✗ {exc.args[0] if exc.args else exc}", style="bold red"))
+
+
+def watch_app(widget: Widget, init: bool = True, **callbacks: Callable[..., object]) -> None:
+    """Call each callback with the app's state of that name now (unless not `init`), and again
+    whenever it changes.
+
+    A tab calls this from its on_mount, once its widgets exist: it reads what it shows as it is
+    built and follows it afterwards, and the app never has to reach into a tab that may not be
+    built yet. State the app does not keep (a test's bare App) is left alone.
+    """
+    reactives = getattr(type(widget.app), "_reactives", {})
+    for name, callback in callbacks.items():
+        if name in reactives:
+            widget.watch(widget.app, name, callback, init=init)
 
 
 def refresh_select(select: Select, ids: list[str], extra: list[str] = ()) -> None:  # type: ignore[assignment]
