@@ -36,6 +36,7 @@ FALLBACK_DEVICE = "h100"
 # The widget that gets the focus when a tab is shown, so the tab's own keys work at once.
 TAB_HOME = {"whatif": "WhatIf", "history": "#hist-table", "llm": "Llm"}
 NARROW_BELOW = 90  # columns: below this, tabs stack or hide their chart (app.tcss: Screen.-narrow)
+NOTE_S = 3  # seconds a note (toast) stays: it covers the chart's lower right meanwhile
 SHORT_BELOW = 30  # rows: below this, the header goes and Live packs its traces (app.tcss: Screen.-short)
 
 
@@ -162,6 +163,7 @@ class RooftopApp(App[None]):
         # State the tabs read when they mount (tabs other than the first mount after the first frame).
         self.current = self._first_op()
         self.pinned = self._saved_pins()
+        self.run_view = self._last_run_here()
         self._unbuilt: dict[str, Callable[[], object]] = {}  # tabs not shown yet
 
     def _first_op(self):  # noqa: ANN202 - an Analysis or None
@@ -213,6 +215,28 @@ class RooftopApp(App[None]):
         if local is not None:
             found["local"] = local
         return found
+
+    def _last_run_here(self) -> RunView:
+        """This machine's last run in the store (any status), for the Live tab after a restart."""
+        import sqlite3
+
+        from rooftop.store.db import StoreError
+        from rooftop.store.process import host_name
+        from rooftop.store.runs import Store
+
+        if not self.measured_here:
+            return RunView()
+        try:
+            store = Store.open_existing(self.config.db_path)
+            if store is None:
+                return RunView()
+            with store:
+                mine = [r for r in store.runs() if r.host == host_name() and not r.imported_from]
+                if not mine:
+                    return RunView()
+                return RunView.from_store(mine[-1], store.samples(mine[-1].id), store.stored_profile(mine[-1].id))
+        except (StoreError, sqlite3.DatabaseError, OSError):
+            return RunView()  # the store's trouble is said once, by _stored_profiles
 
     def run_points(self, profile: DeviceProfile) -> list:
         """The sample points of the stored run behind a measured or imported profile ([] if unreadable)."""
@@ -295,8 +319,9 @@ class RooftopApp(App[None]):
             self.query_one(TabbedContent).query_one(Tabs).focus()
 
     def on_mount(self) -> None:
+        # First-launch notes are short: a toast sits over the chart's lower right while it lasts.
         if self.device_note:
-            self.notify(self.device_note, timeout=6)
+            self.notify(self.device_note, timeout=NOTE_S)
         if self.store_note:
             self.notify(self.store_note, severity="warning", timeout=8)
         if self.config.sampler is not None:
@@ -304,12 +329,13 @@ class RooftopApp(App[None]):
             self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
         if self.config.autostart and not self.measured_here:
-            self.notify("no measurement of this machine yet: measuring it now (quick plan) — c cancels", timeout=8)
+            self.notify("no measurement of this machine yet: measuring it now (quick plan) — c cancels",
+                        timeout=NOTE_S)
             self.query_one(TabbedContent).active = "live"
             self.action_measure()
         elif self.config.autostart and not ("local" in self.profiles and self.profiles["local"].is_roofline()):
             self.notify("this machine's measurements so far are partial (cancelled, interrupted, or --only): "
-                        "m measures it again", timeout=8)
+                        "m measures it again", timeout=NOTE_S)
 
     def on_unmount(self) -> None:
         if self._sampler is not None:
@@ -390,7 +416,9 @@ class RooftopApp(App[None]):
 
         worker = get_current_worker()
         plan = self.config.plan()
-        self.post_message(MeasureStarted(plan.name, len(plan.steps), f"{plan.backend.spec} ({plan.backend.info.name})"))
+        info = plan.backend.info
+        threads = f", {fmt_count(info.units, 'thread')}" if info.kind == "cpu" and info.units else ""
+        self.post_message(MeasureStarted(plan.name, len(plan.steps), f"{plan.backend.spec} ({info.name}){threads}"))
         result = measure_run(
             plan, self.config.db_path, store=self.config.save, sampler=self._sampler,
             cancel=worker.cancelled_event,  # toolong's pattern: the domain loop checks the worker's event
@@ -414,7 +442,7 @@ class RooftopApp(App[None]):
         result = m.result
         self.run_view.result = result
         self.run_view = self.run_view
-        self.notify(f"measurement {result.status}: {fmt_count(len(result.samples), 'point')}", timeout=5,
+        self.notify(f"measurement {result.status}: {fmt_count(len(result.samples), 'point')}", timeout=NOTE_S,
                     severity="information" if result.status != "failed" else "error")
         self.reload_profiles()
         if result.status == "complete" and "local" in self.profiles:
@@ -453,11 +481,13 @@ class RooftopApp(App[None]):
         self.query_one(TabbedContent).active = tab
 
     def action_escape(self) -> None:
-        """Esc leaves a text field (so 1–6, m, q work again); elsewhere it cancels a measurement."""
+        """Esc leaves a text field for the tab's home, so 1–6, m, q and the tab's own keys ([ ] p)
+        work again (with no focus at all they would wait for another tab); elsewhere it cancels."""
         from textual.widgets import Input
 
         if isinstance(self.focused, Input):
             self.set_focus(None)
+            self._focus_home(self.query_one(TabbedContent).active)
         else:
             self.action_cancel()
 

@@ -13,6 +13,7 @@ from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.compare import common_paths, compare_path
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_ratio, fmt_time
+from rooftop.tui.threads import threads_note
 from rooftop.tui.widgets import Col, FitTable, refresh_select, watch_app
 
 
@@ -33,6 +34,7 @@ class Compare(Widget):
             yield Label(" with ")
             yield Select(options, value=self.b, allow_blank=False, compact=True, id="cmp-b")
         with VerticalScroll():
+            yield Static("", id="cmp-threads")  # two CPU runs of different thread counts: said
             yield Static("", id="cmp-op")
             yield FitTable([], id="cmp-table", zebra_stripes=True, cursor_type="row")
 
@@ -63,6 +65,10 @@ class Compare(Widget):
         a, b = self.profiles[self.a], self.profiles[self.b]
         rows = [(None, cells) for cells in roof_rows(a, b)]
         self.query_one("#cmp-table", FitTable).set_rows(rows, compare_columns(a.id, b.id))
+        note = threads_note(a, b)
+        threads = self.query_one("#cmp-threads", Static)
+        threads.update(Text(note, style="yellow"))
+        threads.display = bool(note)
         self._op_line()
 
     def _op_line(self) -> None:

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Static
 
@@ -31,6 +31,8 @@ class Llm(Widget):
         Binding("right_square_bracket", "scale('batch', 2)", "batch ×2"),
         Binding("comma", "scale('context', 0.5)", "ctx ÷2"),
         Binding("full_stop", "scale('context', 2)", "ctx ×2"),
+        Binding("pagedown", "page(1)", "Scroll", show=False),  # the pane scrolls under 90 columns
+        Binding("pageup", "page(-1)", "Scroll", show=False),
     ]
 
     def __init__(self, profiles: dict[str, DeviceProfile], device: str, *, id: str | None = None) -> None:  # noqa: A002
@@ -41,7 +43,9 @@ class Llm(Widget):
 
     def compose(self) -> ComposeResult:
         models = [(m, m) for m in builtin_models()]
-        with Horizontal(id="llm-body", classes="beside"):
+        # Beside each other when wide; under 90 columns one scrolling column, the chart below the
+        # whole op table (at 80×24 the table's last rows and the chart were cut off, with no scrolling).
+        with VerticalScroll(id="llm-body", can_focus=False):
             with Vertical(id="llm-left"):
                 with Horizontal(classes="row"):
                     yield Select(models, value="qwen2.5-7b", allow_blank=False, compact=True, id="llm-model")
@@ -61,7 +65,7 @@ class Llm(Widget):
                 yield ErrorLine(id="llm-error")
                 yield Static("", id="llm-summary")
                 yield DataTable(id="llm-ops", cursor_type="row", zebra_stripes=True)
-            yield RooflinePlot(id="llm-plot", classes="chart-beside")
+            yield RooflinePlot(id="llm-plot")
 
     def on_mount(self) -> None:
         self.query_one("#llm-ops", DataTable).add_columns("op", "×", "I", "regime", "T each", "share")
@@ -135,6 +139,10 @@ class Llm(Widget):
         self.profiles = profiles
         refresh_select(self.query_one("#llm-device", Select), list(profiles))
         self.recompute()
+
+    def action_page(self, direction: int) -> None:
+        body = self.query_one("#llm-body", VerticalScroll)
+        body.scroll_page_down() if direction > 0 else body.scroll_page_up()
 
     def action_scale(self, field: str, factor: float) -> None:
         inp = self.query_one("#llm-batch" if field == "batch" else "#llm-context", Input)

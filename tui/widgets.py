@@ -40,14 +40,15 @@ class RooflinePlot(PlotextPlot):
         self._draw = DRAWERS[kind]
         self._series: list[Series] = []
         self._title = ""
-        self._legend = True  # False: the tab shows a side legend (chart.line_colors, point_markers)
+        self._legend: bool | str = True  # False: the tab's side legend has it all; "points": its lines
 
     @property
     def series(self) -> list[Series]:
         return list(self._series)
 
-    def show(self, series: list[Series], title: str = "", kind: str | None = None, legend: bool = True) -> None:
-        """Draw `series`; legend=False when the tab shows the legend itself (the Roofline tab, beside)."""
+    def show(self, series: list[Series], title: str = "", kind: str | None = None, legend: bool | str = True) -> None:
+        """Draw `series`; legend=False when the tab shows the legend itself, "points" when a side legend
+        has the lines and the points go below the chart (the Roofline tab: they fit there at 80×24)."""
         if kind is not None:
             self._draw = DRAWERS[kind]
         self._series = list(series)
@@ -66,7 +67,7 @@ class RooflinePlot(PlotextPlot):
         width, height = self.size
         from plotext import colorize  # ANSI as the chart's own, so a swatch has its line's colour
 
-        legend = legend_lines(self._series, width, colorize) if self._legend else []
+        legend = legend_lines(self._series, width, colorize, lines_too=self._legend is True) if self._legend else []
         legend = legend[: max(0, height - 8)]  # the chart keeps 8 rows at least
         chart_rows = height - len(legend)
         self.plt.plotsize(width, chart_rows)
