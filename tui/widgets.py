@@ -182,6 +182,7 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 | `v` | Live: the next sweep's curve — GB/s vs working set, TFLOP/s vs n or M, FMA sweep vs R |
 | `[` / `]` | What-if: halve / double M (or the batch) — watch the point cross the ridge; LLM: the batch |
 | `,` / `.` | LLM: halve / double the context |
+| `PgUp` / `PgDn` | LLM under 90 columns: scroll to the op table's end and the chart |
 | `p` | What-if: pin the op to the Roofline tab, or unpin it; pins are kept in the store |
 | `r` `d` `e` | History: rename, delete, export the selected run |
 | `Tab` | move between fields; `Esc` leaves a text field |
@@ -192,8 +193,8 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 `attn b=8 h=32 kv=8 d=128 t=8192 decode`, `ew n=1e9 fp32`, `fma 64 fp32`,
 `norm 4096 4096 bf16`, `softmax 4096 4096`. Numbers: `8192`, `1e9`, `2^20`, `8k`.
 
-Under 90 columns, What-if, History and LLM put their chart below the text,
-or leave it out when the terminal is under 30 rows: the Roofline tab (`2`)
+Under 90 columns, What-if and History put their chart below the text,
+or leave it out when the terminal is under 30 rows (LLM scrolls to it): the Roofline tab (`2`)
 draws the What-if op, and a measured run's points when you pick its device.
 Tables leave out their least needed columns rather than cut one in half.
 
