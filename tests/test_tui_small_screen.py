@@ -208,6 +208,11 @@ async def test_a_cpu_run_says_its_threads_and_compare_says_when_they_differ(tmp_
         await pilot.pause()
         note = f"local was measured with {threads} thread{'s' if threads > 1 else ''}, {earlier[0].id} with 64 threads"
         assert note in str(app.query_one("#cmp-threads", Static).render())
+        await pilot.press("5")  # History says each CPU run's threads
+        await pilot.pause()
+        app.query_one("#hist-table", DataTable).move_cursor(row=1)  # the earlier run (newest first)
+        await pilot.pause()
+        assert "(cpu, 64 threads, quick, complete)" in str(app.query_one("#hist-detail", Static).render())
         await pilot.press("2")  # overlaid on the Roofline tab: said there too
         await pilot.pause()
         app.query_one("#rl-device").value = "local"

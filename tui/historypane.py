@@ -192,7 +192,10 @@ class History(Widget):
         except StoreError as exc:
             detail.update(Text(f"✗ {exc}", style="red"))
             return
-        text = Text(f"{run.label} — {run.device_name} ({run.backend}, {run.plan}, {run.status})\n", style="bold")
+        units = run.device.get("units")  # a CPU's ceilings scale with the threads it was measured with
+        threads = f", {fmt_count(units, 'thread')}" if run.backend == "cpu" and isinstance(units, int) and units > 0 else ""
+        text = Text(f"{run.label} — {run.device_name} ({run.backend}{threads}, {run.plan}, {run.status})\n",
+                    style="bold")
         if prof is None:
             text.append("no ceilings: the run did not complete\n", style="yellow")
         else:
