@@ -170,7 +170,7 @@ def test_the_plot_legend_is_below_the_chart_not_over_it(capsys: pytest.CaptureFi
     inside, below = "\n".join(lines[:bottom]), "\n".join(lines[bottom:])
     assert rc == 0 and "GB/s" not in inside and "GEMV" not in inside  # the slopes' corner is free
     for label in ("── h100 dram 3085 GB/s", "── h200 dram 4295 GB/s", "── h200 bf16-tc 815 TFLOP/s",
-                  "● GEMV 1×8192×8192 bf16"):
+                  "★ GEMV 1×8192×8192 bf16"):
         assert label in below
     assert max(len(line) for line in lines) <= 80
 

@@ -126,7 +126,7 @@ async def test_roofline_axis_labels_and_legend_whole(runs_db: Path) -> None:
     async with app.run_test(size=SMALL) as pilot:
         await pilot.pause()
         assert_visible(app, "device h100", "overlay (none)", "TFLOP/s", "I, FLOP/byte (log-log)",
-                       "● GEMV 1×8192×8192 bf16", "roofs in TFLOP/s", "── fp8-tc 1318", "── dram 3085 GB/s")
+                       "★ GEMV 1×8192×8192 bf16", "roofs in TFLOP/s", "── fp8-tc 1318", "── dram 3085 GB/s")
 
 
 async def test_roofline_with_an_overlay_still_names_every_line(runs_db: Path) -> None:
@@ -137,9 +137,10 @@ async def test_roofline_with_an_overlay_still_names_every_line(runs_db: Path) ->
         app.query_one("#rl-overlay").value = "h200"
         await pilot.pause()
         legend = str(app.query_one("#rl-legend").render())
-        for line in ("h100", "h200", "── dram 3085 GB/s", "── dram 4295 GB/s", "── bf16-tc 802.4", "── fp8-tc 1318"):
-            assert line in legend, legend
-        assert_visible(app, "roofs in TFLOP/s", "h100")
+        for line in ("── h100 dram 3085 GB/s", "── h200 dram 4295 GB/s", "── bf16-tc 802.4", "── fp8-tc 1318"):
+            assert line in legend, legend  # each device named on its first line
+        assert_visible(app, "roofs in TFLOP/s", "── h100 dram 3085 GB/s", "── h200 dram 4295 GB/s")
+        assert app.query_one("#rl-legend-box").max_scroll_y == 0, legend  # both devices whole at 80×24
 
 
 async def test_live_after_a_measurement_shows_status_charts_and_ceilings(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -26,7 +27,7 @@ from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.comparepane import Compare
 from rooftop.tui.historypane import History
-from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry, TelemetryPanel
+from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry
 from rooftop.tui.llmpane import Llm
 from rooftop.tui.rooflinepane import Roofline
 from rooftop.tui.stopsignals import leave_terminal, on_stop_signals
@@ -38,6 +39,7 @@ FALLBACK_DEVICE = "h100"
 # The widget that gets the focus when a tab is shown, so the tab's own keys work at once.
 TAB_HOME = {"whatif": "WhatIf", "history": "#hist-table", "llm": "Llm"}
 NARROW_BELOW = 90  # columns: below this, tabs stack or hide their chart (app.tcss: Screen.-narrow)
+NOTE_S = 3  # seconds a note (toast) stays: it covers the chart's lower right meanwhile
 SHORT_BELOW = 30  # rows: below this, the header goes and Live packs its traces (app.tcss: Screen.-short)
 
 
@@ -104,6 +106,21 @@ class AppConfig:
 
 
 class RooftopApp(App[None]):
+    """The app. What several tabs show lives in the reactive attributes below: each tab watches
+    what it shows once it is built (and reads it then), so the app never reaches into a tab that
+    may not be built yet — a run ending while keys build tabs crashed it that way."""
+
+    # The app's state: tabs watch these (self.watch(self.app, name, ...)) from their on_mount.
+    profiles: var[dict[str, DeviceProfile]] = var(dict, init=False)  # every device list
+    current = var(None, init=False)  # the What-if analysis (models.analysis.Analysis | None)
+    pinned: var[list] = var(list, init=False)  # ops pinned to the Roofline tab, kept in the store
+    run_view: var[RunView] = var(RunView, init=False, always_update=True)  # set again on each sample
+    device_id: var[str] = var(FALLBACK_DEVICE, init=False, always_update=True)  # what Roofline shows
+    overlay_id: var[str | None] = var(None, init=False, always_update=True)  # the Roofline tab's second device
+    curve: var[str] = var("bandwidth", init=False)  # the Live tab's left chart (v: the next sweep)
+    telemetry = var(None, init=False, always_update=True)  # the sampler's latest Snapshot
+    runs_changed: var[int] = var(0, init=False)  # counts changes to the stored runs (History reloads)
+
     CSS_PATH = "app.tcss"
     TITLE = "rooftop"
     SUB_TITLE = "roofline lab"
@@ -148,10 +165,9 @@ class RooftopApp(App[None]):
         self.device_id, self.device_note = self._pick_device()
         self._sampler: Sampler | None = None
         # State the tabs read when they mount (tabs other than the first mount after the first frame).
-        self.current = self._first_op()  # the What-if analysis (its tab may not be built yet)
-        self.pinned: list = self._saved_pins()  # ops pinned to the Roofline tab, kept in the store
-        self.run_view = RunView()  # the measurement in progress or last finished
-        self.overlay_id: str | None = None  # the Roofline tab's second device
+        self.current = self._first_op()
+        self.pinned = self._saved_pins()
+        self.run_view = self._last_run_here()
         self._unbuilt: dict[str, Callable[[], object]] = {}  # tabs not shown yet
 
     def _first_op(self):  # noqa: ANN202 - an Analysis or None
@@ -203,6 +219,28 @@ class RooftopApp(App[None]):
         if local is not None:
             found["local"] = local
         return found
+
+    def _last_run_here(self) -> RunView:
+        """This machine's last run in the store (any status), for the Live tab after a restart."""
+        import sqlite3
+
+        from rooftop.store.db import StoreError
+        from rooftop.store.process import host_name
+        from rooftop.store.runs import Store
+
+        if not self.measured_here:
+            return RunView()
+        try:
+            store = Store.open_existing(self.config.db_path)
+            if store is None:
+                return RunView()
+            with store:
+                mine = [r for r in store.runs() if r.host == host_name() and not r.imported_from]
+                if not mine:
+                    return RunView()
+                return RunView.from_store(mine[-1], store.samples(mine[-1].id), store.stored_profile(mine[-1].id))
+        except (StoreError, sqlite3.DatabaseError, OSError):
+            return RunView()  # the store's trouble is said once, by _stored_profiles
 
     def run_points(self, profile: DeviceProfile) -> list:
         """The sample points of the stored run behind a measured or imported profile ([] if unreadable)."""
@@ -272,6 +310,8 @@ class RooftopApp(App[None]):
         table (r, d, e), the What-if and LLM panes ([ ] p , .); on the other tabs the tab bar."""
         from textual.widgets import Tabs
 
+        if self.query_one(TabbedContent).active != tab:
+            return  # another tab was asked for since (fast keys): focusing here would pull this one back
         pane = self.query_one(f"#{tab}")
         focused = self.focused
         if focused is not None and pane in focused.ancestors_with_self:
@@ -284,8 +324,9 @@ class RooftopApp(App[None]):
 
     def on_mount(self) -> None:
         self._unsignal = on_stop_signals(asyncio.get_running_loop(), self._stop_signal)
+        # First-launch notes are short: a toast sits over the chart's lower right while it lasts.
         if self.device_note:
-            self.notify(self.device_note, timeout=6)
+            self.notify(self.device_note, timeout=NOTE_S)
         if self.store_note:
             self.notify(self.store_note, severity="warning", timeout=8)
         if self.config.sampler is not None:
@@ -295,12 +336,13 @@ class RooftopApp(App[None]):
             self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
         if self.config.autostart and not self.measured_here:
-            self.notify("no measurement of this machine yet: measuring it now (quick plan) — c cancels", timeout=8)
+            self.notify("no measurement of this machine yet: measuring it now (quick plan) — c cancels",
+                        timeout=NOTE_S)
             self.query_one(TabbedContent).active = "live"
             self.action_measure()
         elif self.config.autostart and not ("local" in self.profiles and self.profiles["local"].is_roofline()):
             self.notify("this machine's measurements so far are partial (cancelled, interrupted, or --only): "
-                        "m measures it again", timeout=8)
+                        "m measures it again", timeout=NOTE_S)
 
     def _stop_signal(self, signum: int) -> None:
         """SIGHUP (the SSH session closing) or SIGTERM: as `c` then `q`. A measurement is cancelled and
@@ -322,19 +364,12 @@ class RooftopApp(App[None]):
         return self._sampler
 
     def on_telemetry(self, message: Telemetry) -> None:
-        # A panel still mounting (a lazy tab) fills itself from the sampler's history in its on_mount;
-        # one being torn down (the app exiting) has nothing left to update.
-        for panel in self.query(TelemetryPanel):
-            if panel.is_mounted and panel.is_attached:
-                panel.add(message.snapshot)
+        # A panel mounting later (a lazy tab) fills itself from the sampler's history in its on_mount.
+        self.telemetry = message.snapshot
 
     @on(WhatIf.Changed)
     def _op_changed(self, message: WhatIf.Changed) -> None:
         self.current = message.analysis
-        for r in self.query(Roofline):
-            r.show_op(message.analysis)
-        for c in self.query(Compare):
-            c.show_op(message.analysis)
 
     @on(WhatIf.Pinned)
     def _op_pinned(self, message: WhatIf.Pinned) -> None:
@@ -342,18 +377,13 @@ class RooftopApp(App[None]):
         op = message.analysis.op
         same = [p for p in self.pinned if p.spec() == op.spec()]  # a spec is the pin's identity (as stored)
         keep = not same
-        if keep:
-            self.pinned.append(op)
-        else:
-            self.pinned = [p for p in self.pinned if p not in same]
+        self.pinned = [*self.pinned, op] if keep else [p for p in self.pinned if p not in same]
         problem = self._save_pin(op, keep)
         verb = "pinned" if keep else "unpinned"
         if problem:
             self.notify(f"{verb} {op.describe()} for this session only: {problem}", severity="warning", timeout=6)
         else:
             self.notify(f"{verb} {op.describe()}" + (" (on the Roofline tab)" if keep else ""), timeout=3)
-        for r in self.query(Roofline):
-            r.redraw()
 
     def _save_pin(self, op, keep: bool) -> str:  # noqa: ANN001 - a models.ops op
         """Save or forget a pin in the store: '' when done, else why not (the pin still holds in memory)."""
@@ -383,8 +413,6 @@ class RooftopApp(App[None]):
             self.notify("a measurement is already running (c cancels it)", timeout=3)
             return
         self.run_view = RunView(starting=True)  # torch takes seconds to load: say so at once
-        for panel in self.query(MeasurePanel):
-            panel.show_run(self.run_view)
         self.measure()
 
     def action_cancel(self) -> None:
@@ -394,8 +422,8 @@ class RooftopApp(App[None]):
                         timeout=4)
 
     def action_next_curve(self) -> None:
-        for panel in self.query(MeasurePanel):
-            panel.next_curve()
+        curves = MeasurePanel.CURVES
+        self.curve = curves[(curves.index(self.curve) + 1) % len(curves)]
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="measure", description="measuring")
     def measure(self) -> object:
@@ -404,7 +432,9 @@ class RooftopApp(App[None]):
 
         worker = get_current_worker()
         plan = self.config.plan()
-        self.post_message(MeasureStarted(plan.name, len(plan.steps), f"{plan.backend.spec} ({plan.backend.info.name})"))
+        info = plan.backend.info
+        threads = f", {fmt_count(info.units, 'thread')}" if info.kind == "cpu" and info.units else ""
+        self.post_message(MeasureStarted(plan.name, len(plan.steps), f"{plan.backend.spec} ({info.name}){threads}"))
         result = measure_run(
             plan, self.config.db_path, store=self.config.save, sampler=self._sampler,
             cancel=worker.cancelled_event,  # toolong's pattern: the domain loop checks the worker's event
@@ -417,33 +447,26 @@ class RooftopApp(App[None]):
     @on(MeasureStarted)
     def _started(self, m: MeasureStarted) -> None:
         self.run_view = RunView(m.plan, m.points, m.device)
-        for panel in self.query(MeasurePanel):
-            panel.show_run(self.run_view)
 
     @on(SampleTaken)
     def _sample(self, m: SampleTaken) -> None:
         self.run_view.add(m.progress, m.sample, m.calibration)
-        for panel in self.query(MeasurePanel):
-            panel.update_progress(self.run_view)
+        self.run_view = self.run_view  # always_update: the Live tab shows the new point
 
     @on(MeasureFinished)
     def _finished(self, m: MeasureFinished) -> None:
         result = m.result
         self.run_view.result = result
-        for panel in self.query(MeasurePanel):
-            panel.show_run(self.run_view)
-        self.notify(f"measurement {result.status}: {fmt_count(len(result.samples), 'point')}", timeout=5,
+        self.run_view = self.run_view
+        self.notify(f"measurement {result.status}: {fmt_count(len(result.samples), 'point')}", timeout=NOTE_S,
                     severity="information" if result.status != "failed" else "error")
         self.reload_profiles()
         if self._sampler is not None:  # live DRAM bandwidth against the newest measured B
             self._sampler.set_local(self.profiles.get("local"))
         if result.status == "complete" and "local" in self.profiles:
             before = self.device_id  # show the new measurement, with what was shown before overlaid
-            self.device_id, self.overlay_id = "local", (before if before != "local" else self.overlay_id)
-            for roofline in self.query(Roofline):
-                roofline.select_device("local")
-                if self.overlay_id:
-                    roofline.query_one("#rl-overlay").value = self.overlay_id
+            self.overlay_id = before if before != "local" else self.overlay_id
+            self.device_id = "local"
 
     @on(StoreProblem)
     def _store_problem(self, m: StoreProblem) -> None:
@@ -456,18 +479,13 @@ class RooftopApp(App[None]):
             err = event.worker.error
             self.notify(f"{event.worker.description} failed: {err}", severity="error", timeout=10)
             self.run_view.error = str(err)
-            for panel in self.query(MeasurePanel):
-                panel.show_run(self.run_view)
+            self.run_view = self.run_view
 
     def reload_profiles(self, history: bool = True) -> None:
         """Pick up new measured or renamed profiles in every device list."""
         self.profiles = {**catalog(), **self._stored_profiles(), **self.config.profiles}
-        for kind in (Roofline, WhatIf, Compare, Llm):
-            for pane in self.query(kind):
-                pane.set_profiles(self.profiles)
         if history:
-            for h in self.query(History):
-                h.reload()
+            self.runs_changed += 1
 
     @on(History.StoreChanged)
     def _store_changed(self) -> None:
@@ -481,11 +499,13 @@ class RooftopApp(App[None]):
         self.query_one(TabbedContent).active = tab
 
     def action_escape(self) -> None:
-        """Esc leaves a text field (so 1–6, m, q work again); elsewhere it cancels a measurement."""
+        """Esc leaves a text field for the tab's home, so 1–6, m, q and the tab's own keys ([ ] p)
+        work again (with no focus at all they would wait for another tab); elsewhere it cancels."""
         from textual.widgets import Input
 
         if isinstance(self.focused, Input):
             self.set_focus(None)
+            self._focus_home(self.query_one(TabbedContent).active)
         else:
             self.action_cancel()
 

@@ -14,7 +14,10 @@ from typing import Any, Iterable
 
 from rooftop.models.plotdata import Series
 
-POINT_MARKERS = "●◆▲■★✚"
+# One glyph per kernel family on every chart (Live, Roofline, History, `rooftop plot`), so that a
+# glyph means the same in every run; ops (What-if, pins, LLM layers) take the others in turn.
+FAMILY_MARKERS = {"triad": "●", "read_reduce": "○", "gemm": "▲", "fma": "■", "unstable": "◆"}
+OP_MARKERS = "★✚✖▼◇"
 
 
 def decade_label(exp: int) -> str:
@@ -48,10 +51,20 @@ def line_colors(series: list[Series]) -> dict[str, str]:
     return {s.label: LINE_COLORS[i % len(LINE_COLORS)] for i, s in enumerate(lines)}
 
 
+def point_family(label: str) -> str | None:
+    """The kernel family a measured series is of: its label ends in it, or in it and a dtype
+    ("local gemm", "lab-box unstable", "gemm bf16"); None for an op's point."""
+    words = label.split()
+    return next((w for w in reversed(words[-2:]) if w in FAMILY_MARKERS), None)
+
+
 def point_markers(series: list[Series]) -> dict[str, str]:
-    """The marker each point series gets in draw_loglog, by label: a side legend must use the same."""
+    """The marker each point series gets in draw_loglog, by label: a legend must use the same.
+    A family's glyph is fixed (FAMILY_MARKERS); ops take OP_MARKERS in the order they come."""
     points = [s for s in series if s.kind not in ("roof", "slope", "curve", "ridge")]
-    return {s.label: POINT_MARKERS[i % len(POINT_MARKERS)] for i, s in enumerate(points)}
+    ops = [s.label for s in points if point_family(s.label) is None]
+    return {s.label: FAMILY_MARKERS[fam] if (fam := point_family(s.label)) else
+            OP_MARKERS[ops.index(s.label) % len(OP_MARKERS)] for s in points}
 
 
 def _log(values: Iterable[float]) -> list[float]:
@@ -171,12 +184,14 @@ def roofline_text(series: list[Series], title: str, width: int | None = None, he
     return chart + "\n" + "\n".join(legend_lines(series, cols, paint))
 
 
-def legend_lines(series: list[Series], width: int, paint: Any = lambda text, _color: text) -> list[str]:
+def legend_lines(series: list[Series], width: int, paint: Any = lambda text, _color: text,
+                 lines_too: bool = True) -> list[str]:
     """The chart's legend below it, packed into lines of `width`: lines in their colours (`paint`
     colours a swatch), points with their markers. Inside the chart plotext's legend covers the upper
     left, where the slopes rise, and it leaves it out when it has more entries than rows."""
     colors, markers = line_colors(series), point_markers(series)
-    entries = [(f"── {s.label}", "── ", colors[s.label]) for s in series if s.kind in ("roof", "slope", "curve")]
+    entries = [(f"── {s.label}", "── ", colors[s.label]) for s in series
+               if lines_too and s.kind in ("roof", "slope", "curve")]
     entries += [(f"{markers[s.label]} {s.label}", "", "") for s in series if s.kind == "point"]
     lines: list[str] = []
     plain, shown = "", ""

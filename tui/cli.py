@@ -441,7 +441,7 @@ def run_app(args: argparse.Namespace) -> int:
 
     app = create_app(AppConfig(device=args.device, db_path=getattr(args, "db", None), autostart=True))
     app.run()
-    return app.return_code or 0  # 128 + the signal when SIGHUP / SIGTERM ended it
+    return app.return_code or 0  # 128 + the signal when SIGHUP / SIGTERM ended it; 1 after a crash
 
 
 # -- the store ------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from rooftop.models.compare import common_paths, compare_path
 from rooftop.models.paths import level_sort_key
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_ratio, fmt_time
-from rooftop.tui.widgets import Col, FitTable, refresh_select
+from rooftop.tui.threads import threads_note
+from rooftop.tui.widgets import Col, FitTable, refresh_select, watch_app
 
 
 class Compare(Widget):
@@ -34,12 +35,13 @@ class Compare(Widget):
             yield Label(" with ")
             yield Select(options, value=self.b, allow_blank=False, compact=True, id="cmp-b")
         with VerticalScroll():
+            yield Static("", id="cmp-threads")  # two CPU runs of different thread counts: said
             yield Static("", id="cmp-op")
             yield FitTable([], id="cmp-table", zebra_stripes=True, cursor_type="row")
 
     def on_mount(self) -> None:
-        self.op_analysis = getattr(self.app, "current", None)
         self.refresh_table()
+        watch_app(self, profiles=self.set_profiles, current=self.show_op)
 
     @on(Select.Changed, "#cmp-a")
     @on(Select.Changed, "#cmp-b")
@@ -49,6 +51,8 @@ class Compare(Widget):
         self.refresh_table()
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        if profiles is self.profiles:
+            return
         self.profiles = profiles
         for sel in ("#cmp-a", "#cmp-b"):
             refresh_select(self.query_one(sel, Select), list(profiles))
@@ -62,6 +66,10 @@ class Compare(Widget):
         a, b = self.profiles[self.a], self.profiles[self.b]
         rows = [(None, cells) for cells in roof_rows(a, b)]
         self.query_one("#cmp-table", FitTable).set_rows(rows, compare_columns(a.id, b.id))
+        note = threads_note(a, b)
+        threads = self.query_one("#cmp-threads", Static)
+        threads.update(Text(note, style="yellow"))
+        threads.display = bool(note)
         self._op_line()
 
     def _op_line(self) -> None:

@@ -16,7 +16,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
@@ -24,7 +23,7 @@ from rooftop.models.plotdata import intensity_span, roof_series, sample_series
 from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate
 from rooftop.store.db import StoreError
 from rooftop.store.runs import BadName, Run, name_problem
-from rooftop.tui.widgets import Col, ErrorLine, FitTable, RooflinePlot
+from rooftop.tui.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, watch_app
 
 # The run table at 80 columns: plan, then the sample count, then the device go first (the detail
 # below names them); a long name or device ends in "…" rather than push status off screen.
@@ -40,7 +39,7 @@ def run_cells(r: Run) -> tuple[str | Text, ...]:
     return r.short_id, Text(r.name or ""), Text(r.device_name), r.status, started, str(r.samples), r.plan
 
 
-class NameScreen(ModalScreen[str | None]):
+class NameScreen(Dialog[str | None]):
     """Ask for a run's new name and save it; a refused name is said inline and the typed text kept.
 
     `save` does the renaming (it raises StoreError for a name the store refuses, e.g. one
@@ -73,6 +72,8 @@ class NameScreen(ModalScreen[str | None]):
 
     @on(Input.Submitted)
     def _done(self, event: Input.Submitted) -> None:
+        if self.closed:
+            return  # an Esc in the same read closed it: this Enter renames nothing
         name = event.value.strip()
         if not name:
             self.dismiss(None)
@@ -88,7 +89,7 @@ class NameScreen(ModalScreen[str | None]):
         self.dismiss(name)
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(Dialog[bool]):
     BINDINGS = [Binding("y", "dismiss(True)", "Yes"), Binding("n,escape", "dismiss(False)", "No")]
     DEFAULT_CSS = """
     ConfirmScreen { align: center middle; }
@@ -134,6 +135,7 @@ class History(Widget):
 
     def on_mount(self) -> None:
         self.reload()
+        watch_app(self, init=False, runs_changed=lambda _count: self.reload())  # read just now
 
     def _open(self):  # noqa: ANN202 - Store | None
         from rooftop.store.runs import Store
@@ -190,7 +192,10 @@ class History(Widget):
         except StoreError as exc:
             detail.update(Text(f"✗ {exc}", style="red"))
             return
-        text = Text(f"{run.label} — {run.device_name} ({run.backend}, {run.plan}, {run.status})\n", style="bold")
+        units = run.device.get("units")  # a CPU's ceilings scale with the threads it was measured with
+        threads = f", {fmt_count(units, 'thread')}" if run.backend == "cpu" and isinstance(units, int) and units > 0 else ""
+        text = Text(f"{run.label} — {run.device_name} ({run.backend}{threads}, {run.plan}, {run.status})\n",
+                    style="bold")
         if prof is None:
             text.append("no ceilings: the run did not complete\n", style="yellow")
         else:

@@ -14,6 +14,7 @@ from textual.widgets import Label, Sparkline, Static
 
 from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import GpuSnapshot, Snapshot
+from rooftop.tui.widgets import watch_app
 
 HISTORY = 120  # points per sparkline
 
@@ -49,10 +50,36 @@ class RunView:
     result: object = None  # tui.measuring.RunResult once finished
     error: str = ""  # the worker could not even start
     starting: bool = False  # asked for; the worker is loading torch and sizing the plan
+    stored: object = None  # store.runs.Run: this machine's last run, kept from an earlier session
 
     def add(self, progress: object, sample: object, calibration: object) -> None:
         self.samples.append(sample)
         self.progress, self.calibration = progress, calibration
+
+    @classmethod
+    def from_store(cls, run, samples: list, profile) -> RunView:  # noqa: ANN001 - a Run, a DeviceProfile | None
+        """A run kept from before, shown as it ended: its points, and the ceilings the store kept."""
+        from rooftop.models.calibrate import Calibration
+        from rooftop.models.profile import DeviceProfile
+
+        kind = "cpu" if run.backend == "cpu" else "gpu"
+        units = run.device.get("units")
+        prof = profile or DeviceProfile(id=run.label, name=run.device_name, source="measured", bandwidth={}, peak={},
+                                        kind=kind, sm_count=units if isinstance(units, int) else None)
+        unstable = tuple(s for s in samples if s.stats and not s.stable and not s.skipped)
+        skipped = tuple(s for s in samples if s.skipped)
+        return cls(run.plan, len(samples), measured_on(run.backend, run.device_name, prof), list(samples),
+                   Calibration(prof, unstable, skipped, (), ()), stored=run)
+
+
+def measured_on(backend: str, device_name: str, profile) -> str:  # noqa: ANN001 - a DeviceProfile | None
+    """What a run measured, as the Live tab says it: `cpu (AMD EPYC 7763), 1 thread`. A CPU's
+    ceilings scale with torch's threads (the app leaves one core to the UI, the CLI goes by load),
+    so a CPU run always says how many it used."""
+    from rooftop.tui.threads import cpu_threads
+
+    threads = cpu_threads(profile) if profile is not None else None
+    return f"{backend} ({device_name})" + (f", {fmt_count(threads, 'thread')}" if threads else "")
 
 
 @dataclass
@@ -83,6 +110,7 @@ class TelemetryPanel(Widget):
         sampler = getattr(self.app, "sampler", None)  # mounted late (a lazy tab): fill in what was sampled
         for snap in sampler.history()[-HISTORY:] if sampler is not None else []:
             self.add(snap)
+        watch_app(self, init=False, telemetry=self.add)  # then each new snapshot
 
     def compose(self) -> ComposeResult:
         yield Static(self.source, id="tel-source")
@@ -182,11 +210,12 @@ class MeasurePanel(Widget):
         self._dirty = False
         self.curve = "bandwidth"
 
-    def next_curve(self) -> None:
-        """Show the next sweep's curve in the left chart (key v)."""
-        self.curve = self.CURVES[(self.CURVES.index(self.curve) + 1) % len(self.CURVES)]
-        self._dirty = True
-        self._redraw()
+    def show_curve(self, curve: str) -> None:
+        """Show this sweep's curve in the left chart (the app's choice: key v)."""
+        if curve != self.curve:
+            self.curve = curve
+            self._dirty = True
+            self._redraw()
 
     @property
     def samples(self) -> list:
@@ -194,9 +223,7 @@ class MeasurePanel(Widget):
 
     def on_mount(self) -> None:
         self.set_interval(self.REDRAW_S, self._redraw)
-        view = getattr(self.app, "run_view", None)
-        if view is not None and (view.plan or view.starting):  # mounted late: show the run so far
-            self.show_run(view)
+        watch_app(self, run_view=self.show_run, curve=self.show_curve)  # mounted late: the run so far
 
     def compose(self) -> ComposeResult:
         from textual.widgets import ProgressBar
@@ -214,14 +241,18 @@ class MeasurePanel(Widget):
 
     def show_run(self, view: RunView) -> None:
         """Start showing `view`: a run just started, finished, failed, or one mounted late into."""
+        if not (view.plan or view.starting or view.error):
+            return  # no run yet: the panel says how to start one
         self.view = view
         if view.error and not view.plan:
             self.query_one("#ms-status", Static).update(Text(f"failed: {view.error}", style="bold red"))
             return
-        self.add_class("-running")
+        self.set_class(view.stored is None, "-running")
         if view.starting and not view.plan:
             self.query_one("#ms-status", Static).update(Text(
                 "starting the measurement: loading torch and sizing the plan — c or Esc cancels", style="bold"))
+        elif view.stored is not None:
+            self._stored(view)
         elif view.result is not None:
             self._finished(view.result)
         elif view.progress is not None:
@@ -279,10 +310,26 @@ class MeasurePanel(Widget):
             span = intensity_span([prof], [x for p in points for x in p.xs], lo=0.01)
             series = roof_series(prof, prof.paths(), prof.levels(), span)
         self.query_one("#ms-roof", RooflinePlot).show(series + points, "measured roofline so far")
-        self.query_one("#ms-ceilings", Static).update(ceilings_text(calibration))
+        # Under 30 rows the ceilings get 3 lines: without the case names (History shows them) they fit.
+        self.query_one("#ms-ceilings", Static).update(ceilings_text(calibration, cases=not self.screen.has_class("-short")))
+
+    def _stored(self, view: RunView) -> None:
+        """This machine's last run, from the store: what the tab shows until m measures again."""
+        import time
+
+        run = view.stored
+        self._dirty = True
+        self._redraw()
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))  # type: ignore[attr-defined]
+        text = Text(f"last run of this machine: {run.label}, {run.status}, "  # type: ignore[attr-defined]
+                    f"{fmt_count(len(view.samples), 'point')}, {started}", style="bold")
+        text.append(f"\n{view.device}, {run.plan} plan — m measures again", style="dim")  # type: ignore[attr-defined]
+        self.query_one("#ms-status", Static).update(text)
 
     def _finished(self, result) -> None:  # noqa: ANN001 - a RunResult
         from textual.widgets import ProgressBar
+
+        from rooftop.tui.threads import cpu_threads
 
         self.view.calibration = result.calibration
         self._dirty = True
@@ -295,6 +342,9 @@ class MeasurePanel(Widget):
         style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
         text = Text(f"{result.status}: {fmt_count(done, 'point')} in {result.wall_s:.1f} s, {saved}",
                     style=style)
+        threads = cpu_threads(result.calibration.profile)
+        if threads:
+            text.append(f", {fmt_count(threads, 'thread')}", style=style)
         if result.error:
             text.append(f" — {result.error}")
         if result.throttled:
@@ -302,19 +352,26 @@ class MeasurePanel(Widget):
         self.query_one("#ms-status", Static).update(text)
 
 
-def ceilings_text(cal) -> Text:  # noqa: ANN001 - a Calibration
-    """The ceilings so far, each with the case that produced it; write beside B; which ran capped."""
+def ceilings_text(cal, cases: bool = True) -> Text:  # noqa: ANN001 - a Calibration
+    """The ceilings so far, each with the case that produced it (unless not `cases`); write beside B; which ran capped."""
     from rooftop.models.calibrate import write_figure
     from rooftop.models.conditions import capped_line
     from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
 
     prof = cal.profile
     t = Text("ceilings: ", style="bold")
-    parts = [f"B {lv} {fmt_bandwidth(c.value)} [{c.case}]" for lv, c in prof.bandwidth.items()]
+
+    def case(c) -> str:  # noqa: ANN001 - a Ceiling
+        return f" [{c.case}]" if cases else ""
+
+    parts = [f"B {lv} {fmt_bandwidth(c.value)}{case(c)}" for lv, c in prof.bandwidth.items()]
     write = write_figure(prof)
     if write:
-        parts.append(f"write {fmt_bandwidth(write.value)} [{write.case}]")
-    parts += [f"F {p} {fmt_flops_rate(c.value)} [{c.case}]" for p, c in prof.peak.items()]
+        parts.append(f"write {fmt_bandwidth(write.value)}{case(write)}")
+    if cases:
+        parts += [f"F {p} {fmt_flops_rate(c.value)}{case(c)}" for p, c in prof.peak.items()]
+    elif prof.peak:  # packed: the unit once
+        parts.append("F TFLOP/s " + ", ".join(f"{p} {c.value / 1e12:.4g}" for p, c in prof.peak.items()))
     t.append("; ".join(parts) if parts else "none yet")
     if cal.unstable:
         t.append(f"  ({len(cal.unstable)} unstable left out)", style="yellow")

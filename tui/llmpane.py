@@ -6,7 +6,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Static
 
@@ -16,7 +16,7 @@ from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_number, fmt_time
-from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select
+from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select, watch_app
 
 SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
 
@@ -31,6 +31,8 @@ class Llm(Widget):
         Binding("right_square_bracket", "scale('batch', 2)", "batch ×2"),
         Binding("comma", "scale('context', 0.5)", "ctx ÷2"),
         Binding("full_stop", "scale('context', 2)", "ctx ×2"),
+        Binding("pagedown", "page(1)", "Scroll", show=False),  # the pane scrolls under 90 columns
+        Binding("pageup", "page(-1)", "Scroll", show=False),
     ]
 
     def __init__(self, profiles: dict[str, DeviceProfile], device: str, *, id: str | None = None) -> None:  # noqa: A002
@@ -41,7 +43,9 @@ class Llm(Widget):
 
     def compose(self) -> ComposeResult:
         models = [(m, m) for m in builtin_models()]
-        with Horizontal(id="llm-body", classes="beside"):
+        # Beside each other when wide; under 90 columns one scrolling column, the chart below the
+        # whole op table (at 80×24 the table's last rows and the chart were cut off, with no scrolling).
+        with VerticalScroll(id="llm-body", can_focus=False):
             with Vertical(id="llm-left"):
                 with Horizontal(classes="row"):
                     yield Select(models, value="qwen2.5-7b", allow_blank=False, compact=True, id="llm-model")
@@ -61,12 +65,13 @@ class Llm(Widget):
                 yield ErrorLine(id="llm-error")
                 yield Static("", id="llm-summary")
                 yield DataTable(id="llm-ops", cursor_type="row", zebra_stripes=True)
-            yield RooflinePlot(id="llm-plot", classes="chart-beside")
+            yield RooflinePlot(id="llm-plot")
 
     def on_mount(self) -> None:
         self.query_one("#llm-ops", DataTable).add_columns("op", "×", "I", "regime", "T each", "share")
         self.recompute()
         self._ready = True  # the Changed events of mounting itself are not edits
+        watch_app(self, profiles=self.set_profiles)
 
     _ready = False
 
@@ -131,9 +136,15 @@ class Llm(Widget):
         self.query_one("#llm-plot", RooflinePlot).show(series, f"{step.arch.name} {step.phase.kind}, batch {step.phase.batch}")
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        if profiles is self.profiles:
+            return
         self.profiles = profiles
         refresh_select(self.query_one("#llm-device", Select), list(profiles))
         self.recompute()
+
+    def action_page(self, direction: int) -> None:
+        body = self.query_one("#llm-body", VerticalScroll)
+        body.scroll_page_down() if direction > 0 else body.scroll_page_up()
 
     def action_scale(self, field: str, factor: float) -> None:
         inp = self.query_one("#llm-batch" if field == "batch" else "#llm-context", Input)

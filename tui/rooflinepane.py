@@ -12,32 +12,33 @@ from textual.widgets import Label, Select, SelectionList, Static
 from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.plotdata import Series, intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
-from rooftop.tui.chart import line_colors, point_markers
-from rooftop.tui.widgets import RooflinePlot, refresh_select
+from rooftop.tui.chart import line_colors
+from rooftop.tui.threads import threads_note
+from rooftop.tui.widgets import RooflinePlot, refresh_select, watch_app
 
 NO_OVERLAY = "(none)"
 DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
 
 
 def side_legend(series: list[Series], devices: list[DeviceProfile], roofless: list[str], here: str) -> Text:
-    """The chart's legend beside it: each device's slopes and roofs in the chart's colours, then the
-    points with the chart's markers. plotext's own legend covers the upper left of a small chart, and
-    it leaves the legend out altogether when there are more entries than rows (an overlay at 80×24)."""
-    colors, markers = line_colors(series), point_markers(series)
+    """The chart's legend beside it: each device's slopes and roofs in the chart's colours (the
+    points, with the chart's markers, are listed below the chart, several to a line: beside it they
+    pushed the overlay device off an 80×24 screen). plotext's own legend covers the upper left of a
+    small chart, and leaves itself out when it has more entries than rows."""
+    colors = line_colors(series)
     text = Text("roofs in TFLOP/s\n", style="dim")  # as the y axis: the entries stay one line in 24 columns
     for d in devices:
-        if len(devices) > 1:
-            text.append(f"{d.id}\n", style="bold")
-        for s in series:
-            if s.kind in ("roof", "slope") and s.label.startswith(f"{d.id} "):
-                text.append("── ", style=colors[s.label])
-                text.append(s.label.removeprefix(f"{d.id} ").removesuffix(" TFLOP/s") + "\n")
-    shown = [s for s in series if s.kind == "point"]
-    for s in shown:
-        text.append(f"{markers[s.label]} {s.label}\n")
+        mine = [s for s in series if s.kind in ("roof", "slope") and s.label.startswith(f"{d.id} ")]
+        for i, s in enumerate(mine):
+            text.append("── ", style=colors[s.label])
+            if i == 0 and len(devices) > 1:  # an overlay: each device's first line names it (no line of its own)
+                text.append(f"{d.id} ", style="bold")
+            text.append(s.label.removeprefix(f"{d.id} ").removesuffix(" TFLOP/s") + "\n")
     for what in roofless:
         text.append(f"· {what}: no roof for it on {here}\n", style="yellow")
-    if not shown:
+    if len(devices) == 2 and (note := threads_note(*devices)):
+        text.append(f"! {note}\n", style="yellow")
+    if not any(s.kind == "point" for s in series):
         text.append("pin ops from What-if with p", style="dim")
     return text
 
@@ -72,8 +73,10 @@ class Roofline(Widget):
 
     def on_mount(self) -> None:
         self._reset_paths()
-        self.current = getattr(self.app, "current", None)
-        self.redraw()
+        # The app's state now and as it changes (redraw waits for the end of mounting: is_mounted).
+        watch_app(self, profiles=self.set_profiles, device_id=self.select_device, overlay_id=self.select_overlay,
+                  current=self.show_op, pinned=lambda _pins: self.redraw())
+        self.call_later(self.redraw)
 
     def _reset_paths(self) -> None:
         dev = self.profiles[self.device_id]
@@ -105,6 +108,8 @@ class Roofline(Widget):
         self.redraw()
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        if profiles is self.profiles:
+            return
         self.profiles = profiles
         self.measured.clear()  # a re-measured profile has new points
         refresh_select(self.query_one("#rl-device", Select), list(profiles))
@@ -115,7 +120,16 @@ class Roofline(Widget):
         self.redraw()
 
     def select_device(self, device_id: str) -> None:
-        self.query_one("#rl-device", Select).value = device_id
+        """Show `device_id` (the app's choice: a new measurement); the Select's Changed redraws."""
+        select = self.query_one("#rl-device", Select)
+        if device_id in self.profiles and select.value != device_id:
+            select.value = device_id
+
+    def select_overlay(self, overlay_id: str | None) -> None:
+        """Overlay `overlay_id` (what was shown before a new measurement); None leaves the user's choice."""
+        select = self.query_one("#rl-overlay", Select)
+        if overlay_id in self.profiles and select.value != overlay_id:
+            select.value = overlay_id
 
     def redraw(self) -> None:
         if not self.is_mounted:
@@ -141,5 +155,5 @@ class Roofline(Widget):
             self.measured[dev.id] = self.app.run_points(dev)  # a stored run: its sample points, read once
         series += self.measured.get(dev.id, []) + points
         title = dev.id + (f" vs {self.overlay_id}" if self.overlay_id else "") + f" ({dev.source})"
-        self.query_one("#rl-plot", RooflinePlot).show(series, title, legend=False)
+        self.query_one("#rl-plot", RooflinePlot).show(series, title, legend="points")
         self.query_one("#rl-legend", Static).update(side_legend(series, devices, roofless, dev.id))

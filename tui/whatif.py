@@ -21,7 +21,7 @@ from rooftop.models.plotdata import intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import GRAMMARS, SpecError, parse_spec
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_time
-from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select
+from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select, watch_app
 
 DEFAULT_SPEC = "gemv 8192 8192 bf16"  # a batch-1 decode GEMV: seed 001's starting point
 FORM_FIELDS: dict[str, tuple[str, ...]] = {
@@ -112,7 +112,8 @@ class WhatIf(Widget):
         super().__init__(id=id)
         self.profiles = profiles
         self.device_id = device
-        self.analysis: Analysis | None = None
+        self.analysis: Analysis | None = None  # the spec's, None while it does not parse
+        self.shown: Analysis | None = None  # the one on screen: the last that parsed
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="whatif-body", classes="beside"):
@@ -138,6 +139,7 @@ class WhatIf(Widget):
 
     def on_mount(self) -> None:
         self.analyse()
+        watch_app(self, profiles=self.set_profiles)
 
     # -- the form ----------------------------------------------------------------
     # The spec line is the source of truth. The form mirrors every valid spec; a
@@ -223,16 +225,31 @@ class WhatIf(Widget):
             a = analyze(op, self.profiles[self.device_id], measured)
         except (SpecError, NoRoof, ValueError) as exc:
             error.show(exc)
+            self._stale(True)  # the last good op's analysis stays, dimmed: not the typed spec's
             self.analysis = None
             self.post_message(self.Changed(None))
             return
         error.show(None)
-        self.analysis = a
+        self.analysis = self.shown = a
         self._fill_form(op)
         self.query_one("#analysis", Static).update(analysis_text(a))
         self.query_one("#batch-bar", Static).update(batch_bar(op, flip_point(op, a.device)))
         self._draw(a)
         self.post_message(self.Changed(a))
+
+    def _stale(self, stale: bool) -> None:
+        """Dim what is shown while the spec does not parse: it is the last good op's, not the typed one's."""
+        a = self.shown
+        if not stale or a is None:
+            return
+        text = Text("last valid op — the spec above is not read:\n", style="italic")
+        text.append_text(analysis_text(a))
+        text.stylize("dim")
+        self.query_one("#analysis", Static).update(text)
+        bar = batch_bar(a.op, flip_point(a.op, a.device))
+        bar.stylize("dim")
+        self.query_one("#batch-bar", Static).update(bar)
+        self._draw(a, stale=True)
 
     def _measured(self) -> float | None:
         raw = self.query_one("#measured", Input).value.strip()
@@ -246,14 +263,17 @@ class WhatIf(Widget):
             raise ValueError(f"measured ms {raw!r}: give a positive, finite time in milliseconds, e.g. 0.05")
         return ms / 1e3
 
-    def _draw(self, a: Analysis) -> None:
+    def _draw(self, a: Analysis, stale: bool = False) -> None:
         dev = a.device
         paths = list(dict.fromkeys([a.path] + [p for p in ("bf16-tc", "fp32-fma") if p in dev.peak]))
         span = intensity_span([dev], [a.intensity])
         series = roof_series(dev, paths, ["dram"], span) + [point_series(a)]
-        self.query_one(RooflinePlot).show(series, f"{dev.id}: {a.regime}-bound")
+        title = f"{dev.id}: {a.regime}-bound" + (" (last valid op)" if stale else "")
+        self.query_one(RooflinePlot).show(series, title)
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
+        if profiles is self.profiles:
+            return
         self.profiles = profiles
         refresh_select(self.query_one("#device", Select), list(profiles))
         self.device_id = str(self.query_one("#device", Select).value)

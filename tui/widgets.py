@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, ScreenResultType
+from textual.widget import Widget
 from textual.widgets import DataTable, Select, Static
 from textual_plotext import PlotextPlot
 
@@ -38,14 +40,15 @@ class RooflinePlot(PlotextPlot):
         self._draw = DRAWERS[kind]
         self._series: list[Series] = []
         self._title = ""
-        self._legend = True  # False: the tab shows a side legend (chart.line_colors, point_markers)
+        self._legend: bool | str = True  # False: the tab's side legend has it all; "points": its lines
 
     @property
     def series(self) -> list[Series]:
         return list(self._series)
 
-    def show(self, series: list[Series], title: str = "", kind: str | None = None, legend: bool = True) -> None:
-        """Draw `series`; legend=False when the tab shows the legend itself (the Roofline tab, beside)."""
+    def show(self, series: list[Series], title: str = "", kind: str | None = None, legend: bool | str = True) -> None:
+        """Draw `series`; legend=False when the tab shows the legend itself, "points" when a side legend
+        has the lines and the points go below the chart (the Roofline tab: they fit there at 80×24)."""
         if kind is not None:
             self._draw = DRAWERS[kind]
         self._series = list(series)
@@ -64,7 +67,7 @@ class RooflinePlot(PlotextPlot):
         width, height = self.size
         from plotext import colorize  # ANSI as the chart's own, so a swatch has its line's colour
 
-        legend = legend_lines(self._series, width, colorize) if self._legend else []
+        legend = legend_lines(self._series, width, colorize, lines_too=self._legend is True) if self._legend else []
         legend = legend[: max(0, height - 8)]  # the chart keeps 8 rows at least
         chart_rows = height - len(legend)
         self.plt.plotsize(width, chart_rows)
@@ -179,6 +182,7 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 | `v` | Live: the next sweep's curve — GB/s vs working set, TFLOP/s vs n or M, FMA sweep vs R |
 | `[` / `]` | What-if: halve / double M (or the batch) — watch the point cross the ridge; LLM: the batch |
 | `,` / `.` | LLM: halve / double the context |
+| `PgUp` / `PgDn` | LLM under 90 columns: scroll to the op table's end and the chart |
 | `p` | What-if: pin the op to the Roofline tab, or unpin it; pins are kept in the store |
 | `r` `d` `e` | History: rename, delete, export the selected run |
 | `Tab` | move between fields; `Esc` leaves a text field |
@@ -189,8 +193,8 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 `attn b=8 h=32 kv=8 d=128 t=8192 decode`, `ew n=1e9 fp32`, `fma 64 fp32`,
 `norm 4096 4096 bf16`, `softmax 4096 4096`. Numbers: `8192`, `1e9`, `2^20`, `8k`.
 
-Under 90 columns, What-if, History and LLM put their chart below the text,
-or leave it out when the terminal is under 30 rows: the Roofline tab (`2`)
+Under 90 columns, What-if and History put their chart below the text,
+or leave it out when the terminal is under 30 rows (LLM scrolls to it): the Roofline tab (`2`)
 draws the What-if op, and a measured run's points when you pick its device.
 Tables leave out their least needed columns rather than cut one in half.
 
@@ -200,7 +204,22 @@ measured here, a published reference measurement, or a datasheet.
 """
 
 
-class HelpScreen(ModalScreen[None]):
+class Dialog(ModalScreen[ScreenResultType]):
+    """A modal screen that closes once: keys that come together (Esc and Enter in one read) may
+    each ask it to close, and a second dismiss would pop the screen below it."""
+
+    @property
+    def closed(self) -> bool:
+        """No longer the screen on top: dismissed already (or not shown yet)."""
+        return not self.is_attached or self.app.screen is not self
+
+    def dismiss(self, result: ScreenResultType | None = None) -> AwaitComplete:
+        if self.closed:
+            return AwaitComplete()  # closed already: this later key asks nothing
+        return super().dismiss(result)
+
+
+class HelpScreen(Dialog[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
@@ -226,6 +245,20 @@ class ErrorLine(Static):
         """Show what went wrong (the exception's first argument), or nothing."""
         self.set_class(exc is not None, "-shown")
         self.update("" if exc is None else Text(f"✗ {exc.args[0] if exc.args else exc}", style="bold red"))
+
+
+def watch_app(widget: Widget, init: bool = True, **callbacks: Callable[..., object]) -> None:
+    """Call each callback with the app's state of that name now (unless not `init`), and again
+    whenever it changes.
+
+    A tab calls this from its on_mount, once its widgets exist: it reads what it shows as it is
+    built and follows it afterwards, and the app never has to reach into a tab that may not be
+    built yet. State the app does not keep (a test's bare App) is left alone.
+    """
+    reactives = getattr(type(widget.app), "_reactives", {})
+    for name, callback in callbacks.items():
+        if name in reactives:
+            widget.watch(widget.app, name, callback, init=init)
 
 
 def refresh_select(select: Select, ids: list[str], extra: list[str] = ()) -> None:  # type: ignore[assignment]

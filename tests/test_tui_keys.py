@@ -1,0 +1,97 @@
+"""Fast keys: keys that arrive faster than tabs are built, and dialogs closed twice at once.
+
+A terminal delivers keys as they come, without waiting for the app to settle: a run ending
+while a tab is still being built must not reach widgets that do not exist yet. Keys here go
+straight to the driver, as a terminal's would, not through Pilot.press (which waits for idle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from textual import events
+from textual.widgets import DataTable, TabbedContent
+
+from test_tui_history import seeded_db
+from test_tui_measure import tiny_plan, wait_for
+from rooftop.store.runs import Store
+from rooftop.tui.app import AppConfig, create_app
+from rooftop.tui.historypane import NameScreen
+from rooftop.tui.llmpane import Llm
+
+# Each round starts an app (tabs build once per app): 2–8 s each on a busy 2-core box. Before the
+# tabs read the app's state, 6 of 10 rounds crashed; ROOFTOP_FAST_KEY_ROUNDS=20 for a 20-run check.
+ROUNDS = int(os.environ.get("ROOFTOP_FAST_KEY_ROUNDS", "4"))
+CHARS = {"escape": "\x1b", "enter": "\r"}
+
+
+async def send_keys(app, keys) -> None:  # noqa: ANN001 - keys: a str of one-character keys, or key names
+    """Send `keys` as a terminal does when they come faster than the app handles them: each as it
+    comes, without waiting for the app to finish with the one before (Pilot.press waits)."""
+    for k in keys:
+        event = events.Key(k, CHARS.get(k, k))
+        event.set_sender(app)
+        app._driver.send_message(event)
+        await asyncio.sleep(0)  # the event loop runs on: a tab may be half built when the next key comes
+
+
+async def test_fast_keys_while_a_run_ends_never_crash(tmp_path: Path) -> None:
+    """Empty store, the app measuring at start; c 3 4 6 5 m c 3 4 6 as fast as they come."""
+    for i in range(ROUNDS):
+        app = create_app(AppConfig(sampler=None, db_path=tmp_path / f"r{i}.db", autostart=True,
+                                   plan=tiny_plan("launch")))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(0.2)
+            await send_keys(app, "c3465mc346")
+            # the last key read and its tab built, the second run over (cancelled or complete)
+            # (a tab focused late must not pull itself back in front: the keys after it count)
+            try:
+                await wait_for(pilot, lambda: app._exception is not None or (
+                    app.query_one(TabbedContent).active == "llm" and app.query_one(Llm).is_mounted
+                    and not app.measuring))
+            except AssertionError:
+                raise AssertionError(f"round {i}: the keys ended on tab {app.query_one(TabbedContent).active}, "
+                                     f"measuring: {app.measuring}") from None
+            assert app._exception is None, f"round {i}: {app._exception!r}"
+            await pilot.pause()
+            assert app.query_one("#llm-ops", DataTable).row_count  # the tab built whole
+        assert app._exception is None and not app.return_code, f"round {i}"
+
+
+async def test_esc_and_enter_together_in_the_rename_dialog(tmp_path: Path) -> None:
+    """Esc cancels and the Enter behind it is dropped: no second close, no rename after a cancel."""
+    rid = seeded_db(tmp_path / "r.db")
+    app = create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", initial_tab="history"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("r", *"lab")
+        assert isinstance(app.screen, NameScreen)
+        for keys in (["escape", "enter"], ["enter", "escape"]):
+            await send_keys(app, keys)
+            await pilot.pause(0.2)
+            assert not isinstance(app.screen, NameScreen), keys
+            await pilot.press("r", *"lab")
+        await pilot.press("enter", "enter")  # Enter twice: saved once, closed once
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, NameScreen)
+    assert app._exception is None and not app.return_code
+    with Store.open(tmp_path / "r.db") as store:
+        assert store.run(rid).name == "lab"
+
+
+def test_a_crash_inside_the_app_exits_non_zero(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    """`rooftop` whose app dies of an unhandled exception exits 1, not 0 as if all went well."""
+    from textual import constants
+
+    from rooftop.tui import cli
+    from rooftop.tui.app import RooftopApp
+
+    def broken(self) -> None:  # noqa: ANN001 - a bug anywhere in the app
+        raise RuntimeError("a bug in the app")
+
+    monkeypatch.setattr(constants, "DRIVER", "textual.drivers.headless_driver:HeadlessDriver")  # no terminal here
+    monkeypatch.setattr(RooftopApp, "on_mount", broken)
+    assert cli.main(["--db", str(tmp_path / "r.db")]) == 1
+    assert "a bug in the app" in capsys.readouterr().err
