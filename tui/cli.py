@@ -772,6 +772,8 @@ def build_parser() -> Parser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     from rooftop.tui.measure_cmd import add_measure_command  # light: torch loads only when measuring
     add_measure_command(sub)
+    from rooftop.tui.profile_cmd import add_profile_command  # light: torch loads only to run a program
+    add_profile_command(sub)
 
     op = sub.add_parser(
         "op", help="analyse ops on one or more devices", epilog=EPILOG_OP,
