@@ -431,21 +431,53 @@ def _group(groups: dict, key: tuple, cost: OpCost, shapes: list, dtype: str) -> 
     return g
 
 
-def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[bool]:
-    """Which ops own work on a CPU trace: an op with a non-zero W or Q none of whose descendants has one.
+STRONG = ("gemm", "attention", "norm", "softmax")  # models that own the copies and views they call
 
-    So aten::linear's time is dispatch around the aten::addmm that does the GEMM,
-    and W is never counted twice.
+
+def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[bool]:
+    """Which ops own work on a CPU trace, so no W or Q is counted twice.
+
+    An op with a GEMM / attention / norm / softmax model owns its work unless an
+    op inside it has one of those too (the innermost wins: aten::linear is
+    dispatch around the aten::addmm that does the GEMM; the copy inside addmm
+    that broadcasts the bias is part of the GEMM). Any other op with W or Q
+    owns work when nothing inside it does.
     """
-    has: list[bool] = [False] * len(trace.ops)
-    work = [False] * len(trace.ops)
-    for i in reversed(range(len(trace.ops))):  # children come after parents in the ops' order
+    n = len(trace.ops)
+    strong_below = [False] * n
+    any_below = [False] * n
+    work = [False] * n
+    for i in reversed(range(n)):  # children come after parents in the ops' order
         o = trace.ops[i]
-        below = any(has[c] for c in o.children)
-        mine = costs[i].flops > 0 or costs[i].bytes > 0
-        work[i] = mine and not below
-        has[i] = below or mine
+        sb = any(strong_below[c] or costs[c].model in STRONG for c in o.children)
+        ab = any(any_below[c] or work[c] for c in o.children)
+        c = costs[i]
+        if c.model in STRONG:
+            work[i] = not sb
+        else:
+            work[i] = (c.flops > 0 or c.bytes > 0) and not ab
+        strong_below[i] = sb or c.model in STRONG
+        any_below[i] = ab or work[i]
     return work
+
+
+def _owner(trace: Trace, work: Sequence[bool], costs: Sequence[OpCost]) -> list[int | None]:
+    """Each op's owner: the nearest enclosing-or-self op that owns work and has a strong model, else the
+    op itself when it owns work, else None (dispatch, views)."""
+    out: list[int | None] = []
+    for i, o in enumerate(trace.ops):
+        j: int | None = o.parent
+        found = None
+        while j is not None:
+            if work[j] and costs[j].model in STRONG:
+                found = j
+                break
+            j = trace.ops[j].parent
+        out.append(found if found is not None else (i if work[i] else None))
+    return out
+
+
+NO_WORK_GROUP = "(dispatch and views)"
 
 
 def build_workload(trace: Trace, device: DeviceProfile) -> Workload:
@@ -469,7 +501,7 @@ def build_workload(trace: Trace, device: DeviceProfile) -> Workload:
                 loose.setdefault(name, []).append(k.dur)
                 continue
             per_op[oi] = per_op.get(oi, 0.0) + k.dur
-            kcount[oi] = kcount.get(oi, 0) + 1
+            kcount[oi] = kcount.get(oi, 0) + (k.cat == "kernel")  # memcpy / memset: time, not kernels
         for oi, t in per_op.items():
             o = trace.ops[oi]
             key = _key(o, elements.get(oi))
@@ -483,35 +515,34 @@ def build_workload(trace: Trace, device: DeviceProfile) -> Workload:
             g = OpGroup(op=name, shapes=[], dtype="", model="unattributed", path="",
                         counting="kernels no op of this trace launched (a CUDA graph replays them as one launch): "
                                  "time only, no W or Q")
-            g.calls, g.kernels, g.time_s = len(durs), len(durs), sum(durs)
+            g.calls = g.kernels = len(durs)
+            g.time_s = sum(durs)
             groups[(name, "", "")] = g
             notes.append(f"{len(durs)} kernels ({sum(durs) * 1e3:.3g} ms) are {name.strip('()')}: "
                          "their time is unattributed, with no W or Q")
     else:
         work = work_ops(trace, costs)
-        owner: list[int] = []
-        for i, o in enumerate(trace.ops):  # each op's self time goes to its nearest working ancestor-or-self
-            j = o.parent
-            own = i
-            while not work[own] and j is not None:
-                if work[j]:
-                    own = j
-                    break
-                j = trace.ops[j].parent
-            owner.append(own)
+        owners = _owner(trace, work, costs)
         for i, o in enumerate(trace.ops):
-            own = owner[i]
+            own = owners[i]
+            if own is None:  # time around the work: the framework's dispatch, views, allocation
+                g = groups.get(NO_WORK_GROUP)
+                if g is None:
+                    g = groups[NO_WORK_GROUP] = OpGroup(
+                        op=NO_WORK_GROUP, shapes=[], dtype="", model="none", path="",
+                        counting="ops that move no data (views, metadata) and the dispatch around ops that do: "
+                                 "time only")
+                g.time_s += o.self_s
+                g.calls += 1
+                continue
             w = trace.ops[own]
             key = _key(w)
-            cost = costs[own] if work[own] else OpCost(0.0, 0.0, costs[own].path, "none",
-                                                       "dispatch around ops that do the work: time only")
-            g = _group(groups, key, cost, list(w.dims), key[2])
+            g = _group(groups, key, costs[own], list(w.dims), key[2])
             g.time_s += o.self_s
             if own == i:
                 g.calls += 1
-                if work[i]:
-                    g.flops += cost.flops
-                    g.bytes += cost.bytes
+                g.flops += costs[i].flops
+                g.bytes += costs[i].bytes
         groups = {k: g for k, g in groups.items() if g.time_s > 0 or g.flops > 0}
     placed = [place(g, device) for g in groups.values()]
     placed.sort(key=lambda g: -g.time_s)

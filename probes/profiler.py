@@ -21,6 +21,7 @@ model). A program that never calls a module is recorded whole.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import runpy
@@ -28,7 +29,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 SKIP_STEPS = 1  # the warm-up step, recorded and discarded
 
@@ -79,7 +80,8 @@ class Recorder:
 
     def start(self) -> None:
         self._prof = self._new_profiler()
-        self._prof.start()
+        with _quiet_stderr():
+            self._prof.start()
         if self.skip == 0:
             self._kept_from = 0
 
@@ -90,9 +92,10 @@ class Recorder:
         self.seen += 1
         if self.seen == self.skip:
             self._sync()
-            self._prof.stop()  # the warm-up step's events are dropped with this profiler
-            self._prof = self._new_profiler()
-            self._prof.start()
+            with _quiet_stderr():
+                self._prof.stop()  # the warm-up step's events are dropped with this profiler
+                self._prof = self._new_profiler()
+                self._prof.start()
             self._kept_from = self.seen
         elif self.seen == self.skip + self.steps:
             self._finish()
@@ -112,7 +115,8 @@ class Recorder:
         if self._done or self._prof is None:
             return
         self._sync()
-        self._prof.stop()
+        with _quiet_stderr():
+            self._prof.stop()
         self.trace_path.parent.mkdir(parents=True, exist_ok=True)
         self._prof.export_chrome_trace(str(self.trace_path))
         self._done = True
@@ -122,6 +126,29 @@ class Recorder:
         self._finish()
         kept = 0 if self._kept_from is None else min(self.seen - self._kept_from, self.steps)
         return Recording(self.trace_path, self.seen, kept, whole_run=self.seen == 0)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 while the profiler starts or stops: libkineto logs a line at each
+    (`USDT: … profiler_start`), which is not the program's output. ROOFTOP_DEBUG=1 keeps them."""
+    if os.environ.get("ROOFTOP_DEBUG"):
+        yield
+        return
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 to silence
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 class _StepHooks:

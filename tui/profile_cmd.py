@@ -68,6 +68,27 @@ def clean(text: str) -> str:
     return CONTROL.sub("", text)
 
 
+def _drop_nested(text: str, open_: str, close: str) -> str:
+    out, depth = [], 0
+    for ch in text:
+        if ch == open_:
+            depth += 1
+        elif ch == close and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_kernel(name: str) -> str:
+    """A kernel's name without its return type, template arguments, parameters and namespaces:
+    `void at::native::reduce_kernel<512, 1, …>(…)` → `reduce_kernel`."""
+    s = clean(name).replace("(anonymous namespace)", "anon")
+    s = _drop_nested(_drop_nested(s, "<", ">"), "(", ")").strip()
+    s = s.split(" ")[-1] if " " in s else s
+    return s.split("::")[-1] or clean(name)
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     from rooftop.tui.cli import UsageError
 
@@ -205,7 +226,7 @@ def ops_table(work: Any, top: int = TOP) -> Table:
                      ratio=1 if col == "op dtype shapes" else None)
     span = work.span_s or 1.0
     rows: list[tuple[float, list[Any]]] = []
-    idle_label = "idle (gaps between kernels)" if work.on_device else "idle (outside ops)"
+    idle_label = "idle time"
     rows.append((work.idle_s, [_pct(work.idle_s / span), fmt_time(work.idle_s), "", Text(idle_label, style="bold"),
                                "", "", "", ""]))
     for g in work.groups[:top]:
@@ -283,17 +304,18 @@ def _ncu(args: argparse.Namespace) -> int:
     from rooftop.tui.report import make_console
 
     t = Table(header_style="bold", box=None, pad_edge=False)
-    for col in ("#", "kernel", "time", "DRAM", "L2→SM", "tensor W", "I dram", "I l2", "DRAM B/s", "of roof"):
-        t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=True, max_width=36 if col == "kernel" else None)
+    for col in ("kernel", "time", "DRAM", "L2→SM", "tensor W", "I dram", "DRAM B/s", "of roof"):
+        t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=True,
+                     overflow="ellipsis", ratio=1 if col == "kernel" else None, min_width=12 if col == "kernel" else None)
     for k in kernels:
         pts = {p["level"]: p for p in k.points(device)}
-        d, l2 = pts.get("dram", {}), pts.get("l2", {})
+        d = pts.get("dram", {})
         t.add_row(
-            k.id, Text(clean(k.name)), fmt_time(k.time_s),
+            Text(short_kernel(k.name)), fmt_time(k.time_s),
             fmt_bytes(k.dram_bytes) if k.dram_bytes is not None else "",
             fmt_bytes(k.l2_bytes) if k.l2_bytes is not None else "",
             fmt_flops(k.tensor_ops) if k.tensor_ops else "",
-            f"{d['intensity']:.3g}" if d.get("intensity") else "", f"{l2['intensity']:.3g}" if l2.get("intensity") else "",
+            f"{d['intensity']:.3g}" if d.get("intensity") else "",
             fmt_bandwidth(d.get("achieved_bandwidth", 0.0)) if d else "", _pct(d.get("fraction_of_roof")),
         )
     console = make_console()
