@@ -303,21 +303,26 @@ def _ncu(args: argparse.Namespace) -> int:
     from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_time
     from rooftop.tui.report import make_console
 
-    t = Table(header_style="bold", box=None, pad_edge=False)
-    for col in ("kernel", "time", "DRAM", "L2→SM", "tensor W", "I dram", "DRAM B/s", "of roof"):
-        t.add_column(col, justify="left" if col == "kernel" else "right", no_wrap=True,
-                     overflow="ellipsis", ratio=1 if col == "kernel" else None, min_width=12 if col == "kernel" else None)
+    cols = ("kernel", "time", "DRAM", "L2→SM", "tensor W", "I dram", "DRAM B/s", "roof")
+    rows = []
     for k in kernels:
-        pts = {p["level"]: p for p in k.points(device)}
-        d = pts.get("dram", {})
-        t.add_row(
-            Text(short_kernel(k.name)), fmt_time(k.time_s),
+        d = {p["level"]: p for p in k.points(device)}.get("dram", {})
+        rows.append([
+            short_kernel(k.name), fmt_time(k.time_s),
             fmt_bytes(k.dram_bytes) if k.dram_bytes is not None else "",
             fmt_bytes(k.l2_bytes) if k.l2_bytes is not None else "",
             fmt_flops(k.tensor_ops) if k.tensor_ops else "",
             f"{d['intensity']:.3g}" if d.get("intensity") else "",
             fmt_bandwidth(d.get("achieved_bandwidth", 0.0)) if d else "", _pct(d.get("fraction_of_roof")),
-        )
+        ])
+    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
+    for j, col in enumerate(cols):
+        if col == "kernel":
+            t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=16)
+        else:  # numbers are never squeezed: the kernel's name gives way
+            t.add_column(col, justify="right", no_wrap=True, min_width=max(len(col), *(len(r[j]) for r in rows)))
+    for r in rows:
+        t.add_row(Text(r[0]), *r[1:])
     console = make_console()
     console.print(Group(
         Text(f"{len(kernels)} kernels from Nsight Compute, on the roofs of {device.id}", style="bold"), Text(""), t,
