@@ -87,9 +87,9 @@ class Recorder:
 
     def step(self) -> None:
         """One step ended: after the warm-up, restart clean; after `steps` more, stop and keep."""
+        self.seen += 1
         if self._done:
             return
-        self.seen += 1
         if self.seen == self.skip:
             self._sync()
             with _quiet_stderr():
@@ -253,7 +253,11 @@ def _print_user_traceback(exc: BaseException) -> None:
     """The traceback as Python would print it, without rooftop's and runpy's frames."""
     tb = exc.__traceback__
     here = {os.path.abspath(__file__), os.path.abspath(runpy.__file__)}
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in here:
+
+    def ours(name: str) -> bool:
+        return name.startswith("<frozen runpy") or os.path.abspath(name) in here
+
+    while tb is not None and ours(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))
 

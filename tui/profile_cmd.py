@@ -11,6 +11,7 @@ only to run a program.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -56,7 +57,8 @@ def add_profile_command(sub: Any) -> None:
     pr.add_argument("--ncu", metavar="FILE", help="read an Nsight Compute `--csv --page raw` export instead")
     pr.add_argument("--save-trace", metavar="FILE", help="keep the trace of a program run here")
     pr.add_argument("--top", type=int, default=TOP, metavar="N", help=f"op groups to list (default {TOP})")
-    pr.add_argument("--json", action="store_true", help="print one JSON object: ops and summary (SI units)")
+    pr.add_argument("--json", action="store_true",
+                    help="print one JSON object: ops and summary (SI units); the program's output goes to stderr")
     pr.add_argument("--no-save", action="store_true", help="do not keep this profile in the store")
     add_db_option(pr)
     pr.add_argument("program", nargs=argparse.REMAINDER, help="-- python script.py ARGS… (the program to run)")
@@ -89,17 +91,31 @@ def short_kernel(name: str) -> str:
     return s.split("::")[-1] or clean(name)
 
 
+class ProfileError(Exception):
+    """Bad input to `rooftop profile`: one line on stderr, exit status 2."""
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
+    """Handled here, not by the CLI's main: run as `python -m rooftop.tui.cli`, that module is __main__
+    and its UsageError is not the one this module would import (as measure_cmd does)."""
     from rooftop.tui.cli import UsageError
 
+    try:
+        return _cmd_profile(args)
+    except (ProfileError, UsageError) as exc:
+        sys.stderr.write(f"rooftop profile: error: {exc.args[0] if exc.args else exc}\n")
+        return 2
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
     program = [a for a in (args.program or [])]
     if program and program[0] == "--":
         program = program[1:]
     given = [x for x in (args.trace, args.ncu) if x] + (["program"] if program else [])
     if len(given) != 1:
-        raise UsageError("give one of: -- python script.py ARGS…, --trace FILE, or --ncu FILE")
+        raise ProfileError("give one of: -- python script.py ARGS…, --trace FILE, or --ncu FILE")
     if args.steps < 1:
-        raise UsageError(f"--steps must be at least 1, got {args.steps}")
+        raise ProfileError(f"--steps must be at least 1, got {args.steps}")
     if args.ncu:
         return _ncu(args)
     if args.trace:
@@ -130,33 +146,33 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def _load(path: str) -> Any:
     from rooftop.models.trace import TraceError
     from rooftop.store.tracefile import load_trace
-    from rooftop.tui.cli import UsageError
 
     try:
         return load_trace(path)
     except TraceError as exc:
-        raise UsageError(clean(str(exc))) from None
+        raise ProfileError(clean(str(exc))) from None
 
 
 def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str]:
-    from rooftop.tui.cli import UsageError
 
     try:
         import torch  # noqa: F401 - the profiler needs it; say so in one line when it is missing
     except ImportError:
-        raise UsageError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+        raise ProfileError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
     from rooftop.probes.profiler import NotPython, ProgramFailed, run_script
 
     with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
         out = Path(args.save_trace) if args.save_trace else Path(tmp) / "trace.json"
         try:
-            rec = run_script(program, out, steps=args.steps)
+            # with --json, stdout carries the one JSON object: the program's own output goes to stderr
+            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+                rec = run_script(program, out, steps=args.steps)
         except NotPython as exc:
-            raise UsageError(str(exc)) from None
+            raise ProfileError(str(exc)) from None
         except ProgramFailed as exc:
-            raise UsageError(str(exc)) from None
+            raise ProfileError(str(exc)) from None
         if not rec.trace_path.is_file():
-            raise UsageError("the program recorded nothing (it ended before the profiler wrote its trace)")
+            raise ProfileError("the program recorded nothing (it ended before the profiler wrote its trace)")
         trace = _load(str(rec.trace_path))
     if rec.whole_run:
         sys.stderr.write("rooftop profile: no step seen (no nn.Module call): the whole run was recorded\n")
@@ -284,16 +300,16 @@ def profile_report(work: Any, top: int = TOP) -> Group:
 
 def _ncu(args: argparse.Namespace) -> int:
     from rooftop.models.ncu import NcuError, parse_ncu_csv
-    from rooftop.tui.cli import UsageError, _device_list, resolve_devices, store_profiles
+    from rooftop.tui.cli import _device_list, resolve_devices, store_profiles
 
     p = Path(args.ncu)
     if not p.is_file():
-        raise UsageError(f"{p}: no such file (give an `ncu --csv --page raw` export)")
+        raise ProfileError(f"{p}: no such file (give an `ncu --csv --page raw` export)")
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
         kernels = parse_ncu_csv(text)
     except NcuError as exc:
-        raise UsageError(f"{p}: {exc}") from None
+        raise ProfileError(f"{p}: {exc}") from None
     ids = _device_list(getattr(args, "device", None))
     device = resolve_devices(ids, store_profiles(args, ids))[0]
     if args.json:
