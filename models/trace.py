@@ -34,6 +34,10 @@ class TraceError(ValueError):
     """A file that is not a usable trace; the message is one line saying what is wrong."""
 
 
+class EmptyTrace(TraceError):
+    """A well-formed trace with nothing to place: no kernels and no CPU ops."""
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One device activity: a kernel, or a memcpy / memset (`cat`)."""

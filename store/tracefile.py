@@ -7,7 +7,7 @@ import json
 import zlib
 from pathlib import Path
 
-from rooftop.models.trace import Trace, TraceError, parse_trace
+from rooftop.models.trace import EmptyTrace, Trace, TraceError, parse_trace
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -33,6 +33,6 @@ def load_trace(path: str | Path) -> Trace:
     except TraceError as exc:
         raise TraceError(f"{p}: {exc}") from None
     if not trace.kernels and not trace.ops:
-        raise TraceError(f"{p}: the trace holds no kernels and no CPU ops (was the program using torch, and "
+        raise EmptyTrace(f"{p}: the trace holds no kernels and no CPU ops (was the program using torch, and "
                          "the profiler recording CPU and CUDA activities?)")
     return trace

@@ -123,3 +123,12 @@ def test_python_api_context_manager_and_decorator(tmp_path):
     work = build_workload(load_trace(tmp_path / "deco.json"), lookup_device("h100"))
     [g] = [g for g in work.groups if g.op == "aten::addmm"]
     assert g.calls == 3
+
+
+def test_a_program_that_never_uses_torch(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("print('hello, no torch here')\n")
+    out = rooftop("profile", "-d", "h100", "--no-save", "--", "python", str(script))
+    assert out.returncode == 2 and "hello, no torch here" in out.stdout
+    assert out.stderr.strip().splitlines() == [
+        f"rooftop profile: error: python {script} ran no torch ops: nothing to place on the roofline"]

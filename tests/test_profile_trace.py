@@ -276,3 +276,13 @@ def test_op_costs_from_shapes():
     odd = cost_op("aten::my_custom_op", [[100, 10]], ["float"])
     assert odd.model == "tensors" and odd.bytes == 4000 and odd.flops == 0
     assert not math.isnan(odd.bytes)
+
+
+def test_reading_a_trace_loads_no_torch():
+    import subprocess
+    import sys
+
+    code = (f"from rooftop.tui.cli import main\nmain(['profile', '--trace', {str(QWEN)!r}, '-d', 'h200', '--no-save', "
+            "'--json'])\nimport sys\nprint('TORCH' if 'torch' in sys.modules else 'NO-TORCH')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "NO-TORCH"

@@ -159,7 +159,9 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
         import torch  # noqa: F401 - the profiler needs it; say so in one line when it is missing
     except ImportError:
         raise ProfileError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+    from rooftop.models.trace import EmptyTrace, TraceError
     from rooftop.probes.profiler import NotPython, ProgramFailed, run_script
+    from rooftop.store.tracefile import load_trace
 
     with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
         out = Path(args.save_trace) if args.save_trace else Path(tmp) / "trace.json"
@@ -173,7 +175,12 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
             raise ProfileError(str(exc)) from None
         if not rec.trace_path.is_file():
             raise ProfileError("the program recorded nothing (it ended before the profiler wrote its trace)")
-        trace = _load(str(rec.trace_path))
+        try:
+            trace = load_trace(rec.trace_path)
+        except EmptyTrace:
+            raise ProfileError(f"{clean(' '.join(program))} ran no torch ops: nothing to place on the roofline") from None
+        except TraceError as exc:
+            raise ProfileError(clean(str(exc))) from None
     if rec.whole_run:
         sys.stderr.write("rooftop profile: no step seen (no nn.Module call): the whole run was recorded\n")
     elif rec.steps_kept < args.steps:
