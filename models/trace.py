@@ -67,6 +67,7 @@ class CpuOp:
     external_id: int | None = None
     dims: tuple = ()  # Input Dims as recorded: one list per input ([] for scalars, a list of lists for a TensorList)
     types: tuple[str, ...] = ()  # Input type, one per input ("c10::BFloat16", "float", "Scalar", …)
+    concrete: tuple[str, ...] = ()  # Concrete Inputs: the scalar and list arguments as text ("[2, 2]", "1")
     parent: int | None = None  # index of the enclosing op in Trace.ops
     children: tuple[int, ...] = ()
     self_s: float = 0.0  # dur less the children's
@@ -267,11 +268,13 @@ def _op_tree(raw: Sequence[dict]) -> tuple[list[CpuOp], dict[int, int]]:
         child_dur = sum(raw[c]["dur"] for c in kids[i])
         dims = a.get("Input Dims")
         types = a.get("Input type")
+        concrete = a.get("Concrete Inputs")
         ext = _int(a.get("External id"))
         op = CpuOp(
             name=str(e.get("name", "")), ts=e["ts"] * US, dur=e["dur"] * US, tid=e.get("tid"), external_id=ext,
             dims=tuple(dims) if isinstance(dims, list) else (),
             types=tuple(str(t) for t in types) if isinstance(types, list) else (),
+            concrete=tuple(str(c) for c in concrete) if isinstance(concrete, list) else (),
             parent=pos[parent[i]] if parent[i] is not None else None,
             children=tuple(pos[c] for c in kids[i]),
             self_s=max(0.0, e["dur"] - child_dur) * US,

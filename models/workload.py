@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from . import roofline
 from .ops import Attention, Cost, Gemm, Norm, Softmax
-from .paths import MATMUL_LADDER, vector_path
+from .paths import MATMUL_LADDER, matmul_path, vector_path
 from .profile import DeviceProfile, NoRoof
 from .trace import CpuOp, Trace
 
@@ -72,6 +72,12 @@ ATTENTION = frozenset((
 BSHD_ATTENTION = frozenset(("aten::_efficient_attention_forward", "aten::_flash_attention_forward"))
 NORMS = {"aten::layer_norm": "layer", "aten::native_layer_norm": "layer", "aten::rms_norm": "rms",
          "aten::_fused_rms_norm": "rms", "aten::group_norm": "layer", "aten::native_group_norm": "layer"}
+# Where each convolution op keeps (stride, padding, dilation, groups) among its arguments.
+CONVS = {
+    "aten::convolution": (3, 4, 5, 8), "aten::_convolution": (3, 4, 5, 8), "aten::conv1d": (3, 4, 5, 6),
+    "aten::conv2d": (3, 4, 5, 6), "aten::conv3d": (3, 4, 5, 6), "aten::cudnn_convolution": (3, 2, 4, 5),
+    "aten::mkldnn_convolution": (4, 3, 5, 6),
+}
 SOFTMAXES = frozenset(("aten::softmax", "aten::_softmax", "aten::_safe_softmax"))
 UNATTRIBUTED = "(unattributed kernels)"
 GRAPH_REPLAY = "(CUDA graph replay)"
@@ -99,7 +105,7 @@ class OpCost:
     flops: float
     bytes: float
     path: str
-    model: str  # gemm, attention, norm, softmax, elementwise, copy, none (no data moved), tensors (Q from sizes)
+    model: str  # gemm, conv, attention, norm, softmax, elementwise, copy, none (no data moved), tensors (Q from sizes)
     counting: str
     shape: Mapping[str, int] = field(default_factory=dict)  # the model's dimensions (m, n, k; b, h, t, d; n)
 
@@ -201,8 +207,48 @@ def _attention(name: str, ts: list[Tensor], dtype: str) -> OpCost | None:
                  {"b": b, "h": h, "kv": kv, "d": d, "q": sq, "t": t})
 
 
+def _ints(text: str, n: int) -> list[int] | None:
+    """'[2, 2]' or '1' as n ints (a single value repeated); None if it is not that (e.g. padding='same')."""
+    try:
+        v = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        return [v] * n
+    if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+        return v * n if len(v) == 1 else v if len(v) == n else None
+    return None
+
+
+def _conv(name: str, ts: list[Tensor], dtype: str, concrete: Sequence[str]) -> OpCost | None:
+    """A forward convolution: W = 2·N·O·prod(out spatial)·(C/groups)·prod(kernel); Q = input, weight, output once."""
+    if len(ts) < 2 or dtype not in FLOAT_DTYPES:
+        return None
+    x, w = ts[0].dims, ts[1].dims
+    nsp = len(x) - 2
+    if nsp < 1 or len(w) != len(x):
+        return None
+    si, pi, di, gi = CONVS[name]
+    if len(concrete) <= max(si, pi, di, gi):
+        return None
+    stride, pad, dil = (_ints(concrete[i], nsp) for i in (si, pi, di))
+    groups = _ints(concrete[gi], 1)
+    if not (stride and pad and dil and groups):
+        return None
+    out = [(x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(nsp)]
+    if min(out) < 1:
+        return None
+    n_out = x[0] * w[0] * math.prod(out)
+    flops = 2.0 * n_out * w[1] * math.prod(w[2:])
+    size = ts[0].size
+    q = ts[0].nbytes + ts[1].nbytes + n_out * size
+    shape = {"n": x[0], "c": x[1], "o": w[0], **{f"out{i}": o for i, o in enumerate(out)}, "groups": groups[0]}
+    return OpCost(flops, q, matmul_path(dtype), "conv",
+                  "W = 2·N·O·(output pixels)·(C/groups)·(kernel size); Q = input, weights, output once", shape)
+
+
 def cost_op(name: str, dims: Sequence[Any], types: Sequence[str],
-            list_element: tuple[str, float] | None = None) -> OpCost:
+            list_element: tuple[str, float] | None = None, concrete: Sequence[str] = ()) -> OpCost:
     """W and Q of one call, from the op's name and its inputs' shapes and types (an estimate)."""
     ts = tensors_of(dims, types, list_element or ("fp32", 4.0))
     dtype = op_dtype(types) or (list_element[0] if list_element and "TensorList" in types else "")
@@ -210,6 +256,10 @@ def cost_op(name: str, dims: Sequence[Any], types: Sequence[str],
         return OpCost(0.0, 0.0, _vector(dtype), "none", "a view, metadata or allocation: moves no data")
     if name in GEMMS:
         c = _gemm(name, ts, dtype)
+        if c:
+            return c
+    if name in CONVS:
+        c = _conv(name, ts, dtype, concrete)
         if c:
             return c
     if name in ATTENTION:
@@ -431,7 +481,7 @@ def _group(groups: dict, key: tuple, cost: OpCost, shapes: list, dtype: str) -> 
     return g
 
 
-STRONG = ("gemm", "attention", "norm", "softmax")  # models that own the copies and views they call
+STRONG = ("gemm", "conv", "attention", "norm", "softmax")  # models that own the copies and views they call
 
 
 def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[bool]:
@@ -488,7 +538,7 @@ def build_workload(trace: Trace, device: DeviceProfile) -> Workload:
             found = element_from_kernel(k.name)
             if found:
                 elements[oi] = found
-    costs = [cost_op(o.name, o.dims, o.types, elements.get(i)) for i, o in enumerate(trace.ops)]
+    costs = [cost_op(o.name, o.dims, o.types, elements.get(i), o.concrete) for i, o in enumerate(trace.ops)]
     groups: dict[tuple, OpGroup] = {}
     notes: list[str] = []
     if trace.on_device:

@@ -132,3 +132,24 @@ def test_a_program_that_never_uses_torch(tmp_path):
     assert out.returncode == 2 and "hello, no torch here" in out.stdout
     assert out.stderr.strip().splitlines() == [
         f"rooftop profile: error: python {script} ran no torch ops: nothing to place on the roofline"]
+
+
+def test_convolution_flops_from_shapes_and_arguments(tmp_path):
+    import torch
+
+    from rooftop.models.catalog import lookup_device
+    from rooftop.models.workload import build_workload
+    from rooftop.probes.profiler import profile
+    from rooftop.store.tracefile import load_trace
+
+    conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+    x = torch.randn(2, 3, 16, 16)
+    with profile(steps=1, trace=tmp_path / "conv.json") as p:
+        for _ in range(3):
+            conv(x)
+            p.step()
+    work = build_workload(load_trace(tmp_path / "conv.json"), lookup_device("h100"))
+    [g] = [g for g in work.groups if g.model == "conv"]
+    assert g.calls == 1 and g.shape["out0"] == g.shape["out1"] == 8  # (16 + 2 − 3) // 2 + 1
+    assert g.flops == 2 * 2 * 8 * 8 * 8 * 3 * 3 * 3  # 2·N·O·Ho·Wo·C·kh·kw
+    assert g.path == "fp32-matmul"
