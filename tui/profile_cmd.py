@@ -116,6 +116,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         raise ProfileError("give one of: -- python script.py ARGS…, --trace FILE, or --ncu FILE")
     if args.steps < 1:
         raise ProfileError(f"--steps must be at least 1, got {args.steps}")
+    if args.top < 0:
+        raise ProfileError(f"--top must be 0 or more, got {args.top}")
     if args.ncu:
         return _ncu(args)
     if args.trace:
