@@ -286,3 +286,37 @@ def test_reading_a_trace_loads_no_torch():
             "'--json'])\nimport sys\nprint('TORCH' if 'torch' in sys.modules else 'NO-TORCH')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "NO-TORCH"
+
+
+def test_compare_two_stored_profiles(tmp_path, capsys):
+    from rooftop.models.sample import Sample, TimeStats
+    from rooftop.store.runs import Store
+
+    data = json.loads(gzip.decompress(QWEN.read_bytes()))
+    mm = {e["args"]["External id"] for e in data["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"}
+    for e in data["traceEvents"]:
+        if e.get("cat") == "kernel" and e["args"].get("External id") in mm:
+            e["dur"] *= 2  # the same step with every aten::mm kernel twice as slow
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(data))
+    db = str(tmp_path / "c.db")
+    ids = []
+    for f in (QWEN, slow):
+        assert main(["profile", "--trace", str(f), "-d", "h200", "--json", "--db", db]) == 0
+        ids.append(json.loads(capsys.readouterr().out)["run_id"])
+    assert main(["profile", "--compare", ids[0][:8], ids[1][:8], "--json", "--db", db]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    ratios = {d["op"]: d["ratio"] for d in doc["ops"] if d["ratio"] is not None}
+    mms = [d["ratio"] for d in doc["ops"] if d["op"] == "aten::mm"]
+    assert len(mms) == 4 and mms == pytest.approx([2.0] * 4, rel=0.01)
+    assert ratios["aten::addmm"] == pytest.approx(1.0)
+    a, b = doc["summary"]["device_busy_s"]
+    assert b > a
+    assert main(["profile", "--compare", ids[0][:8], ids[1][:8], "--db", db]) == 0
+    assert "×2.00" in capsys.readouterr().out
+    with Store.open(db) as store:  # a measurement run is not a profile: one line, exit 2
+        rid = store.begin_run({"name": "Test CPU"}, "quick", "cpu")
+        store.add_sample(rid, Sample("gemm", "fp32", {"m": 8, "n": 8, "k": 8}, flops=1024, bytes=768,
+                                     stats=TimeStats(1e-6, 1e-6, 1e-6, 1e-6, 0.0, 7, 1), path="fp32-matmul"))
+        store.finish_run(rid, "complete")
+    assert "not a profile" in _bad(capsys, ["profile", "--compare", ids[0][:8], rid[:8], "--db", db])

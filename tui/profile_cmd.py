@@ -55,6 +55,8 @@ def add_profile_command(sub: Any) -> None:
                     help="steps to record after one warm-up step (a step: one outermost nn.Module call; default 3)")
     pr.add_argument("--trace", metavar="FILE", help="read a Chrome/Kineto trace (.json or .json.gz) instead")
     pr.add_argument("--ncu", metavar="FILE", help="read an Nsight Compute `--csv --page raw` export instead")
+    pr.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
+                    help="two stored profiles side by side: each op group's time, and the step split")
     pr.add_argument("--save-trace", metavar="FILE", help="keep the trace of a program run here")
     pr.add_argument("--top", type=int, default=TOP, metavar="N", help=f"op groups to list (default {TOP})")
     pr.add_argument("--json", action="store_true",
@@ -111,15 +113,17 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     program = [a for a in (args.program or [])]
     if program and program[0] == "--":
         program = program[1:]
-    given = [x for x in (args.trace, args.ncu) if x] + (["program"] if program else [])
+    given = [x for x in (args.trace, args.ncu, args.compare) if x] + (["program"] if program else [])
     if len(given) != 1:
-        raise ProfileError("give one of: -- python script.py ARGS…, --trace FILE, or --ncu FILE")
+        raise ProfileError("give one of: -- python script.py ARGS…, --trace FILE, --ncu FILE, or --compare RUN RUN")
     if args.steps < 1:
         raise ProfileError(f"--steps must be at least 1, got {args.steps}")
     if args.top < 0:
         raise ProfileError(f"--top must be 0 or more, got {args.top}")
     if args.ncu:
         return _ncu(args)
+    if args.compare:
+        return _compare(args)
     if args.trace:
         trace = _load(args.trace)
         source, backend = str(args.trace), "trace"
@@ -355,5 +359,66 @@ def _ncu(args: argparse.Namespace) -> int:
         Text("Bytes are measured: rate × kernel time per level (DRAM; L2→SM). Tensor W is the tensor pipes' "
              "count (sm__ops_path_tensor_src_*), so padding rows are counted too; kernels without tensor work "
              "are placed by bandwidth.", style="dim"),
+    ))
+    return 0
+
+
+# -- two stored profiles -------------------------------------------------------------------
+
+
+def _stored(store: Any, ref: str) -> tuple[Any, list[dict], dict]:
+    from rooftop.store.profiles import is_profile
+
+    run = store.run(ref)
+    if not is_profile(run):
+        raise ProfileError(f"run {run.label} is a {run.plan or 'measurement'} run, not a profile "
+                           "(`rooftop runs` lists them; profiles have plan 'profile')")
+    groups = [s.conditions.get("profile", {}) for s in store.samples(run.id)]
+    return run, [g for g in groups if g], dict(run.device.get("profile") or {})
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from rooftop.models.profilediff import diff_groups, diff_split
+    from rooftop.models.units import fmt_ratio, fmt_time
+    from rooftop.store.db import StoreError
+    from rooftop.tui.cli import open_store
+    from rooftop.tui.report import make_console
+
+    try:
+        with open_store(args) as store:
+            (ra, ga, sa), (rb, gb, sb) = (_stored(store, r) for r in args.compare)
+    except StoreError as exc:
+        raise ProfileError(str(exc)) from None
+    diffs = diff_groups(ga, gb)
+    split = diff_split(sa, sb)
+    if args.json:
+        json.dump({"a": ra.id, "b": rb.id, "summary": {k: list(v) for k, v in split.items()},
+                   "ops": [d.to_dict() for d in diffs]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+
+    def both(key: str, fmt: Any) -> str:
+        a, b = split[key]
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+            return "n/a"
+        return f"{fmt(a)} → {fmt(b)}" + (f" ({fmt_ratio(b / a)})" if a else "")
+
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for col, just in (("op dtype shapes", "left"), ("A", "right"), ("B", "right"), ("B / A", "right")):
+        t.add_column(col, justify=just, no_wrap=col != "op dtype shapes", overflow="fold",
+                     ratio=1 if col == "op dtype shapes" else None)
+    from rooftop.models.workload import OpGroup
+
+    for d in diffs[: args.top]:
+        label = op_label(OpGroup(op=d.op, shapes=d.shapes, dtype=d.dtype, model="", path="", counting=""))
+        t.add_row(Text(label), fmt_time(d.time_a_s) if d.time_a_s is not None else "—",
+                  fmt_time(d.time_b_s) if d.time_b_s is not None else "—",
+                  fmt_ratio(d.ratio) if d.ratio is not None else "")
+    make_console().print(Group(
+        Text(f"A = run {ra.label} ({clean(ra.device_name)}), B = run {rb.label} ({clean(rb.device_name)})", style="bold"),
+        Text(f"span {both('span_s', fmt_time)}; busy {both('device_busy_s', fmt_time)}; "
+             f"idle {both('idle_s', fmt_time)}; bound {both('bound_s', fmt_time)}"),
+        Text(f"MFU {both('mfu', _pct)}; bandwidth {both('bandwidth_utilisation', _pct)}"),
+        Text(""), t,
     ))
     return 0
