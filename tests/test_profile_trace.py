@@ -15,8 +15,9 @@ import pytest
 
 from rooftop.models.catalog import lookup_device
 from rooftop.models.ncu import NcuError, parse_ncu_csv
+from rooftop.models.shapecost import cost_op
 from rooftop.models.trace import TraceError, parse_trace, union_length
-from rooftop.models.workload import GRAPH_REPLAY, build_workload, cost_op
+from rooftop.models.workload import GRAPH_REPLAY, build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
 
