@@ -321,3 +321,13 @@ def test_compare_two_stored_profiles(tmp_path, capsys):
                                      stats=TimeStats(1e-6, 1e-6, 1e-6, 1e-6, 0.0, 7, 1), path="fp32-matmul"))
         store.finish_run(rid, "complete")
     assert "not a profile" in _bad(capsys, ["profile", "--compare", ids[0][:8], rid[:8], "--db", db])
+
+
+def test_show_names_a_profiles_op_groups(tmp_path, capsys):
+    db = str(tmp_path / "s.db")
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--db", db]) == 0
+    rid = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["show", rid[:8], "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "mm bf16 8×3584 · 3584×18944" in out.replace("\n", " ") or "mm bf16 8×3584" in out
+    assert "profile bf16 m=8" not in out

@@ -54,3 +54,13 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
                     + (f", {_pct(roof)} of roof" if isinstance(roof, (int, float)) else "") + "\n")
     text.append("W and Q estimated from shapes; times measured\n", style="dim")
     return text
+
+
+def sample_label(sample: Any) -> str:
+    """A stored op group as `rooftop profile` lists it (op dtype shapes), for `rooftop show`."""
+    from rooftop.models.workload import OpGroup
+    from rooftop.tui.profile_cmd import op_label
+
+    g = sample.conditions.get("profile") or {}
+    return op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
+                            dtype=str(g.get("dtype", "")), model="", path="", counting=""))
