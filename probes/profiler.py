@@ -186,8 +186,8 @@ def python_target(argv: Sequence[str]) -> tuple[str, str, list[str]]:
         args = args[1:]
     if not args:
         raise NotPython("no program given: put it after --, e.g. rooftop profile -- python train.py")
-    first = Path(args[0]).name
-    if first.startswith("python") or args[0] == sys.executable:
+    after_python = Path(args[0]).name.startswith("python") or args[0] == sys.executable
+    if after_python:
         args = args[1:]
         while args and args[0] in ("-u", "-B", "-O", "-X") or (args and args[0].startswith("-X")):
             args = args[2:] if args[0] == "-X" else args[1:]
@@ -199,12 +199,26 @@ def python_target(argv: Sequence[str]) -> tuple[str, str, list[str]]:
         return "module", args[1], args[2:]
     if args[0].startswith("-"):
         raise NotPython(f"python option {args[0]!r} is not supported here; give a script or -m module")
-    if not args[0].endswith(".py") and first not in ("python", "python3") and not Path(args[0]).is_file():
-        raise NotPython(f"{args[0]!r} is not a Python script; rooftop profile runs Python programs "
-                        "(-- python script.py ARGS…)")
-    if not Path(args[0]).is_file():
+    script = Path(args[0])
+    named_python = after_python or args[0].endswith(".py")
+    if not script.is_file():
+        if not named_python:
+            raise NotPython(f"{args[0]!r} is not a Python program; rooftop profile runs Python programs "
+                            "(-- python script.py ARGS…)")
         raise NotPython(f"{args[0]}: no such script")
+    if not named_python and not _python_shebang(script):
+        raise NotPython(f"{args[0]!r} is not a Python program; rooftop profile runs Python programs "
+                        "(-- python script.py ARGS…)")
     return "path", args[0], args[1:]
+
+
+def _python_shebang(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            line = f.readline(200)
+    except OSError:
+        return False
+    return line.startswith(b"#!") and b"python" in line
 
 
 def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: int = 3) -> Recording:

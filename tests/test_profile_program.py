@@ -153,3 +153,21 @@ def test_convolution_flops_from_shapes_and_arguments(tmp_path):
     assert g.calls == 1 and g.shape["out0"] == g.shape["out1"] == 8  # (16 + 2 − 3) // 2 + 1
     assert g.flops == 2 * 2 * 8 * 8 * 8 * 3 * 3 * 3  # 2·N·O·Ho·Wo·C·kh·kw
     assert g.path == "fp32-matmul"
+
+
+def test_python_target_reads_the_command(tmp_path):
+    from rooftop.probes.profiler import NotPython, python_target
+
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    assert python_target(["--", "python3", "-u", str(script), "--lr", "1"]) == ("path", str(script), ["--lr", "1"])
+    assert python_target([str(script)]) == ("path", str(script), [])
+    assert python_target(["python", "-m", "pkg.mod", "x"]) == ("module", "pkg.mod", ["x"])
+    shell = tmp_path / "run.sh"
+    shell.write_text("#!/bin/sh\necho hi\n")
+    tool = tmp_path / "tool"
+    tool.write_text("#!/usr/bin/env python3\nprint(1)\n")
+    assert python_target([str(tool)]) == ("path", str(tool), [])
+    for bad in ([str(shell)], ["ls", "-l"], ["python"], ["python", "-c", "print(1)"], []):
+        with pytest.raises(NotPython):
+            python_target(bad)
