@@ -184,7 +184,9 @@ class Workload:
         return top.op
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ops": [g.to_dict() for g in self.groups], "summary": self.summary(), "notes": list(self.notes)}
+        span = self.span_s
+        ops = [{**g.to_dict(), "share": g.time_s / span if span > 0 else None} for g in self.groups]
+        return {"ops": ops, "summary": self.summary(), "notes": list(self.notes)}
 
 
 def _key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple[str, str, str]:

@@ -81,7 +81,7 @@ def test_cli_trace_json_shape(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) >= {"ops", "summary"}
     for op in doc["ops"]:
-        assert set(op) >= {"op", "shapes", "dtype", "calls", "time_s", "flops", "bytes", "intensity", "regime",
+        assert set(op) >= {"op", "shapes", "dtype", "calls", "time_s", "share", "flops", "bytes", "intensity", "regime",
                            "bound_s", "fraction_of_roof"}
     assert set(doc["summary"]) >= {"span_s", "device_busy_s", "idle_s", "bound_s", "mfu"}
     assert doc["summary"]["kernels"] == 2620
