@@ -276,8 +276,12 @@ def split_lines(work: Any) -> list[Text]:
 
     span = work.span_s or 1.0
     what = "kernels" if work.on_device else "ops"
-    idle_why = ("the device waits for the CPU to issue kernels (launch / CPU bound)" if work.on_device
-                else "Python and framework time between ops")
+    if not work.on_device:
+        idle_why = "Python and framework time between ops"
+    elif work.idle_s > work.busy_s:
+        idle_why = "the device waits for the CPU to issue kernels (launch / CPU bound)"
+    else:
+        idle_why = "gaps between kernels"
     s = work.summary()
     lines = [
         Text(f"span {fmt_time(work.span_s)}: {what} busy {fmt_time(work.busy_s)} ({_pct(work.busy_s / span)}), "
