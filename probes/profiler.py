@@ -54,6 +54,7 @@ class Recording:
     steps_seen: int
     steps_kept: int
     whole_run: bool  # no step boundary was seen: the trace covers the whole program
+    warmup_only: bool = False  # the program ended after its warm-up step: the trace is that step
 
 
 class Recorder:
@@ -68,6 +69,7 @@ class Recorder:
         self._prof: Any = None
         self._done = False
         self._kept_from: int | None = None
+        self._warmup_written = False
 
     def _new_profiler(self) -> Any:
         import torch
@@ -93,8 +95,12 @@ class Recorder:
         if self.seen == self.skip:
             self._sync()
             with _quiet_stderr():
-                self._prof.stop()  # the warm-up step's events are dropped with this profiler
-                self._prof = self._new_profiler()
+                self._prof.stop()
+            # kept only in case the program ends before another step: then it is all there is
+            self._export()
+            self._warmup_written = True
+            self._prof = self._new_profiler()
+            with _quiet_stderr():
                 self._prof.start()
             self._kept_from = self.seen
         elif self.seen == self.skip + self.steps:
@@ -111,21 +117,28 @@ class Recorder:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
 
-    def _finish(self) -> None:
+    def _export(self) -> None:
+        self.trace_path.parent.mkdir(parents=True, exist_ok=True)
+        self._prof.export_chrome_trace(str(self.trace_path))
+
+    def _finish(self, write: bool = True) -> None:
         if self._done or self._prof is None:
             return
         self._sync()
         with _quiet_stderr():
             self._prof.stop()
-        self.trace_path.parent.mkdir(parents=True, exist_ok=True)
-        self._prof.export_chrome_trace(str(self.trace_path))
+        if write:
+            self._export()
         self._done = True
 
     def stop(self) -> Recording:
-        """End of the program: keep what the profiler holds (if it still runs) and say what it covers."""
-        self._finish()
+        """End of the program: keep what the profiler holds (if it still runs) and say what it covers.
+
+        A program that ended right after its warm-up step keeps the warm-up step's trace."""
+        warmup_only = not self._done and self._warmup_written and self.seen == self._kept_from
+        self._finish(write=not warmup_only)
         kept = 0 if self._kept_from is None else min(self.seen - self._kept_from, self.steps)
-        return Recording(self.trace_path, self.seen, kept, whole_run=self.seen == 0)
+        return Recording(self.trace_path, self.seen, kept, whole_run=self.seen == 0, warmup_only=warmup_only)
 
 
 @contextlib.contextmanager

@@ -171,3 +171,19 @@ def test_python_target_reads_the_command(tmp_path):
     for bad in ([str(shell)], ["ls", "-l"], ["python"], ["python", "-c", "print(1)"], []):
         with pytest.raises(NotPython):
             python_target(bad)
+
+
+def test_a_program_of_one_step_keeps_that_step(tmp_path):
+    import torch
+
+    from rooftop.probes.profiler import Recorder
+    from rooftop.store.tracefile import load_trace
+
+    rec = Recorder(tmp_path / "one.json", steps=3)
+    model = torch.nn.Linear(16, 8)
+    rec.start()
+    model(torch.randn(2, 16))
+    rec.step()  # the warm-up step, and the program's only one
+    got = rec.stop()
+    assert got.warmup_only and got.steps_seen == 1 and got.steps_kept == 0
+    assert any(o.name == "aten::addmm" for o in load_trace(got.trace_path).ops)

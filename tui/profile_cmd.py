@@ -110,7 +110,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    program = [a for a in (args.program or [])]
+    program = list(args.program or [])
     if program and program[0] == "--":
         program = program[1:]
     given = [x for x in (args.trace, args.ncu, args.compare) if x] + (["program"] if program else [])
@@ -160,7 +160,6 @@ def _load(path: str) -> Any:
 
 
 def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str]:
-
     try:
         import torch  # noqa: F401 - the profiler needs it; say so in one line when it is missing
     except ImportError:
@@ -189,6 +188,8 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
             raise ProfileError(clean(str(exc))) from None
     if rec.whole_run:
         sys.stderr.write("rooftop profile: no step seen (no nn.Module call): the whole run was recorded\n")
+    elif rec.warmup_only:
+        sys.stderr.write("rooftop profile: the program ran one step: showing it, first-call costs included\n")
     elif rec.steps_kept < args.steps:
         sys.stderr.write(f"rooftop profile: the program ran {rec.steps_seen} steps; recorded {rec.steps_kept} "
                          "after the warm-up step\n")
