@@ -26,14 +26,15 @@ from rooftop.tui.comparepane import Compare
 from rooftop.tui.historypane import History
 from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry, TelemetryPanel
 from rooftop.tui.llmpane import Llm
+from rooftop.tui.profilepane import ProfilePane
 from rooftop.tui.rooflinepane import Roofline
 from rooftop.tui.whatif import WhatIf
 from rooftop.tui.widgets import HelpScreen
 
-TABS = ("live", "roofline", "whatif", "compare", "history", "llm")
+TABS = ("live", "roofline", "whatif", "compare", "history", "llm", "profile")
 FALLBACK_DEVICE = "h100"
 # The widget that gets the focus when a tab is shown, so the tab's own keys work at once.
-TAB_HOME = {"whatif": "WhatIf", "history": "#hist-table", "llm": "Llm"}
+TAB_HOME = {"whatif": "WhatIf", "history": "#hist-table", "llm": "Llm", "profile": "#prof-runs"}
 NARROW_BELOW = 90  # columns: below this, tabs stack or hide their chart (app.tcss: Screen.-narrow)
 SHORT_BELOW = 30  # rows: below this, the header goes and Live packs its traces (app.tcss: Screen.-short)
 
@@ -114,6 +115,7 @@ class RooftopApp(App[None]):
         Binding("4", "tab('compare')", "Compare", show=False),
         Binding("5", "tab('history')", "History", show=False),
         Binding("6", "tab('llm')", "LLM", show=False),
+        Binding("7", "tab('profile')", "Profile", show=False),
         Binding("m", "measure", "Measure"),
         Binding("c", "cancel", "Cancel", show=False),
         Binding("escape", "escape", "Leave field / cancel", show=False),
@@ -243,6 +245,7 @@ class RooftopApp(App[None]):
             "compare": ("4 Compare", lambda: Compare(self.profiles, self.device_id, other, id="compare-pane")),
             "history": ("5 History", lambda: History(self.config.db_path, self.config.export_dir, id="history-pane")),
             "llm": ("6 LLM", lambda: Llm(self.profiles, self.device_id, id="llm-pane")),
+            "profile": ("7 Profile", lambda: ProfilePane(self.config.db_path, id="profile-pane")),
         }
         with TabbedContent(initial=self.config.initial_tab, id="tabs"):
             for tab, (title, make) in panes.items():
@@ -463,7 +466,7 @@ class RooftopApp(App[None]):
         self.query_one(TabbedContent).active = tab
 
     def action_escape(self) -> None:
-        """Esc leaves a text field (so 1–6, m, q work again); elsewhere it cancels a measurement."""
+        """Esc leaves a text field (so 1–7, m, q work again); elsewhere it cancels a measurement."""
         from textual.widgets import Input
 
         if isinstance(self.focused, Input):

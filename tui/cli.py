@@ -763,7 +763,7 @@ def build_parser() -> Parser:
             "bounds it, the time it cannot beat, and what to do about it."
         ),
         epilog="With no command, rooftop opens its terminal app:\n"
-               "  1–6 switch tabs, m measures this machine, ? lists the keys, q quits\n"
+               "  1–7 switch tabs, m measures this machine, ? lists the keys, q quits\n"
                "Run `rooftop COMMAND --help` for each command's options.",
     )
     p.add_argument("-d", "--device", metavar="ID",
