@@ -61,3 +61,18 @@ async def test_profile_tab_at_80x24_keeps_share_time_op_and_roof(tmp_path: Path)
         await pilot.pause()
         shown = app.query_one("#prof-ops", FitTable).shown
         assert {"share", "time", "op", "roof"} <= set(shown)
+
+
+async def test_roofline_tab_draws_the_newest_profile_on_its_device(tmp_path: Path) -> None:
+    from rooftop.tui.widgets import RooflinePlot
+
+    work = build_workload(load_trace(QWEN), lookup_device("h200"))
+    with Store.open(tmp_path / "r.db") as store:
+        rid = save_profile(store, work, source="decode.trace.json.gz", backend="trace")
+    for device, drawn in (("h200", True), ("h100", False)):
+        app = create_app(AppConfig(device=device, sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path,
+                                   initial_tab="roofline"))
+        async with app.run_test(size=(110, 32)) as pilot:
+            await pilot.pause()
+            labels = [s.label for s in app.query_one("#rl-plot", RooflinePlot).series]
+            assert (f"{rid[:8]} profile" in labels) is drawn

@@ -64,3 +64,26 @@ def sample_label(sample: Any) -> str:
     g = sample.conditions.get("profile") or {}
     return op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
                             dtype=str(g.get("dtype", "")), model="", path="", counting=""))
+
+
+def latest_profile_points(db_path: Any, device_id: str) -> list:
+    """The op groups of the newest kept profile placed on `device_id`, as points for its roofline ([] if none)."""
+    import sqlite3
+
+    from rooftop.models.plotdata import sample_series
+    from rooftop.store.db import StoreError
+    from rooftop.store.runs import Store
+
+    try:
+        store = Store.open_existing(db_path)
+        if store is None:
+            return []
+        with store:
+            runs = [r for r in store.runs() if r.plan == "profile" and r.status == "complete"
+                    and (r.device.get("profile") or {}).get("device") == device_id]
+            if not runs:
+                return []
+            run = max(runs, key=lambda r: r.started_at)
+            return sample_series(store.samples(run.id), run.label)
+    except (StoreError, sqlite3.DatabaseError, OSError):
+        return []
