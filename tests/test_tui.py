@@ -221,7 +221,7 @@ async def test_live_telemetry_falls_back_to_the_cpu() -> None:
         assert not a.query_one("#tr-power").display  # no power trace for a CPU
 
 
-@pytest.mark.parametrize("tab", ["live", "roofline", "whatif", "compare", "history", "llm"])
+@pytest.mark.parametrize("tab", ["live", "roofline", "whatif", "compare", "history", "llm", "profile"])
 def test_snapshots(tab: str, snap_compare) -> None:  # noqa: ANN001
     assert snap_compare(app(initial_tab=tab), terminal_size=(100, 32))
 

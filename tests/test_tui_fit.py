@@ -25,7 +25,7 @@ from test_tui_measure import tiny_plan, wait_for
 from tui_helpers import assert_visible, fixed_runs_db, screen_lines
 
 SMALL = (80, 24)
-TABS = ("live", "roofline", "whatif", "compare", "history", "llm")
+TABS = ("live", "roofline", "whatif", "compare", "history", "llm", "profile")
 
 
 @pytest.fixture

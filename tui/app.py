@@ -1,4 +1,4 @@
-"""The rooftop Textual app: six tabs over one set of device profiles.
+"""The rooftop Textual app: seven tabs over one set of device profiles.
 
 One factory, `create_app`, serves the command line and the tests. Long work
 runs in thread workers that only post messages; the UI shows, models compute.
@@ -29,15 +29,16 @@ from rooftop.tui.comparepane import Compare
 from rooftop.tui.historypane import History
 from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry
 from rooftop.tui.llmpane import Llm
+from rooftop.tui.profilepane import ProfilePane
 from rooftop.tui.rooflinepane import Roofline
 from rooftop.tui.stopsignals import leave_terminal, on_stop_signals
 from rooftop.tui.whatif import WhatIf
 from rooftop.tui.widgets import HelpScreen
 
-TABS = ("live", "roofline", "whatif", "compare", "history", "llm")
+TABS = ("live", "roofline", "whatif", "compare", "history", "llm", "profile")
 FALLBACK_DEVICE = "h100"
 # The widget that gets the focus when a tab is shown, so the tab's own keys work at once.
-TAB_HOME = {"whatif": "WhatIf", "history": "#hist-table", "llm": "Llm"}
+TAB_HOME = {"whatif": "WhatIf", "history": "#hist-table", "llm": "Llm", "profile": "#prof-runs"}
 NARROW_BELOW = 90  # columns: below this, tabs stack or hide their chart (app.tcss: Screen.-narrow)
 NOTE_S = 3  # seconds a note (toast) stays: it covers the chart's lower right meanwhile
 SHORT_BELOW = 30  # rows: below this, the header goes and Live packs its traces (app.tcss: Screen.-short)
@@ -134,6 +135,7 @@ class RooftopApp(App[None]):
         Binding("4", "tab('compare')", "Compare", show=False),
         Binding("5", "tab('history')", "History", show=False),
         Binding("6", "tab('llm')", "LLM", show=False),
+        Binding("7", "tab('profile')", "Profile", show=False),
         Binding("m", "measure", "Measure"),
         Binding("c", "cancel", "Cancel", show=False),
         Binding("escape", "escape", "Leave field / cancel", show=False),
@@ -285,6 +287,7 @@ class RooftopApp(App[None]):
             "compare": ("4 Compare", lambda: Compare(self.profiles, self.device_id, other, id="compare-pane")),
             "history": ("5 History", lambda: History(self.config.db_path, self.config.export_dir, id="history-pane")),
             "llm": ("6 LLM", lambda: Llm(self.profiles, self.device_id, id="llm-pane")),
+            "profile": ("7 Profile", lambda: ProfilePane(self.config.db_path, id="profile-pane")),
         }
         with TabbedContent(initial=self.config.initial_tab, id="tabs"):
             for tab, (title, make) in panes.items():
@@ -499,7 +502,7 @@ class RooftopApp(App[None]):
         self.query_one(TabbedContent).active = tab
 
     def action_escape(self) -> None:
-        """Esc leaves a text field for the tab's home, so 1–6, m, q and the tab's own keys ([ ] p)
+        """Esc leaves a text field for the tab's home, so 1–7, m, q and the tab's own keys ([ ] p)
         work again (with no focus at all they would wait for another tab); elsewhere it cancels."""
         from textual.widgets import Input
 

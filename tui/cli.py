@@ -780,7 +780,7 @@ def build_parser() -> Parser:
             "bounds it, the time it cannot beat, and what to do about it."
         ),
         epilog="With no command, rooftop opens its terminal app:\n"
-               "  1–6 switch tabs, m measures this machine, ? lists the keys, q quits\n"
+               "  1–7 switch tabs, m measures this machine, ? lists the keys, q quits\n"
                "Run `rooftop COMMAND --help` for each command's options.",
     )
     p.add_argument("-d", "--device", metavar="ID",
@@ -789,6 +789,8 @@ def build_parser() -> Parser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     from rooftop.tui.measure_cmd import add_measure_command  # light: torch loads only when measuring
     add_measure_command(sub)
+    from rooftop.tui.profile_cmd import add_profile_command  # light: torch loads only to run a program
+    add_profile_command(sub)
 
     op = sub.add_parser(
         "op", help="analyse ops on one or more devices", epilog=EPILOG_OP,

@@ -196,7 +196,12 @@ class History(Widget):
         threads = f", {fmt_count(units, 'thread')}" if run.backend == "cpu" and isinstance(units, int) and units > 0 else ""
         text = Text(f"{run.label} — {run.device_name} ({run.backend}{threads}, {run.plan}, {run.status})\n",
                     style="bold")
-        if prof is None:
+        if run.plan == "profile":  # a profiled program: its split and ops, on the roofs it was placed on
+            from rooftop.tui.profileview import profile_detail, profile_device
+
+            text.append_text(profile_detail(run, samples))
+            prof = profile_device(run)
+        elif prof is None:
             text.append("no ceilings: the run did not complete\n", style="yellow")
         else:
             for lv in prof.levels():

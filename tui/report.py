@@ -584,6 +584,10 @@ def samples_table(samples: list) -> Table:
         t.add_column(col, justify=just, no_wrap=col != "note" and col != "kernel")
     for i, s in enumerate(samples):
         kernel = f"{s.family} {s.dtype} {s.shape_text}" + (" cold" if s.cache == "cold" else "")
+        if s.family == "profile":  # an op group of a profiled program: named as the profile names it
+            from rooftop.tui.profileview import sample_label
+
+            kernel = sample_label(s)
         intensity = f"{s.intensity:.3g}" if s.flops else "—"
         if s.stats is None:
             t.add_row(str(i), kernel, intensity, "", "", "", Text(f"skipped: {s.skipped}", style="yellow"))

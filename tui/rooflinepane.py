@@ -151,8 +151,11 @@ class Roofline(Widget):
         for d in devices:
             shown = [p for p in paths if p in d.peak] or d.paths()[:1]
             series += roof_series(d, shown, d.levels(), span)
-        if dev.id not in self.measured and dev.extra.get("run_id"):
-            self.measured[dev.id] = self.app.run_points(dev)  # a stored run: its sample points, read once
+        if dev.id not in self.measured:  # read once: a stored run's sample points, and the newest profile's ops
+            from rooftop.tui.profileview import latest_profile_points
+
+            stored = self.app.run_points(dev) if dev.extra.get("run_id") else []
+            self.measured[dev.id] = stored + latest_profile_points(self.app.config.db_path, dev.id)
         series += self.measured.get(dev.id, []) + points
         title = dev.id + (f" vs {self.overlay_id}" if self.overlay_id else "") + f" ({dev.source})"
         self.query_one("#rl-plot", RooflinePlot).show(series, title, legend="points")

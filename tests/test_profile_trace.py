@@ -1,0 +1,333 @@
+"""`rooftop profile` on real files: the H200 Qwen2.5-7B decode trace and the Nsight Compute raw CSV.
+
+The figures pinned here were measured on an H200 (torch.profiler and ncu, 2026-11-30); the files are
+copies kept under tests/data so nothing outside the repository is read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rooftop.models.catalog import lookup_device
+from rooftop.models.ncu import NcuError, parse_ncu_csv
+from rooftop.models.shapecost import cost_op
+from rooftop.models.trace import TraceError, parse_trace, union_length
+from rooftop.models.workload import GRAPH_REPLAY, build_workload
+from rooftop.store.tracefile import load_trace
+from rooftop.tui.cli import main
+
+DATA = Path(__file__).parent / "data"
+QWEN = DATA / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
+NCU = DATA / "ncu-raw.csv"
+MiB = 1024**2
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return build_workload(load_trace(QWEN), lookup_device("h200"))
+
+
+def test_qwen_trace_kernels_span_and_busy(qwen):
+    assert qwen.on_device and qwen.kernels == 2620
+    assert round(qwen.busy_s * 1e3, 2) == 13.83  # the union of kernel intervals
+    assert round(qwen.span_s * 1e3, 2) == 154.35
+    assert qwen.idle_s == pytest.approx(qwen.span_s - qwen.busy_s)
+    assert qwen.idle_s / qwen.span_s > 0.9
+
+
+def test_qwen_gemms_from_input_dims(qwen):
+    gemms = [g for g in qwen.groups if g.op in ("aten::mm", "aten::addmm")]
+    assert sum(g.calls for g in gemms if g.op == "aten::mm") == 226
+    assert sum(g.calls for g in gemms if g.op == "aten::addmm") == 168
+    assert round(sum(g.flops for g in gemms) / 1e9, 2) == 226.25
+    assert all(g.model == "gemm" and g.path == "bf16-tc" for g in gemms)
+
+
+def test_qwen_gemv_shaped_linears_are_memory_bound_and_idle_is_the_largest_share(qwen):
+    skinny = [g for g in qwen.groups if g.model == "gemm" and g.shape.get("m") == 8]
+    assert len(skinny) >= 6
+    assert {g.regime for g in skinny} == {"memory"}
+    # the biggest one, gate/up 8×3584×18944: its weights stream at most at B, so its fraction is ≤ 1
+    top = max(skinny, key=lambda g: g.time_s)
+    assert top.shape == {"m": 8, "n": 18944, "k": 3584}
+    assert 0.5 < top.fraction_of_roof <= 1.0
+    assert qwen.largest_share() == "idle"
+    assert qwen.summary()["largest_share"] == "idle"
+
+
+def test_qwen_every_kernel_is_attributed_to_its_op(qwen):
+    assert not [g for g in qwen.groups if g.model == "unattributed"]
+    assert sum(g.kernels for g in qwen.groups) == 2620
+    attn = [g for g in qwen.groups if g.model == "attention"]
+    assert attn and all(g.shape["q"] == 1 and g.shape["h"] == 28 and g.shape["kv"] == 4 for g in attn)
+
+
+def test_qwen_amdahl_and_mfu(qwen):
+    s = qwen.summary()
+    assert s["speedup_without_gaps"] == pytest.approx(qwen.span_s / qwen.busy_s)
+    assert 1.0 < s["speedup_at_roof"] < s["speedup_without_gaps"]  # the gaps are worth far more than the roof
+    assert s["mfu_path"] == "bf16-tc"
+    assert s["mfu"] == pytest.approx(qwen.flops / qwen.span_s / lookup_device("h200").F("bf16-tc"))
+    assert 0 < s["bandwidth_utilisation"] < 1
+
+
+def test_cli_trace_json_shape(capsys):
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--no-save"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) >= {"ops", "summary"}
+    for op in doc["ops"]:
+        assert set(op) >= {"op", "shapes", "dtype", "calls", "time_s", "share", "flops", "bytes", "intensity", "regime",
+                           "bound_s", "fraction_of_roof"}
+    assert set(doc["summary"]) >= {"span_s", "device_busy_s", "idle_s", "bound_s", "mfu"}
+    assert doc["summary"]["kernels"] == 2620
+    times = [o["time_s"] for o in doc["ops"]]
+    assert times == sorted(times, reverse=True)
+
+
+def test_cli_trace_text_names_idle_as_the_largest_share(capsys):
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--no-save", "--top", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "largest share: idle time" in out
+    assert "idle time" in out and "91.0%" in out
+    assert "MFU" in out and "bandwidth" in out and "estimates" in out
+
+
+def test_cli_trace_picks_the_traces_gpu_when_no_device_is_given(capsys):
+    assert main(["profile", "--trace", str(QWEN), "--json", "--no-save"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["summary"]["device"] == "h200"
+    assert "the trace's NVIDIA H200" in cap.err
+
+
+def test_cli_trace_is_kept_as_a_run(tmp_path, capsys):
+    from rooftop.store.runs import Store
+
+    db = tmp_path / "p.db"
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--db", str(db)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    with Store.open(db) as store:
+        run = store.run(doc["run_id"])
+        assert run.plan == "profile" and run.status == "complete"
+        samples = store.samples(run.id)
+        assert len(samples) == len(doc["ops"])
+        top = samples[0].conditions["profile"]
+        assert top["op"] == doc["ops"][0]["op"] and top["calls"] == doc["ops"][0]["calls"]
+        assert samples[0].stats.median_s * top["calls"] == pytest.approx(doc["ops"][0]["time_s"])
+        assert run.device["profile"]["kernels"] == 2620
+        assert store.profiles() == {}  # a profile is not a device's measured roofs
+
+
+# -- bad input: one line, exit 2 --------------------------------------------------------
+
+
+def _bad(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def test_missing_trace_file(capsys, tmp_path):
+    assert "no such file" in _bad(capsys, ["profile", "--trace", str(tmp_path / "nope.json"), "--no-save"])
+
+
+def test_not_a_trace(capsys, tmp_path):
+    p = tmp_path / "notes.json"
+    p.write_text("these are notes, not JSON\n")
+    assert "not a trace" in _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
+    p.write_text(json.dumps({"hello": 1}))
+    assert "no traceEvents" in _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
+    p.write_bytes(b"\xff\xfe\x00binary")
+    assert "not a trace" in _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
+
+
+def test_truncated_gz(capsys, tmp_path):
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(QWEN.read_bytes()[:50_000])
+    assert "truncated or damaged gzip" in _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
+
+
+def test_empty_trace(capsys, tmp_path):
+    p = tmp_path / "empty.json"
+    p.write_text(json.dumps({"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {}}]}))
+    assert "no kernels and no CPU ops" in _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
+
+
+def test_nothing_or_two_inputs(capsys):
+    assert "give one of" in _bad(capsys, ["profile", "--no-save"])
+    assert "give one of" in _bad(capsys, ["profile", "--trace", str(QWEN), "--ncu", str(NCU), "--no-save"])
+
+
+def test_not_an_ncu_csv(capsys, tmp_path):
+    p = tmp_path / "x.csv"
+    p.write_text("a,b\n1,2\n")
+    assert "not an Nsight Compute raw CSV" in _bad(capsys, ["profile", "--ncu", str(p)])
+    with pytest.raises(NcuError):
+        parse_ncu_csv("")
+
+
+# -- Nsight Compute ------------------------------------------------------------------------
+
+
+def test_ncu_measured_bytes_per_level():
+    ks = parse_ncu_csv(NCU.read_text())
+    assert len(ks) == 7
+    dram = [round(k.dram_bytes / MiB, 1) for k in ks]
+    # GEMM 4096³, GEMV 1×8192×8192, sum of 256 MiB, two elementwise passes, softmax, SDPA decode
+    assert dram[0] == 168.6 and dram[1] == 130.4 and dram[2] == 258.4 and dram[5] == 111.2 and dram[6] == 514.4
+    assert 3 * 4096 * 4096 * 2 / MiB == 96  # the GEMM's algorithmic Q, against 168.6 MiB measured
+    assert ks[0].tensor_ops == 2 * 4096**3 and ks[0].path == "bf16-tc"
+    assert ks[2].tensor_ops == 0 and ks[2].path is None
+    assert all(k.l2_bytes and k.l2_bytes > 0 for k in ks)
+    assert ks[0].l2_bytes == pytest.approx(4_925_046_465_014.58 * 175_616e-9)
+
+
+def test_ncu_points_per_level_on_h200():
+    ks = parse_ncu_csv(NCU.read_text())
+    pts = ks[0].points(lookup_device("h200"))
+    assert [p["level"] for p in pts] == ["dram", "l2"]
+    assert pts[0]["intensity"] == pytest.approx(2 * 4096**3 / ks[0].dram_bytes)
+    assert 0.5 < pts[0]["fraction_of_roof"] <= 1.0  # the GEMM near its bf16 roof
+    gemv = ks[1].points(lookup_device("h200"))[0]
+    assert gemv["achieved_bandwidth"] == pytest.approx(ks[1].dram_bytes / ks[1].time_s)
+
+
+def test_cli_ncu_json_and_text(capsys):
+    assert main(["profile", "--ncu", str(NCU), "-d", "h200", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["kernels"]) == 7 and doc["device"] == "h200"
+    assert main(["profile", "--ncu", str(NCU), "-d", "h200"]) == 0
+    out = capsys.readouterr().out
+    assert "7 kernels from Nsight Compute" in out and "169 MiB" in out and "130 MiB" in out
+
+
+# -- parsing details ----------------------------------------------------------------------
+
+
+def _qwen_events() -> list[dict]:
+    return json.loads(gzip.decompress(QWEN.read_bytes()))["traceEvents"]
+
+
+def test_kernels_link_by_correlation_and_ac2g_when_the_external_id_is_missing():
+    events = _qwen_events()
+    for e in events:
+        if e.get("cat") == "kernel":
+            e["args"].pop("External id", None)
+    half = [e for e in events]
+    w = build_workload(parse_trace({"traceEvents": half}), lookup_device("h200"))
+    assert sum(g.calls for g in w.groups if g.op in ("aten::mm", "aten::addmm")) == 394
+    for e in events:  # now only the ac2g flows are left to link them
+        if e.get("cat") == "kernel":
+            e["args"].pop("correlation", None)
+    w = build_workload(parse_trace({"traceEvents": events}), lookup_device("h200"))
+    assert sum(g.calls for g in w.groups if g.op in ("aten::mm", "aten::addmm")) == 394
+
+
+def test_cuda_graph_replays_are_unattributed_time():
+    events = _qwen_events()
+    runtime = [e for e in events if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel"]
+    graph = {e["args"]["correlation"] for e in runtime[:100]}
+    for e in runtime[:100]:
+        e["name"] = "cudaGraphLaunch"
+    w = build_workload(parse_trace({"traceEvents": events}), lookup_device("h200"))
+    [g] = [g for g in w.groups if g.op == GRAPH_REPLAY]
+    assert g.kernels == sum(1 for e in events if e.get("cat") == "kernel" and e["args"]["correlation"] in graph)
+    assert g.flops == 0 and g.bound_s is None and g.regime == "unknown"
+    assert any("unattributed" in n for n in w.notes)
+
+
+def test_parse_trace_refuses_what_is_not_a_trace():
+    with pytest.raises(TraceError):
+        parse_trace({"traceEvents": 3})
+    with pytest.raises(TraceError):
+        parse_trace("text")
+
+
+def test_union_length_counts_overlaps_once():
+    assert union_length([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == 4
+    assert union_length([]) == 0
+
+
+def test_op_costs_from_shapes():
+    bf = "c10::BFloat16"
+    mm = cost_op("aten::mm", [[8, 3584], [3584, 512]], [bf, bf])
+    assert mm.flops == 2 * 8 * 3584 * 512 and mm.bytes == 2 * (8 * 3584 + 3584 * 512 + 8 * 512)
+    addmm = cost_op("aten::addmm", [[512], [8, 3584], [3584, 512], [], []], [bf, bf, bf, "Scalar", "Scalar"])
+    assert addmm.flops == mm.flops and addmm.shape == {"m": 8, "n": 512, "k": 3584}
+    bmm = cost_op("aten::bmm", [[4, 64, 32], [4, 32, 16]], ["float", "float"])
+    assert bmm.flops == 2 * 4 * 64 * 32 * 16 and bmm.path == "fp32-matmul"
+    lin = cost_op("aten::linear", [[2, 5, 64], [128, 64], [128]], ["float"] * 3)
+    assert lin.shape == {"m": 10, "n": 128, "k": 64}
+    sdpa = cost_op("aten::_cudnn_attention_forward", [[8, 28, 1, 128], [8, 4, 1028, 128], [8, 4, 1028, 128]],
+                   [bf, bf, bf])
+    assert sdpa.model == "attention" and sdpa.flops == 4 * 8 * 28 * 1028 * 128
+    assert sdpa.bytes == 2 * (2 * 8 * 28 * 128) + 2 * 2 * 8 * 4 * 1028 * 128
+    ln = cost_op("aten::native_layer_norm", [[64, 512], [], [512], [512], []], ["float", "ScalarList", "float",
+                                                                                 "float", "Scalar"])
+    assert ln.model == "norm" and ln.shape == {"rows": 64, "cols": 512}
+    add = cost_op("aten::add", [[8, 1, 3584], [3584], []], [bf, bf, "Scalar"])
+    assert add.flops == 8 * 3584 and add.bytes == 2 * (8 * 3584 + 3584) + 2 * 8 * 3584
+    view = cost_op("aten::view", [[8, 1], []], ["long int", "ScalarList"])
+    assert view.flops == 0 and view.bytes == 0 and view.model == "none"
+    odd = cost_op("aten::my_custom_op", [[100, 10]], ["float"])
+    assert odd.model == "tensors" and odd.bytes == 4000 and odd.flops == 0
+    assert not math.isnan(odd.bytes)
+
+
+def test_reading_a_trace_loads_no_torch():
+    import subprocess
+    import sys
+
+    code = (f"from rooftop.tui.cli import main\nmain(['profile', '--trace', {str(QWEN)!r}, '-d', 'h200', '--no-save', "
+            "'--json'])\nimport sys\nprint('TORCH' if 'torch' in sys.modules else 'NO-TORCH')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "NO-TORCH"
+
+
+def test_compare_two_stored_profiles(tmp_path, capsys):
+    from rooftop.models.sample import Sample, TimeStats
+    from rooftop.store.runs import Store
+
+    data = json.loads(gzip.decompress(QWEN.read_bytes()))
+    mm = {e["args"]["External id"] for e in data["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"}
+    for e in data["traceEvents"]:
+        if e.get("cat") == "kernel" and e["args"].get("External id") in mm:
+            e["dur"] *= 2  # the same step with every aten::mm kernel twice as slow
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(data))
+    db = str(tmp_path / "c.db")
+    ids = []
+    for f in (QWEN, slow):
+        assert main(["profile", "--trace", str(f), "-d", "h200", "--json", "--db", db]) == 0
+        ids.append(json.loads(capsys.readouterr().out)["run_id"])
+    assert main(["profile", "--compare", ids[0][:8], ids[1][:8], "--json", "--db", db]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    ratios = {d["op"]: d["ratio"] for d in doc["ops"] if d["ratio"] is not None}
+    mms = [d["ratio"] for d in doc["ops"] if d["op"] == "aten::mm"]
+    assert len(mms) == 4 and mms == pytest.approx([2.0] * 4, rel=0.01)
+    assert ratios["aten::addmm"] == pytest.approx(1.0)
+    a, b = doc["summary"]["device_busy_s"]
+    assert b > a
+    assert main(["profile", "--compare", ids[0][:8], ids[1][:8], "--db", db]) == 0
+    assert "×2.00" in capsys.readouterr().out
+    with Store.open(db) as store:  # a measurement run is not a profile: one line, exit 2
+        rid = store.begin_run({"name": "Test CPU"}, "quick", "cpu")
+        store.add_sample(rid, Sample("gemm", "fp32", {"m": 8, "n": 8, "k": 8}, flops=1024, bytes=768,
+                                     stats=TimeStats(1e-6, 1e-6, 1e-6, 1e-6, 0.0, 7, 1), path="fp32-matmul"))
+        store.finish_run(rid, "complete")
+    assert "not a profile" in _bad(capsys, ["profile", "--compare", ids[0][:8], rid[:8], "--db", db])
+
+
+def test_show_names_a_profiles_op_groups(tmp_path, capsys):
+    db = str(tmp_path / "s.db")
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--db", db]) == 0
+    rid = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["show", rid[:8], "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "mm bf16 8×3584 · 3584×18944" in out.replace("\n", " ") or "mm bf16 8×3584" in out
+    assert "profile bf16 m=8" not in out

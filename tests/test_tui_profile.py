@@ -1,0 +1,78 @@
+"""The Profile tab over a real store: the kept profiles, one's op groups by time share and its split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Static
+
+from rooftop.models.catalog import lookup_device
+from rooftop.models.workload import build_workload
+from rooftop.store.profiles import save_profile
+from rooftop.store.runs import Store
+from rooftop.store.tracefile import load_trace
+from rooftop.tui.app import AppConfig, create_app
+from rooftop.tui.widgets import FitTable
+
+QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
+
+
+def make(tmp_path: Path):  # noqa: ANN201
+    return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path))
+
+
+async def test_profile_tab_lists_op_groups_by_share(tmp_path: Path) -> None:
+    work = build_workload(load_trace(QWEN), lookup_device("h200"))
+    with Store.open(tmp_path / "r.db") as store:
+        save_profile(store, work, source="decode.trace.json.gz", backend="trace")
+        rid = store.begin_run({"name": "Test CPU"}, "quick", "cpu")  # a measurement: not listed here
+        store.finish_run(rid, "complete")
+    app = make(tmp_path)
+    async with app.run_test(size=(100, 34)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        assert app.query_one("#prof-runs", FitTable).row_count == 1
+        ops = app.query_one("#prof-ops", FitTable)
+        assert ops.row_count == len(work.groups) + 1
+        first = [str(c) for c in ops.get_row_at(0)]
+        assert first[0] == "91.0%" and "idle time" in first
+        second = " ".join(str(c) for c in ops.get_row_at(1))
+        assert "mm bf16 8×3584 · 3584×18944" in second and "memory" in second
+        split = str(app.query_one("#prof-split", Static).render())
+        assert "on the roofs of h200" in split and "largest share: idle time" in split
+
+
+async def test_profile_tab_without_profiles_says_how_to_make_one(tmp_path: Path) -> None:
+    app = make(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        status = str(app.query_one("#prof-status", Static).render())
+        assert "no profiles kept yet" in status and "rooftop profile" in status
+
+
+async def test_profile_tab_at_80x24_keeps_share_time_op_and_roof(tmp_path: Path) -> None:
+    work = build_workload(load_trace(QWEN), lookup_device("h200"))
+    with Store.open(tmp_path / "r.db") as store:
+        save_profile(store, work, source="decode.trace.json.gz", backend="trace")
+    app = make(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        shown = app.query_one("#prof-ops", FitTable).shown
+        assert {"share", "time", "op", "roof"} <= set(shown)
+
+
+async def test_roofline_tab_draws_the_newest_profile_on_its_device(tmp_path: Path) -> None:
+    from rooftop.tui.widgets import RooflinePlot
+
+    work = build_workload(load_trace(QWEN), lookup_device("h200"))
+    with Store.open(tmp_path / "r.db") as store:
+        rid = save_profile(store, work, source="decode.trace.json.gz", backend="trace")
+    for device, drawn in (("h200", True), ("h100", False)):
+        app = create_app(AppConfig(device=device, sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path,
+                                   initial_tab="roofline"))
+        async with app.run_test(size=(110, 32)) as pilot:
+            await pilot.pause()
+            labels = [s.label for s in app.query_one("#rl-plot", RooflinePlot).series]
+            assert (f"{rid[:8]} profile" in labels) is drawn
