@@ -115,12 +115,13 @@ async def test_a_plan_that_cannot_start_is_reported_and_the_app_goes_on(tmp_path
 
 
 async def test_a_cancel_before_the_first_point_leaves_no_empty_run(tmp_path: Path) -> None:
-    import time
+    import threading
 
     quick = tiny_plan("bandwidth", sets=50)
+    loaded = threading.Event()  # the plan is "loading torch" until the test has pressed c (no race with load)
 
     def slow_to_start():  # noqa: ANN202 - as loading torch is on a real first measurement
-        time.sleep(0.5)
+        loaded.wait(30)
         return quick()
 
     app = make(tmp_path, initial_tab="live", plan=slow_to_start)
@@ -129,6 +130,7 @@ async def test_a_cancel_before_the_first_point_leaves_no_empty_run(tmp_path: Pat
         await pilot.pause()
         assert "starting the measurement" in str(app.query_one("#ms-status", Static).render())
         await pilot.press("c")
+        loaded.set()
         await wait_for(pilot, lambda: "cancelled" in str(app.query_one("#ms-status", Static).render()))
         assert "not saved" in str(app.query_one("#ms-status", Static).render())
     with Store.open(tmp_path / "r.db") as store:
