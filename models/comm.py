@@ -132,3 +132,54 @@ def comm_time_bound(wire: float, bandwidth: float, alpha_s: float = 0.0) -> floa
 def comm_regime(wire: float, bandwidth: float, alpha_s: float) -> str:
     """'latency' when α exceeds the wire time, else 'bandwidth'."""
     return "latency" if alpha_s > wire / bandwidth else "bandwidth"
+
+
+@dataclass(frozen=True)
+class CommPoint:
+    """One measured (collective, size): its time and the two bandwidths nccl-tests prints."""
+
+    collective: str
+    world: int
+    size_bytes: float
+    time_s: float | None  # median; None when skipped
+    p10_s: float | None = None
+    p90_s: float | None = None
+    iqr_ratio: float | None = None
+    skipped: str = ""
+
+    @property
+    def algbw(self) -> float | None:
+        return algbw(self.size_bytes, self.time_s) if self.time_s else None
+
+    @property
+    def busbw(self) -> float | None:
+        return busbw(self.collective, self.world, self.size_bytes, self.time_s) if self.time_s else None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"collective": self.collective, "world": self.world, "size_bytes": self.size_bytes,
+                "time_s": self.time_s, "p10_s": self.p10_s, "p90_s": self.p90_s, "iqr_ratio": self.iqr_ratio,
+                "algbw": self.algbw, "busbw": self.busbw, "bus_factor": bus_factor(self.collective, self.world),
+                "skipped": self.skipped}
+
+
+def comm_points(samples: Sequence[object]) -> list[CommPoint]:
+    """The points of a comm run's Samples (family "comm"; conditions["comm"] names the collective)."""
+    out = []
+    for s in samples:
+        c = getattr(s, "conditions", {}).get("comm")
+        if getattr(s, "family", "") != "comm" or not c:
+            continue
+        st = getattr(s, "stats", None)
+        out.append(CommPoint(str(c["collective"]), int(c["world"]), float(s.bytes),  # type: ignore[attr-defined]
+                             st.median_s if st else None, st.p10_s if st else None, st.p90_s if st else None,
+                             st.iqr_ratio if st else None, str(getattr(s, "skipped", ""))))
+    return out
+
+
+def fit_points(points: Sequence[CommPoint]) -> dict[str, AlphaBeta | None]:
+    """An α-β fit per collective, in sweep order; None where fewer than two sizes have a time."""
+    out: dict[str, AlphaBeta | None] = {}
+    for coll in dict.fromkeys(p.collective for p in points):
+        timed = [p for p in points if p.collective == coll and p.time_s]
+        out[coll] = fit_alpha_beta([p.size_bytes for p in timed], [p.time_s for p in timed]) if len(timed) >= 2 else None  # type: ignore[misc]
+    return out

@@ -791,6 +791,8 @@ def build_parser() -> Parser:
     add_measure_command(sub)
     from rooftop.tui.profile_cmd import add_profile_command  # light: torch loads only to run a program
     add_profile_command(sub)
+    from rooftop.tui.comm_cmd import add_comm_command  # light: torch loads only when the ranks start
+    add_comm_command(sub)
 
     op = sub.add_parser(
         "op", help="analyse ops on one or more devices", epilog=EPILOG_OP,
