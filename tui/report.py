@@ -137,6 +137,8 @@ def analysis_table(rows: list[Analysis]) -> Group:
     row("regime", lambda a: f"{a.regime}-bound")
     row("T ≥", lambda a: fmt_time(a.time_bound) + (" (launch)" if a.launch_binds else ""))
     row("  Q/B, W/F", lambda a: f"{fmt_time(a.time_memory)}, {fmt_time(a.time_compute)}")
+    if first.is_collective:
+        row("  α (in Q/B)", lambda a: fmt_time(a.alpha_s))
     row("  launch", lambda a: fmt_time(a.launch_overhead) if a.launch_overhead is not None else "not measured")
     row("P", lambda a: f"{fmt_flops_rate(a.attainable)} ({100 * a.attainable / a.peak:.3g}% of F)")
     if any(a.measured for a in rows):
