@@ -25,7 +25,16 @@ COLLECTIVES: dict[str, str] = {
     "sendrecv": "send/recv (each rank to the next, as nccl-tests' sendrecv)",
 }
 
+# Host↔device copies (one GPU, `rooftop comm --backend nccl`): the PCIe host link, one direction each.
+COPIES: dict[str, str] = {
+    "h2d_pinned": "host to device, pinned host memory",
+    "h2d_pageable": "host to device, pageable host memory",
+    "d2h_pinned": "device to host, pinned host memory",
+    "d2h_pageable": "device to host, pageable host memory",
+}
+
 _FACTORS: dict[str, Callable[[int], float]] = {
+    **{c: (lambda n: 1.0) for c in COPIES},
     "allreduce": lambda n: 2.0 * (n - 1) / n,
     "allgather": lambda n: (n - 1) / n,
     "reducescatter": lambda n: (n - 1) / n,

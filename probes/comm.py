@@ -21,10 +21,10 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from rooftop.models.comm import COLLECTIVES, bus_factor, reduce_flops
+from rooftop.models.comm import COLLECTIVES, COPIES, bus_factor, reduce_flops
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.units import MiB
 
@@ -59,10 +59,12 @@ class CommPlan:
     protocol: Protocol = CPU_PROTOCOL
     name: str = "quick"
     port: int = 0  # 0: a free one
+    copies: bool = False  # also host↔device copies on GPU 0 (nccl only)
+    notes: tuple[str, ...] = ()
 
     @property
     def points(self) -> int:
-        return len(self.sizes) * len(self.collectives)
+        return len(self.sizes) * (len(self.collectives) + (len(COPIES) if self.copies else 0))
 
 
 def max_world(backend: str, gpus: int, cpus: int) -> int:
@@ -84,7 +86,11 @@ def build_comm_plan(backend: str, world: int | None, plan: str = "quick", port: 
         raise CommError("nccl needs CUDA GPUs and this machine has none; use --backend gloo", usage=True)
     top = max_world(backend, gpus, cpus)
     world = world if world is not None else min(top, 2 if backend == "gloo" else gpus)
-    if world < 2:
+    notes: tuple[str, ...] = ()
+    collectives = tuple(COLLECTIVES)
+    if backend == "nccl" and gpus == 1 and world == 1:
+        collectives, notes = (), ("one GPU: it has no peer to run NCCL collectives against; host↔device copies only",)
+    elif world < 2:
         raise CommError(f"--world {world}: a collective needs at least 2 ranks (allowed: 2 … {top})", usage=True)
     if world > top:
         why = f"one rank per GPU, {gpus} here" if backend == "nccl" else f"2 per CPU, {cpus} CPUs here, at most {MAX_GLOO_WORLD}"
@@ -97,8 +103,8 @@ def build_comm_plan(backend: str, world: int | None, plan: str = "quick", port: 
         sizes = tuple(s for s in sizes if s <= cap)
         if not sizes:
             raise CommError(f"--max-size {max_size} leaves no message size (the smallest is {SIZES[plan][0]} B)", usage=True)
-    return CommPlan(backend, world, sizes, protocol=CPU_PROTOCOL if backend == "gloo" else GPU_PROTOCOL,
-                    name=plan, port=port)
+    return CommPlan(backend, world, sizes, collectives, protocol=CPU_PROTOCOL if backend == "gloo" else GPU_PROTOCOL,
+                    name=plan, port=port, copies=backend == "nccl", notes=notes)
 
 
 def _size_arg(text: str) -> int:
@@ -266,13 +272,60 @@ def run_comm(plan: CommPlan, on_point: Callable[[Sample, int], None] | None = No
     CommError(usage=True) when the rendezvous cannot start. KeyboardInterrupt passes
     through after the ranks are stopped.
     """
+    result = CommResult(plan)
+    t0 = time.perf_counter()
+    if plan.collectives:
+        _run_ranks(plan, result, on_point, cancel)
+    if plan.copies and result.status == "complete":
+        for s in host_device_sweep(plan, cancel):
+            result.samples.append(s)
+            if on_point:
+                on_point(s, len(result.samples))
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def host_device_sweep(plan: CommPlan, cancel: threading.Event | None = None, index: int = 0) -> list[Sample]:
+    """H2D and D2H copies of each size on GPU `index`, from pinned and from pageable host memory.
+
+    Timed with CUDA events by the probes' protocol in this process (no ranks needed).
+    """
+    import torch
+
+    from .backend import CudaTimer
+
+    dev = torch.device("cuda", index)
+    timer = CudaTimer(dev)
+    out = []
+    for name in COPIES:
+        for size in plan.sizes:
+            if cancel is not None and cancel.is_set():
+                return out
+            n = max(1, size // ELEM)
+            pinned = name.endswith("_pinned")
+            host = torch.ones(n, dtype=torch.float32, pin_memory=pinned)
+            gpu = torch.ones(n, dtype=torch.float32, device=dev)
+            if name.startswith("h2d"):
+                fn: Callable[[], object] = lambda: gpu.copy_(host, non_blocking=pinned)  # noqa: E731
+            else:
+                fn = lambda: host.copy_(gpu, non_blocking=pinned)  # noqa: E731
+            point: dict[str, Any] = {"collective": name, "size": size, "bytes": n * ELEM}
+            try:
+                point["stats"] = measure(fn, timer, plan.protocol).__dict__
+            except (TooSlow, RuntimeError) as exc:
+                point["skipped"] = _one_line(exc)
+            out.append(point_sample(replace(plan, world=1), point))
+            del host, gpu
+    return out
+
+
+def _run_ranks(plan: CommPlan, result: CommResult, on_point: Callable[[Sample, int], None] | None,
+               cancel: threading.Event | None) -> None:
     import torch.multiprocessing as tmp
 
     port = plan.port or free_port()
     ctx = tmp.get_context("spawn")
     out = ctx.Queue()
-    result = CommResult(plan)
-    t0 = time.perf_counter()
     procs = tmp.start_processes(rank_main, args=(plan, port, out), nprocs=plan.world, join=False,
                                 start_method="spawn")
     problem: tuple[str, str] | None = None
@@ -314,8 +367,6 @@ def run_comm(plan: CommPlan, on_point: Callable[[Sample, int], None] | None = No
         stop_ranks(procs)
         out.close()
         out.join_thread()
-    result.wall_s = time.perf_counter() - t0
-    return result
 
 
 def stop_ranks(procs: Any, grace_s: float = 3.0) -> None:

@@ -130,3 +130,24 @@ def test_ctrl_c_leaves_no_rank_behind(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_one_gpu_runs_host_device_copies_only():
+    plan = build_comm_plan("nccl", None, gpus=1)
+    assert plan.collectives == () and plan.copies and plan.world == 1
+    assert "no peer" in plan.notes[0] and plan.points == 4 * len(plan.sizes)
+    with pytest.raises(CommError, match="allowed: 2 … 4"):
+        build_comm_plan("gloo", 1, cpus=2)
+
+
+def test_host_device_copies_on_a_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here")
+    from rooftop.models.comm import comm_points
+    from rooftop.probes.comm import host_device_sweep
+
+    plan = build_comm_plan("nccl", 1, max_size="1M", gpus=1)
+    points = comm_points(host_device_sweep(plan))
+    assert {p.collective for p in points} == {"h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable"}
+    assert all(p.time_s and p.algbw == p.busbw for p in points)

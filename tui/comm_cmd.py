@@ -72,6 +72,9 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
     err.print(f"rooftop comm: {plan.name} plan, {plan.backend} × {plan.world} ranks, "
               f"{fmt_count(plan.points, 'point')} ({', '.join(COLLECTIVES[c].split(' (')[0] for c in plan.collectives)})")
 
+    for note in plan.notes:
+        err.print(f"rooftop comm: note: {note}", style="yellow")
+
     def progress(sample: Any, done: int) -> None:
         c = sample.conditions["comm"]["collective"]
         t = fmt_time(sample.time_s) if sample.time_s else f"skipped: {sample.skipped}"
@@ -124,7 +127,7 @@ def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any) -> int:
     if args.json:
         json.dump({
             "backend": plan.backend, "world": plan.world, "plan": plan.name, "dtype": "fp32",
-            "points": [p.to_dict() for p in points],
+            "points": [p.to_dict() for p in points], "notes": list(plan.notes),
             "fits": {k: (v.to_dict() if v else None) for k, v in fits.items()},
             "wall_s": result.wall_s, "status": result.status, "error": result.error or None, "run_id": run_id,
             "time": "the slowest rank's, median of the protocol's samples",
