@@ -172,11 +172,11 @@ class CommPoint:
 
 
 def comm_points(samples: Sequence[object]) -> list[CommPoint]:
-    """The points of a comm run's Samples (family "comm"; conditions["comm"] names the collective)."""
+    """The points of a comm run's Samples (those whose conditions["comm"] names the collective)."""
     out = []
     for s in samples:
         c = getattr(s, "conditions", {}).get("comm")
-        if getattr(s, "family", "") != "comm" or not c:
+        if not c:
             continue
         st = getattr(s, "stats", None)
         out.append(CommPoint(str(c["collective"]), int(c["world"]), float(s.bytes),  # type: ignore[attr-defined]

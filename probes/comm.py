@@ -39,7 +39,6 @@ SIZES = {
 }
 MAX_GLOO_WORLD = 64
 RENDEZVOUS_TIMEOUT_S = 60.0
-FAMILY = "comm"
 
 
 class CommError(Exception):
@@ -253,11 +252,12 @@ class CommResult:
 
 
 def point_sample(plan: CommPlan, point: dict[str, Any]) -> Sample:
-    """A rank-0 point as a Sample: Q = the message size S (so its bandwidth is algbw), W = the reduction's adds."""
+    """A rank-0 point as a Sample named by its collective: Q = the message size S (so its bandwidth is
+    algbw), W = the reduction's adds; conditions["comm"] marks it a comm point."""
     coll, size = point["collective"], int(point.get("bytes", point["size"]))
     stats = TimeStats(**point["stats"]) if point.get("stats") else None
     return Sample(
-        family=FAMILY, dtype=DTYPE, shape={"bytes": size, "world": plan.world},
+        family=coll, dtype=DTYPE, shape={"bytes": size, "world": plan.world},
         flops=reduce_flops(coll, plan.world, size / ELEM), bytes=float(size), footprint_bytes=float(size),
         cache="streaming", stats=stats, path=None, skipped=point.get("skipped", "") if stats is None else "",
         conditions={"comm": {"collective": coll, "backend": plan.backend, "world": plan.world,

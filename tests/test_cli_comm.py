@@ -45,7 +45,10 @@ def test_comm_json_ratios_fit_and_run_kept(tmp_path):
         [run] = store.runs()
         assert run.plan == "comm" and run.status == "complete" and run.samples == 10
         assert run.id == doc["run_id"] and run.device["comm"]["world"] == 2
-        assert set(run.device["comm"]["fits"]) == colls
+        kept = store.samples(run.id)
+    from rooftop.models.comm import comm_points, fit_points
+    assert set(fit_points(comm_points(kept))) == colls  # the fits follow from the kept samples
+    assert {s.family for s in kept} == colls
 
 
 def test_comm_table_no_save(tmp_path):
@@ -126,6 +129,9 @@ def test_ctrl_c_leaves_no_rank_behind(tmp_path):
         time.sleep(0.5)
         assert _alive(ranks) == []
         assert "interrupted; the ranks are stopped" in proc.stderr.read()
+        with Store.open(tmp_path / "r.db") as store:  # what was measured is kept, the run cancelled
+            [run] = store.runs()
+            assert run.status == "cancelled" and run.samples >= 1
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -52,10 +52,58 @@ def cmd_comm(args: argparse.Namespace) -> int:
     with stop_on_signals(cancel) as stopped:
         try:
             status = _comm(args, cancel)
-        except KeyboardInterrupt:  # Ctrl-C: the ranks are already stopped (run_comm's finally)
-            sys.stderr.write("\nrooftop comm: interrupted; the ranks are stopped, nothing was kept\n")
+        except KeyboardInterrupt:  # Ctrl-C: run_comm stopped the ranks; _comm kept the run as cancelled
+            sys.stderr.write("\nrooftop comm: interrupted; the ranks are stopped\n")
             return 130
         return 128 + stopped[0] if stopped else status
+
+
+class _Keeper:
+    """The run in the store, its samples added as they come; every store problem is one warning, once."""
+
+    def __init__(self, args: argparse.Namespace, plan: Any, err: Any) -> None:
+        self.err, self.store, self.run_id = err, None, None
+        if args.no_save:
+            return
+        from rooftop.store.comms import begin_comm, comm_device_info
+        from rooftop.store.runs import Store, StoreError
+
+        try:
+            import torch
+
+            self.store = Store.open(getattr(args, "db", None))
+            self.run_id = begin_comm(self.store, comm_device_info(plan.backend, plan.world, _device_name(plan.backend),
+                                                                  plan.name), plan.backend,
+                                     versions={"torch": torch.__version__})
+        except StoreError as exc:
+            self._drop(exc)
+
+    def _drop(self, exc: Exception) -> None:
+        self.err.print(f"rooftop comm: warning: the run is not kept: {exc}", style="yellow")
+        self.run_id = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def add(self, sample: Any) -> None:
+        from rooftop.store.runs import StoreError
+
+        if self.store is not None and self.run_id:
+            try:
+                self.store.add_sample(self.run_id, sample)
+            except StoreError as exc:
+                self._drop(exc)
+
+    def finish(self, status: str) -> None:
+        from rooftop.store.runs import StoreError
+
+        if self.store is not None and self.run_id:
+            try:
+                self.store.finish_run(self.run_id, status)
+            except StoreError as exc:
+                self._drop(exc)
+        if self.store is not None:
+            self.store.close()
 
 
 def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
@@ -71,20 +119,25 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
     err = make_console(stderr=True)
     err.print(f"rooftop comm: {plan.name} plan, {plan.backend} × {plan.world} ranks, "
               f"{fmt_count(plan.points, 'point')} ({', '.join(COLLECTIVES[c].split(' (')[0] for c in plan.collectives)})")
-
     for note in plan.notes:
         err.print(f"rooftop comm: note: {note}", style="yellow")
+    keeper = _Keeper(args, plan, err)
 
     def progress(sample: Any, done: int) -> None:
-        c = sample.conditions["comm"]["collective"]
+        keeper.add(sample)
         t = fmt_time(sample.time_s) if sample.time_s else f"skipped: {sample.skipped}"
-        err.print(f"  [{done}/{plan.points}] {c} {fmt_bytes(sample.bytes)}: {t}")
+        err.print(f"  [{done}/{plan.points}] {sample.family} {fmt_bytes(sample.bytes)}: {t}")
 
     try:
         result = run_comm(plan, on_point=progress, cancel=cancel)
     except CommError as exc:
+        keeper.finish("failed")
         return usage_error(str(exc)) if exc.usage else 1
-    return _report(args, plan, result, err)
+    except BaseException:
+        keeper.finish("cancelled")
+        raise
+    keeper.finish(result.status)
+    return _report(args, plan, result, err, keeper.run_id)
 
 
 def _device_name(backend: str) -> str:
@@ -97,29 +150,13 @@ def _device_name(backend: str) -> str:
     return cpu_name()
 
 
-def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any) -> int:
+def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: str | None) -> int:
     from rooftop.models.comm import comm_points, fit_points
     from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
     from rooftop.tui.report import make_console
 
     points = comm_points(result.samples)
     fits = fit_points(points)
-    run_id = None
-    if not args.no_save and result.samples:
-        from rooftop.store.comms import comm_device_info, save_comm
-        from rooftop.store.runs import Store, StoreError
-
-        info = comm_device_info(plan.backend, plan.world, _device_name(plan.backend), fits, plan.name)
-        try:
-            with Store.open(getattr(args, "db", None)) as store:
-                import torch
-
-                run_id = save_comm(store, info, plan.backend, result.samples,
-                                   "cancelled" if result.status == "cancelled" else
-                                   "failed" if result.status == "failed" else "complete",
-                                   versions={"torch": torch.__version__})
-        except StoreError as exc:
-            err.print(f"rooftop comm: warning: not kept: {exc}", style="yellow")
     err.print(f"rooftop comm: {len(points)} points in {result.wall_s:.1f} s"
               + (f" — {result.status}: {result.error}" if result.status != "complete" else "")
               + (f"; saved as run {run_id[:8]}" if run_id else ""))
