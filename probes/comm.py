@@ -321,8 +321,12 @@ def host_device_sweep(plan: CommPlan, cancel: threading.Event | None = None, ind
 
 def _run_ranks(plan: CommPlan, result: CommResult, on_point: Callable[[Sample, int], None] | None,
                cancel: threading.Event | None) -> None:
+    import logging
+
     import torch.multiprocessing as tmp
 
+    # torch's launcher logs each rank it terminates after another failed; the failure itself is reported in one line
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     port = plan.port or free_port()
     ctx = tmp.get_context("spawn")
     out = ctx.Queue()

@@ -89,7 +89,8 @@ def test_comm_rendezvous_that_cannot_start_exit_2():
         out = rooftop("comm", "--world", "2", "--max-size", "8", "--port", str(port), "--no-save")
     assert out.returncode == 2, out.stderr
     assert f"could not meet on 127.0.0.1:{port}" in out.stderr
-    assert "Traceback" not in out.stderr
+    assert "Traceback" not in out.stderr and "Terminating process" not in out.stderr
+    assert [line for line in out.stderr.splitlines() if "error" in line] == [out.stderr.splitlines()[-1]]
 
 
 def test_world_limits():
