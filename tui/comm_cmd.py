@@ -199,3 +199,22 @@ def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: 
         console.print()
     return code
 
+
+
+def fit_lines(samples: Any) -> list[str]:
+    """One line per collective of a comm run: its α-β fit and S*, or why there is none (the History tab's)."""
+    from rooftop.models.comm import comm_points, fit_points
+    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
+
+    points = comm_points(samples)
+    out = []
+    for coll, fit in fit_points(points).items():
+        world = next(p.world for p in points if p.collective == coll)
+        if fit is None:
+            out.append(f"{coll} ×{world}: fewer than two sizes measured, no α-β fit")
+        elif not math.isfinite(fit.beta):
+            out.append(f"{coll} ×{world}: α = {fmt_time(fit.alpha_s)}, β unbounded (time did not grow with size)")
+        else:
+            out.append(f"{coll} ×{world}: α = {fmt_time(fit.alpha_s)}, β = {fmt_bandwidth(fit.beta)}, "
+                       f"S* = {fmt_bytes(fit.crossover_bytes)}")
+    return out
