@@ -315,7 +315,6 @@ def host_device_sweep(plan: CommPlan, cancel: threading.Event | None = None, ind
             except (TooSlow, RuntimeError) as exc:
                 point["skipped"] = _one_line(exc)
             out.append(point_sample(replace(plan, world=1), point))
-            del host, gpu
     return out
 
 
