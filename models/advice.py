@@ -16,7 +16,7 @@ from . import roofline
 from .dtypes import DTYPES, SCALE_GROUP, weight_scale_bytes, weight_size
 from .ops import Attention, Elementwise, FmaSweep, Gemm, Norm, Softmax
 from .paths import MATMUL_LADDER, PATHS
-from .units import fmt_bytes, fmt_flops_rate, fmt_intensity, fmt_time
+from .units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_intensity, fmt_time
 
 # A CUDA kernel launch costs a few µs (tiny fp16 GEMMs on an H100 all took 4.5 µs in the
 # RealZST/llm-infra-notes measurements). Only the warnings use it, and say it is typical:
@@ -39,6 +39,8 @@ CUBLAS_TILE_M = 32  # GEMM kernels compute whole tiles: an RTX 4080 FP64 GEMM at
 
 
 def advise(a: "Analysis") -> list[str]:
+    if a.is_collective:
+        return _comm_advice(a)
     out: list[str] = []
     i, ridge = a.intensity, a.ridge
     if a.regime == "memory":
@@ -59,6 +61,20 @@ def advise(a: "Analysis") -> list[str]:
             "sit under the rounded corner, below both roofs"
         )
     return out
+
+
+def _comm_advice(a: "Analysis") -> list[str]:
+    """A collective on its link: the communication roofline (B is the link's, I_comm = W per byte on the wire)."""
+    wire_t = a.bytes / a.bandwidth
+    head = (f"on {a.level} at {fmt_bandwidth(a.bandwidth)}: {fmt_bytes(a.bytes)} on the wire per rank take "
+            f"{fmt_time(wire_t)}, α {fmt_time(a.alpha_s)}; I_comm = {fmt_intensity(a.intensity)}")
+    if a.regime == "latency":
+        return [f"latency-bound ({head}): below S* = α·B = {fmt_bytes(a.alpha_s * a.bandwidth)} the size hardly "
+                "matters — fuse small collectives into one (bucketing) or use fewer hops"]
+    if a.regime == "compute":
+        return [f"compute-bound ({head}): the reduction's adds on {a.path} outlast the transfer"]
+    return [f"comm-bound ({head}): send fewer bytes (a narrower dtype halves Q), move the collective to a steeper "
+            "link (nvlink over pcie over net), or overlap it with compute"]
 
 
 def _memory_advice(a: "Analysis") -> list[str]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import roofline
-from .ops import Cost, Op
+from .ops import Collective, Cost, Op
 from .profile import DeviceProfile
 from .units import fmt_time
 
@@ -37,6 +37,12 @@ class Analysis:
     measured: Measured | None = None
     advice: tuple[str, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())
+    alpha_s: float = 0.0  # a collective's latency floor α on its link (0 for other ops)
+    alpha_source: str = ""  # where α came from, in words (collectives only)
+
+    @property
+    def is_collective(self) -> bool:
+        return isinstance(self.op, Collective)
 
     @property
     def path(self) -> str:
@@ -64,6 +70,11 @@ class Analysis:
 
     @property
     def regime(self) -> str:
+        """memory / compute; a collective's is latency (α over Q/B), comm (Q/B) or compute (W/F)."""
+        if self.is_collective:
+            if self.time_compute > self.time_memory:
+                return "compute"
+            return "latency" if self.alpha_s > self.bytes / self.bandwidth else "comm"
         return roofline.regime(self.intensity, self.peak, self.bandwidth)
 
     @property
@@ -76,7 +87,8 @@ class Analysis:
 
     @property
     def time_memory(self) -> float:
-        return self.bytes / self.bandwidth
+        """Q/B; a collective's adds its link's α (t = α + Q/β)."""
+        return self.alpha_s + self.bytes / self.bandwidth
 
     @property
     def time_lower_bound(self) -> float:
@@ -99,6 +111,8 @@ class Analysis:
 
     def launch_note(self) -> str:
         """What the launch overhead adds to this op's bound, in words."""
+        if self.is_collective:
+            return self.alpha_source
         lo = self.launch_overhead
         if lo is None:
             return f"launch overhead not measured for {self.device.id}: T is the roofline bound alone"
@@ -142,6 +156,7 @@ class Analysis:
             "advice": list(self.advice),
             "warnings": list(self.warnings),
             "measured": self.measured.to_dict() if self.measured else None,
+            **({"alpha_s": self.alpha_s, "alpha_source": self.alpha_source} if self.is_collective else {}),
         }
 
 
@@ -151,6 +166,8 @@ def analyze(op: Op, device: DeviceProfile, measured_time: float | None = None) -
 
     cost = op.cost()
     a = Analysis(op=op, device=device, cost=cost, peak=device.F(cost.path), bandwidth=device.B(cost.level))
+    if isinstance(op, Collective):
+        a = replace(a, **link_alpha(device, cost.level))
     if measured_time is not None:
         if not measured_time > 0:
             raise ValueError(f"measured time must be positive, got {measured_time!r}")
@@ -165,6 +182,15 @@ def analyze(op: Op, device: DeviceProfile, measured_time: float | None = None) -
             ),
         )
     return replace(a, advice=tuple(advise(a)), warnings=tuple(warn(a)))
+
+
+def link_alpha(device: DeviceProfile, level: str) -> dict[str, Any]:
+    """α of a link: a measured comm run's fit kept in the profile's extra["link_alpha_s"], else 0, said so."""
+    measured = dict(device.extra.get("link_alpha_s", {}) or {})
+    if level in measured:
+        return {"alpha_s": float(measured[level]), "alpha_source": f"α measured by rooftop comm on {level}"}
+    return {"alpha_s": 0.0, "alpha_source": f"no measured α for {level} on {device.id}: α = 0, "
+                                            "T is the bandwidth bound alone (run `rooftop comm` to measure α)"}
 
 
 def flip_point(op: Op, device: DeviceProfile, limit: int = 1 << 24) -> int | None:

@@ -338,14 +338,63 @@ class Attention(Op):
         return f"{self.mode} attention b={self.b} h={self.h}{gqa} d={self.d} q={self.q_len} t={self.t} {self.dtype}{kvd}"
 
 
+# Collectives as the op language writes them → models.comm's names (p2p is nccl-tests' sendrecv).
+COLLECTIVE_OPS = {"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reducescatter",
+                  "p2p": "sendrecv"}
+LINK_LEVELS = ("nvlink", "pcie", "net")
+
+
+@dataclass(frozen=True)
+class Collective(Op):
+    """A collective over `world` ranks on a link: the communication roofline's op.
+
+    `n` elements of `dtype` make the message S (all-gather: the gathered whole;
+    reduce-scatter: the input). Q is what each rank puts on its link, S times
+    nccl-tests' bus factor (all-reduce 2(n−1)/n, all-gather and reduce-scatter
+    (n−1)/n, p2p 1): a ring's traffic, so Q/B is the bandwidth bound. W is the
+    reduction's additions, (n−1)/n of the elements, on the vector units.
+    """
+
+    kind: ClassVar[str] = "collective"
+    dtype: str = "bf16"
+    level: str = "nvlink"
+    coll: str = "allreduce"  # a key of COLLECTIVE_OPS
+    n: int = 1
+    world: int = 2
+
+    @property
+    def message_bytes(self) -> float:
+        return self.n * _size(self.dtype)
+
+    def cost(self) -> Cost:
+        from .comm import bus_factor, reduce_flops, wire_bytes
+
+        name = COLLECTIVE_OPS[self.coll]
+        wire = wire_bytes(name, self.world, self.message_bytes)
+        return Cost(
+            flops=reduce_flops(name, self.world, self.n),
+            bytes=wire,
+            path=vector_path(self.dtype),
+            level=self.level,
+            terms=((f"on the wire per rank (S × {bus_factor(name, self.world):.3g})", wire),),
+            counting="Q = S × nccl-tests' bus factor (a ring's bytes per rank); W = the reduction's adds",
+        )
+
+    def spec(self) -> str:
+        return f"{self.coll} n={self.n} {self.dtype} world={self.world} level={self.level}"
+
+    def describe(self) -> str:
+        return f"{self.coll} of {self.n} {self.dtype} over {self.world} ranks on {self.level}"
+
+
 OP_TYPES: dict[str, type[Op]] = {
-    cls.kind: cls for cls in (Gemm, Elementwise, FmaSweep, Norm, Softmax, Attention)
+    cls.kind: cls for cls in (Gemm, Elementwise, FmaSweep, Norm, Softmax, Attention, Collective)
 }
 
 
 # The field that plays "batch" for each op: what the What-if tab's [ and ] move.
 BATCH_FIELDS: dict[type[Op], str] = {
-    Gemm: "m", Attention: "b", Elementwise: "n", FmaSweep: "r", Norm: "rows", Softmax: "rows",
+    Gemm: "m", Attention: "b", Elementwise: "n", FmaSweep: "r", Norm: "rows", Softmax: "rows", Collective: "n",
 }
 
 

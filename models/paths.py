@@ -47,6 +47,7 @@ LEVELS: dict[str, str] = {
     "l1": "GPU L1 / shared memory, all SMs together",
     "nvlink": "GPU-to-GPU link (NVLink / xGMI), one direction",
     "pcie": "host link (PCIe), one direction",
+    "net": "scale-out network link to other nodes (RDMA NIC), one direction",
 }
 
 _MATMUL = {

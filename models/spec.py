@@ -8,8 +8,9 @@
     ew n=1e9 fp32                         elementwise (default: one FMA per element)
     fma 64 fp32                           the FMA sweep at R = 64
     norm 4096 4096 bf16 type=layer        softmax 4096 4096 fp32
+    allreduce n=16M bf16 world=8 level=nvlink   allgather / reducescatter / p2p likewise
 
-Numbers: 8192, 1e9, 2^20, 8k (= 8192). Every error is a SpecError whose one
+Numbers: 8192, 1e9, 2^20, 8k (= 8192), 16M (= 16·2^20), 1G (= 2^30).Every error is a SpecError whose one
 line names the bad token and what is allowed.
 """
 
@@ -21,7 +22,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from .dtypes import DTYPES, WEIGHT_ONLY, lookup_dtype, weight_dtype
-from .ops import ATTN_MODES, NORM_FLOPS, Attention, Elementwise, FmaSweep, Gemm, Norm, Op, Softmax
+from .ops import (
+    ATTN_MODES, COLLECTIVE_OPS, LINK_LEVELS, NORM_FLOPS, Attention, Collective, Elementwise, FmaSweep, Gemm, Norm,
+    Op, Softmax,
+)
 from .paths import LEVELS
 
 
@@ -53,6 +57,21 @@ def _keys(*names: str, **aliases: str) -> dict[str, str]:
 
 def _gemv(**f: Any) -> Op:
     return Gemm(m=1, **f)
+
+
+def _collective(coll: str) -> Callable[..., Op]:
+    def build(**f: Any) -> Op:
+        return Collective(coll=coll, **f)
+    return build
+
+
+def _collective_grammar(coll: str) -> Grammar:
+    world = "" if coll == "p2p" else " world=N"
+    return Grammar(
+        _collective(coll), f"{coll} N [dtype]{world} [level=nvlink|pcie|net] (N elements in the message)", ("n",),
+        _keys("n", "dtype", "world", "level"), required=("n",) if coll == "p2p" else ("n", "world"),
+        defaults={"dtype": "bf16", "level": "nvlink"},
+    )
 
 
 GRAMMARS: dict[str, Grammar] = {
@@ -94,14 +113,17 @@ GRAMMARS: dict[str, Grammar] = {
         Softmax, "softmax ROWS COLS [dtype]", ("rows", "cols"),
         _keys("rows", "cols", "dtype", "level"), required=("rows", "cols"), defaults={"dtype": "bf16"},
     ),
+    **{c: _collective_grammar(c) for c in COLLECTIVE_OPS},
 }
 KIND_ALIASES = {
     "matmul": "gemm", "mm": "gemm", "linear": "gemm", "attention": "attn", "sdpa": "attn",
     "elementwise": "ew", "eltwise": "ew", "rmsnorm": "norm", "layernorm": "norm",
+    "all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter", "sendrecv": "p2p",
 }
 _KIND_PRESETS = {"rmsnorm": {"type": "rms"}, "layernorm": {"type": "layer"}}
 
-_NUMBER = re.compile(r"^(?:(\d+)\^(\d+)|([0-9][0-9_]*(?:\.[0-9]*)?(?:e[+-]?\d+)?)([kK]?))$")
+_NUMBER = re.compile(r"^(?:(\d+)\^(\d+)|([0-9][0-9_]*(?:\.[0-9]*)?(?:e[+-]?\d+)?)([kKmMgG]?))$")
+_SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 MAX_DIM = 2**62  # beyond any real shape; keeps products finite
 
 
@@ -115,17 +137,17 @@ def is_kind(token: str) -> bool:
 
 
 def parse_count(text: str, what: str = "value") -> int:
-    """A positive whole number: 8192, 1e9, 2^20, 8k (= 8192)."""
+    """A positive whole number: 8192, 1e9, 2^20, 8k (= 8192), 16M (= 16·2^20), 1G (= 2^30)."""
     m = _NUMBER.match(text.strip())
     if not m:
-        raise SpecError(f"{what}={text!r} is not a number (examples: 8192, 1e9, 2^20, 8k)")
+        raise SpecError(f"{what}={text!r} is not a number (examples: 8192, 1e9, 2^20, 8k, 16M)")
     if m.group(1) is not None:
         base, exp = int(m.group(1)), int(m.group(2))
         if exp > 62 or base > MAX_DIM:
             raise SpecError(f"{what}={text!r} is too large (at most 2^62)")
         value: float = base**exp
     else:
-        value = float(m.group(3).replace("_", "")) * (1024 if m.group(4) else 1)
+        value = float(m.group(3).replace("_", "")) * _SUFFIX[m.group(4).lower()]
     if not math.isfinite(value) or value > MAX_DIM:
         raise SpecError(f"{what}={text!r} is too large (at most 2^62)")
     if value != int(value):
@@ -234,6 +256,11 @@ def _finish(kind: str, op: Op) -> Op:
     """Checks that span several fields."""
     if isinstance(op, Gemm) and op.wdtype == op.dtype:
         return replace(op, wdtype=None)  # weights in the activations' dtype: the plain GEMM
+    if isinstance(op, Collective):
+        if op.level not in LINK_LEVELS:
+            raise SpecError(f"{op.coll}: level {op.level!r} is not a link; choose one of: {', '.join(LINK_LEVELS)}")
+        if op.world < 2:
+            raise SpecError(f"{op.coll}: world={op.world} must be at least 2 (ranks taking part)")
     if isinstance(op, Attention):
         if op.kv_heads > op.h or op.h % op.kv_heads:
             raise SpecError(f"attn: kv={op.kv_heads} must divide h={op.h} (grouped-query attention)")

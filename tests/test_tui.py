@@ -350,3 +350,25 @@ async def test_a_charts_legend_is_below_it_not_over_the_slopes() -> None:
         assert "GB/s" not in chart and "GEMV" not in chart
         below = "\n".join(line[col - 6:] for line in lines[axis + 1:])
         assert "── h100 dram 3085 GB/s" in below and "★ GEMV 1×8192×8192 bf16" in below  # an op: not a family glyph
+
+
+async def test_whatif_takes_a_collective_on_the_spec_line() -> None:
+    """A collective has no form fields: typed on the spec line it is analysed on its link, without a crash."""
+    a = app(initial_tab="whatif")
+    async with a.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        a.query_one("#device").value = "h100-sxm-ds"
+        w = a.query_one(WhatIf)
+        w.set_spec("allreduce n=16M bf16 world=8 level=nvlink")
+        await pilot.pause()
+        await pilot.pause()
+        assert w.analysis is not None and w.analysis.regime == "comm"
+        shown = text_of(a.query_one("#analysis", Static))
+        assert "comm-bound" in shown and "B 450.0 GB/s" in shown
+        w.set_spec("allreduce n=16M bf16 world=8 level=net")  # a link the profile lacks: inline, names what it has
+        await pilot.pause()
+        assert "no net bandwidth; it has: dram, nvlink, pcie" in text_of(a.query_one("#spec-error", Static))
+        w.set_spec("ew 7")  # and back to a form op
+        await pilot.pause()
+        await pilot.pause()
+        assert a.query_one("#f-n", Input).value == "7"

@@ -214,3 +214,23 @@ async def test_a_store_gone_since_the_list_was_read_is_said_not_raised(tmp_path:
         await pilot.pause()
         assert isinstance(app.screen, NameScreen)
         assert "the database is gone" in str(app.screen.query_one("#name-error", Static).render())
+
+
+async def test_history_shows_a_comm_run_fits(tmp_path: Path) -> None:
+    """A `rooftop comm` run: its α-β fit per collective, not "no ceilings: the run did not complete"."""
+    from rooftop.probes.comm import CommPlan, point_sample
+    from rooftop.store.comms import begin_comm, comm_device_info
+
+    plan = CommPlan("gloo", 4, (8, 2**20))
+    with Store.open(tmp_path / "r.db") as store:
+        rid = begin_comm(store, comm_device_info("gloo", 4, "Test CPU", "quick"), "gloo")
+        for size, t in ((8, 20e-6), (2**20, 20e-6 + 2**20 / 1e9)):
+            st = stats(t)
+            store.add_sample(rid, point_sample(plan, {"collective": "allreduce", "size": size, "stats": st.__dict__}))
+        store.finish_run(rid, "complete")
+    app = make(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        detail = str(app.query_one("#hist-detail", Static).render())
+        assert "allreduce ×4: α = 20.0 µs, β = 1.0000 GB/s, S* = 19.5 KiB" in detail
+        assert "no ceilings" not in detail

@@ -333,11 +333,13 @@ def cmd_llm(args: argparse.Namespace) -> int:
             "linear_layers": compute_bound_batch(arch, device, contexts[0], kv_dtype, linear_only=True),
             "whole_step": compute_bound_batch(arch, device, contexts[0], kv_dtype),
         }
+    dims = _parallel(args, arch, steps[0])
     if args.json:
         out = {
             "model": arch.name,
             "device": device.id,
             "steps": [s.to_dict() for s in steps],
+            **({"parallel": [d.to_dict(device) for d in dims]} if dims else {}),
             "compute_bound_batch": flips or None,
             "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
             if split else None,
@@ -361,7 +363,23 @@ def cmd_llm(args: argparse.Namespace) -> int:
     if split:
         console.print()
         console.print(amdahl_table(split))
+    if dims:
+        from rooftop.tui.report import parallel_table
+
+        console.print()
+        console.print(parallel_table(dims, device, steps[0]))
     return 0
+
+
+def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
+    """--tp / --pp: each dimension's communication for the first step (empty when both are 1)."""
+    from rooftop.models.parallel import parallel_comm
+
+    try:
+        return parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
+                             args.tp, args.pp)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -791,6 +809,8 @@ def build_parser() -> Parser:
     add_measure_command(sub)
     from rooftop.tui.profile_cmd import add_profile_command  # light: torch loads only to run a program
     add_profile_command(sub)
+    from rooftop.tui.comm_cmd import add_comm_command  # light: torch loads only when the ranks start
+    add_comm_command(sub)
 
     op = sub.add_parser(
         "op", help="analyse ops on one or more devices", epilog=EPILOG_OP,
@@ -846,6 +866,8 @@ def build_parser() -> Parser:
     lm.add_argument("--measured-ms", metavar="T", help="measured step times in ms, one per batch × context")
     lm.add_argument("--parts", metavar="NAME=MS,…", help="an end-to-end time table for an Amdahl breakdown")
     lm.add_argument("--speedup", metavar="NAME=X,…", help="speed-up factors of some parts")
+    lm.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel ranks: their all-reduces per step")
+    lm.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline stages: their sends per step")
     lm.add_argument("--json", action="store_true", help="print JSON (SI units)")
     add_db_option(lm)
     lm.set_defaults(func=cmd_llm)

@@ -201,6 +201,11 @@ class History(Widget):
 
             text.append_text(profile_detail(run, samples))
             prof = profile_device(run)
+        elif run.plan == "comm":  # a collectives sweep: its α-β fit per collective; no roofline points
+            from rooftop.tui.comm_cmd import fit_lines
+
+            for line in fit_lines(samples):
+                text.append(line + "\n")
         elif prof is None:
             text.append("no ceilings: the run did not complete\n", style="yellow")
         else:
@@ -217,7 +222,7 @@ class History(Widget):
         for s in skipped[:5]:
             text.append(f"  skipped {s.family} {s.dtype} {s.shape_text}: {s.skipped}\n", style="dim")
         detail.update(text)
-        points = sample_series(samples, run.label)
+        points = [] if run.plan == "comm" else sample_series(samples, run.label)
         series = []
         if prof is not None and prof.peak and prof.bandwidth:
             span = intensity_span([prof], [x for p in points for x in p.xs])

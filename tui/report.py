@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import IO, Iterator, Sequence
+from typing import IO, Any, Iterator, Sequence
 
 from rich.cells import cell_len, chop_cells
 from rich.console import Console, ConsoleOptions, Group
@@ -137,6 +137,8 @@ def analysis_table(rows: list[Analysis]) -> Group:
     row("regime", lambda a: f"{a.regime}-bound")
     row("T ≥", lambda a: fmt_time(a.time_bound) + (" (launch)" if a.launch_binds else ""))
     row("  Q/B, W/F", lambda a: f"{fmt_time(a.time_memory)}, {fmt_time(a.time_compute)}")
+    if first.is_collective:
+        row("  α (in Q/B)", lambda a: fmt_time(a.alpha_s))
     row("  launch", lambda a: fmt_time(a.launch_overhead) if a.launch_overhead is not None else "not measured")
     row("P", lambda a: f"{fmt_flops_rate(a.attainable)} ({100 * a.attainable / a.peak:.3g}% of F)")
     if any(a.measured for a in rows):
@@ -633,3 +635,32 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
 
     threads = thread_note(profiles)
     return Group(t, Text(""), x, legend, *([Prose(threads, style="yellow")] if threads else []))
+
+
+def parallel_table(dims: Sequence[Any], device: Any, step: Any) -> Any:
+    """Each parallel dimension's communication per step: I_comm and, per link, whether it is comm-bound."""
+    from rooftop.models.comm import COLLECTIVES
+    from rooftop.models.ops import LINK_LEVELS
+
+    links = [lv for lv in LINK_LEVELS if lv in device.bandwidth]
+    ph = step.phase
+    t = Table(title=f"communication per step, one rank ({ph.kind}, batch {ph.batch}, {ph.tokens} tokens): "
+                    f"comm-bound on a link when I_comm < its ridge F/B", title_justify="left", box=None,
+              header_style="bold", pad_edge=False)
+    for h in ("dim", "collective", "Q_comm", "I_comm", *[f"{lv} ({fmt_bandwidth(device.B(lv))})" for lv in links]):
+        t.add_column(h, justify="left" if h in ("dim", "collective") else "right")
+    for d in dims:
+        verdicts = {v["level"]: v for v in d.on_links(device)}
+        t.add_row(f"{d.dim.upper()}×{d.degree}", f"{d.calls}× {COLLECTIVES[d.collective].split(' (')[0]} of "
+                  f"{fmt_bytes(d.message_bytes)}", fmt_bytes(d.wire_bytes), fmt_intensity(d.intensity),
+                  *[f"{fmt_time(verdicts[lv]['comm_s'])} " + ("comm-bound" if verdicts[lv]["comm_bound"] else "ok")
+                    for lv in links])
+    parts: list[Any] = [t]
+    if not links:
+        parts.append(Prose(f"{device.id} has no link levels (nvlink, pcie, net): pick a profile with them, "
+                           "e.g. -d h100-sxm-ds, to see where each dimension turns comm-bound"))
+    else:
+        parts.append(Prose(f"the rank computes {fmt_time(dims[0].compute_s)} per step (Σ W/F over its share); "
+                           f"ridges: " + ", ".join(f"{lv} {fmt_intensity(dims[0].link_ridge(device.B(lv)))}"
+                                                   for lv in links)))
+    return Group(*parts)

@@ -55,7 +55,7 @@ def analysis_text(a: Analysis) -> Text:
     t.append(f"  on {a.device.id} ({a.device.source})\n")
     t.append(f"W {fmt_flops(a.flops)}  Q {fmt_bytes(a.bytes)}  I {fmt_intensity(a.intensity)}  path {a.path}\n")
     t.append(f"F {fmt_flops_rate(a.peak)}  B {fmt_bandwidth(a.bandwidth)}  ridge {fmt_intensity(a.ridge)}\n")
-    style = "bold yellow" if a.regime == "memory" else "bold green"
+    style = "bold green" if a.regime == "compute" else "bold yellow"  # memory, comm, latency
     t.append(f"{a.regime}-bound", style=style)
     t.append(f"  T ≥ {fmt_time(a.time_lower_bound)}  (Q/B {fmt_time(a.time_memory)}, W/F {fmt_time(a.time_compute)})\n")
     t.append(f"P {fmt_flops_rate(a.attainable)} = {100 * a.attainable / a.peak:.3g}% of F\n")
@@ -148,6 +148,8 @@ class WhatIf(Widget):
 
     def _fill_form(self, op: Op) -> None:
         kind = op.kind
+        if kind not in FORM_FIELDS:  # a collective: written on the spec line only; the form keeps the last op's
+            return
         with self.prevent(Select.Changed):
             self.query_one("#kind", Select).value = kind
             self.query_one("#dtype", Select).value = op.dtype

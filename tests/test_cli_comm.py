@@ -1,0 +1,160 @@
+"""`rooftop comm` end to end: real gloo ranks started by torch's launcher, a real store, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from rooftop.models.comm import bus_factor
+from rooftop.probes.comm import CommError, build_comm_plan, max_world
+from rooftop.store.runs import Store
+
+ENV = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+
+
+def rooftop(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rooftop.tui.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=ENV)
+
+
+def test_comm_json_ratios_fit_and_run_kept(tmp_path):
+    db = tmp_path / "r.db"
+    out = rooftop("comm", "--backend", "gloo", "--world", "2", "--max-size", "1K", "--json", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["world"] == 2 and doc["backend"] == "gloo"
+    colls = {p["collective"] for p in doc["points"]}
+    assert colls == {"allreduce", "allgather", "reducescatter", "broadcast", "sendrecv"}
+    for p in doc["points"]:
+        assert p["time_s"] > 0, p
+        assert p["algbw"] == pytest.approx(p["size_bytes"] / p["time_s"])
+        assert p["busbw"] / p["algbw"] == pytest.approx(bus_factor(p["collective"], 2))
+    for coll in colls:
+        fit = doc["fits"][coll]
+        assert fit["alpha_s"] >= 0 and fit["points"] == 2  # 8 B and 1 KiB
+    assert "[1/10] allreduce" in out.stderr  # progress on stderr
+    with Store.open(db) as store:
+        [run] = store.runs()
+        assert run.plan == "comm" and run.status == "complete" and run.samples == 10
+        assert run.id == doc["run_id"] and run.device["comm"]["world"] == 2
+        kept = store.samples(run.id)
+    from rooftop.models.comm import comm_points, fit_points
+    assert set(fit_points(comm_points(kept))) == colls  # the fits follow from the kept samples
+    assert {s.family for s in kept} == colls
+
+
+def test_comm_table_no_save(tmp_path):
+    db = tmp_path / "r.db"
+    out = rooftop("comm", "--world", "2", "--max-size", "8", "--no-save", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    assert "allreduce (gloo, 2 ranks; busbw = algbw × 1)" in out.stdout
+    assert "α-β fit: fewer than two sizes measured" in out.stdout  # one size: no fit claimed
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--world", "999"), "more ranks than allowed: 2 … "),
+    (("--world", "1"), "at least 2 ranks"),
+    (("--backend", "nccl"), "nccl needs CUDA GPUs"),
+    (("--max-size", "huge"), "is not a size"),
+    (("--port", "70000"), "is not a TCP port"),
+])
+def test_comm_bad_input_one_line_exit_2(args, words, no_gpu_env):
+    out = rooftop("comm", *args, "--no-save")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("\n") == 1 and words in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.fixture
+def no_gpu_env():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: nccl is allowed")
+
+
+def test_comm_rendezvous_that_cannot_start_exit_2():
+    with socket.socket() as held:  # the port is taken: rank 0's store cannot listen on it
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        out = rooftop("comm", "--world", "2", "--max-size", "8", "--port", str(port), "--no-save")
+    assert out.returncode == 2, out.stderr
+    assert f"could not meet on 127.0.0.1:{port}" in out.stderr
+    assert "Traceback" not in out.stderr and "Terminating process" not in out.stderr
+    assert [line for line in out.stderr.splitlines() if "error" in line] == [out.stderr.splitlines()[-1]]
+
+
+def test_world_limits():
+    assert max_world("gloo", 0, 2) == 4 and max_world("gloo", 0, 500) == 64 and max_world("nccl", 8, 2) == 8
+    with pytest.raises(CommError, match=r"2 … 8 \(one rank per GPU, 8 here\)"):
+        build_comm_plan("nccl", 9, gpus=8)
+    assert build_comm_plan("gloo", None, cpus=2).world == 2
+    assert build_comm_plan("gloo", 4, "full", cpus=2, max_size="1M").sizes[-1] == 2**19  # 8·4^8
+
+
+def _alive(pids):
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def test_ctrl_c_leaves_no_rank_behind(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "comm", "--world", "2", "--plan", "full",
+                             "--db", str(tmp_path / "r.db")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+    try:
+        line = ""
+        deadline = time.monotonic() + 90
+        while "[1/" not in line and time.monotonic() < deadline:  # the ranks are up and measuring
+            line = proc.stderr.readline()
+        assert "[1/" in line, "no point measured"
+        ranks = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        assert len(ranks) >= 2
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        assert proc.returncode == 130
+        time.sleep(0.5)
+        assert _alive(ranks) == []
+        assert "interrupted; the ranks are stopped" in proc.stderr.read()
+        with Store.open(tmp_path / "r.db") as store:  # what was measured is kept, the run cancelled
+            [run] = store.runs()
+            assert run.status == "cancelled" and run.samples >= 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_one_gpu_runs_host_device_copies_only():
+    plan = build_comm_plan("nccl", None, gpus=1)
+    assert plan.collectives == () and plan.copies and plan.world == 1
+    assert "no peer" in plan.notes[0] and plan.points == 4 * len(plan.sizes)
+    with pytest.raises(CommError, match="allowed: 2 … 4"):
+        build_comm_plan("gloo", 1, cpus=2)
+
+
+def test_host_device_copies_on_a_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here")
+    from rooftop.models.comm import comm_points
+    from rooftop.probes.comm import host_device_sweep
+
+    plan = build_comm_plan("nccl", 1, max_size="1M", gpus=1)
+    points = comm_points(host_device_sweep(plan))
+    assert {p.collective for p in points} == {"h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable"}
+    assert all(p.time_s and p.algbw == p.busbw for p in points)

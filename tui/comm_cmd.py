@@ -1,0 +1,220 @@
+"""`rooftop comm`: collectives over local ranks, their algbw / busbw and α-β fit, kept as a run.
+
+Kept out of cli.py so the command line's module stays light: torch is imported
+only when the sweep starts (probes.comm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import threading
+from typing import Any
+
+from rooftop.tui.stopsignals import stop_on_signals
+
+
+def add_comm_command(sub: Any) -> None:
+    """Add the `comm` subcommand to the CLI's subparsers."""
+    from rooftop.tui.cli import add_db_option
+    cm = sub.add_parser(
+        "comm", help="measure collectives across local ranks (all-reduce, all-gather, …): busbw and α-β",
+        description="Start ranks as torchrun does (env:// rendezvous on 127.0.0.1), time all-reduce, all-gather, "
+                    "reduce-scatter, broadcast and send/recv from 8 B to 256 MiB by the probes' protocol, and print "
+                    "per collective: size, time, algbw, busbw (nccl-tests' definitions), then the α-β fit "
+                    "t = α + S/β and S* = α·β where the latency roof meets the bandwidth roof. Progress goes to stderr.",
+    )
+    cm.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
+                    help="gloo: ranks on the CPUs (default); nccl: one rank per local GPU")
+    cm.add_argument("--world", type=int, metavar="N",
+                    help="ranks (default: 2 for gloo, every GPU for nccl; gloo allows up to 2 per CPU, 64 at most)")
+    cm.add_argument("--plan", choices=("quick", "full"), default="quick",
+                    help="quick: 6 sizes, 8 B … 256 MiB (default); full: ×4 steps, 14 sizes")
+    cm.add_argument("--max-size", metavar="BYTES",
+                    help="leave out messages larger than this (e.g. 1M, 64K; sizes in bytes, K/M/G binary)")
+    cm.add_argument("--port", type=int, default=0, metavar="PORT",
+                    help="the rendezvous port on 127.0.0.1 (default: a free one)")
+    cm.add_argument("--json", action="store_true", help="print {points, fits, …} as JSON (SI units)")
+    cm.add_argument("--no-save", action="store_true", help="do not keep this run in the store")
+    add_db_option(cm)
+    cm.set_defaults(func=cmd_comm)
+
+
+def usage_error(message: str) -> int:
+    sys.stderr.write(f"rooftop comm: error: {message}\n")
+    return 2
+
+
+def cmd_comm(args: argparse.Namespace) -> int:
+    cancel = threading.Event()
+    with stop_on_signals(cancel) as stopped:
+        try:
+            status = _comm(args, cancel)
+        except KeyboardInterrupt:  # Ctrl-C: run_comm stopped the ranks; _comm kept the run as cancelled
+            sys.stderr.write("\nrooftop comm: interrupted; the ranks are stopped\n")
+            return 130
+        return 128 + stopped[0] if stopped else status
+
+
+class _Keeper:
+    """The run in the store, its samples added as they come; every store problem is one warning, once."""
+
+    def __init__(self, args: argparse.Namespace, plan: Any, err: Any) -> None:
+        self.err, self.store, self.run_id = err, None, None
+        if args.no_save:
+            return
+        from rooftop.store.comms import begin_comm, comm_device_info
+        from rooftop.store.runs import Store, StoreError
+
+        try:
+            import torch
+
+            self.store = Store.open(getattr(args, "db", None))
+            self.run_id = begin_comm(self.store, comm_device_info(plan.backend, plan.world, _device_name(plan.backend),
+                                                                  plan.name), plan.backend,
+                                     versions={"torch": torch.__version__})
+        except StoreError as exc:
+            self._drop(exc)
+
+    def _drop(self, exc: Exception) -> None:
+        self.err.print(f"rooftop comm: warning: the run is not kept: {exc}", style="yellow")
+        self.run_id = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def add(self, sample: Any) -> None:
+        from rooftop.store.runs import StoreError
+
+        if self.store is not None and self.run_id:
+            try:
+                self.store.add_sample(self.run_id, sample)
+            except StoreError as exc:
+                self._drop(exc)
+
+    def finish(self, status: str) -> None:
+        from rooftop.store.runs import StoreError
+
+        if self.store is not None and self.run_id:
+            try:
+                self.store.finish_run(self.run_id, status)
+            except StoreError as exc:
+                self._drop(exc)
+        if self.store is not None:
+            self.store.close()
+
+
+def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
+    from rooftop.probes.comm import CommError, build_comm_plan, run_comm
+    from rooftop.models.comm import COLLECTIVES
+    from rooftop.models.units import fmt_bytes, fmt_count, fmt_time
+    from rooftop.tui.report import make_console
+
+    try:
+        plan = build_comm_plan(args.backend, args.world, args.plan, args.port, max_size=args.max_size)
+    except CommError as exc:
+        return usage_error(str(exc))
+    err = make_console(stderr=True)
+    err.print(f"rooftop comm: {plan.name} plan, {plan.backend} × {plan.world} ranks, "
+              f"{fmt_count(plan.points, 'point')} ({', '.join(COLLECTIVES[c].split(' (')[0] for c in plan.collectives)})")
+    for note in plan.notes:
+        err.print(f"rooftop comm: note: {note}", style="yellow")
+    keeper = _Keeper(args, plan, err)
+
+    def progress(sample: Any, done: int) -> None:
+        keeper.add(sample)
+        t = fmt_time(sample.time_s) if sample.time_s else f"skipped: {sample.skipped}"
+        err.print(f"  [{done}/{plan.points}] {sample.family} {fmt_bytes(sample.bytes)}: {t}")
+
+    try:
+        result = run_comm(plan, on_point=progress, cancel=cancel)
+    except CommError as exc:
+        keeper.finish("failed")
+        return usage_error(str(exc)) if exc.usage else 1
+    except BaseException:
+        keeper.finish("cancelled")
+        raise
+    keeper.finish(result.status)
+    return _report(args, plan, result, err, keeper.run_id)
+
+
+def _device_name(backend: str) -> str:
+    if backend == "nccl":
+        import torch
+
+        return str(torch.cuda.get_device_name(0))
+    from rooftop.probes.devinfo import cpu_name
+
+    return cpu_name()
+
+
+def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: str | None) -> int:
+    from rooftop.models.comm import comm_points, fit_points
+    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
+    from rooftop.tui.report import make_console
+
+    points = comm_points(result.samples)
+    fits = fit_points(points)
+    err.print(f"rooftop comm: {len(points)} points in {result.wall_s:.1f} s"
+              + (f" — {result.status}: {result.error}" if result.status != "complete" else "")
+              + (f"; saved as run {run_id[:8]}" if run_id else ""))
+    code = 0 if result.status == "complete" else (130 if result.status == "cancelled" else 1)
+    if args.json:
+        json.dump({
+            "backend": plan.backend, "world": plan.world, "plan": plan.name, "dtype": "fp32",
+            "points": [p.to_dict() for p in points], "notes": list(plan.notes),
+            "fits": {k: (v.to_dict() if v else None) for k, v in fits.items()},
+            "wall_s": result.wall_s, "status": result.status, "error": result.error or None, "run_id": run_id,
+            "time": "the slowest rank's, median of the protocol's samples",
+        }, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return code
+    from rich.table import Table
+
+    console = make_console()
+    for coll, fit in fits.items():
+        rows = [p for p in points if p.collective == coll]
+        t = Table(title=f"{coll} ({plan.backend}, {plan.world} ranks; busbw = algbw × {rows[0].to_dict()['bus_factor']:.3g})",
+                  title_justify="left")
+        for h in ("size", "time", "p10–p90", "algbw", "busbw"):
+            t.add_column(h, justify="right")
+        for p in rows:
+            if p.time_s is None:
+                t.add_row(fmt_bytes(p.size_bytes), "skipped", p.skipped[:40], "", "")
+                continue
+            t.add_row(fmt_bytes(p.size_bytes), fmt_time(p.time_s), f"{fmt_time(p.p10_s)}–{fmt_time(p.p90_s)}",
+                      fmt_bandwidth(p.algbw), fmt_bandwidth(p.busbw))
+        console.print(t)
+        if fit is None:
+            console.print("  α-β fit: fewer than two sizes measured")
+        elif not math.isfinite(fit.beta):
+            console.print(f"  α-β fit: α = {fmt_time(fit.alpha_s)}; the time did not grow with size (β unbounded)")
+        else:
+            console.print(f"  α-β fit: α = {fmt_time(fit.alpha_s)}, β = {fmt_bandwidth(fit.beta)} "
+                          f"(bus {fmt_bandwidth(fit.beta * rows[0].to_dict()['bus_factor'])}), "
+                          f"S* = α·β = {fmt_bytes(fit.crossover_bytes)}: latency-bound below, bandwidth-bound above "
+                          f"(fit error {fit.rel_rms:.0%} rms)")
+        console.print()
+    return code
+
+
+
+def fit_lines(samples: Any) -> list[str]:
+    """One line per collective of a comm run: its α-β fit and S*, or why there is none (the History tab's)."""
+    from rooftop.models.comm import comm_points, fit_points
+    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
+
+    points = comm_points(samples)
+    out = []
+    for coll, fit in fit_points(points).items():
+        world = next(p.world for p in points if p.collective == coll)
+        if fit is None:
+            out.append(f"{coll} ×{world}: fewer than two sizes measured, no α-β fit")
+        elif not math.isfinite(fit.beta):
+            out.append(f"{coll} ×{world}: α = {fmt_time(fit.alpha_s)}, β unbounded (time did not grow with size)")
+        else:
+            out.append(f"{coll} ×{world}: α = {fmt_time(fit.alpha_s)}, β = {fmt_bandwidth(fit.beta)}, "
+                       f"S* = {fmt_bytes(fit.crossover_bytes)}")
+    return out
