@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import dataclasses
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,7 +20,8 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from rooftop.models.plotdata import intensity_span, roof_series, sample_series
-from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate
+from rooftop.models.safetext import safe_text
+from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate, fmt_when
 from rooftop.store.db import StoreError
 from rooftop.store.runs import BadName, Run, name_problem
 from rooftop.tui.widgets import Col, ErrorLine, FitTable, RooflinePlot
@@ -36,8 +36,8 @@ RUN_COLUMNS = (
 
 def run_cells(r: Run) -> tuple[str | Text, ...]:
     """A run's cells in RUN_COLUMNS order; names are Text, since a DataTable reads a str as markup."""
-    started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at))
-    return r.short_id, Text(r.name or ""), Text(r.device_name), r.status, started, str(r.samples), r.plan
+    name, device, status, plan = (Text(safe_text(v)) for v in (r.name or "", r.device_name, r.status, r.plan))
+    return r.short_id, name, device, status, fmt_when(r.started_at), str(r.samples), plan
 
 
 class NameScreen(ModalScreen[str | None]):
@@ -190,22 +190,23 @@ class History(Widget):
         except StoreError as exc:
             detail.update(Text(f"✗ {exc}", style="red"))
             return
-        text = Text(f"{run.label} — {run.device_name} ({run.backend}, {run.plan}, {run.status})\n", style="bold")
+        text = Text(safe_text(f"{run.label} — {run.device_name} ({run.backend}, {run.plan}, {run.status})") + "\n",
+                    style="bold")
         if prof is None:
             text.append("no ceilings: the run did not complete\n", style="yellow")
         else:
             for lv in prof.levels():
                 c = prof.bandwidth[lv]
-                text.append(f"B {lv}: {fmt_bandwidth(c.value)}  [{c.case}]\n")
+                text.append(safe_text(f"B {lv}: {fmt_bandwidth(c.value)}  [{c.case}]") + "\n")
             for p in prof.paths():
                 c = prof.peak[p]
-                text.append(f"F {p}: {fmt_flops_rate(c.value)}  [{c.case}]\n")
+                text.append(safe_text(f"F {p}: {fmt_flops_rate(c.value)}  [{c.case}]") + "\n")
         skipped = [s for s in samples if s.skipped]
         unstable = [s for s in samples if s.stats and not s.stable]
         text.append(f"{fmt_count(len(samples), 'sample')}, {len(unstable)} unstable, {len(skipped)} skipped\n",
                     style="dim")
         for s in skipped[:5]:
-            text.append(f"  skipped {s.family} {s.dtype} {s.shape_text}: {s.skipped}\n", style="dim")
+            text.append(safe_text(f"  skipped {s.family} {s.dtype} {s.shape_text}: {s.skipped}") + "\n", style="dim")
         detail.update(text)
         points = sample_series(samples, run.label)
         series = []
@@ -213,7 +214,7 @@ class History(Widget):
             span = intensity_span([prof], [x for p in points for x in p.xs])
             labelled = dataclasses.replace(prof, id=run.label)  # roofs named as the points: by the run
             series = roof_series(labelled, prof.paths(), prof.levels(), span)
-        self.query_one("#hist-plot", RooflinePlot).show(series + points, f"run {run.label}: {run.device_name}")
+        self.query_one("#hist-plot", RooflinePlot).show(series + points, safe_text(f"run {run.label}: {run.device_name}"))
 
     # -- actions ---------------------------------------------------------------------
 
