@@ -336,7 +336,6 @@ def test_causal_attention_needs_no_more_queries_than_keys() -> None:
 @pytest.mark.parametrize(("argv", "words"), [
     (["op", "gemm", "1", "2", "3", "-d", ""], "-d '': an empty device id"),
     (["-d", "", "op", "gemm", "1", "2", "3"], "-d '': an empty device id"),
-    (["-d", ""], "-d '': an empty device id"),
     (["op", "gemm", "1", "2", "3", "-d", "h100,"], "an empty device id"),
     (["compare", "h100", ""], "DEVICE '': an empty device id"),
     (["plot", "-d", "h100", "--paths", ""], "--paths '': an empty path name"),
@@ -349,6 +348,31 @@ def test_empty_and_out_of_range_options_are_refused(capsys: pytest.CaptureFixtur
     assert rc == 2 and len(err.strip().splitlines()) == 1 and words in err, err
 
 
+def test_an_empty_device_never_opens_the_app(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import rooftop.tui.app as app
+
+    monkeypatch.setattr(app, "create_app", lambda *a, **k: pytest.fail("the app opened on -d ''"))
+    rc, _, err = run(capsys, "-d", "")
+    assert rc == 2 and "-d '': an empty device id" in err, err
+
+
 def test_llm_on_a_folder_without_config_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run(capsys, "llm", str(tmp_path), "-d", "h100")
     assert rc == 2 and f"{tmp_path} has no config.json" in err, err
+
+
+async def test_the_app_shows_stored_names_without_sending_them(tmp_path: Path) -> None:
+    """A run named with markup and escape sequences, chosen on every tab: shown escaped, never crashing."""
+    from rooftop.tui.app import AppConfig, create_app
+    from tui_helpers import screen_lines
+
+    db = tmp_path / "s.db"
+    _hostile_store(db)
+    app = create_app(AppConfig(device=safe_text(HOSTILE_NAME), sampler=None, db_path=db))
+    async with app.run_test(size=(120, 40)) as pilot:
+        for tab in "23456":
+            await pilot.press(tab)
+            await pilot.pause()
+            lines = screen_lines(app)
+            assert not any(UNSAFE.search(line) for line in lines), (tab, [line for line in lines if UNSAFE.search(line)])
+        assert any("[/bold]x" in line for line in lines)  # History: the name, as written

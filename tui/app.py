@@ -6,6 +6,7 @@ runs in thread workers that only post messages; the UI shows, models compute.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -20,6 +21,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from rooftop.models.catalog import catalog
 from rooftop.models.profile import DeviceProfile
+from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.comparepane import Compare
@@ -198,7 +200,8 @@ class RooftopApp(App[None]):
             return {}
         if local is not None:
             found["local"] = local
-        return found
+        # a stored name reaches many widgets: escaped here once (control characters shown, never sent)
+        return {safe_text(k): dataclasses.replace(p, id=safe_text(p.id), name=safe_text(p.name)) for k, p in found.items()}
 
     def run_points(self, profile: DeviceProfile) -> list:
         """The sample points of the stored run behind a measured or imported profile ([] if unreadable)."""

@@ -13,7 +13,7 @@ from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.plotdata import Series, intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.tui.chart import line_colors, point_markers
-from rooftop.tui.widgets import RooflinePlot, refresh_select
+from rooftop.tui.widgets import RooflinePlot, device_options, refresh_select
 
 NO_OVERLAY = "(none)"
 DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
@@ -55,7 +55,7 @@ class Roofline(Widget):
         self.measured: dict[str, list[Series]] = {}  # device id → measured sample points
 
     def compose(self) -> ComposeResult:
-        ids = [(p, p) for p in self.profiles]
+        ids = device_options(self.profiles)
         with Horizontal(classes="row"):
             yield Label("device ")
             yield Select(ids, value=self.device_id, allow_blank=False, compact=True, id="rl-device")

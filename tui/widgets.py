@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -15,6 +16,7 @@ from textual.widgets import DataTable, Select, Static
 from textual_plotext import PlotextPlot
 
 from rooftop.models.plotdata import Series
+from rooftop.models.safetext import safe_text
 from rooftop.tui.chart import draw_bandwidth, draw_fma, draw_gemm, draw_roofline, legend_lines
 
 DRAWERS = {"roofline": draw_roofline, "bandwidth": draw_bandwidth, "gemm": draw_gemm, "fma": draw_fma}
@@ -48,8 +50,8 @@ class RooflinePlot(PlotextPlot):
         """Draw `series`; legend=False when the tab shows the legend itself (the Roofline tab, beside)."""
         if kind is not None:
             self._draw = DRAWERS[kind]
-        self._series = list(series)
-        self._title = title
+        self._series = [dataclasses.replace(s, label=safe_text(s.label)) for s in series]  # labels name devices
+        self._title = safe_text(title)
         self._legend = legend
         self.refresh()
 
@@ -228,10 +230,16 @@ class ErrorLine(Static):
         self.update("" if exc is None else Text(f"✗ {exc.args[0] if exc.args else exc}", style="bold red"))
 
 
+def device_options(ids: Iterable[str]) -> list[tuple[Text, str]]:
+    """Select options for device ids: each prompt a Text (a Select reads a str as markup, and a run's
+    name may hold '[/bold]'), its control characters written visibly."""
+    return [(Text(safe_text(i)), i) for i in ids]
+
+
 def refresh_select(select: Select, ids: list[str], extra: list[str] = ()) -> None:  # type: ignore[assignment]
     """New options for a device Select, keeping its value when it still exists."""
     keep = select.value
-    options = [(i, i) for i in list(extra) + list(ids)]
+    options = device_options(list(extra) + list(ids))
     with select.prevent(Select.Changed):
         select.set_options(options)
         if keep in [v for _, v in options]:
