@@ -205,7 +205,7 @@ def run_problem(item: NewRun) -> str | None:
     checks += [bounds.free_problem("device", dict(run.device)), bounds.free_problem("versions", dict(run.versions))]
     for i, t in enumerate(item.telemetry, start=1):
         checks += [bounds.free_problem(f"telemetry row {i}", dict(t)),
-                   bounds.optional(bounds.when_problem(f"telemetry row {i} t", t.get("t")), t.get("t"))]
+                   bounds.when_problem(f"telemetry row {i} t", t["t"]) if "t" in t else None]
     bad = next((c for c in checks if c), None)
     if bad:
         return f"has an impossible value: {bad}"
