@@ -39,18 +39,18 @@ def is_real(v: Any) -> bool:
 def real_problem(name: str, v: Any, lo: float, hi: float, low_open: bool = False) -> str | None:
     """`v` must be a finite number in [lo, hi] ((lo, hi] with `low_open`)."""
     if not is_real(v):
-        return f"{name} = {_show(v)} is not a {'finite ' if isinstance(v, float) else ''}number"
+        return f"{name} = {shown(v)} is not a {'finite ' if isinstance(v, float) else ''}number"
     if v < lo or v > hi or (low_open and v == lo):
-        return f"{name} = {_show(v)} is outside {'(' if low_open else '['}{lo:g}, {hi:g}]"
+        return f"{name} = {shown(v)} is outside {'(' if low_open else '['}{lo:g}, {hi:g}]"
     return None
 
 
 def whole_problem(name: str, v: Any, lo: int = 0, hi: int = MAX_WHOLE) -> str | None:
     """`v` must be a whole number in [lo, hi] (an integral float counts: JSON writes 5e7 for sizes)."""
     if not is_real(v) or (isinstance(v, float) and not v.is_integer()):
-        return f"{name} = {_show(v)} is not a whole number"
+        return f"{name} = {shown(v)} is not a whole number"
     if v < lo or v > hi:
-        return f"{name} = {_show(v)} is outside [{lo}, 2^62]" if hi == MAX_WHOLE else f"{name} = {_show(v)} is outside [{lo}, {hi}]"
+        return f"{name} = {shown(v)} is outside [{lo}, 2^62]" if hi == MAX_WHOLE else f"{name} = {shown(v)} is outside [{lo}, {hi}]"
     return None
 
 
@@ -63,7 +63,7 @@ def when_problem(name: str, v: Any) -> str | None:
     """A time stamp in epoch seconds between 1970 and 2100."""
     if real_problem(name, v, *EPOCH) is None:
         return None
-    return f"{name} = {_show(v)} is not a time between 1970 and 2100"
+    return f"{name} = {shown(v)} is not a time between 1970 and 2100"
 
 
 def ceiling_problem(kind: str, key: str, v: Any) -> str | None:
@@ -93,17 +93,17 @@ def free_problem(name: str, v: Any, depth: int = 0) -> str | None:
     if isinstance(v, bool) or v is None or isinstance(v, str):
         return None
     if isinstance(v, int):
-        return None if -MAX_INT <= v <= MAX_INT else f"{name} = {_show(v)} is too large"
+        return None if -MAX_INT <= v <= MAX_INT else f"{name} = {shown(v)} is too large"
     if isinstance(v, float):
-        return None if math.isfinite(v) else f"{name} = {_show(v)} is not a finite number"
+        return None if math.isfinite(v) else f"{name} = {shown(v)} is not a finite number"
     if isinstance(v, Mapping):
         return next((p for k, x in v.items() if (p := free_problem(f"{name}.{k}", x, depth + 1))), None)
     if isinstance(v, (list, tuple)):
         return next((p for i, x in enumerate(v) if (p := free_problem(f"{name}[{i}]", x, depth + 1))), None)
-    return f"{name} = {_show(v)} is not a JSON value"
+    return f"{name} = {shown(v)} is not a JSON value"
 
 
-def _show(v: Any) -> str:
+def shown(v: Any) -> str:
     """A value for a one-line message: short, whatever it is."""
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 10**15:
         return f"{'-' if v < 0 else ''}a {len(str(abs(v))) if abs(v) < 10**4000 else 'huge'}-digit number"
@@ -118,9 +118,9 @@ def sample_problem(s: "Sample") -> str | None:  # noqa: F821 - models.sample, im
     IQR ratio is ≥ 0 (infinite for a zero median: unstable); repeats and calls are counts.
     """
     if not isinstance(s.family, str) or not s.family or not isinstance(s.dtype, str) or not s.dtype:
-        return f"family and dtype must be names ({_show(s.family)}, {_show(s.dtype)})"
+        return f"family and dtype must be names ({shown(s.family)}, {shown(s.dtype)})"
     if not isinstance(s.shape, Mapping):
-        return f"shape = {_show(s.shape)} is not a map of sizes"
+        return f"shape = {shown(s.shape)} is not a map of sizes"
     checks = [whole_problem(f"shape {k}", v) for k, v in s.shape.items()]
     checks += [real_problem(k, v, 0.0, MAX_AMOUNT) for k, v in
                (("flops", s.flops), ("bytes", s.bytes), ("footprint_bytes", s.footprint_bytes))]
@@ -130,11 +130,11 @@ def sample_problem(s: "Sample") -> str | None:  # noqa: F821 - models.sample, im
                    (("median_s", st.median_s), ("p10_s", st.p10_s), ("p90_s", st.p90_s), ("min_s", st.min_s))]
         iqr_bad = isinstance(st.iqr_ratio, bool) or not isinstance(st.iqr_ratio, (int, float)) \
             or math.isnan(st.iqr_ratio) or st.iqr_ratio < 0
-        checks += [f"iqr_ratio = {_show(st.iqr_ratio)} is not a number ≥ 0" if iqr_bad else None]
+        checks += [f"iqr_ratio = {shown(st.iqr_ratio)} is not a number ≥ 0" if iqr_bad else None]
         checks += [whole_problem("repeats", st.repeats), whole_problem("calls", st.calls)]
     checks += [optional(real_problem("max_error", s.max_error, -MAX_AMOUNT, MAX_AMOUNT), s.max_error)]
     if not (s.path is None or isinstance(s.path, str)) or not isinstance(s.cache, str) or not isinstance(s.skipped, str):
-        checks.append(f"path, cache and skipped must be text ({_show(s.path)}, {_show(s.cache)}, {_show(s.skipped)})")
+        checks.append(f"path, cache and skipped must be text ({shown(s.path)}, {shown(s.cache)}, {shown(s.skipped)})")
     checks.append(free_problem("conditions", s.conditions))
     return next((c for c in checks if c), None)
 

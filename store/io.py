@@ -126,14 +126,14 @@ def _text(d: dict[str, Any], key: str, default: str | None = None) -> str:
     """A text field: a string (JSON has no other way to write one); absent gives `default`."""
     v = d.get(key, default) if default is not None else d[key]
     if not isinstance(v, str):
-        raise Malformed(f"{key} = {bounds._show(v)} is not text")
+        raise Malformed(f"{key} = {bounds.shown(v)} is not text")
     return v
 
 
 def _mapping(d: dict[str, Any], key: str) -> dict[str, Any]:
     v = d.get(key, {})
     if not isinstance(v, dict):
-        raise Malformed(f"{key} = {bounds._show(v)} is not an object")
+        raise Malformed(f"{key} = {bounds.shown(v)} is not an object")
     return dict(v)
 
 
@@ -144,7 +144,7 @@ def _json_run(d: dict[str, Any], source: str) -> NewRun:
     what the file says is checked by `run_problem`, not coerced into something it did not say.
     """
     if not isinstance(d, dict):
-        raise Malformed(f"a run must be an object, not {bounds._show(d)}")
+        raise Malformed(f"a run must be an object, not {bounds.shown(d)}")
     name = d.get("name")
     run = Run(
         id=_text(d, "id").lower(),
@@ -166,12 +166,12 @@ def _json_run(d: dict[str, Any], source: str) -> NewRun:
     samples = [_json_sample(s) for s in d.get("samples", [])]
     profile = d.get("profile")
     if profile is not None and not isinstance(profile, dict):
-        raise Malformed(f"profile = {bounds._show(profile)} is not an object")
+        raise Malformed(f"profile = {bounds.shown(profile)} is not an object")
     return NewRun(run, samples, telemetry, DeviceProfile.from_dict(profile) if profile else None)
 
 
 def _not_object(what: str, v: Any) -> dict[str, Any]:
-    raise Malformed(f"{what} must be an object, not {bounds._show(v)}")
+    raise Malformed(f"{what} must be an object, not {bounds.shown(v)}")
 
 
 def _json_sample(d: Any) -> Sample:
@@ -197,7 +197,7 @@ def run_problem(item: NewRun) -> str | None:
     if len(run.id) != 32 or any(c not in "0123456789abcdef" for c in run.id):
         return f"has a bad id {run.id!r} (32 hex digits expected)"
     if run.status not in STATUSES:
-        return f"has an unknown status {bounds._show(run.status)} (one of: {', '.join(STATUSES)})"
+        return f"has an unknown status {bounds.shown(run.status)} (one of: {', '.join(STATUSES)})"
     checks = [bounds.when_problem("started_at", run.started_at),
               bounds.optional(bounds.when_problem("ended_at", run.ended_at), run.ended_at)]
     checks += [bounds.fact_problem(f"device {k}", run.device.get(k)) if k != "power_limit_w" else

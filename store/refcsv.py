@@ -163,17 +163,17 @@ def _float(row: Mapping[str, str], col: str, line: int, required: bool = True, p
     try:
         v = float(text)
     except ValueError:
-        raise CsvFormatError(f"row {line}: {col} = {text!r} is not a number") from None
+        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(text)} is not a number") from None
     if not math.isfinite(v) or v < 0 or (positive and v == 0):
         want = "a positive number" if positive else "a number ≥ 0"
-        raise CsvFormatError(f"row {line}: {col} = {text!r} is not {want}")
+        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(text)} is not {want}")
     return v
 
 
 def _whole(row: Mapping[str, str], col: str, line: int) -> int | None:
     v = _float(row, col, line, required=False)
     if v is not None and not v.is_integer():
-        raise CsvFormatError(f"row {line}: {col} = {row[col].strip()!r} is not a whole number")
+        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(row[col].strip())} is not a whole number")
     return None if v is None else int(v)
 
 
@@ -276,7 +276,7 @@ def _roof(row: Mapping[str, str], col: str, line: int, kind: str, key: str, requ
     scale, unit = CSV_SCALE[kind]
     lo, hi = bounds.CEILING_RANGE[kind]
     if bounds.ceiling_problem(kind, key, v * scale):
-        raise CsvFormatError(f"row {line}: {col} = {row[col].strip()!r} is outside physical sense for {kind} {key} "
+        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(row[col].strip())} is outside physical sense for {kind} {key} "
                              f"({lo / scale:g} to {hi / scale:g} {unit})")
     return v * scale
 

@@ -376,3 +376,10 @@ async def test_the_app_shows_stored_names_without_sending_them(tmp_path: Path) -
             lines = screen_lines(app)
             assert not any(UNSAFE.search(line) for line in lines), (tab, [line for line in lines if UNSAFE.search(line)])
         assert any("[/bold]x" in line for line in lines)  # History: the name, as written
+
+
+def test_a_5000_digit_csv_number_is_refused_briefly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "summary.csv"
+    f.write_text("family,dtype,bytes,flops,target,median_ms,m\ngemm,bf16,8,1,x,1," + "9" * 5000 + "\n")
+    rc, _, err = run(capsys, "import", str(f), "--db", str(tmp_path / "s.db"))
+    assert rc == 2 and "row 2: m = '999" in err and len(err) < 300, err
