@@ -36,12 +36,12 @@ def is_real(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def real_problem(name: str, v: Any, lo: float, hi: float, low_open: bool = False) -> str | None:
-    """`v` must be a finite number in [lo, hi] ((lo, hi] with `low_open`)."""
+def real_problem(name: str, v: Any, lo: float, hi: float) -> str | None:
+    """`v` must be a finite number in [lo, hi]."""
     if not is_real(v):
         return f"{name} = {shown(v)} is not a {'finite ' if isinstance(v, float) else ''}number"
-    if v < lo or v > hi or (low_open and v == lo):
-        return f"{name} = {shown(v)} is outside {'(' if low_open else '['}{lo:g}, {hi:g}]"
+    if v < lo or v > hi:
+        return f"{name} = {shown(v)} is outside [{lo:g}, {hi:g}]"
     return None
 
 
@@ -68,6 +68,8 @@ def when_problem(name: str, v: Any) -> str | None:
 
 def ceiling_problem(kind: str, key: str, v: Any) -> str | None:
     """A roof (`peak`), a slope (`bandwidth`) or the launch overhead (`launch`) within CEILING_RANGE."""
+    if kind not in CEILING_RANGE:
+        return f"{shown(kind)} {key} is not a kind of ceiling (one of: {', '.join(CEILING_RANGE)})"
     lo, hi = CEILING_RANGE[kind]
     problem = real_problem(f"{kind} {key}", v, lo, hi)
     return problem and (problem + f" {CEILING_UNIT[kind]}" if is_real(v) else problem)
@@ -81,7 +83,7 @@ def fact_problem(name: str, v: Any) -> str | None:
     if v is None:
         return None
     if name == "power_limit_w":
-        return real_problem(name, v, 0.0, MAX_WATTS, low_open=True)
+        return real_problem(name, v, 0.0, MAX_WATTS)  # 0 is how some drivers say "no limit"
     return whole_problem(name, v)
 
 
