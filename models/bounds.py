@@ -50,7 +50,7 @@ def whole_problem(name: str, v: Any, lo: int = 0, hi: int = MAX_WHOLE) -> str | 
     if not is_real(v) or (isinstance(v, float) and not v.is_integer()):
         return f"{name} = {shown(v)} is not a whole number"
     if v < lo or v > hi:
-        return f"{name} = {shown(v)} is outside [{lo}, 2^62]" if hi == MAX_WHOLE else f"{name} = {shown(v)} is outside [{lo}, {hi}]"
+        return f"{name} = {shown(v)} is outside [{lo}, {'2^62' if hi == MAX_WHOLE else hi}]"
     return None
 
 
@@ -135,7 +135,8 @@ def sample_problem(s: "Sample") -> str | None:  # noqa: F821 - models.sample, im
         checks += [f"iqr_ratio = {shown(st.iqr_ratio)} is not a number ≥ 0" if iqr_bad else None]
         checks += [whole_problem("repeats", st.repeats), whole_problem("calls", st.calls)]
     checks += [optional(real_problem("max_error", s.max_error, -MAX_AMOUNT, MAX_AMOUNT), s.max_error)]
-    if not (s.path is None or isinstance(s.path, str)) or not isinstance(s.cache, str) or not isinstance(s.skipped, str):
+    texts = (s.cache, s.skipped) + (() if s.path is None else (s.path,))
+    if not all(isinstance(t, str) for t in texts):
         checks.append(f"path, cache and skipped must be text ({shown(s.path)}, {shown(s.cache)}, {shown(s.skipped)})")
     checks.append(free_problem("conditions", s.conditions))
     return next((c for c in checks if c), None)

@@ -233,7 +233,7 @@ def _json_source(p: Path, text: str) -> Source:
         raise ImportFailed(f"{p}: invalid JSON ({exc.msg} at line {exc.lineno}); accepted: {IMPORT_FORMATS}") from None
     except RecursionError:
         raise ImportFailed(f"{p}: JSON nested too deeply to be a rooftop export; accepted: {IMPORT_FORMATS}") from None
-    except ValueError as exc:  # an integer of more digits than Python converts (4300)
+    except ValueError:  # an integer of more digits than Python converts (4300)
         raise ImportFailed(f"{p}: JSON with a number of more than 4300 digits, which no export writes; "
                            f"accepted: {IMPORT_FORMATS}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
