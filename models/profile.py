@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, asdict
 from typing import Any, Mapping
 
+from . import bounds
 from .paths import PATHS, level_sort_key, path_sort_key
 
 # Where a number comes from. Every ceiling carries one, and every view shows it.
@@ -136,30 +137,56 @@ class DeviceProfile:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "DeviceProfile":
-        """Reads to_dict's form, and the older one where each number was an object {value, source, …}."""
+    def from_dict(cls, d: Mapping[str, Any], strict: bool = True) -> "DeviceProfile":
+        """Reads to_dict's form, and the older one where each number was an object {value, source, …}.
+
+        Every number is checked against `bounds` (a file can say anything): `strict` raises
+        ValueError naming the first bad one; otherwise (a store written before the checks) a
+        bad fact reads as unknown (None) and a bad ceiling is left out.
+        """
         lo = d.get("launch_overhead")
         prov = d.get("ceilings") or {}
         default = str(d.get("source", "imported"))
 
-        def read(v: Any, p: Mapping[str, Any] | None) -> Ceiling:
-            if isinstance(v, Mapping):
-                return Ceiling.from_dict(v)
-            return Ceiling.from_dict({"source": default, **(p or {}), "value": v})
+        def read(kind: str, key: str, v: Any, p: Mapping[str, Any] | None) -> Ceiling | None:
+            c = Ceiling.from_dict(v) if isinstance(v, Mapping) else Ceiling.from_dict(
+                {"source": default, **(p or {}), "value": v})
+            problem = bounds.ceiling_problem(kind, key, c.value)
+            if problem and strict:
+                raise ValueError(problem)
+            return None if problem else c
 
+        def fact(name: str) -> Any:
+            problem = bounds.fact_problem(name, d.get(name))
+            if problem and strict:
+                raise ValueError(problem)
+            return None if problem else d.get(name)
+
+        def ceilings(kind: str) -> dict[str, Ceiling]:
+            given = d.get(kind, {})
+            if not isinstance(given, Mapping):
+                raise ValueError(f"{kind} must map names to numbers, not {type(given).__name__}")
+            out = {str(k): read(kind, str(k), v, prov.get(kind, {}).get(k)) for k, v in given.items()}
+            return {k: c for k, c in out.items() if c is not None}
+
+        extra = dict(d.get("extra", {}))
+        problem = bounds.free_problem("extra", extra)
+        if problem and strict:
+            raise ValueError(problem)
+        launch = read("launch", "overhead", lo, prov.get("launch_overhead")) if lo else None
         return cls(
             id=str(d["id"]),
             name=str(d.get("name", d["id"])),
             source=str(d.get("source", "imported")),
             vendor=str(d.get("vendor", "")),
             kind=str(d.get("kind", "gpu")),
-            memory_bytes=d.get("memory_bytes"),
-            sm_count=d.get("sm_count"),
-            l2_bytes=d.get("l2_bytes"),
-            power_limit_w=d.get("power_limit_w"),
-            launch_overhead=read(lo, prov.get("launch_overhead")) if lo else None,
-            bandwidth={k: read(v, prov.get("bandwidth", {}).get(k)) for k, v in d.get("bandwidth", {}).items()},
-            peak={k: read(v, prov.get("peak", {}).get(k)) for k, v in d.get("peak", {}).items()},
+            memory_bytes=fact("memory_bytes"),
+            sm_count=fact("sm_count"),
+            l2_bytes=fact("l2_bytes"),
+            power_limit_w=fact("power_limit_w"),
+            launch_overhead=launch,
+            bandwidth=ceilings("bandwidth"),
+            peak=ceilings("peak"),
             notes=str(d.get("notes", "")),
-            extra=dict(d.get("extra", {})),
+            extra=extra if not problem else {},
         )

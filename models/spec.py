@@ -10,7 +10,7 @@
     norm 4096 4096 bf16 type=layer        softmax 4096 4096 fp32
     allreduce n=16M bf16 world=8 level=nvlink   allgather / reducescatter / p2p likewise
 
-Numbers: 8192, 1e9, 2^20, 8k (= 8192), 16M (= 16·2^20), 1G (= 2^30).Every error is a SpecError whose one
+Numbers: 8192, 1e9 (or 1E9), 2^20, 8k (= 8192), 16M (= 16·2^20), 1G (= 2^30). Every error is a SpecError whose one
 line names the bad token and what is allowed.
 """
 
@@ -122,9 +122,11 @@ KIND_ALIASES = {
 }
 _KIND_PRESETS = {"rmsnorm": {"type": "rms"}, "layernorm": {"type": "layer"}}
 
-_NUMBER = re.compile(r"^(?:(\d+)\^(\d+)|([0-9][0-9_]*(?:\.[0-9]*)?(?:e[+-]?\d+)?)([kKmMgG]?))$")
+# a count as a person writes it: 8192, 1e9 or 1E9, 2^20, 8k, 16M, 1G; a leading '-' is read so it is told "at least 1"
+_NUMBER = re.compile(r"^(-?)(?:(\d+)\^(\d+)|([0-9][0-9_]*(?:\.[0-9]*)?(?:[eE][+-]?\d+)?)([kKmMgG]?))$")
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 MAX_DIM = 2**62  # beyond any real shape; keeps products finite
+MAX_DIGITS = 30  # 2^62 has 19: a longer integer is too large before Python is asked to convert it
 
 
 def op_kinds() -> list[str]:
@@ -137,35 +139,43 @@ def is_kind(token: str) -> bool:
 
 
 def parse_count(text: str, what: str = "value") -> int:
-    """A positive whole number: 8192, 1e9, 2^20, 8k (= 8192), 16M (= 16·2^20), 1G (= 2^30)."""
+    """A positive whole number: 8192, 1e9 (1E9), 2^20, 8k (= 8192), 16M (= 16·2^20), 1G (= 2^30)."""
     m = _NUMBER.match(text.strip())
+    shown = _quoted(text)
     if not m:
-        raise SpecError(f"{what}={text!r} is not a number (examples: 8192, 1e9, 2^20, 8k, 16M)")
-    if m.group(1) is not None:
-        base, exp = int(m.group(1)), int(m.group(2))
-        if exp > 62 or base > MAX_DIM:
-            raise SpecError(f"{what}={text!r} is too large (at most 2^62)")
+        raise SpecError(f"{what}={shown} is not a number (examples: 8192, 1e9, 2^20, 8k, 16M)")
+    if m.group(1):
+        raise SpecError(f"{what}={shown} must be at least 1")
+    if m.group(2) is not None:
+        if len(m.group(2)) > MAX_DIGITS or len(m.group(3)) > MAX_DIGITS:
+            raise SpecError(f"{what}={shown} is too large (at most 2^62)")
+        base, exp = int(m.group(2)), int(m.group(3))
+        if base > 1 and (exp > 62 or base > MAX_DIM):
+            raise SpecError(f"{what}={shown} is too large (at most 2^62)")
         value: float = base**exp
     else:
-        value = float(m.group(3).replace("_", "")) * _SUFFIX[m.group(4).lower()]
+        value = float(m.group(4).replace("_", "")) * _SUFFIX[m.group(5).lower()]
     if not math.isfinite(value) or value > MAX_DIM:
-        raise SpecError(f"{what}={text!r} is too large (at most 2^62)")
+        raise SpecError(f"{what}={shown} is too large (at most 2^62)")
     if value != int(value):
-        raise SpecError(f"{what}={text!r} must be a whole number")
+        raise SpecError(f"{what}={shown} must be a whole number")
     if value < 1:
-        raise SpecError(f"{what}={text!r} must be at least 1")
-    if value > MAX_DIM:
-        raise SpecError(f"{what}={text!r} is too large (at most 2^62)")
+        raise SpecError(f"{what}={shown} must be at least 1")
     return int(value)
+
+
+def _quoted(text: str, width: int = 40) -> str:
+    """A token for a one-line message: quoted, and cut short when it is long (a pasted 5000-digit number)."""
+    return repr(text) if len(text) <= width else repr(text[:width - 1] + "…")
 
 
 def parse_real(text: str, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise SpecError(f"{what}={text!r} is not a number") from None
+        raise SpecError(f"{what}={_quoted(text)} is not a number") from None
     if not (0 < value < 1e18):
-        raise SpecError(f"{what}={text!r} must be a positive number")
+        raise SpecError(f"{what}={_quoted(text)} must be a positive number below 1e18")
     return value
 
 
@@ -203,7 +213,7 @@ def parse_spec(text: str | Iterable[str]) -> Op:
             key, _, raw = tok.partition("=")
             name = g.keys.get(key.lower())
             if name is None:
-                raise SpecError(f"{kind}: unknown field {tok!r}; {kind} takes: {' '.join(sorted(set(g.keys.values())))}")
+                raise SpecError(f"{kind}: unknown field {_quoted(tok)}; {kind} takes: {' '.join(sorted(set(g.keys.values())))}")
             put(name, _convert(kind, g, name, raw), tok)
         elif tok.lower() in g.flags:
             name, value = g.flags[tok.lower()]
@@ -213,14 +223,14 @@ def parse_spec(text: str | Iterable[str]) -> Op:
         elif _NUMBER.match(tok):
             if pos >= len(g.positional):
                 if not g.positional:
-                    raise SpecError(f"{kind}: {tok!r} needs a name; write it as key=value ({g.usage})")
-                raise SpecError(f"{kind}: too many numbers at {tok!r}; {kind} takes {' '.join(g.positional)} in that order")
+                    raise SpecError(f"{kind}: {_quoted(tok)} needs a name; write it as key=value ({g.usage})")
+                raise SpecError(f"{kind}: too many numbers at {_quoted(tok)}; {kind} takes {' '.join(g.positional)} in that order")
             name = g.positional[pos]
             pos += 1
             put(name, parse_count(tok, name), tok)
         else:
             raise SpecError(
-                f"{kind}: cannot read {tok!r}; expected a number, a dtype ({', '.join(g.dtypes)}), "
+                f"{kind}: cannot read {_quoted(tok)}; expected a number, a dtype ({', '.join(g.dtypes)}), "
                 f"{'a flag (' + ', '.join(g.flags) + '), ' if g.flags else ''}or key=value  [{g.usage}]"
             )
     missing = [f for f in g.required if f not in values]
@@ -266,6 +276,10 @@ def _finish(kind: str, op: Op) -> Op:
             raise SpecError(f"attn: kv={op.kv_heads} must divide h={op.h} (grouped-query attention)")
         if op.mode == "decode" and op.q_len > op.t:
             raise SpecError(f"attn: decode with q={op.q_len} longer than the context t={op.t}")
+        if op.causal and op.q_len > op.t:  # the mask aligns the last query with the last key
+            raise SpecError(f"attn: causal needs q ≤ t (each of the q queries sees the keys up to its own position, "
+                            f"the last query all t); q={op.q_len} > t={op.t} leaves {op.q_len - op.t} queries "
+                            "with no key: drop causal, or make q ≤ t")
     return op
 
 

@@ -97,3 +97,16 @@ def fmt_ratio(x: float) -> str:
     if abs(x) < 1000:
         return f"×{_sig(x, 3)}"
     return f"×{float(f'{x:.3g}'):,.0f}"
+
+
+def fmt_when(t: float | None, fmt: str = "%Y-%m-%d %H:%M", utc: bool = False) -> str:
+    """An epoch time as local (or UTC) date and time; "unknown" for a time that is not one
+    (NaN, ±inf, before 1970 or past what the platform's clock reaches), "" for none."""
+    import time
+
+    if t is None:
+        return ""
+    try:
+        return time.strftime(fmt, time.gmtime(t) if utc else time.localtime(t))
+    except (OverflowError, ValueError, OSError, TypeError):
+        return "unknown"

@@ -19,6 +19,9 @@ def load_arch(ref: str) -> Arch:
         return found
     path = Path(ref)
     if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{ref} has no config.json; give a folder holding a Hugging Face config.json, the file "
+                             f"itself, or a built-in model ({', '.join(builtin_models())})")
         path = path / "config.json"
     if not path.is_file():
         raise ModelError(f"unknown model {ref!r}: not a built-in ({', '.join(builtin_models())}) nor a config.json path")

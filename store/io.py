@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from rooftop.models import bounds
 from rooftop.models.calibrate import Hardware, calibrate, case_of
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample
@@ -60,6 +61,10 @@ PAIR = f"{SUMMARY} + {ROOFS}"
 
 class ImportFailed(StoreError):
     """A file that cannot be imported; one line naming the file, what is wrong, and what is accepted."""
+
+
+class Malformed(TypeError):
+    """A run of a JSON file whose shape is wrong (text where an object belongs, …); the message says which."""
 
 
 @dataclass
@@ -117,58 +122,107 @@ def export_json(store: Store, runs: Iterable[Run]) -> dict[str, Any]:
     }
 
 
+def _text(d: dict[str, Any], key: str, default: str | None = None) -> str:
+    """A text field: a string (JSON has no other way to write one); absent gives `default`."""
+    v = d.get(key, default) if default is not None else d[key]
+    if not isinstance(v, str):
+        raise Malformed(f"{key} = {bounds.shown(v)} is not text")
+    return v
+
+
+def _mapping(d: dict[str, Any], key: str) -> dict[str, Any]:
+    v = d.get(key, {})
+    if not isinstance(v, dict):
+        raise Malformed(f"{key} = {bounds.shown(v)} is not an object")
+    return dict(v)
+
+
 def _json_run(d: dict[str, Any], source: str) -> NewRun:
-    """One run of a rooftop JSON export; KeyError/TypeError/ValueError… when a field is missing or wrong."""
+    """One run of a rooftop JSON export; KeyError/TypeError/ValueError… when a field is missing or wrong.
+
+    A run's fields are taken as JSON typed them (no number for text, no text for a time):
+    what the file says is checked by `run_problem`, not coerced into something it did not say.
+    """
+    if not isinstance(d, dict):
+        raise Malformed(f"a run must be an object, not {bounds.shown(d)}")
+    name = d.get("name")
     run = Run(
-        id=str(d["id"]).lower(),
-        name=str(d["name"]) if d.get("name") is not None else None,
-        device_key=str(d["device_key"]),
-        host=str(d.get("host", "")),
-        device=dict(d.get("device", {})),
-        backend=str(d.get("backend", "")),
-        versions=dict(d.get("versions", {})),
-        plan=str(d.get("plan", "")),
-        started_at=float(d["started_at"]),
-        ended_at=float(d["ended_at"]) if d.get("ended_at") is not None else None,
-        status=str(d["status"]),
+        id=_text(d, "id").lower(),
+        name=_text(d, "name") if name is not None else None,
+        device_key=_text(d, "device_key"),
+        host=_text(d, "host", ""),
+        device=_mapping(d, "device"),
+        backend=_text(d, "backend", ""),
+        versions=_mapping(d, "versions"),
+        plan=_text(d, "plan", ""),
+        started_at=d["started_at"],
+        ended_at=d.get("ended_at"),
+        status=_text(d, "status"),
         imported_from=Path(source).name,
     )
-    telemetry = [dict(t) for t in d.get("telemetry", [])]
-    for t in telemetry:
-        float(t.get("t", 0.0))
-    return NewRun(
-        run,
-        [Sample.from_dict(s) for s in d.get("samples", [])],
-        telemetry,
-        DeviceProfile.from_dict(d["profile"]) if d.get("profile") else None,
-    )
+    if not isinstance(d.get("telemetry", []), list) or not isinstance(d.get("samples", []), list):
+        raise Malformed("samples and telemetry must be lists")
+    telemetry = [t if isinstance(t, dict) else _not_object("a telemetry row", t) for t in d.get("telemetry", [])]
+    samples = [_json_sample(s) for s in d.get("samples", [])]
+    profile = d.get("profile")
+    if profile is not None and not isinstance(profile, dict):
+        raise Malformed(f"profile = {bounds.shown(profile)} is not an object")
+    return NewRun(run, samples, telemetry, DeviceProfile.from_dict(profile) if profile else None)
 
 
-def _real(v: Any) -> bool:
-    """A number SQLite keeps as a number: not a string, a bool or NaN (which it would turn into NULL)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+def _not_object(what: str, v: Any) -> dict[str, Any]:
+    raise Malformed(f"{what} must be an object, not {bounds.shown(v)}")
 
 
-def _json_problem(item: NewRun) -> str | None:
-    """What makes a well-formed run impossible to keep, in words; None when it is fine."""
+def _json_sample(d: Any) -> Sample:
+    """A sample as exported; a null iqr_ratio (JSON has no infinity) reads as infinite: unstable."""
+    if not isinstance(d, dict):
+        _not_object("a sample", d)
+    st = d.get("stats")
+    if isinstance(st, dict) and "iqr_ratio" in st and st["iqr_ratio"] is None:
+        d = {**d, "stats": {**st, "iqr_ratio": math.inf}}
+    return Sample.from_dict(d)
+
+
+DEVICE_FACTS = ("l2_bytes", "memory_bytes", "sm_count", "power_limit_w")  # what views read from a run's device
+
+
+def run_problem(item: NewRun) -> str | None:
+    """What makes a run from a file impossible to keep, in words; None when it is fine.
+
+    One place for every field (the values' own rules are in models.bounds), used for JSON and
+    CSV alike, so nothing a view or a formula cannot use reaches the store.
+    """
     run, profile = item.run, item.profile
     if len(run.id) != 32 or any(c not in "0123456789abcdef" for c in run.id):
         return f"has a bad id {run.id!r} (32 hex digits expected)"
     if run.status not in STATUSES:
-        return f"has an unknown status {run.status!r}"
+        return f"has an unknown status {bounds.shown(run.status)} (one of: {', '.join(STATUSES)})"
+    checks = [bounds.when_problem("started_at", run.started_at),
+              bounds.optional(bounds.when_problem("ended_at", run.ended_at), run.ended_at)]
+    checks += [bounds.fact_problem(f"device {k}", run.device.get(k)) if k != "power_limit_w" else
+               bounds.fact_problem(k, run.device.get(k)) for k in DEVICE_FACTS]
+    checks += [bounds.free_problem("device", dict(run.device)), bounds.free_problem("versions", dict(run.versions))]
+    for i, t in enumerate(item.telemetry, start=1):
+        checks += [bounds.free_problem(f"telemetry row {i}", dict(t)),
+                   bounds.when_problem(f"telemetry row {i} t", t["t"]) if "t" in t else None]
+    bad = next((c for c in checks if c), None)
+    if bad:
+        return f"has an impossible value: {bad}"
     for i, s in enumerate(item.samples, start=1):
-        nums = {"flops": s.flops, "bytes": s.bytes, "footprint_bytes": s.footprint_bytes}
-        bad = [f"{k} = {v!r}" for k, v in nums.items() if not (math.isfinite(v) and v >= 0)]
-        loose = {**(dataclasses.asdict(s.stats) if s.stats else {}), "max_error": s.max_error}
-        bad += [f"{k} = {v!r}" for k, v in loose.items() if v is not None and not _real(v)]
-        if bad:
-            return f"sample {i} has impossible numbers ({', '.join(bad[:3])})"
+        problem = bounds.sample_problem(s)
+        if problem:
+            return f"sample {i} has an impossible value: {problem}"
     if profile is not None:
-        roofs = [("B", k, c) for k, c in profile.bandwidth.items()] + [("F", k, c) for k, c in profile.peak.items()]
+        roofs = [("bandwidth", k, c) for k, c in profile.bandwidth.items()]
+        roofs += [("peak", k, c) for k, c in profile.peak.items()]
         roofs += [("launch", "overhead", profile.launch_overhead)] if profile.launch_overhead else []
-        bad = [f"{kind} {k} = {c.value!r}" for kind, k, c in roofs if not (math.isfinite(c.value) and c.value > 0)]
+        bad = next((p for kind, k, c in roofs if (p := bounds.ceiling_problem(kind, k, c.value))), None)
         if bad:
-            return f"has impossible ceilings ({', '.join(bad[:3])}); roofs must be positive, finite numbers"
+            return f"has an impossible ceiling: {bad}"
+        bad = next((p for k in bounds.FACTS if (p := bounds.fact_problem(k, getattr(profile, k)))), None)
+        if bad:
+            return f"has an impossible device fact: {bad}"
     return None
 
 
@@ -177,6 +231,11 @@ def _json_source(p: Path, text: str) -> Source:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ImportFailed(f"{p}: invalid JSON ({exc.msg} at line {exc.lineno}); accepted: {IMPORT_FORMATS}") from None
+    except RecursionError:
+        raise ImportFailed(f"{p}: JSON nested too deeply to be a rooftop export; accepted: {IMPORT_FORMATS}") from None
+    except ValueError:  # an integer of more digits than Python converts (4300)
+        raise ImportFailed(f"{p}: JSON with a number of more than 4300 digits, which no export writes; "
+                           f"accepted: {IMPORT_FORMATS}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ImportFailed(f"{p}: JSON but not a rooftop export (no \"format\": \"{FORMAT}\"); accepted: {IMPORT_FORMATS}")
     version = doc.get("format_version", 0)
@@ -191,9 +250,15 @@ def _json_source(p: Path, text: str) -> Source:
     for i, d in enumerate(doc.get("runs", []), start=1):
         try:
             item = _json_run(d, str(p))
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        except KeyError as exc:
+            raise ImportFailed(f"{p}: run {i} is malformed (no {exc} field)") from None
+        except Malformed as exc:
+            raise ImportFailed(f"{p}: run {i} is malformed ({exc})") from None
+        except ValueError as exc:  # a value the checks (models.bounds) refuse, or text that is not a number
+            raise ImportFailed(f"{p}: run {i} has an impossible value: {exc}") from None
+        except (TypeError, AttributeError, OverflowError, RecursionError) as exc:
             raise ImportFailed(f"{p}: run {i} is malformed ({type(exc).__name__}: {exc})") from None
-        problem = _json_problem(item)
+        problem = run_problem(item)
         if problem:
             raise ImportFailed(f"{p}: run {i} ({item.run.id[:8]}) {problem}")
         source.runs.append(item)
@@ -234,6 +299,7 @@ def export_csv(store: Store, runs: Iterable[Run]) -> dict[str, str]:
     for run, target in _targets(runs):
         profile = store.stored_profile(run.id)
         l2 = (profile.l2_bytes if profile else None) or run.device.get("l2_bytes")
+        l2 = None if bounds.fact_problem("l2_bytes", l2) else l2  # a store older than the checks may hold text
         summary += refcsv.summary_rows(target, run.device_name, l2, store.samples(run.id))
         if profile:
             roofs += refcsv.roofs_rows(target, profile)
@@ -417,7 +483,14 @@ def read_sources(paths: Iterable[str | Path]) -> list[Source]:
         if folder not in folders:
             order.append(folder)
         folders.setdefault(folder, []).append(f)
-    return [s for item in order for s in ([item] if isinstance(item, Source) else _csv_sources(folders[item], now))]
+    sources = [s for item in order for s in ([item] if isinstance(item, Source) else _csv_sources(folders[item], now))]
+    for source in sources:  # JSON runs were checked as they were read; the CSVs' runs here, by the same rules
+        for item in source.runs:
+            problem = run_problem(item) if source.kind != "json" else None
+            if problem:
+                target = item.run.device.get("target", item.run.id[:8])
+                raise ImportFailed(f"{source.path}: target {target!r} {problem}")
+    return sources
 
 
 def add_sources(store: Store, sources: Sequence[Source]) -> list[ImportResult]:

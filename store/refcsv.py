@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from rooftop.models import bounds
 from rooftop.models.catalog import REFERENCE_DTYPE_PATH
 from rooftop.models.paths import LEVELS, PATHS, fma_path
 from rooftop.models.profile import Ceiling, DeviceProfile
@@ -162,17 +163,17 @@ def _float(row: Mapping[str, str], col: str, line: int, required: bool = True, p
     try:
         v = float(text)
     except ValueError:
-        raise CsvFormatError(f"row {line}: {col} = {text!r} is not a number") from None
+        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(text)} is not a number") from None
     if not math.isfinite(v) or v < 0 or (positive and v == 0):
         want = "a positive number" if positive else "a number ≥ 0"
-        raise CsvFormatError(f"row {line}: {col} = {text!r} is not {want}")
+        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(text)} is not {want}")
     return v
 
 
 def _whole(row: Mapping[str, str], col: str, line: int) -> int | None:
     v = _float(row, col, line, required=False)
     if v is not None and not v.is_integer():
-        raise CsvFormatError(f"row {line}: {col} = {row[col].strip()!r} is not a whole number")
+        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(row[col].strip())} is not a whole number")
     return None if v is None else int(v)
 
 
@@ -264,6 +265,22 @@ def _keep_best(table: dict[str, Ceiling], key: str, c: Ceiling) -> None:
         table[key] = c
 
 
+CSV_SCALE = {"peak": (1e12, "TFLOP/s"), "bandwidth": (1e9, "GB/s")}
+
+
+def _roof(row: Mapping[str, str], col: str, line: int, kind: str, key: str, required: bool) -> float | None:
+    """A roof or slope of a roofs.csv row in SI units, within models.bounds (told in the CSV's own units)."""
+    v = _float(row, col, line, required=required, positive=True)
+    if v is None:
+        return None
+    scale, unit = CSV_SCALE[kind]
+    lo, hi = bounds.CEILING_RANGE[kind]
+    if bounds.ceiling_problem(kind, key, v * scale):
+        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(row[col].strip())} is outside physical sense for {kind} {key} "
+                             f"({lo / scale:g} to {hi / scale:g} {unit})")
+    return v * scale
+
+
 def read_roofs(rows: list[dict[str, str]], source: str = "imported") -> tuple[dict[str, Roofs], list[str]]:
     """roofs.csv rows by target, in file order; and a note for rows of a dtype rooftop does not know (left out)."""
     out: dict[str, Roofs] = {}
@@ -278,15 +295,17 @@ def read_roofs(rows: list[dict[str, str]], source: str = "imported") -> tuple[di
         roofs = out.setdefault(target, Roofs())
         bw_case, compute_case = (r.get("bw_case") or "").strip(), (r.get("compute_case") or "").strip()
         if kind == "peak":
-            f = _float(r, "peak_tflop_s", i, positive=True)
-            _keep_best(roofs.peak, name, Ceiling(f * 1e12, source, compute_case))  # type: ignore[operator]
-            level, b = "dram", _float(r, "bandwidth_gb_s", i, required=False, positive=True)
+            f = _roof(r, "peak_tflop_s", i, "peak", name, required=True)
+            _keep_best(roofs.peak, name, Ceiling(f, source, compute_case))  # type: ignore[arg-type]
+            level = "dram"
+            b = _roof(r, "bandwidth_gb_s", i, "bandwidth", level, required=False)
         else:
             if (r.get("peak_tflop_s") or "").strip():
                 raise CsvFormatError(f"row {i}: a {name} row is a memory level's bandwidth; peak_tflop_s must be empty")
-            level, b = name, _float(r, "bandwidth_gb_s", i, positive=True)
+            level = name
+            b = _roof(r, "bandwidth_gb_s", i, "bandwidth", level, required=True)
         if b is not None:
-            _keep_best(roofs.bandwidth, level, Ceiling(b * 1e9, source, bw_case))
+            _keep_best(roofs.bandwidth, level, Ceiling(b, source, bw_case))
     notes = [f"left out {n} row{'s' if n > 1 else ''} of unknown dtype {d!r}" for d, n in unknown.items()]
     return out, notes
 

@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ContextManager, Iterable, Mapping, Sequence
 
+from rooftop.models import bounds
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
+from rooftop.models.units import fmt_when
 
 from . import db
 from .db import StoreError
@@ -162,6 +164,7 @@ class Store:
         self.path = path
         self.read_only = read_only  # why this process cannot write the file; '' when it can
         self.interrupted: list[str] = []  # runs this open found orphaned and marked interrupted
+        self.unreadable: dict[str, list[str]] = {}  # run id → values read as unknown (see `_unknown`)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -307,11 +310,23 @@ class Store:
         " FROM runs r"
     )
 
-    @staticmethod
-    def _run_from_row(row: tuple) -> Run:
+    def _unknown(self, run_id: str, problem: str | None) -> bool:
+        """Note a value that breaks `bounds` (a store written before imports were checked); True if bad.
+
+        The value reads as unknown (NaN for a time, None for a fact, a ceiling left out), so
+        every command still works; `unreadable` lets the command line say so once.
+        """
+        if problem and problem not in self.unreadable.setdefault(run_id, []):
+            self.unreadable[run_id].append(problem)
+        return problem is not None
+
+    def _run_from_row(self, row: tuple) -> Run:
+        started = math.nan if self._unknown(row[0], bounds.when_problem("started_at", row[6])) else row[6]
+        ended = row[10] if row[10] is None or not self._unknown(row[0], bounds.when_problem("ended_at", row[10])) \
+            else math.nan
         return Run(
             id=row[0], device_key=row[1], host=row[2], device=json.loads(row[3]), backend=row[4], plan=row[5],
-            started_at=row[6], status=row[7], name=row[8], versions=json.loads(row[9]), ended_at=row[10],
+            started_at=started, status=row[7], name=row[8], versions=json.loads(row[9]), ended_at=ended,
             imported_from=row[11], samples=row[12], has_ceilings=bool(row[13]),
         )
 
@@ -353,13 +368,13 @@ class Store:
             (run_id,),
         ):
             stats = TimeStats(r[8], r[9], r[10], r[11], r[12], r[13], r[14]) if r[8] is not None else None
-            out.append(
-                Sample(
-                    family=r[0], dtype=r[1], cache=r[2], shape=json.loads(r[3]), flops=r[4], bytes=r[5],
-                    footprint_bytes=r[6], path=r[7], stats=stats, skipped=r[15], max_error=r[16],
-                    conditions=json.loads(r[17]),
-                )
+            sample = Sample(
+                family=r[0], dtype=r[1], cache=r[2], shape=json.loads(r[3]), flops=r[4], bytes=r[5],
+                footprint_bytes=r[6], path=r[7], stats=stats, skipped=r[15], max_error=r[16],
+                conditions=json.loads(r[17]),
             )
+            if not self._unknown(run_id, bounds.sample_problem(sample)):
+                out.append(sample)  # a point with impossible numbers is left out, not drawn or exported
         return out
 
     def telemetry(self, run_id: str) -> list[dict[str, Any]]:
@@ -378,10 +393,13 @@ class Store:
         if row is None or row[0] is None:
             return None
         d = json.loads(row[0])
+        ceilings = [c for c in ceilings if not self._unknown(run_id, bounds.ceiling_problem(c[0], c[1], c[2]))]
         bandwidth = {k: Ceiling(v, s, c, bool(st)) for kind, k, v, s, c, st in ceilings if kind == "bandwidth"}
         peak = {k: Ceiling(v, s, c, bool(st)) for kind, k, v, s, c, st in ceilings if kind == "peak"}
         launch = [Ceiling(v, s, c, bool(st)) for kind, k, v, s, c, st in ceilings if kind == "launch"]
-        base = DeviceProfile.from_dict({**d, "bandwidth": {}, "peak": {}, "launch_overhead": None})
+        for name in bounds.FACTS:
+            self._unknown(run_id, bounds.fact_problem(name, d.get(name)))
+        base = DeviceProfile.from_dict({**d, "bandwidth": {}, "peak": {}, "launch_overhead": None}, strict=False)
         return dataclasses.replace(
             base, bandwidth=bandwidth, peak=peak, launch_overhead=launch[0] if launch else None
         )
@@ -403,7 +421,7 @@ class Store:
         def prov(c: Ceiling) -> Ceiling:
             return Ceiling(c.value, "imported", c.case, c.stable) if source == "imported" and c.source == "measured" else c
 
-        when = time.strftime("%Y-%m-%d", time.gmtime(run.started_at))
+        when = fmt_when(run.started_at, "%Y-%m-%d", utc=True)
         return dataclasses.replace(
             stored,
             id=run.label,

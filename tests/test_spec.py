@@ -97,7 +97,7 @@ def valid_ops(draw: st.DrawFn) -> object:
         t = draw(dim)
         q = draw(st.integers(1, t)) if mode == "decode" else draw(dim)
         return Attention(b=draw(st.integers(1, 256)), h=h, kv=kv, d=draw(st.integers(1, 512)), q=q, t=t,
-                         mode=mode, causal=draw(st.booleans()))
+                         mode=mode, causal=draw(st.booleans()) and q <= t)  # causal needs q ≤ t
     if kind == "ew":
         return Elementwise(n=draw(dim), dtype=draw(st.sampled_from(["fp32", "bf16", "fp64"])),
                            flops=float(draw(st.integers(1, 100))), reads=draw(st.integers(1, 4)),

@@ -7,6 +7,7 @@ runs in thread workers that only post messages; the UI shows, models compute.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from rooftop.models.catalog import catalog
 from rooftop.models.profile import DeviceProfile
+from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.comparepane import Compare
@@ -220,7 +222,8 @@ class RooftopApp(App[None]):
             return {}
         if local is not None:
             found["local"] = local
-        return found
+        # a stored name reaches many widgets: escaped here once (control characters shown, never sent)
+        return {safe_text(k): dataclasses.replace(p, id=safe_text(p.id), name=safe_text(p.name)) for k, p in found.items()}
 
     def _last_run_here(self) -> RunView:
         """This machine's last run in the store (any status), for the Live tab after a restart."""

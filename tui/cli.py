@@ -7,15 +7,19 @@ Imports stay light: `rooftop --help`, `rooftop op`, `rooftop devices` and
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import sqlite3
 import sys
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from rooftop.models.analysis import analyze
+from rooftop.models.bounds import finite
 from rooftop.models.catalog import UnknownDevice, catalog, lookup_device
 from rooftop.models.llm import ModelError
+from rooftop.models.safetext import safe_text
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, op_kinds, parse_specs
 from rooftop.models.units import fmt_count
@@ -33,7 +37,7 @@ op specs (one or more; a new op starts at each op name):
   ew N [dtype] [flops=F] [reads=R] [writes=W] elementwise (y = a*x + b)
   fma R [N] [dtype]                          FMA sweep: R FMAs per element
   norm ROWS COLS [dtype] [rms|layer]         softmax ROWS COLS [dtype]
-numbers: 8192, 1e9, 2^20, 8k (= 8192); dtypes: fp64 fp32 tf32 fp16 bf16 fp8
+numbers: 8192, 1e9 (1E9), 2^20, 8k (= 8192), 16M; dtypes: fp64 fp32 tf32 fp16 bf16 fp8
 int8 fp4 (default bf16; fp32 for ew and fma); any op takes level=LEVEL to read
 from a cache instead of dram, where the profile has that slope: level=l1 or
 level=l2 on a GPU, level=l2 (private caches) or level=llc on a CPU.
@@ -99,14 +103,32 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def dumps_json(obj: Any) -> str:
+    """Strict JSON (no NaN, no Infinity: those are null, see models.bounds.finite), indented, with a newline."""
+    return json.dumps(finite(obj), indent=2, allow_nan=False) + "\n"
+
+
+def print_json(obj: Any) -> None:
+    """What every --json prints: `dumps_json` to stdout."""
+    sys.stdout.write(dumps_json(obj))
+
+
 class UsageError(Exception):
     """Bad input found after parsing; reported in one line with exit code 2."""
 
 
-def _device_list(values: str | list[str] | None) -> list[str]:
-    """--device values (repeated, comma-separated; or one string from `rooftop -d ID COMMAND`) as ids."""
+def _device_list(values: str | list[str] | None, what: str = "-d") -> list[str]:
+    """--device values (repeated, comma-separated; or one string from `rooftop -d ID COMMAND`) as ids.
+
+    An empty one is refused, not skipped: `-d ''` (an unset shell variable) must not quietly mean
+    the default device.
+    """
     raws = [values] if isinstance(values, str) else values or []
-    return [v.strip() for raw in raws for v in raw.split(",") if v.strip()]
+    for raw in raws:
+        if not all(v.strip() for v in raw.split(",")):
+            raise UsageError(f"{what} {safe_text(raw)!r}: an empty device id; give ids from `rooftop devices` "
+                             "(or run names), comma-separated" + (", or leave out -d for the default" if what == "-d" else ""))
+    return [v.strip() for raw in raws for v in raw.split(",")]
 
 
 def resolve_devices(ids: list[str], extra: dict[str, DeviceProfile] | None = None) -> list[DeviceProfile]:
@@ -114,7 +136,8 @@ def resolve_devices(ids: list[str], extra: dict[str, DeviceProfile] | None = Non
     if ids:
         return [lookup_device(i, extra) for i in ids]
     if extra and "local" in extra and extra["local"].is_roofline():
-        sys.stderr.write(f"rooftop: using local, this machine's latest measured profile ({extra['local'].name})\n")
+        sys.stderr.write(safe_text(f"rooftop: using local, this machine's latest measured profile "
+                                   f"({extra['local'].name})") + "\n")
         return [extra["local"]]
     from rooftop.probes.identify import local_reference_profile
 
@@ -160,7 +183,7 @@ def pinned_ops(args: argparse.Namespace) -> list:  # noqa: ANN201 - models.ops o
             try:
                 ops += parse_specs([str(saved["spec"])])
             except SpecError as exc:
-                sys.stderr.write(f"rooftop op: left out the saved pin {saved['spec']!r}: {exc}\n")
+                sys.stderr.write(safe_text(f"rooftop op: left out the saved pin {saved['spec']!r}: {exc}") + "\n")
     return ops
 
 
@@ -182,12 +205,11 @@ def cmd_op(args: argparse.Namespace) -> int:
             except NoRoof as exc:
                 if i < len(given):  # an op the user typed: say so and stop, as always
                     raise
-                sys.stderr.write(f"rooftop op: left out the pin {op.spec()!r} on {dev.id}: {exc}\n")
+                sys.stderr.write(safe_text(f"rooftop op: left out the pin {op.spec()!r} on {dev.id}: {exc}") + "\n")
         if row:
             results.append(row)
     if args.json:
-        json.dump([a.to_dict() for rows in results for a in rows], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json([a.to_dict() for rows in results for a in rows])
         return 0
     from rooftop.tui.report import analysis_table, make_console
 
@@ -209,8 +231,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
             if "dram" in p.bandwidth:
                 d["ridge"] = {path: p.ridge(path) for path in p.paths()}
             out.append(d)
-        json.dump(out, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     from rooftop.tui.report import Prose, devices_table, make_console, profile_detail
 
@@ -244,7 +265,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     devices = resolve_devices(ids, store_profiles(args, ids))
     ops = parse_specs(args.op) if args.op else []
     analyses = [analyze(op, dev) for op in ops for dev in devices[:1]]
-    wanted = _device_list([args.paths]) if args.paths else None
+    wanted = _path_list(args.paths) if args.paths is not None else None
     for dev in devices:
         for p in wanted or []:
             if p != "all" and p not in dev.peak:
@@ -262,14 +283,24 @@ def cmd_plot(args: argparse.Namespace) -> int:
             paths = list(dict.fromkeys(paths))
         series += roof_series(dev, paths, dev.levels(), span)  # a slope per level: dram, l2, l1 (CPU: llc)
     series += [point_series(a) for a in analyses] + points
-    title = "roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices)
+    series = [dataclasses.replace(s, label=safe_text(s.label)) for s in series]  # names from a store or a file
+    title = safe_text("roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices))
     sys.stdout.write(trimmed(roofline_text(series, title, args.width, args.height)) + "\n")
     sys.stdout.flush()  # the chart first, then the console's lines
     console = make_console()
     for a in analyses:
         console.print(Prose(f"{a.op.describe()}: I = {a.intensity:.3g} FLOP/B on {a.path}, {a.regime}-bound on "
-                            f"{a.device.id} (I* = {a.ridge:.3g})"))
+                            f"{safe_text(a.device.id)} (I* = {a.ridge:.3g})"))
     return 0
+
+
+def _path_list(raw: str) -> list[str]:
+    """--paths: compute path names, comma-separated, or 'all'; an empty one is refused."""
+    items = [v.strip() for v in raw.split(",")]
+    if not all(items):
+        raise UsageError(f"--paths {safe_text(raw)!r}: an empty path name; give paths such as bf16-tc,fp32-fma "
+                         "(`rooftop devices ID` lists a device's), or 'all'")
+    return items
 
 
 def _int_list(raw: str, what: str, one: bool = False) -> list[int]:
@@ -344,8 +375,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
             "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
             if split else None,
         }
-        json.dump(out, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     from rooftop.tui.report import Prose, amdahl_table, llm_ops_table, llm_steps_table, make_console
 
@@ -422,7 +452,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"rooftop watch: {gpus}: {note}\n")
                 notes_said.add(note)
             if args.json:
-                sys.stdout.write(json.dumps(watch_dict(snap)) + "\n")
+                sys.stdout.write(json.dumps(finite(watch_dict(snap)), allow_nan=False) + "\n")
             else:
                 sys.stdout.write("\n".join(telemetry_lines(snap)) + "\n")
             sys.stdout.flush()
@@ -453,7 +483,8 @@ def only_gpu(snap: Any, index: int, check: bool) -> Any:
 
 def run_app(args: argparse.Namespace) -> int:
     """`rooftop` with no command: the Textual app."""
-    if args.device:
+    if args.device is not None:
+        _device_list(args.device)  # `rooftop -d ''`: refused like any other command's
         lookup_device(args.device, store_profiles(args, [args.device]))  # a bad id: one line, before the screen opens
     from rooftop.tui.app import AppConfig, create_app
 
@@ -482,10 +513,12 @@ def add_device_option(p: argparse.ArgumentParser, help: str) -> None:  # noqa: A
     p.add_argument("-d", "--device", action="append", metavar="ID", default=argparse.SUPPRESS, help=help)
 
 
-def open_store(args: argparse.Namespace, create: bool = False):  # noqa: ANN201 - a Store, imported lazily
-    """The store at --db / ROOFTOP_DB / the data dir; StoreError if unusable.
+@contextlib.contextmanager
+def open_store(args: argparse.Namespace, create: bool = False) -> Iterator[Any]:
+    """The store at --db / ROOFTOP_DB / the data dir, as a context; StoreError if unusable.
 
-    Only commands that add data create the file; the others say there is none yet.
+    Only commands that add data create the file; the others say there is none yet. Values
+    read as unknown (see `warn_unreadable`) are named when the command is done.
     """
     from rooftop.store.locations import db_path
     from rooftop.store.runs import Store
@@ -499,7 +532,30 @@ def open_store(args: argparse.Namespace, create: bool = False):  # noqa: ANN201 
     store = Store.open(path)
     for rid in store.interrupted:
         sys.stderr.write(f"rooftop: run {rid[:8]} was cut off (its process is gone); marked interrupted, samples kept\n")
-    return store
+    try:
+        yield store
+    finally:
+        warn_unreadable(store)
+        store.close()
+
+
+_TOLD: set[str] = set()  # runs warned about by this command; main() starts it afresh
+
+
+def warn_unreadable(store: Any) -> None:
+    """One line for the values a store holds that no import would accept now (written by an older
+    rooftop): they were shown as unknown or left out, so the command still did its work. Each run
+    is named once per command, however often the store was opened."""
+    new = {rid: problems for rid, problems in store.unreadable.items() if rid not in _TOLD and problems}
+    store.unreadable.clear()
+    if not new:
+        return
+    _TOLD.update(new)
+    first, more = next(iter(new.values()))[0], sum(map(len, new.values())) > 1
+    sys.stderr.write(safe_text(
+        f"rooftop: warning: run{'s' if len(new) > 1 else ''} {', '.join(rid[:8] for rid in new)} in {store.path} "
+        f"hold{'s' if len(new) == 1 else ''} values no import accepts ({first}{', …' if more else ''}); shown as "
+        "unknown or left out (`rooftop delete RUN` removes a run)") + "\n")
 
 
 def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[str, DeviceProfile]:
@@ -516,7 +572,8 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
         return {}  # nothing stored (an empty file is left alone: reading never creates a database)
     not_profiles: list[str] = []
     try:
-        with Store.open(path) as store:
+        with Store.open(path) as store, contextlib.ExitStack() as later:
+            later.callback(warn_unreadable, store)
             found = store.profiles()
             local = store.local_profile()  # the default device, and one of the ids an unknown one is told of
             if local is not None:
@@ -538,7 +595,7 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
                 except StoreError as exc:  # a run without ceilings (running, failed, points only)
                     not_profiles.append(str(exc))
     except StoreError as exc:
-        sys.stderr.write(f"rooftop: warning: {exc}; showing the built-in catalog only\n")
+        sys.stderr.write(safe_text(f"rooftop: warning: {exc}; showing the built-in catalog only") + "\n")
         return {}
     except sqlite3.DatabaseError as exc:  # a rooftop file damaged inside
         sys.stderr.write(f"rooftop: warning: database {path} is damaged ({exc}); showing the built-in catalog only\n")
@@ -573,8 +630,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         runs = store.runs()
         if args.json:
-            json.dump([_run_json(r) for r in runs], sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            print_json([_run_json(r) for r in runs])
             return 0
         from rooftop.tui.report import Prose, make_console, runs_table
 
@@ -602,8 +658,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if args.json:
             from rooftop.store.io import run_document
 
-            json.dump(run_document(store, run), sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            print_json(run_document(store, run))
             return 0
         from rooftop.tui.report import make_console, profile_detail, run_facts, samples_table
 
@@ -622,15 +677,15 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_rename(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         run = store.rename(args.run, args.name)
-        sys.stdout.write(f"run {run.short_id} is now {run.name}; use it as --device {run.name}\n")
+        sys.stdout.write(safe_text(f"run {run.short_id} is now {run.name}; use it as --device {run.name}") + "\n")
     return 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         run = store.delete(args.run)
-        sys.stdout.write(f"deleted run {run.short_id}{f' ({run.name})' if run.name else ''} "
-                         f"and its {fmt_count(run.samples, 'sample')}\n")
+        sys.stdout.write(safe_text(f"deleted run {run.short_id}{f' ({run.name})' if run.name else ''} "
+                                   f"and its {fmt_count(run.samples, 'sample')}") + "\n")
     return 0
 
 
@@ -644,14 +699,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not runs:
             raise UsageError("name one or more runs (see `rooftop runs`), or give --all")
         if args.format == "json":
-            text = json.dumps(export_json(store, runs), indent=2) + "\n"
+            text = dumps_json(export_json(store, runs))
             if not args.out or args.out == "-":
                 sys.stdout.write(text)
                 return 0
             out = Path(args.out)
             _refuse_overwrite([out], args.force)
             out.write_text(text, encoding="utf-8")
-            sys.stdout.write(f"wrote {fmt_count(len(runs), 'run')} to {out}\n")
+            sys.stdout.write(safe_text(f"wrote {fmt_count(len(runs), 'run')} to {out}") + "\n")
             return 0
         files = export_csv(store, runs)
     folder = Path(args.out or f"rooftop-{runs[0].short_id if len(runs) == 1 else 'runs'}")
@@ -662,7 +717,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     for t in targets:
         t.write_text(files[t.name], encoding="utf-8")
-    sys.stdout.write(f"wrote {', '.join(str(t) for t in targets)}\n")
+    sys.stdout.write(safe_text(f"wrote {', '.join(str(t) for t in targets)}") + "\n")
     return 0
 
 
@@ -687,7 +742,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             if res.skipped:
                 kept = "it was" if len(res.skipped) == 1 else "they were"
                 line += f"; {len(res.skipped)} already present, left as {kept}"
-            sys.stdout.write("; ".join([line, *res.notes]) + "\n")
+            sys.stdout.write(safe_text("; ".join([line, *res.notes])) + "\n")
     return 0
 
 
@@ -696,7 +751,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from rooftop.models.compare import common_paths, compare_path, thread_note
 
-    ids = _device_list(args.devices)
+    ids = _device_list(args.devices, "DEVICE")
     if len(ids) < 2:
         raise UsageError("compare needs at least two devices: rooftop compare A B [C…] (catalog ids, run ids or names)")
     profiles = resolve_devices(ids, store_profiles(args, ids))
@@ -714,8 +769,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                        "ridges": c.ridges} for a, b, c in pairs],
             "notes": [n for n in (thread_note(profiles),) if n],
         }
-        json.dump(out, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(out)
         return 0
     from rooftop.tui.report import compare_tables, make_console
 
@@ -898,11 +952,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     func = getattr(args, "func", None) or run_app
     name = f"rooftop {args.command}" if args.command else "rooftop"
+    _TOLD.clear()
     try:
         return func(args)
     except (SpecError, NoRoof, UnknownDevice, UsageError, ModelError, StoreError) as exc:
         msg = exc.args[0] if exc.args else str(exc)
-        sys.stderr.write(f"{name}: error: {msg}\n")
+        sys.stderr.write(f"{name}: error: {safe_text(msg)}\n")  # it may quote a stored name
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside a measurement's own handling (e.g. while torch loads)
         sys.stderr.write(f"\n{name}: interrupted\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
@@ -14,8 +15,9 @@ from rooftop.models.compare import common_paths, compare_path
 from rooftop.models.paths import level_sort_key
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_ratio, fmt_time
+from rooftop.models.safetext import safe_text
 from rooftop.tui.threads import threads_note
-from rooftop.tui.widgets import Col, FitTable, refresh_select, watch_app
+from rooftop.tui.widgets import Col, FitTable, device_options, refresh_select, watch_app
 
 
 class Compare(Widget):
@@ -28,7 +30,7 @@ class Compare(Widget):
         self.op_analysis: Analysis | None = None
 
     def compose(self) -> ComposeResult:
-        options = [(p, p) for p in self.profiles]
+        options = device_options(self.profiles)
         with Horizontal(classes="row"):
             yield Label("compare ")
             yield Select(options, value=self.a, allow_blank=False, compact=True, id="cmp-a")
@@ -96,6 +98,7 @@ class Compare(Widget):
 def compare_columns(a: str, b: str) -> list[Col]:
     """The roof table's columns. At 80 columns which device is higher on each side of the
     crossover goes first (the ratios say it), then the ridges (What-if shows each device's)."""
+    a, b = (escape(safe_text(x)) for x in (a, b))  # a heading is read as markup; a run's name may hold '['
     return [Col("roof", "roof"), Col("a", a, max_width=12), Col("b", b, max_width=12), Col("ratio", "ratio"),
             Col("ridges", "ridges I*", drop=2), Col("cross", "cross at I", drop=1),
             Col("higher", "higher ↓/↑ I", drop=3)]
@@ -117,7 +120,7 @@ def roof_rows(a: DeviceProfile, b: DeviceProfile) -> list[tuple[str, ...]]:
             ridge = f"{c.ridges[a.id]:.3g} / {c.ridges[b.id]:.3g}"
             x = c.crossover
             cross = f"{x.intensity:.3g}" if x.intensity is not None else "never"
-            side = f"{x.higher_below} / {x.higher_above}"
+            side = escape(safe_text(f"{x.higher_below} / {x.higher_above}"))  # a str cell is read as markup
         rows.append((f"F {path} TF/s", _num(fa.value / 1e12 if fa else None), _num(fb.value / 1e12 if fb else None),
                      _ratio(fa and fa.value, fb and fb.value), ridge, cross, side))
     return rows

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import dataclasses
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -20,7 +19,8 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from rooftop.models.plotdata import intensity_span, roof_series, sample_series
-from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate
+from rooftop.models.safetext import safe_text
+from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate, fmt_when
 from rooftop.store.db import StoreError
 from rooftop.store.runs import BadName, Run, name_problem
 from rooftop.tui.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, watch_app
@@ -35,8 +35,8 @@ RUN_COLUMNS = (
 
 def run_cells(r: Run) -> tuple[str | Text, ...]:
     """A run's cells in RUN_COLUMNS order; names are Text, since a DataTable reads a str as markup."""
-    started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at))
-    return r.short_id, Text(r.name or ""), Text(r.device_name), r.status, started, str(r.samples), r.plan
+    name, device, status, plan = (Text(safe_text(v)) for v in (r.name or "", r.device_name, r.status, r.plan))
+    return r.short_id, name, device, status, fmt_when(r.started_at), str(r.samples), plan
 
 
 class NameScreen(Dialog[str | None]):
@@ -194,7 +194,7 @@ class History(Widget):
             return
         units = run.device.get("units")  # a CPU's ceilings scale with the threads it was measured with
         threads = f", {fmt_count(units, 'thread')}" if run.backend == "cpu" and isinstance(units, int) and units > 0 else ""
-        text = Text(f"{run.label} — {run.device_name} ({run.backend}{threads}, {run.plan}, {run.status})\n",
+        text = Text(safe_text(f"{run.label} — {run.device_name} ({run.backend}{threads}, {run.plan}, {run.status})") + "\n",
                     style="bold")
         if run.plan == "profile":  # a profiled program: its split and ops, on the roofs it was placed on
             from rooftop.tui.profileview import profile_detail, profile_device
@@ -211,16 +211,16 @@ class History(Widget):
         else:
             for lv in prof.levels():
                 c = prof.bandwidth[lv]
-                text.append(f"B {lv}: {fmt_bandwidth(c.value)}  [{c.case}]\n")
+                text.append(safe_text(f"B {lv}: {fmt_bandwidth(c.value)}  [{c.case}]") + "\n")
             for p in prof.paths():
                 c = prof.peak[p]
-                text.append(f"F {p}: {fmt_flops_rate(c.value)}  [{c.case}]\n")
+                text.append(safe_text(f"F {p}: {fmt_flops_rate(c.value)}  [{c.case}]") + "\n")
         skipped = [s for s in samples if s.skipped]
         unstable = [s for s in samples if s.stats and not s.stable]
         text.append(f"{fmt_count(len(samples), 'sample')}, {len(unstable)} unstable, {len(skipped)} skipped\n",
                     style="dim")
         for s in skipped[:5]:
-            text.append(f"  skipped {s.family} {s.dtype} {s.shape_text}: {s.skipped}\n", style="dim")
+            text.append(safe_text(f"  skipped {s.family} {s.dtype} {s.shape_text}: {s.skipped}") + "\n", style="dim")
         detail.update(text)
         points = [] if run.plan == "comm" else sample_series(samples, run.label)
         series = []
@@ -228,7 +228,7 @@ class History(Widget):
             span = intensity_span([prof], [x for p in points for x in p.xs])
             labelled = dataclasses.replace(prof, id=run.label)  # roofs named as the points: by the run
             series = roof_series(labelled, prof.paths(), prof.levels(), span)
-        self.query_one("#hist-plot", RooflinePlot).show(series + points, f"run {run.label}: {run.device_name}")
+        self.query_one("#hist-plot", RooflinePlot).show(series + points, safe_text(f"run {run.label}: {run.device_name}"))
 
     # -- actions ---------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_number, fmt_time
-from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select, watch_app
+from rooftop.tui.widgets import ErrorLine, RooflinePlot, device_options, refresh_select, watch_app
 
 SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
 
@@ -51,7 +51,7 @@ class Llm(Widget):
                     yield Select(models, value="qwen2.5-7b", allow_blank=False, compact=True, id="llm-model")
                     yield Select([("decode", "decode"), ("prefill", "prefill")], value="decode", allow_blank=False,
                                  compact=True, id="llm-phase")
-                    yield Select([(p, p) for p in self.profiles], value=self.device_id, allow_blank=False,
+                    yield Select(device_options(self.profiles), value=self.device_id, allow_blank=False,
                                  compact=True, id="llm-device")
                 with Horizontal(classes="row"):
                     yield Label("batch ")

@@ -17,6 +17,7 @@ from rooftop.models.calibrate import write_figure
 from rooftop.models.conditions import capped_line
 from rooftop.models.paths import PATHS
 from rooftop.models.profile import SOURCES, DeviceProfile
+from rooftop.models.safetext import safe_text
 from rooftop.models.units import (
     fmt_bandwidth,
     fmt_bytes,
@@ -26,6 +27,7 @@ from rooftop.models.units import (
     fmt_intensity,
     fmt_ratio,
     fmt_time,
+    fmt_when,
 )
 
 NBSP = "\xa0"  # joins what a line must not split; printed as an ordinary space
@@ -111,7 +113,7 @@ SOURCE_TAG = {"measured": "measured", "reference": "ref", "datasheet": "datashee
 
 
 def device_heading(p: DeviceProfile) -> str:
-    return f"{p.id} ({SOURCE_TAG.get(p.source, p.source)})"
+    return safe_text(f"{p.id} ({SOURCE_TAG.get(p.source, p.source)})")
 
 
 def analysis_table(rows: list[Analysis]) -> Group:
@@ -148,12 +150,12 @@ def analysis_table(rows: list[Analysis]) -> Group:
     notes: list[tuple[str | Text, str | Text]] = []
     for a in rows:
         prefix = f"{a.device.id}: " if len(rows) > 1 else ""
-        notes += [(" →", prefix + line) for line in a.advice]
-        notes.append((" ·", Text(prefix + a.launch_note(), style="dim")))
+        notes += [(" →", safe_text(prefix + line)) for line in a.advice]  # advice may name the device
+        notes.append((" ·", Text(safe_text(prefix + a.launch_note()), style="dim")))
         if a.device.threads:
-            notes.append((" ·", Text(f"{prefix}{a.device.id} is a CPU profile measured with "
-                                      f"{fmt_count(a.device.threads, 'thread')}", style="dim")))
-        notes += [(Text(" !", style="yellow"), Text(prefix + line, style="yellow")) for line in a.warnings]
+            notes.append((" ·", Text(safe_text(f"{prefix}{a.device.id} is a CPU profile measured with "
+                                               f"{fmt_count(a.device.threads, 'thread')}"), style="dim")))
+        notes += [(Text(" !", style="yellow"), Text(safe_text(prefix + line), style="yellow")) for line in a.warnings]
     parts = [Prose(head), Prose(how), t, hanging(notes)]
     if len(rows) > 1:
         parts.append(comparison_line(rows))
@@ -167,16 +169,16 @@ def comparison_line(rows: list[Analysis]) -> Table:
     best = min(rows, key=lambda a: a.time_lower_bound)
     others = [a for a in rows if a is not best]
     ratio = min(a.time_lower_bound for a in others) / best.time_lower_bound
-    msg = f"fastest bound: {best.device.id} ({fmt_time(best.time_lower_bound)}, {fmt_ratio(ratio)} ahead)"
+    msg = f"fastest bound: {safe_text(best.device.id)} ({fmt_time(best.time_lower_bound)}, {fmt_ratio(ratio)} ahead)"
     a, b = rows[0], rows[1]
     if a.path == b.path and a.level == b.level:
         x = compare_path(a.device, b.device, a.path, a.level).crossover
         if x.intensity is None:
-            msg += f"; on {a.path} {x.higher_below}'s roof is never lower than the other's"
+            msg += f"; on {a.path} {safe_text(x.higher_below)}'s roof is never lower than the other's"
         else:
             side = x.higher_below if a.intensity < x.intensity else x.higher_above
-            msg += (f"; {a.path} roofs cross at I = {x.intensity:.3g}: {x.higher_below} higher below, "
-                    f"{x.higher_above} above — this op (I = {a.intensity:.3g}) favours {side}")
+            msg += (f"; {a.path} roofs cross at I = {x.intensity:.3g}: {safe_text(x.higher_below)} higher below, "
+                    f"{safe_text(x.higher_above)} above — this op (I = {a.intensity:.3g}) favours {safe_text(side)}")
     return hanging([(" =", Text(msg, style="bold"))])
 
 
@@ -195,13 +197,13 @@ def devices_table(profiles: list[DeviceProfile]) -> Table:
         fp64 = next((k for k in ("fp64-tc", "fp64-fma") if k in p.peak), None)
         dram = "dram" in p.bandwidth
         t.add_row(
-            p.id,
-            p.source,
+            safe_text(p.id),
+            safe_text(p.source),
             f"{p.B('dram') / 1e9:.0f}" if dram else "",
             f"{p.F(half) / 1e12:.4g}" if half else "",
             f"{p.F(fp64) / 1e12:.3g}" if fp64 else "",
             f"{p.ridge(half):.3g}" if half and dram else "",
-            p.name,
+            safe_text(p.name),
         )
     return t
 
@@ -213,15 +215,15 @@ def profile_detail(p: DeviceProfile) -> Group:
         t.add_column(col)
     for level in p.levels():
         c = p.bandwidth[level]
-        t.add_row(f"B {level}", fmt_bandwidth(c.value), "", c.source, c.case)
+        t.add_row(*map(safe_text, (f"B {level}", fmt_bandwidth(c.value), "", c.source, c.case)))
     write = write_figure(p)
     if write:  # a memset's rate: beside B, never B
-        t.add_row("write", fmt_bandwidth(write.value), "", write.source, Text(write.case))
+        t.add_row(*map(safe_text, ("write", fmt_bandwidth(write.value), "", write.source, write.case)))
     for path in p.paths():
         c = p.peak[path]
         ridge = fmt_intensity(p.ridge(path)) if "dram" in p.bandwidth else ""
-        t.add_row(f"F {path}", fmt_flops_rate(c.value), ridge, c.source, c.case)
-    facts = [f"{p.name} — {SOURCES.get(p.source, p.source)}"]
+        t.add_row(*map(safe_text, (f"F {path}", fmt_flops_rate(c.value), ridge, c.source, c.case)))
+    facts = [safe_text(f"{p.name} — {SOURCES.get(p.source, p.source)}")]
     if p.memory_bytes:
         facts.append(f"memory {fmt_bytes(p.memory_bytes)}")
     cpu = p.kind == "cpu"
@@ -231,11 +233,13 @@ def profile_detail(p: DeviceProfile) -> Group:
         facts.append(f"measured with {fmt_count(p.sm_count, 'thread')}" if cpu else f"{p.sm_count} SMs/CUs")
     if p.power_limit_w:
         facts.append(f"{p.power_limit_w:g} W")
-    flagged = [Prose(f"B {lv} {fmt_bandwidth(float(f['value']))} ({f['case']}) left out: {f['why']}", style="yellow")
-               for lv, f in dict(p.extra.get("flagged") or {}).items() if isinstance(f, dict) and "value" in f]
+    flagged = [Prose(safe_text(f"B {lv} {fmt_bandwidth(float(f['value']))} ({f['case']}) left out: {f['why']}"),
+                     style="yellow")
+               for lv, f in dict(p.extra.get("flagged") or {}).items()
+               if isinstance(f, dict) and isinstance(f.get("value"), (int, float))]
     capped = capped_line(p)
-    return Group(Text(p.id, style="bold"), Prose(", ".join(facts)), t, *flagged,
-                 *([Prose(capped, style="yellow")] if capped else []))
+    return Group(Text(safe_text(p.id), style="bold"), Prose(", ".join(facts)), t, *flagged,
+                 *([Prose(safe_text(capped), style="yellow")] if capped else []))
 
 
 def path_legend() -> str:
@@ -282,7 +286,9 @@ def make_console(stderr: bool = False) -> Console:
     """A console for the reports; piped or redirected, its lines carry no trailing spaces."""
     out = sys.stderr if stderr else sys.stdout
     tty = getattr(out, "isatty", lambda: False)()
-    return Console(file=None if tty else TrimmedLines(out), stderr=stderr, highlight=False, soft_wrap=False)
+    # no markup, no emoji codes: a stored name like "[/bold]" or ":x:" is printed as it is
+    return Console(file=None if tty else TrimmedLines(out), stderr=stderr, highlight=False, soft_wrap=False,
+                   markup=False, emoji=False)
 
 
 def _na(v: float | None, fmt: str) -> str:
@@ -527,9 +533,7 @@ def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
 
 
 def _when(t: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
-    import time
-
-    return time.strftime(fmt, time.localtime(t)) if t else ""
+    return fmt_when(t, fmt) if t else ""
 
 
 def _duration(run) -> str:  # noqa: ANN001 - a rooftop.store.runs.Run
@@ -546,9 +550,9 @@ def runs_table(runs: list) -> Table:
     style = {"complete": "green", "running": "cyan", "interrupted": "yellow", "failed": "red", "cancelled": "dim"}
     for r in runs:
         t.add_row(
-            r.short_id, Prose(r.name or "", hyphens=True), Text(r.status, style=style.get(r.status, "")),
-            Prose(r.device_name),
-            "imported" if r.imported_from else f"{r.backend} {r.plan}",
+            safe_text(r.short_id), Prose(safe_text(r.name or ""), hyphens=True),
+            Text(safe_text(r.status), style=style.get(r.status, "")), Prose(safe_text(r.device_name)),
+            "imported" if r.imported_from else safe_text(f"{r.backend} {r.plan}"),
             _when(r.started_at, "%m-%d %H:%M"), str(r.samples), "yes" if r.has_ceilings else "",
         )
     return t
@@ -559,16 +563,14 @@ def run_facts(run) -> Table:  # noqa: ANN001 - a rooftop.store.runs.Run
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("run", f"{run.id}" + (f"  ({run.name})" if run.name else ""))
-    t.add_row("status", run.status)
-    t.add_row("device", f"{run.device_name}  [{run.device_key}]")
-    t.add_row("host", run.host or "")
-    t.add_row("backend / plan", f"{run.backend} / {run.plan}")
-    t.add_row("versions", ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())))
-    t.add_row("started", _when(run.started_at) + (f", took {_duration(run)}" if _duration(run) else ""))
-    if run.imported_from:
-        t.add_row("imported from", run.imported_from)
-    t.add_row("samples", str(run.samples))
+    rows = [("run", f"{run.id}" + (f"  ({run.name})" if run.name else "")), ("status", run.status),
+            ("device", f"{run.device_name}  [{run.device_key}]"), ("host", run.host or ""),
+            ("backend / plan", f"{run.backend} / {run.plan}"),
+            ("versions", ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items(), key=str))),
+            ("started", _when(run.started_at) + (f", took {_duration(run)}" if _duration(run) else ""))]
+    rows += [("imported from", run.imported_from)] if run.imported_from else []
+    for label, value in [*rows, ("samples", str(run.samples))]:
+        t.add_row(label, safe_text(value))
     return t
 
 
@@ -585,14 +587,14 @@ def samples_table(samples: list) -> Table:
                       ("achieved", "right"), ("iqr", "right"), ("note", "left")):
         t.add_column(col, justify=just, no_wrap=col != "note" and col != "kernel")
     for i, s in enumerate(samples):
-        kernel = f"{s.family} {s.dtype} {s.shape_text}" + (" cold" if s.cache == "cold" else "")
+        kernel = safe_text(f"{s.family} {s.dtype} {s.shape_text}" + (" cold" if s.cache == "cold" else ""))
         if s.family == "profile":  # an op group of a profiled program: named as the profile names it
             from rooftop.tui.profileview import sample_label
 
-            kernel = sample_label(s)
+            kernel = safe_text(sample_label(s))
         intensity = f"{s.intensity:.3g}" if s.flops else "—"
         if s.stats is None:
-            t.add_row(str(i), kernel, intensity, "", "", "", Text(f"skipped: {s.skipped}", style="yellow"))
+            t.add_row(str(i), kernel, intensity, "", "", "", Text(safe_text(f"skipped: {s.skipped}"), style="yellow"))
             continue
         rate = s.bandwidth if s.family in moving else s.flop_rate
         shown = (fmt_bandwidth(rate) if s.family in moving else fmt_flops_rate(rate)) if rate else ""
@@ -610,11 +612,11 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
     levels = list(dict.fromkeys(lv for p in profiles for lv in p.levels()))
     paths = sorted({k for p in profiles for k in p.peak}, key=lambda k: list(PATHS).index(k) if k in PATHS else 99)
     for lv in levels:
-        t.add_row(f"B {lv}", *[fmt_bandwidth(p.B(lv)) if lv in p.bandwidth else "" for p in profiles])
+        t.add_row(safe_text(f"B {lv}"), *[fmt_bandwidth(p.B(lv)) if lv in p.bandwidth else "" for p in profiles])
     for path in paths:
-        t.add_row(f"F {path}", *[fmt_flops_rate(p.F(path)) if path in p.peak else "" for p in profiles])
+        t.add_row(safe_text(f"F {path}"), *[fmt_flops_rate(p.F(path)) if path in p.peak else "" for p in profiles])
     for path in paths:
-        t.add_row(f"I* {path}", *[
+        t.add_row(safe_text(f"I* {path}"), *[
             fmt_intensity(p.ridge(path)) if path in p.peak and "dram" in p.bandwidth else "" for p in profiles
         ])
     x = Table(header_style="bold", box=None, pad_edge=False)
@@ -624,10 +626,11 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
     for a, b, c in pairs:
         cx = c.crossover
         if cx.intensity is None:  # one roof is at least as high everywhere: no crossover
-            x.add_row(f"{a.id} vs {b.id}", c.path, "none", f"{cx.higher_above} at least as high everywhere", "")
+            x.add_row(*map(safe_text, (f"{a.id} vs {b.id}", c.path, "none",
+                                       f"{cx.higher_above} at least as high everywhere", "")))
         else:
-            x.add_row(f"{a.id} vs {b.id}", c.path, fmt_intensity(cx.intensity),
-                      f"{cx.higher_below} higher", f"{cx.higher_above} higher")
+            x.add_row(*map(safe_text, (f"{a.id} vs {b.id}", c.path, fmt_intensity(cx.intensity),
+                                       f"{cx.higher_below} higher", f"{cx.higher_above} higher")))
     legend = Prose("B: dram bandwidth per level; F: peak per compute path; I* = F/B (dram). "
                   "Below the crossover intensity the bandwidth-richer roof is higher, above it the "
                   "compute-richer one.", style="dim")

@@ -14,7 +14,7 @@ from rooftop.models.plotdata import Series, intensity_span, point_series, roof_s
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.tui.chart import line_colors
 from rooftop.tui.threads import threads_note
-from rooftop.tui.widgets import RooflinePlot, refresh_select, watch_app
+from rooftop.tui.widgets import RooflinePlot, device_options, refresh_select, watch_app
 
 NO_OVERLAY = "(none)"
 DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
@@ -56,7 +56,7 @@ class Roofline(Widget):
         self.measured: dict[str, list[Series]] = {}  # device id → measured sample points
 
     def compose(self) -> ComposeResult:
-        ids = [(p, p) for p in self.profiles]
+        ids = device_options(self.profiles)
         with Horizontal(classes="row"):
             yield Label("device ")
             yield Select(ids, value=self.device_id, allow_blank=False, compact=True, id="rl-device")

@@ -21,7 +21,7 @@ from rooftop.models.plotdata import intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import GRAMMARS, SpecError, parse_spec
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_time
-from rooftop.tui.widgets import ErrorLine, RooflinePlot, refresh_select, watch_app
+from rooftop.tui.widgets import ErrorLine, RooflinePlot, device_options, refresh_select, watch_app
 
 DEFAULT_SPEC = "gemv 8192 8192 bf16"  # a batch-1 decode GEMV: seed 001's starting point
 FORM_FIELDS: dict[str, tuple[str, ...]] = {
@@ -121,7 +121,7 @@ class WhatIf(Widget):
                 with Horizontal(classes="row"):
                     yield Select([(k, k) for k in FORM_FIELDS], value="gemm", allow_blank=False, compact=True, id="kind")
                     yield Select([(d, d) for d in DTYPES], value="bf16", allow_blank=False, compact=True, id="dtype")
-                    yield Select([(p, p) for p in self.profiles], value=self.device_id, allow_blank=False, compact=True,
+                    yield Select(device_options(self.profiles), value=self.device_id, allow_blank=False, compact=True,
                                  id="device")
                 yield Horizontal(id="fields", classes="row")
                 yield Input(DEFAULT_SPEC, placeholder="op spec, e.g. gemm 1 8192 8192 bf16", compact=True, id="spec")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -17,6 +18,7 @@ from textual.widgets import DataTable, Select, Static
 from textual_plotext import PlotextPlot
 
 from rooftop.models.plotdata import Series
+from rooftop.models.safetext import safe_text
 from rooftop.tui.chart import draw_bandwidth, draw_fma, draw_gemm, draw_roofline, legend_lines
 
 DRAWERS = {"roofline": draw_roofline, "bandwidth": draw_bandwidth, "gemm": draw_gemm, "fma": draw_fma}
@@ -51,8 +53,8 @@ class RooflinePlot(PlotextPlot):
         has the lines and the points go below the chart (the Roofline tab: they fit there at 80×24)."""
         if kind is not None:
             self._draw = DRAWERS[kind]
-        self._series = list(series)
-        self._title = title
+        self._series = [dataclasses.replace(s, label=safe_text(s.label)) for s in series]  # labels name devices
+        self._title = safe_text(title)
         self._legend = legend
         self.refresh()
 
@@ -261,10 +263,16 @@ def watch_app(widget: Widget, init: bool = True, **callbacks: Callable[..., obje
             widget.watch(widget.app, name, callback, init=init)
 
 
+def device_options(ids: Iterable[str]) -> list[tuple[Text, str]]:
+    """Select options for device ids: each prompt a Text (a Select reads a str as markup, and a run's
+    name may hold '[/bold]'), its control characters written visibly."""
+    return [(Text(safe_text(i)), i) for i in ids]
+
+
 def refresh_select(select: Select, ids: list[str], extra: list[str] = ()) -> None:  # type: ignore[assignment]
     """New options for a device Select, keeping its value when it still exists."""
     keep = select.value
-    options = [(i, i) for i in list(extra) + list(ids)]
+    options = device_options(list(extra) + list(ids))
     with select.prevent(Select.Changed):
         select.set_options(options)
         if keep in [v for _, v in options]:
