@@ -25,6 +25,7 @@ from rooftop.models.spec import SpecError, op_kinds, parse_specs
 from rooftop.models.units import fmt_count
 from rooftop.store.db import StoreError
 from rooftop.tui.chart import plot_size
+from rooftop.tui.jsonout import dumps_json, print_json
 
 FALLBACK_DEVICE = "h100"
 
@@ -101,16 +102,6 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
         raise SystemExit(2)
-
-
-def dumps_json(obj: Any) -> str:
-    """Strict JSON (no NaN, no Infinity: those are null, see models.bounds.finite), indented, with a newline."""
-    return json.dumps(finite(obj), indent=2, allow_nan=False) + "\n"
-
-
-def print_json(obj: Any) -> None:
-    """What every --json prints: `dumps_json` to stdout."""
-    sys.stdout.write(dumps_json(obj))
 
 
 class UsageError(Exception):

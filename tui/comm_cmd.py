@@ -7,12 +7,12 @@ only when the sweep starts (probes.comm).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import threading
 from typing import Any
 
+from rooftop.tui.jsonout import print_json
 from rooftop.tui.stopsignals import stop_on_signals
 
 
@@ -162,14 +162,13 @@ def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: 
               + (f"; saved as run {run_id[:8]}" if run_id else ""))
     code = 0 if result.status == "complete" else (130 if result.status == "cancelled" else 1)
     if args.json:
-        json.dump({
+        print_json({
             "backend": plan.backend, "world": plan.world, "plan": plan.name, "dtype": "fp32",
             "points": [p.to_dict() for p in points], "notes": list(plan.notes),
             "fits": {k: (v.to_dict() if v else None) for k, v in fits.items()},
             "wall_s": result.wall_s, "status": result.status, "error": result.error or None, "run_id": run_id,
             "time": "the slowest rank's, median of the protocol's samples",
-        }, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        })
         return code
     from rich.table import Table
 

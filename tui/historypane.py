@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -18,6 +17,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
+from rooftop.tui.jsonout import dumps_json
 from rooftop.models.plotdata import intensity_span, roof_series, sample_series
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate, fmt_when
@@ -288,7 +288,7 @@ class History(Widget):
         try:
             with self._open_for_change() as store:
                 doc = export_json(store, [store.run(run_id)])
-            out = write_new(self.export_dir, f"rooftop-{run_id[:8]}", ".json", json.dumps(doc, indent=2) + "\n")
+            out = write_new(self.export_dir, f"rooftop-{run_id[:8]}", ".json", dumps_json(doc))
         except (StoreError, OSError) as exc:
             self.notify(f"export failed: {exc}", severity="error", timeout=6)
             return

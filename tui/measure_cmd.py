@@ -7,12 +7,12 @@ only inside cmd_measure, when a measurement really starts.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 from typing import Any
 
+from rooftop.tui.jsonout import print_json
 from rooftop.tui.chart import plot_size
 from rooftop.tui.stopsignals import stop_on_signals
 
@@ -136,7 +136,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
                   f"({', '.join(sorted({r for s in result.throttled for r in s.conditions['throttle']}))}): "
                   + ", ".join(label_of(s) for s in result.throttled[:8]), style="yellow")
     if args.json:
-        json.dump({
+        print_json({
             "profile": cal.profile.to_dict(),
             "samples": [s.to_dict() for s in samples],
             "device_info": backend.info.to_dict(),
@@ -150,8 +150,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
             "status": result.status,
             "run_id": result.run_id,
             "throttled": [label_of(s) for s in result.throttled],
-        }, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        })
         return 130 if interrupted else (1 if result.status == "failed" else 0)
     from rooftop.tui.measure_report import measure_report
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import re
 import sys
 import tempfile
@@ -22,6 +21,8 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+
+from rooftop.tui.jsonout import print_json
 
 EPILOG = """\
 examples:
@@ -137,8 +138,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if args.json:
         doc = work.to_dict()
         doc["run_id"] = run_id
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(doc)
         return 0
     from rooftop.tui.report import make_console
 
@@ -331,8 +331,7 @@ def _ncu(args: argparse.Namespace) -> int:
     ids = _device_list(getattr(args, "device", None))
     device = resolve_devices(ids, store_profiles(args, ids))[0]
     if args.json:
-        json.dump({"device": device.id, "kernels": [k.to_dict(device) for k in kernels]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels]})
         return 0
     from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_time
     from rooftop.tui.report import make_console
@@ -397,9 +396,8 @@ def _compare(args: argparse.Namespace) -> int:
     diffs = diff_groups(ga, gb)
     split = diff_split(sa, sb)
     if args.json:
-        json.dump({"a": ra.id, "b": rb.id, "summary": {k: list(v) for k, v in split.items()},
-                   "ops": [d.to_dict() for d in diffs]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"a": ra.id, "b": rb.id, "summary": {k: list(v) for k, v in split.items()},
+                   "ops": [d.to_dict() for d in diffs]})
         return 0
 
     def both(key: str, fmt: Any) -> str:
