@@ -83,6 +83,20 @@ async def test_esc_out_of_a_whatif_field_keeps_the_tabs_keys_alive(tmp_path: Pat
         assert len(app.pinned) == 1
 
 
+async def test_keys_that_come_together_each_act_on_the_op_before_them(tmp_path: Path) -> None:
+    """`]` `]` `p` typed at once (one terminal read: no Changed handled between them) give M = 4, and pin it."""
+    app = app_on(tmp_path / "r.db", initial_tab="whatif")
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        whatif = app.query_one(WhatIf)
+        whatif.action_batch(2)
+        whatif.action_batch(2)
+        whatif.action_pin()
+        await pilot.pause()
+        assert whatif.analysis.op.m == 4
+        assert [op.m for op in app.pinned] == [4]
+
+
 async def test_a_bad_spec_dims_the_last_good_analysis(tmp_path: Path) -> None:
     app = app_on(tmp_path / "r.db", initial_tab="whatif")
     async with app.run_test(size=SMALL) as pilot:
