@@ -95,3 +95,15 @@ def test_a_crash_inside_the_app_exits_non_zero(tmp_path: Path, monkeypatch, caps
     monkeypatch.setattr(RooftopApp, "on_mount", broken)
     assert cli.main(["--db", str(tmp_path / "r.db")]) == 1
     assert "a bug in the app" in capsys.readouterr().err
+
+
+def test_the_help_names_every_tab_key() -> None:
+    """The help's key table lists each tab the bar has, with its number (it stopped at 6 when Profile came)."""
+    from rooftop.tui.app import TABS, RooftopApp
+    from rooftop.tui.widgets import HELP
+
+    tab_keys = [b for b in RooftopApp.BINDINGS if getattr(b, "action", "").startswith("tab(")]
+    assert len(tab_keys) == len(TABS)
+    assert f"`1`–`{len(TABS)}`" in HELP
+    for binding in tab_keys:
+        assert binding.description in HELP, binding.description
