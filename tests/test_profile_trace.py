@@ -346,3 +346,12 @@ def test_an_op_group_above_its_roof_is_named_in_the_notes():
     notes = [n for n in work.notes if "above the roofs of slow-h200" in n]
     assert len(notes) == 1 and "aten::mm" in notes[0]
     assert not [n for n in build_workload(load_trace(QWEN), h200).notes if "above the roofs" in n]
+
+
+def test_cli_ncu_without_a_device_uses_the_gpu_it_ran_on(capsys):
+    """The CSV names its GPU (device__attribute_display_name): without -d its roofs are that GPU's, as a
+    trace's are, not h100's."""
+    assert main(["profile", "--ncu", str(NCU), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["device"] == "h200"
+    assert "using h200" in captured.err
