@@ -50,7 +50,8 @@ def add_profile_command(sub: Any) -> None:
                     "time; MFU beside bandwidth utilisation.",
         epilog=EPILOG,
     )
-    add_device_option(pr, "the device whose roofs to use (default: the GPU the trace or CSV names, else this machine's)")
+    add_device_option(pr, "the device whose roofs to use (default: the GPU the trace or CSV names, "
+                          "else this machine's)")
     pr.add_argument("--steps", type=int, default=3, metavar="N",
                     help="steps to record after one warm-up step (a step: one outermost nn.Module call; default 3)")
     pr.add_argument("--trace", metavar="FILE", help="read a Chrome/Kineto trace (.json or .json.gz) instead")
