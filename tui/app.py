@@ -507,6 +507,9 @@ class RooftopApp(App[None]):
         # A widget of the old tab that kept the focus would pull its tab back to the front.
         self.set_focus(None)
         self.query_one(TabbedContent).active = tab
+        homes = self.query_one(f"#{tab}").query(TAB_HOME[tab]) if tab in TAB_HOME else None
+        if homes:  # built: its home takes the keys that came with this one ("3]]"), not after a refresh
+            self.screen.set_focus(homes.first())
 
     def action_escape(self) -> None:
         """Esc leaves a text field for the tab's home, so 1–7, m, q and the tab's own keys ([ ] p)
