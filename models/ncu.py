@@ -51,6 +51,7 @@ class NcuKernel:
     path: str | None  # the tensor path with the most ops, None for a kernel with none
     grid: str = ""
     block: str = ""
+    device_name: str = ""  # the GPU ncu ran on (device__attribute_display_name), to pick its roofs
 
     def level_bytes(self) -> dict[str, float]:
         out = {}
@@ -121,6 +122,9 @@ def _byte_rate_scale(unit: str) -> float:
     return PREFIX[m.group(1)]
 
 
+DEVICE_NAME = "device__attribute_display_name"
+
+
 def parse_ncu_csv(text: str) -> list[NcuKernel]:
     """The kernels of a `ncu --csv --page raw` export; NcuError if it is not one."""
     rows = list(csv.reader(io.StringIO(text)))
@@ -169,6 +173,7 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
             tensor_ops=sum(by_path.values()), path=max(by_path, key=by_path.get) if by_path else None,
             grid=r[col["Grid Size"]] if "Grid Size" in col else "",
             block=r[col["Block Size"]] if "Block Size" in col else "",
+            device_name=r[col[DEVICE_NAME]].strip() if DEVICE_NAME in col else "",
         ))
     if not kernels:
         raise NcuError("the CSV has a header but no kernel rows")

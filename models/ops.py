@@ -99,7 +99,8 @@ class Gemm(Op):
         if scales:
             terms.append((f"weight scales (fp16 per {SCALE_GROUP})", scales))
             counting += f", 4-bit weights with one fp16 scale per {SCALE_GROUP}"
-        terms.append(("Y (M×N)", y))
+        out = f", {self.out_dtype}" if self.out_dtype != self.dtype else ""  # fp8 writes bf16: say so beside its bytes
+        terms.append((f"Y (M×N{out})", y))
         return Cost(
             flops=2.0 * b * self.m * self.n * self.k,
             bytes=x + a + scales + y,

@@ -271,6 +271,10 @@ def _finish(kind: str, op: Op) -> Op:
             raise SpecError(f"{op.coll}: level {op.level!r} is not a link; choose one of: {', '.join(LINK_LEVELS)}")
         if op.world < 2:
             raise SpecError(f"{op.coll}: world={op.world} must be at least 2 (ranks taking part)")
+    elif op.level in LINK_LEVELS:  # a kernel's operands sit in memory; only a collective's bytes cross a link
+        memory = [lv for lv in LEVELS if lv not in LINK_LEVELS]
+        raise SpecError(f"{kind}: level {op.level!r} is a link between devices (for allreduce, allgather, "
+                        f"reducescatter, p2p); choose a memory level: {', '.join(memory)}")
     if isinstance(op, Attention):
         if op.kv_heads > op.h or op.h % op.kv_heads:
             raise SpecError(f"attn: kv={op.kv_heads} must divide h={op.h} (grouped-query attention)")

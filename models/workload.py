@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from . import roofline
+from .calibrate import ABOVE_ROOF
 from .paths import MATMUL_LADDER
 from .profile import DeviceProfile, NoRoof
 from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
@@ -317,6 +318,13 @@ def build_workload(trace: Trace, device: DeviceProfile) -> Workload:
         groups = {k: g for k, g in groups.items() if g.time_s > 0 or g.flops > 0}
     placed = [place(g, device) for g in groups.values()]
     placed.sort(key=lambda g: -g.time_s)
+    above = [g for g in placed if (g.fraction_of_roof or 0.0) > ABOVE_ROOF]
+    if above:  # a time under its bound: the roof is not this run's, or the bytes are not all counted
+        top = max(g.fraction_of_roof or 0.0 for g in above)
+        names = ", ".join(dict.fromkeys(g.op for g in above[:3])) + (", …" if len(above) > 3 else "")
+        notes.append(f"{len(above)} op group{'s' if len(above) > 1 else ''} ran above the roofs of {device.id} "
+                     f"(up to {100 * (top - 1):.0f}% above: {names}): the roofs were measured under other "
+                     "conditions (threads, clocks) or a cache kept the data, so the bytes are under-counted")
     return Workload(
         groups=tuple(placed), device=device, on_device=trace.on_device, kernels=trace.kernel_count,
         span_s=trace.span_s, busy_s=trace.busy_s, device_name=trace.device_name, notes=tuple(notes),

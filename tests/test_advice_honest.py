@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -45,7 +46,8 @@ def test_a_bad_weight_dtype_names_the_choices() -> None:
 def test_fp8_and_fp4_gemms_write_bf16_unless_told() -> None:
     fp8 = parse_spec("gemm 4096 4096 4096 fp8")
     assert fp8.out_dtype == "bf16"
-    assert dict(fp8.cost().terms)["Y (M×N)"] == 2 * 4096 * 4096
+    assert dict(fp8.cost().terms)["Y (M×N, bf16)"] == 2 * 4096 * 4096  # the report names the output dtype
+    assert "Y (M×N)" in dict(parse_spec("gemm 4096 4096 4096 fp8 out=fp8").cost().terms)
     assert parse_spec("gemm 4096 4096 4096 fp8 out=fp8").cost().bytes == 3 * 4096 * 4096
     assert parse_spec("gemm 64 64 64 fp4").out_dtype == "bf16"
     assert parse_spec("gemm 64 64 64 bf16").out_dtype == "bf16"
@@ -154,3 +156,12 @@ def test_the_measure_report_says_how_many_threads() -> None:
 
     cal = Calibration(profile=_cpu("local", 3, 20), unstable=(), skipped=(), above_roof=(), notes=())
     assert "ceilings of AMD EPYC (measured with 3 threads)" in _printed(ceilings_table(cal))
+
+
+def test_the_docs_cite_no_internal_document() -> None:
+    """README.md and docs/ are read by users: they cite the public source, not a path of the development box."""
+    root = Path(__file__).resolve().parent.parent
+    pattern = re.compile(r"\bseed \d|DESIGN\.md|METHODS\.md|shared/reference|\bissue \d", re.IGNORECASE)
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            assert not pattern.search(line), f"{doc.name}:{n}: {line}"

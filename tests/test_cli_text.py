@@ -324,3 +324,11 @@ def test_a_cpu_profile_names_its_cache_and_threads_as_a_cpu_has_them() -> None:
     text = " ".join(console.export_text().split())
     assert "last-level cache (the llc level) 32.0 MiB" in text and "measured with 1 thread" in text
     assert "SMs" not in text
+
+
+@pytest.mark.parametrize("command", [None, "llm"])
+def test_device_help_names_local_first(command: str | None, capsys: pytest.CaptureFixture[str]) -> None:
+    """The default device is this machine's measured profile before the GPU's reference (as `op` says on
+    stderr and the README), so --help must not say 'this GPU's, else h100' alone."""
+    text = " ".join(help_text([command] if command else [], capsys).split())
+    assert "measured profile `local`, else this GPU's reference, else h100" in text

@@ -85,3 +85,12 @@ def test_cli_op_names_link_bound_and_regime():
     [d] = json.loads(out.stdout)
     assert d["level"] == "nvlink" and d["regime"] == "comm" and d["bandwidth"] == 450e9
     assert d["time_bound_s"] == pytest.approx(58720256 / 450e9) and d["alpha_s"] == 0
+
+
+@pytest.mark.parametrize("spec", ["gemv 8192 8192 bf16 level=nvlink", "ew n=1e9 fp32 level=pcie",
+                                  "attn b=8 h=32 t=8192 decode level=net"])
+def test_a_kernel_on_a_link_level_is_refused(spec: str) -> None:
+    """A GEMV's weights are not read over NVLink: only a collective's bytes cross a link, so a kernel op with
+    level=nvlink|pcie|net is an error naming the memory levels, not an analysis against the link's slope."""
+    with pytest.raises(SpecError, match="is a link between devices.*choose a memory level: dram"):
+        parse_spec(spec)

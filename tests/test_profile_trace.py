@@ -331,3 +331,27 @@ def test_show_names_a_profiles_op_groups(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "mm bf16 8×3584 · 3584×18944" in out.replace("\n", " ") or "mm bf16 8×3584" in out
     assert "profile bf16 m=8" not in out
+
+
+def test_an_op_group_above_its_roof_is_named_in_the_notes():
+    """A time under its own bound (fraction of roof > 1.1) is a roof measured elsewhere or bytes not counted:
+    said in the notes, as the op report flags a measured point above the roof."""
+    import dataclasses
+
+    from rooftop.models.profile import Ceiling
+
+    h200 = lookup_device("h200")
+    slow = dataclasses.replace(h200, id="slow-h200", bandwidth={"dram": Ceiling(1e12, "measured", "test")})
+    work = build_workload(load_trace(QWEN), slow)
+    notes = [n for n in work.notes if "above the roofs of slow-h200" in n]
+    assert len(notes) == 1 and "aten::mm" in notes[0]
+    assert not [n for n in build_workload(load_trace(QWEN), h200).notes if "above the roofs" in n]
+
+
+def test_cli_ncu_without_a_device_uses_the_gpu_it_ran_on(capsys):
+    """The CSV names its GPU (device__attribute_display_name): without -d its roofs are that GPU's, as a
+    trace's are, not h100's."""
+    assert main(["profile", "--ncu", str(NCU), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["device"] == "h200"
+    assert "using h200" in captured.err

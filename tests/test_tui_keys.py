@@ -24,7 +24,7 @@ from rooftop.tui.llmpane import Llm
 # Each round starts an app (tabs build once per app): 2–8 s each on a busy 2-core box. Before the
 # tabs read the app's state, 6 of 10 rounds crashed; ROOFTOP_FAST_KEY_ROUNDS=20 for a 20-run check.
 ROUNDS = int(os.environ.get("ROOFTOP_FAST_KEY_ROUNDS", "4"))
-CHARS = {"escape": "\x1b", "enter": "\r"}
+CHARS = {"escape": "\x1b", "enter": "\r", "right_square_bracket": "]"}
 
 
 async def send_keys(app, keys) -> None:  # noqa: ANN001 - keys: a str of one-character keys, or key names
@@ -95,3 +95,33 @@ def test_a_crash_inside_the_app_exits_non_zero(tmp_path: Path, monkeypatch, caps
     monkeypatch.setattr(RooftopApp, "on_mount", broken)
     assert cli.main(["--db", str(tmp_path / "r.db")]) == 1
     assert "a bug in the app" in capsys.readouterr().err
+
+
+def test_the_help_names_every_tab_key() -> None:
+    """The help's key table lists each tab the bar has, with its number (it stopped at 6 when Profile came)."""
+    from rooftop.tui.app import TABS, RooftopApp
+    from rooftop.tui.widgets import HELP
+
+    tab_keys = [b for b in RooftopApp.BINDINGS if getattr(b, "action", "").startswith("tab(")]
+    assert len(tab_keys) == len(TABS)
+    assert f"`1`–`{len(TABS)}`" in HELP
+    for binding in tab_keys:
+        assert binding.description in HELP, binding.description
+
+
+async def test_a_tabs_keys_typed_with_its_number_are_not_lost(tmp_path: Path) -> None:
+    """`3]]` in one read, from another tab: the two `]` reach What-if (they went to nobody while its focus
+    waited for a refresh), so M goes 1 → 4."""
+    from rooftop.tui.whatif import WhatIf
+
+    app = create_app(AppConfig(sampler=None, db_path=tmp_path / "r.db", device="h100", initial_tab="whatif"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("5")
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "history")
+        await pilot.pause()
+        await send_keys(app, ["3", "right_square_bracket", "right_square_bracket"])
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "whatif")
+        await pilot.pause(0.3)
+        assert app.query_one(TabbedContent).active == "whatif"
+        assert app.query_one(WhatIf).analysis.op.m == 4

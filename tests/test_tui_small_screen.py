@@ -83,6 +83,20 @@ async def test_esc_out_of_a_whatif_field_keeps_the_tabs_keys_alive(tmp_path: Pat
         assert len(app.pinned) == 1
 
 
+async def test_keys_that_come_together_each_act_on_the_op_before_them(tmp_path: Path) -> None:
+    """`]` `]` `p` typed at once (one terminal read: no Changed handled between them) give M = 4, and pin it."""
+    app = app_on(tmp_path / "r.db", initial_tab="whatif")
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        whatif = app.query_one(WhatIf)
+        whatif.action_batch(2)
+        whatif.action_batch(2)
+        whatif.action_pin()
+        await pilot.pause()
+        assert whatif.analysis.op.m == 4
+        assert [op.m for op in app.pinned] == [4]
+
+
 async def test_a_bad_spec_dims_the_last_good_analysis(tmp_path: Path) -> None:
     app = app_on(tmp_path / "r.db", initial_tab="whatif")
     async with app.run_test(size=SMALL) as pilot:
@@ -120,6 +134,33 @@ async def test_after_a_restart_live_shows_this_machines_last_run_and_its_ceiling
         assert scroll.max_scroll_y == 0, ceilings  # the whole line on screen, nothing to scroll to
         assert_visible(app, f"last run of this machine: {rid[:8]}, complete, 2 points")
         assert "no data yet" not in "\n".join(screen_lines(app))
+
+
+async def test_live_shows_the_last_measurement_not_a_later_profile_or_comm_run(tmp_path: Path) -> None:
+    """A profiled trace or a collectives sweep kept after the measurement is not 'this machine's last run'."""
+    from rooftop.store import comms, profiles
+
+    db = tmp_path / "r.db"
+    rid = measured_here(db, gpu_profile())
+    with Store.open(db) as store:
+        for plan, backend in ((profiles.PLAN, "trace"), (comms.PLAN, "gloo")):
+            other = store.begin_run({"name": "other", "index": 0, "units": 1}, plan, backend)
+            store.finish_run(other, "complete")
+    app = app_on(db, initial_tab="live")
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: "last run of this machine" in str(app.query_one("#ms-status").render()))
+        assert_visible(app, f"last run of this machine: {rid[:8]}, complete, 2 points")
+
+
+def test_a_profile_or_comm_run_alone_is_no_measurement_of_this_machine(tmp_path: Path) -> None:
+    """Profiling a trace first must not stop the app measuring this machine at start."""
+    from rooftop.store import comms, profiles
+
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        for plan, backend in ((profiles.PLAN, "trace"), (comms.PLAN, "gloo")):
+            store.finish_run(store.begin_run({"name": "other", "index": 0, "units": 1}, plan, backend), "complete")
+    assert not app_on(db).measured_here
 
 
 async def test_roofline_legend_shows_the_overlay_and_the_points_at_80x24(tmp_path: Path) -> None:

@@ -46,6 +46,15 @@ NOTE_S = 3  # seconds a note (toast) stays: it covers the chart's lower right me
 SHORT_BELOW = 30  # rows: below this, the header goes and Live packs its traces (app.tcss: Screen.-short)
 
 
+def _measured_here(run) -> bool:  # noqa: ANN001 - a store.runs.Run
+    """A measurement of this machine's ceilings: a profiled program or a collectives sweep is a run of its own
+    kind (the Profile and History tabs show those), not what the Live tab or the start-up measurement go by."""
+    from rooftop.store import comms, profiles
+    from rooftop.store.process import host_name
+
+    return run.host == host_name() and not run.imported_from and run.plan not in (profiles.PLAN, comms.PLAN)
+
+
 def default_sampler() -> Sampler:
     return Sampler()  # 4 Hz
 
@@ -205,7 +214,6 @@ class RooftopApp(App[None]):
         import sqlite3
 
         from rooftop.store.db import StoreError
-        from rooftop.store.process import host_name
         from rooftop.store.runs import Store
 
         try:
@@ -216,7 +224,7 @@ class RooftopApp(App[None]):
                 found = store.profiles()
                 local = store.local_profile()
                 self._pin_specs = [str(o["spec"]) for o in store.saved_ops()]
-                self.measured_here = any(r.host == host_name() and not r.imported_from for r in store.runs())
+                self.measured_here = any(_measured_here(r) for r in store.runs())
         except (StoreError, sqlite3.DatabaseError, OSError) as exc:
             self.store_note = f"store unavailable: {exc}"
             return {}
@@ -226,11 +234,10 @@ class RooftopApp(App[None]):
         return {safe_text(k): dataclasses.replace(p, id=safe_text(p.id), name=safe_text(p.name)) for k, p in found.items()}
 
     def _last_run_here(self) -> RunView:
-        """This machine's last run in the store (any status), for the Live tab after a restart."""
+        """This machine's last measurement in the store (any status), for the Live tab after a restart."""
         import sqlite3
 
         from rooftop.store.db import StoreError
-        from rooftop.store.process import host_name
         from rooftop.store.runs import Store
 
         if not self.measured_here:
@@ -240,7 +247,7 @@ class RooftopApp(App[None]):
             if store is None:
                 return RunView()
             with store:
-                mine = [r for r in store.runs() if r.host == host_name() and not r.imported_from]
+                mine = [r for r in store.runs() if _measured_here(r)]
                 if not mine:
                     return RunView()
                 return RunView.from_store(mine[-1], store.samples(mine[-1].id), store.stored_profile(mine[-1].id))
@@ -503,6 +510,9 @@ class RooftopApp(App[None]):
         # A widget of the old tab that kept the focus would pull its tab back to the front.
         self.set_focus(None)
         self.query_one(TabbedContent).active = tab
+        homes = self.query_one(f"#{tab}").query(TAB_HOME[tab]) if tab in TAB_HOME else None
+        if homes:  # built: its home takes the keys that came with this one ("3]]"), not after a refresh
+            self.screen.set_focus(homes.first())
 
     def action_escape(self) -> None:
         """Esc leaves a text field for the tab's home, so 1–7, m, q and the tab's own keys ([ ] p)

@@ -847,7 +847,8 @@ def build_parser() -> Parser:
                "Run `rooftop COMMAND --help` for each command's options.",
     )
     p.add_argument("-d", "--device", metavar="ID",
-                   help="the app's first device, or the device of op/plot/llm (default: this GPU's, else h100)")
+                   help="the app's first device, or the device of op/plot/llm (default: this machine's "
+                        "measured profile `local`, else this GPU's reference, else h100)")
     add_db_option(p, top=True)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     from rooftop.tui.measure_cmd import add_measure_command  # light: torch loads only when measuring
@@ -907,7 +908,8 @@ def build_parser() -> Parser:
     lm.add_argument("--context", metavar="LIST", help="decode: tokens in the KV cache, comma-separated (default: the prompt)")
     lm.add_argument("--dtype", metavar="DTYPE", help="weight dtype (default: the config's)")
     lm.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache dtype, e.g. fp8 (default: the weights')")
-    add_device_option(lm, "device id (default: this GPU's, else h100)")
+    add_device_option(lm, "device id (default: this machine's measured profile `local`, else this GPU's "
+                          "reference, else h100)")
     lm.add_argument("--measured-ms", metavar="T", help="measured step times in ms, one per batch × context")
     lm.add_argument("--parts", metavar="NAME=MS,…", help="an end-to-end time table for an Amdahl breakdown")
     lm.add_argument("--speedup", metavar="NAME=X,…", help="speed-up factors of some parts")

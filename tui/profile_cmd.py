@@ -51,7 +51,8 @@ def add_profile_command(sub: Any) -> None:
                     "time; MFU beside bandwidth utilisation.",
         epilog=EPILOG,
     )
-    add_device_option(pr, "the device whose roofs to use (default: the trace's GPU, else this machine's)")
+    add_device_option(pr, "the device whose roofs to use (default: the GPU the trace or CSV names, "
+                          "else this machine's)")
     pr.add_argument("--steps", type=int, default=3, metavar="N",
                     help="steps to record after one warm-up step (a step: one outermost nn.Module call; default 3)")
     pr.add_argument("--trace", metavar="FILE", help="read a Chrome/Kineto trace (.json or .json.gz) instead")
@@ -196,7 +197,7 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
     return trace, " ".join(program)
 
 
-def _device(args: argparse.Namespace, trace_device: str) -> Any:
+def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") -> Any:
     from rooftop.models.catalog import find_by_name
     from rooftop.tui.cli import _device_list, resolve_devices, store_profiles
 
@@ -204,7 +205,7 @@ def _device(args: argparse.Namespace, trace_device: str) -> Any:
     if not ids and trace_device:
         found = find_by_name(trace_device)
         if found:
-            sys.stderr.write(f"rooftop profile: using {found.id}, the reference profile for the trace's "
+            sys.stderr.write(f"rooftop profile: using {found.id}, the reference profile for the {source}'s "
                              f"{clean(trace_device)}\n")
             return found
     return resolve_devices(ids, store_profiles(args, ids))[0]
@@ -318,7 +319,6 @@ def profile_report(work: Any, top: int = TOP) -> Group:
 
 def _ncu(args: argparse.Namespace) -> int:
     from rooftop.models.ncu import NcuError, parse_ncu_csv
-    from rooftop.tui.cli import _device_list, resolve_devices, store_profiles
 
     p = Path(args.ncu)
     if not p.is_file():
@@ -328,8 +328,7 @@ def _ncu(args: argparse.Namespace) -> int:
         kernels = parse_ncu_csv(text)
     except NcuError as exc:
         raise ProfileError(f"{p}: {exc}") from None
-    ids = _device_list(getattr(args, "device", None))
-    device = resolve_devices(ids, store_profiles(args, ids))[0]
+    device = _device(args, kernels[0].device_name, "profile")  # no -d: the GPU ncu ran on, as a trace's
     if args.json:
         print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels]})
         return 0

@@ -213,8 +213,11 @@ class WhatIf(Widget):
     # -- analysis ------------------------------------------------------------------
 
     def set_spec(self, spec: str) -> None:
-        """Type a spec as a user would (tests and other tabs use this)."""
-        self.query_one("#spec", Input).value = spec
+        """Type a spec as a user would (tests and other tabs use this), analysed at once: keys that come
+        together (`]` `]` `p`) each act on the op before them, not on one whose Changed is still queued."""
+        with self.prevent(Input.Changed):
+            self.query_one("#spec", Input).value = spec
+        self.analyse()
 
     def analyse(self) -> None:
         if not self.query("#spec") or not self.query("#analysis"):

@@ -178,7 +178,7 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 
 | key | does |
 |---|---|
-| `1`–`6` | Live · Roofline · What-if · Compare · History · LLM |
+| `1`–`7` | Live · Roofline · What-if · Compare · History · LLM · Profile |
 | `m` | measure this machine (quick plan) |
 | `c` / `Esc` | cancel the running measurement (what was measured is kept) |
 | `v` | Live: the next sweep's curve — GB/s vs working set, TFLOP/s vs n or M, FMA sweep vs R |
