@@ -55,6 +55,21 @@ def _measured_here(run) -> bool:  # noqa: ANN001 - a store.runs.Run
     return run.host == host_name() and not run.imported_from and run.plan not in (profiles.PLAN, comms.PLAN)
 
 
+class Tabbed(TabbedContent):
+    """TabbedContent that follows the focus only while the focus is still there.
+
+    Textual shows the pane of a widget that gets the focus, through a message handled later. With
+    fast keys (`3 4 6`) the What-if pane's focus message arrived after `6` had shown the LLM tab
+    and pulled What-if back in front; a message whose widget has lost the focus since is stale.
+    """
+
+    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        focused = self.app.focused
+        if focused is None or event.tab_pane not in focused.ancestors_with_self:
+            event.stop()
+            event.prevent_default()  # Textual would still run TabbedContent's own handler
+
+
 def default_sampler() -> Sampler:
     return Sampler()  # 4 Hz
 
@@ -299,7 +314,7 @@ class RooftopApp(App[None]):
             "llm": ("6 LLM", lambda: Llm(self.profiles, self.device_id, id="llm-pane")),
             "profile": ("7 Profile", lambda: ProfilePane(self.config.db_path, id="profile-pane")),
         }
-        with TabbedContent(initial=self.config.initial_tab, id="tabs"):
+        with Tabbed(initial=self.config.initial_tab, id="tabs"):
             for tab, (title, make) in panes.items():
                 with TabPane(title, id=tab):
                     # Only the first tab is built now (first frame fast); each other one is built
