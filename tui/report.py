@@ -596,8 +596,11 @@ def samples_table(samples: list) -> Table:
         if s.stats is None:
             t.add_row(str(i), kernel, intensity, "", "", "", Text(safe_text(f"skipped: {s.skipped}"), style="yellow"))
             continue
-        rate = s.bandwidth if s.family in moving else s.flop_rate
-        shown = (fmt_bandwidth(rate) if s.family in moving else fmt_flops_rate(rate)) if rate else ""
+        by_bytes = s.family in moving
+        if s.family == "profile":  # as `rooftop profile` gives it: FLOP/s where compute-bound, else B/s
+            by_bytes = not (s.flops > 0 and (s.conditions.get("profile") or {}).get("regime") == "compute")
+        rate = s.bandwidth if by_bytes else s.flop_rate
+        shown = (fmt_bandwidth(rate) if by_bytes else fmt_flops_rate(rate)) if rate else ""
         note = Text("unstable", style="yellow") if not s.stable else Text("")
         t.add_row(str(i), kernel, intensity, fmt_time(s.stats.median_s), shown, f"{s.stats.iqr_ratio:.2f}", note)
     return t
