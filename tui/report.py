@@ -188,8 +188,8 @@ def devices_table(profiles: list[DeviceProfile]) -> Table:
     widths = {"id": 12, "source": 9}
     for col, just in (("id", "left"), ("source", "left"), ("B GB/s", "right"), ("16-bit TF/s", "right"),
                       ("fp64 TF/s", "right"), ("I* 16-bit", "right"), ("name", "left")):
-        if col == "name":
-            t.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1)
+        if col == "name":  # the one column Rich may narrow (a no_wrap column is never); its cells end in "…"
+            t.add_column(col, overflow="ellipsis", ratio=1)
         else:
             t.add_column(col, justify=just, no_wrap=True, min_width=widths.get(col, len(col)))
     for p in profiles:
@@ -203,7 +203,7 @@ def devices_table(profiles: list[DeviceProfile]) -> Table:
             f"{p.F(half) / 1e12:.4g}" if half else "",
             f"{p.F(fp64) / 1e12:.3g}" if fp64 else "",
             f"{p.ridge(half):.3g}" if half and dram else "",
-            safe_text(p.name),
+            Text(safe_text(p.name), no_wrap=True, overflow="ellipsis"),
         )
     return t
 
