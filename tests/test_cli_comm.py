@@ -197,3 +197,25 @@ def test_comm_fit_note_hangs_under_itself_at_80_columns():
     note = lines[start:end]
     assert len(note) > 1 and all(len(line) <= 80 for line in note)
     assert all(line.startswith(" " * len("  α-β fit: ")) and line.strip() for line in note[1:]), note
+
+
+def test_show_a_comm_run_with_a_malformed_point_says_so_in_one_line(tmp_path, capsys):
+    """An edited import naming no known collective: one line on stderr, the samples as stored, no traceback."""
+    from rooftop.models.sample import Sample, TimeStats
+    from rooftop.store.comms import begin_comm, comm_device_info
+    from rooftop.tui.cli import main
+
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        rid = begin_comm(store, comm_device_info("gloo", 2, "cpu", "quick"), "gloo")
+        for size in (8, 1024):
+            store.add_sample(rid, Sample("allreduce", "fp32", {"n": size // 4}, flops=0, bytes=size,
+                                         stats=TimeStats(1e-4, 1e-4, 1e-4, 1e-4, 0.0, 7, 1),
+                                         conditions={"comm": {"collective": "bogus", "world": 2}}))
+        store.finish_run(rid, "complete")
+    assert main(["show", rid[:8], "--db", str(db)]) == 0
+    out, err = capsys.readouterr()
+    assert "a stored collective is malformed" in err and len(err.strip().splitlines()) == 1
+    assert "allreduce" in out  # the samples table
+    assert main(["show", rid[:8], "--db", str(db), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["samples"]) == 2

@@ -374,6 +374,22 @@ def test_show_a_profile_whose_roofs_are_gone_lists_groups_by_their_regime(tmp_pa
     assert "GB/s" in row and "FLOP/s" not in row, row
 
 
+def test_show_a_profile_whose_roofs_changed_keeps_the_stored_figures(tmp_path, capsys):
+    """Roofs that no longer give the stored MFU are not used to redraw the report: the stored groups instead."""
+    import sqlite3
+
+    db = str(tmp_path / "s.db")
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--db", db]) == 0
+    rid = json.loads(capsys.readouterr().out)["run_id"]
+    with sqlite3.connect(db) as con:
+        device = json.loads(con.execute("SELECT device_json FROM runs WHERE id = ?", (rid,)).fetchone()[0])
+        device["profile"]["mfu"] *= 2  # as if placed on roofs of half the peak
+        con.execute("UPDATE runs SET device_json = ? WHERE id = ?", (json.dumps(device), rid))
+    assert main(["show", rid[:8], "--db", db]) == 0
+    out, err = capsys.readouterr()
+    assert "the roofs of h200 have changed" in err and "MFU" not in out
+
+
 def test_an_op_group_above_its_roof_is_named_in_the_notes():
     """A time under its own bound (fraction of roof > 1.1) is a roof measured elsewhere or bytes not counted:
     said in the notes, as the op report flags a measured point above the roof."""

@@ -680,8 +680,11 @@ def _show_extra_json(run, samples: list) -> dict[str, Any]:  # noqa: ANN001 - a 
         from rooftop.models.comm import comm_points, fit_points
         from rooftop.tui.comm_cmd import comm_json
 
-        points = comm_points(samples)
-        return comm_json(points, fit_points(points))
+        try:
+            points = comm_points(samples)
+            return comm_json(points, fit_points(points))
+        except (KeyError, TypeError, ValueError):  # malformed (an edited import): the samples are in the document
+            return {}
     if is_profile(run):
         try:
             return profile_json(run, samples)
@@ -694,12 +697,25 @@ def _show_comm(console: Any, run, samples: list) -> bool:  # noqa: ANN001 - a Ru
     from rooftop.models.comm import comm_points, fit_points
     from rooftop.tui.comm_cmd import comm_report
 
-    points = comm_points(samples)
-    if not points:
+    try:
+        points = comm_points(samples)
+        report = comm_report(points, fit_points(points), run.backend) if points else None
+    except (KeyError, TypeError, ValueError) as exc:  # an imported run whose points name no known collective
+        sys.stderr.write(safe_text(f"rooftop show: a stored collective is malformed ({exc}): showing the samples "
+                                   "as stored") + "\n")
+        return False
+    if report is None:
         return False
     console.print()
-    console.print(comm_report(points, fit_points(points), run.backend))
+    console.print(report)
     return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two stored figures agree (None with None; numbers to a part in 10⁹, as JSON keeps them)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    return a is None and b is None
 
 
 def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) -> bool:  # noqa: ANN001 - a Run
@@ -724,6 +740,11 @@ def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) ->
         work = stored_workload(run, samples, device)
     except ValueError as exc:
         sys.stderr.write(safe_text(f"rooftop show: {exc}: showing its op groups as stored") + "\n")
+        return False
+    stored, now = run.device.get("profile") or {}, work.summary()
+    if any(not _same(stored.get(k), now[k]) for k in ("mfu", "bandwidth_utilisation")):
+        sys.stderr.write(safe_text(f"rooftop show: the roofs of {placed} have changed since this profile was "
+                                   "taken: showing its op groups as stored") + "\n")
         return False
     console.print()
     console.print(profile_report(work))
