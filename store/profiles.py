@@ -11,8 +11,9 @@ device's measured profile.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.workload import OpGroup, Workload
 
@@ -56,3 +57,54 @@ def save_profile(store: Store, work: Workload, source: str, backend: str,
 
 def is_profile(run: Run) -> bool:
     return run.plan == PLAN
+
+
+def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
+    """The op groups of a stored profile, as `save_profile` kept them (W and Q back to all calls), largest first.
+
+    Raises ValueError when a sample's stored group is not one `save_profile` could have written (an edited import).
+    """
+    groups = []
+    for s in samples:
+        g = s.conditions.get("profile") if isinstance(s.conditions, Mapping) else None
+        if not isinstance(g, Mapping) or not g:
+            continue
+        try:
+            calls = int(g.get("calls") or 0)
+            bound = g.get("bound_s")
+            groups.append(OpGroup(
+                op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []), dtype=str(g.get("dtype") or ""),
+                model=str(g.get("model") or ""), path=str(g.get("path") or ""), counting=str(g.get("counting") or ""),
+                shape={str(k): int(v) for k, v in dict(g.get("shape") or {}).items()}, calls=calls,
+                time_s=float(g.get("time_s") or 0.0), flops=s.flops * calls if calls else s.flops,
+                bytes=s.bytes * calls if calls else s.bytes, kernels=int(g.get("kernels") or 0),
+                bound_s=None if bound is None else float(bound), regime=str(g.get("regime") or ""),
+            ))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"a stored op group is malformed ({exc})") from None
+    return sorted(groups, key=lambda g: -g.time_s)
+
+
+def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) -> Workload:
+    """The profile as `rooftop profile` reported it, rebuilt from the run on the roofs it was placed on.
+
+    Raises ValueError when the stored split or an op group is malformed.
+    """
+    s = run.device.get("profile") if isinstance(run.device.get("profile"), Mapping) else {}
+    try:
+        return Workload(groups=tuple(stored_groups(samples)), device=device, on_device=bool(s.get("on_device")),
+                        kernels=int(s.get("kernels") or 0), span_s=float(s.get("span_s") or 0.0),
+                        busy_s=float(s.get("device_busy_s") or 0.0), device_name=str(s.get("trace_device") or ""),
+                        notes=tuple(str(n) for n in (s.get("notes") or ())))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the stored profile is malformed ({exc})") from None
+
+
+def profile_json(run: Run, samples: Sequence[Sample]) -> dict[str, Any]:
+    """{ops, summary, notes} as `rooftop profile --json` gave them: the ops from the samples, the split as stored."""
+    s = dict(run.device.get("profile") or {})
+    span = s.get("span_s") if isinstance(s.get("span_s"), (int, float)) else 0.0
+    ops = [{**g.to_dict(), "share": g.time_s / span if span > 0 else None} for g in stored_groups(samples)]
+    notes = list(s.pop("notes", None) or [])
+    s.pop("source", None)
+    return {"ops": ops, "summary": s, "notes": notes}

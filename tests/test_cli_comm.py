@@ -158,3 +158,64 @@ def test_host_device_copies_on_a_gpu():
     points = comm_points(host_device_sweep(plan))
     assert {p.collective for p in points} == {"h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable"}
     assert all(p.time_s and p.algbw == p.busbw for p in points)
+
+
+def test_show_a_comm_run_as_comm_shows_it(tmp_path):
+    """`rooftop show` on a comm run: per collective size, time, algbw, busbw and the α-β fit (not kernels with
+    TFLOP/s and I), and --json with the points and fits `rooftop comm --json` gave."""
+    db = tmp_path / "r.db"
+    out = rooftop("comm", "--world", "2", "--max-size", "1K", "--json", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    shown = rooftop("show", doc["run_id"][:8], "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    for coll, factor in (("allreduce", "1"), ("allgather", "0.5"), ("sendrecv", "1")):
+        assert f"{coll} (gloo, 2 ranks; busbw = algbw × {factor})" in shown.stdout
+    assert shown.stdout.count("α-β fit:") == 5 and "busbw" in shown.stdout
+    assert "FLOP/s" not in shown.stdout and "kernel" not in shown.stdout
+    as_json = rooftop("show", doc["run_id"][:8], "--db", str(db), "--json")
+    mine = json.loads(as_json.stdout)
+    assert mine["points"] == doc["points"] and mine["fits"] == doc["fits"]
+    assert len(mine["samples"]) == 10  # still the whole run document
+
+
+def test_comm_fit_note_hangs_under_itself_at_80_columns():
+    """A fit note longer than the line wraps under its own text, not at the left edge."""
+    import io
+
+    from rich.console import Console
+
+    from rooftop.models.comm import CommPoint, fit_points
+    from rooftop.tui.comm_cmd import comm_report
+
+    points = [CommPoint("allreduce", 2, s, 20e-6 + s / 5e9, 20e-6, 30e-6, 0.1) for s in (8.0, 2.0**20, 2.0**24)]
+    console = Console(file=io.StringIO(), width=80, no_color=True)
+    console.print(comm_report(points, fit_points(points), "gloo"))
+    lines = console.file.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  α-β fit: α = "))
+    end = next(i for i in range(start, len(lines)) if not lines[i].strip())
+    note = lines[start:end]
+    assert len(note) > 1 and all(len(line) <= 80 for line in note)
+    assert all(line.startswith(" " * len("  α-β fit: ")) and line.strip() for line in note[1:]), note
+
+
+def test_show_a_comm_run_with_a_malformed_point_says_so_in_one_line(tmp_path, capsys):
+    """An edited import naming no known collective: one line on stderr, the samples as stored, no traceback."""
+    from rooftop.models.sample import Sample, TimeStats
+    from rooftop.store.comms import begin_comm, comm_device_info
+    from rooftop.tui.cli import main
+
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        rid = begin_comm(store, comm_device_info("gloo", 2, "cpu", "quick"), "gloo")
+        for size in (8, 1024):
+            store.add_sample(rid, Sample("allreduce", "fp32", {"n": size // 4}, flops=0, bytes=size,
+                                         stats=TimeStats(1e-4, 1e-4, 1e-4, 1e-4, 0.0, 7, 1),
+                                         conditions={"comm": {"collective": "bogus", "world": 2}}))
+        store.finish_run(rid, "complete")
+    assert main(["show", rid[:8], "--db", str(db)]) == 0
+    out, err = capsys.readouterr()
+    assert "a stored collective is malformed" in err and len(err.strip().splitlines()) == 1
+    assert "allreduce" in out  # the samples table
+    assert main(["show", rid[:8], "--db", str(db), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["samples"]) == 2

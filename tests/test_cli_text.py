@@ -196,6 +196,22 @@ def test_op_header_keeps_each_figure_whole_and_notes_hang(runs_db, capsys: pytes
     assert len(advice) > sum(line.startswith(" → ") for line in advice)  # some advice did wrap
 
 
+def test_devices_ends_a_cut_name_with_an_ellipsis(runs_db, capsys: pytest.CaptureFixture[str]) -> None:
+    """At 80 columns a device name too long for its column is cut with "…", never mid-word without a mark."""
+    from rooftop.models.catalog import catalog
+
+    out = printed(["devices"], capsys)
+    names = {p.id: p.name for p in catalog().values()}
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[0] in names}
+    cut = 0
+    for dev_id, line in rows.items():
+        full = names[dev_id]
+        shown = line[line.index("  " + full[:6]) + 2:] if "  " + full[:6] in line else ""
+        assert shown == full or (shown.endswith("…") and full.startswith(shown[:-1])), (full, line)
+        cut += shown != full
+    assert cut and len(rows) == len(names)
+
+
 def test_runs_folds_a_long_name_at_its_hyphens(runs_db, capsys: pytest.CaptureFixture[str]) -> None:
     out = printed(["runs"], capsys)
     rows = out.splitlines()

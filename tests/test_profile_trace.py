@@ -333,6 +333,63 @@ def test_show_names_a_profiles_op_groups(tmp_path, capsys):
     assert "profile bf16 m=8" not in out
 
 
+def test_show_a_profile_as_profile_shows_it(tmp_path, capsys):
+    """`rooftop show` on a profile run prints `rooftop profile`'s report (GB/s where memory-bound, the split,
+    MFU), and its --json carries the same ops, summary and notes as `rooftop profile --json`."""
+    db = str(tmp_path / "s.db")
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--db", db]) == 0
+    report = capsys.readouterr().out
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--no-save", "--db", db]) == 0
+    own = json.loads(capsys.readouterr().out)
+    assert main(["runs", "--json", "--db", db]) == 0
+    [run] = json.loads(capsys.readouterr().out)
+    assert main(["show", run["id"][:8], "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert report in shown and "GB/s  memory" in shown and "TFLOP/s  memory" not in shown
+    assert main(["show", run["id"][:8], "--json", "--db", db]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"] == own["summary"] and doc["notes"] == own["notes"]
+    assert [(o["op"], o["shapes"], o["calls"]) for o in doc["ops"]] == [(o["op"], o["shapes"], o["calls"]) for o in own["ops"]]
+    for mine, theirs in zip(doc["ops"], own["ops"]):
+        assert mine.keys() == theirs.keys()
+        assert mine["flops"] == pytest.approx(theirs["flops"]) and mine["share"] == pytest.approx(theirs["share"])
+    assert doc["samples"]  # still the whole run document
+
+
+def test_show_a_profile_whose_roofs_are_gone_lists_groups_by_their_regime(tmp_path, capsys):
+    """Placed on roofs this machine no longer knows: the stored groups, memory-bound ones in GB/s, not TFLOP/s."""
+    import sqlite3
+
+    db = str(tmp_path / "s.db")
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--db", db]) == 0
+    rid = json.loads(capsys.readouterr().out)["run_id"]
+    with sqlite3.connect(db) as con:
+        device = json.loads(con.execute("SELECT device_json FROM runs WHERE id = ?", (rid,)).fetchone()[0])
+        device["profile"]["device"] = "gone-gpu"
+        con.execute("UPDATE runs SET device_json = ? WHERE id = ?", (json.dumps(device), rid))
+    assert main(["show", rid[:8], "--db", db]) == 0
+    out, err = capsys.readouterr()
+    assert "(gone-gpu) are not known here" in err
+    row = next(line for line in out.splitlines() if " mm bf16 8×3584 " in line)
+    assert "GB/s" in row and "FLOP/s" not in row, row
+
+
+def test_show_a_profile_whose_roofs_changed_keeps_the_stored_figures(tmp_path, capsys):
+    """Roofs that no longer give the stored MFU are not used to redraw the report: the stored groups instead."""
+    import sqlite3
+
+    db = str(tmp_path / "s.db")
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--db", db]) == 0
+    rid = json.loads(capsys.readouterr().out)["run_id"]
+    with sqlite3.connect(db) as con:
+        device = json.loads(con.execute("SELECT device_json FROM runs WHERE id = ?", (rid,)).fetchone()[0])
+        device["profile"]["mfu"] *= 2  # as if placed on roofs of half the peak
+        con.execute("UPDATE runs SET device_json = ? WHERE id = ?", (json.dumps(device), rid))
+    assert main(["show", rid[:8], "--db", db]) == 0
+    out, err = capsys.readouterr()
+    assert "the roofs of h200 have changed" in err and "MFU" not in out
+
+
 def test_an_op_group_above_its_roof_is_named_in_the_notes():
     """A time under its own bound (fraction of roof > 1.1) is a roof measured elsewhere or bytes not counted:
     said in the notes, as the op report flags a measured point above the roof."""

@@ -66,6 +66,16 @@ async def test_whatif_shows_form_hint_and_analysis_whole(runs_db: Path) -> None:
         assert not app.query_one("#whatif-plot").display  # its room goes to the text; Roofline (2) draws the op
 
 
+async def test_llm_footer_fits_80_columns_whole(runs_db: Path) -> None:
+    """The LLM tab's keys and the app's share the footer: batch and context as one item each, Quit not cut."""
+    app = make(runs_db, "llm")
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        footer = screen_lines(app)[-1]
+        for item in ("[ ] batch ÷2 ×2", ", . ctx ÷2 ×2", "m Measure", "? Help", "q Quit", "^p palette"):
+            assert item in footer, footer
+
+
 async def test_history_keeps_status_and_start_of_every_run(runs_db: Path) -> None:
     app = make(runs_db, "history")
     async with app.run_test(size=SMALL) as pilot:

@@ -644,12 +644,17 @@ def _run_json(run) -> dict[str, Any]:  # noqa: ANN001
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """One run; a profile or a comm run as `rooftop profile` / `rooftop comm` show theirs, after the facts."""
+    from rooftop.store.comms import is_comm
+    from rooftop.store.profiles import is_profile
+
     with open_store(args) as store:
         run = store.run(args.run)
+        samples = store.samples(run.id)
         if args.json:
             from rooftop.store.io import run_document
 
-            print_json(run_document(store, run))
+            print_json({**run_document(store, run), **_show_extra_json(run, samples)})
             return 0
         from rooftop.tui.report import make_console, profile_detail, run_facts, samples_table
 
@@ -658,11 +663,92 @@ def cmd_show(args: argparse.Namespace) -> int:
         if run.has_ceilings:
             console.print()
             console.print(profile_detail(store.profile(run.id)))
-        samples = store.samples(run.id)
-        if samples:
+        shown = _show_comm(console, run, samples) if is_comm(run) else (
+            _show_profile(console, args, run, samples) if is_profile(run) else False)
+        if samples and not shown:
             console.print()
             console.print(samples_table(samples))
     return 0
+
+
+def _show_extra_json(run, samples: list) -> dict[str, Any]:  # noqa: ANN001 - a Run
+    """What `rooftop comm --json` / `rooftop profile --json` add for such a run: points and fits, ops and summary."""
+    from rooftop.store.comms import is_comm
+    from rooftop.store.profiles import is_profile, profile_json
+
+    if is_comm(run):
+        from rooftop.models.comm import comm_points, fit_points
+        from rooftop.tui.comm_cmd import comm_json
+
+        try:
+            points = comm_points(samples)
+            return comm_json(points, fit_points(points))
+        except (KeyError, TypeError, ValueError):  # malformed (an edited import): the samples are in the document
+            return {}
+    if is_profile(run):
+        try:
+            return profile_json(run, samples)
+        except ValueError:
+            return {}
+    return {}
+
+
+def _show_comm(console: Any, run, samples: list) -> bool:  # noqa: ANN001 - a Run
+    from rooftop.models.comm import comm_points, fit_points
+    from rooftop.tui.comm_cmd import comm_report
+
+    try:
+        points = comm_points(samples)
+        report = comm_report(points, fit_points(points), run.backend) if points else None
+    except (KeyError, TypeError, ValueError) as exc:  # an imported run whose points name no known collective
+        sys.stderr.write(safe_text(f"rooftop show: a stored collective is malformed ({exc}): showing the samples "
+                                   "as stored") + "\n")
+        return False
+    if report is None:
+        return False
+    console.print()
+    console.print(report)
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two stored figures agree (None with None; numbers to a part in 10⁹, as JSON keeps them)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    return a is None and b is None
+
+
+def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) -> bool:  # noqa: ANN001 - a Run
+    """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
+    no longer known or the stored profile is malformed."""
+    from rooftop.store.profiles import stored_workload
+    from rooftop.tui.profile_cmd import profile_report
+    from rooftop.tui.profileview import profile_device
+
+    placed = str((run.device.get("profile") or {}).get("device") or "")
+    try:  # the roofs may be a measured or named run's: the store knows those
+        extra = store_profiles(args, [placed] if placed else [])
+    except UsageError:
+        extra = {}
+    device = profile_device(run, extra)
+    if device is None:
+        sys.stderr.write(safe_text(f"rooftop show: the roofs this profile was placed on "
+                                   f"({placed or '?'}) are not known here: "
+                                   "showing its op groups as stored") + "\n")
+        return False
+    try:
+        work = stored_workload(run, samples, device)
+    except ValueError as exc:
+        sys.stderr.write(safe_text(f"rooftop show: {exc}: showing its op groups as stored") + "\n")
+        return False
+    stored, now = run.device.get("profile") or {}, work.summary()
+    if any(not _same(stored.get(k), now[k]) for k in ("mfu", "bandwidth_utilisation")):
+        sys.stderr.write(safe_text(f"rooftop show: the roofs of {placed} have changed since this profile was "
+                                   "taken: showing its op groups as stored") + "\n")
+        return False
+    console.print()
+    console.print(profile_report(work))
+    return True
 
 
 def cmd_rename(args: argparse.Namespace) -> int:
@@ -778,7 +864,8 @@ def add_store_commands(sub: Any) -> None:
     rn.set_defaults(func=cmd_runs)
 
     sh = sub.add_parser("show", help="show one run: facts, ceilings, samples",
-                        description="One run: where and how it was measured, its ceilings and every sample point.")
+                        description="One run: where and how it was measured, its ceilings and every sample point; "
+                                    "a comm run as `rooftop comm` shows it, a profile as `rooftop profile` does.")
     sh.add_argument("run", metavar="RUN", help="run id (4+ hex digits) or name")
     sh.add_argument("--json", action="store_true", help="print the run as rooftop JSON (SI units)")
     add_db_option(sh)

@@ -152,7 +152,6 @@ def _device_name(backend: str) -> str:
 
 def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: str | None) -> int:
     from rooftop.models.comm import comm_points, fit_points
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
     from rooftop.tui.report import make_console
 
     points = comm_points(result.samples)
@@ -164,40 +163,58 @@ def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: 
     if args.json:
         print_json({
             "backend": plan.backend, "world": plan.world, "plan": plan.name, "dtype": "fp32",
-            "points": [p.to_dict() for p in points], "notes": list(plan.notes),
-            "fits": {k: (v.to_dict() if v else None) for k, v in fits.items()},
+            **comm_json(points, fits), "notes": list(plan.notes),
             "wall_s": result.wall_s, "status": result.status, "error": result.error or None, "run_id": run_id,
             "time": "the slowest rank's, median of the protocol's samples",
         })
         return code
+    make_console().print(comm_report(points, fits, plan.backend))
+    return code
+
+
+def comm_json(points: Any, fits: Any) -> dict[str, Any]:
+    """The points and α-β fits as `rooftop comm --json` gives them (and `rooftop show --json` for a comm run)."""
+    return {"points": [p.to_dict() for p in points], "fits": {k: (v.to_dict() if v else None) for k, v in fits.items()}}
+
+
+def fit_note(fit: Any, bus: float) -> str:
+    """One collective's α-β fit and S* in words, or why there is none."""
+    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
+
+    if fit is None:
+        return "fewer than two sizes measured"
+    if not math.isfinite(fit.beta):
+        return f"α = {fmt_time(fit.alpha_s)}; the time did not grow with size (β unbounded)"
+    return (f"α = {fmt_time(fit.alpha_s)}, β = {fmt_bandwidth(fit.beta)} (bus {fmt_bandwidth(fit.beta * bus)}), "
+            f"S* = α·β = {fmt_bytes(fit.crossover_bytes)}: latency-bound below, bandwidth-bound above "
+            f"(fit error {fit.rel_rms:.0%} rms)")
+
+
+def comm_report(points: Any, fits: Any, backend: str) -> Any:
+    """Per collective: size, time, p10–p90, algbw, busbw, then its α-β fit as a note that wraps under itself."""
+    from rich.console import Group
+    from rich.padding import Padding
     from rich.table import Table
 
-    console = make_console()
+    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
+    from rooftop.tui.report import hanging, printable
+
+    parts: list[Any] = []
     for coll, fit in fits.items():
         rows = [p for p in points if p.collective == coll]
-        t = Table(title=f"{coll} ({plan.backend}, {plan.world} ranks; busbw = algbw × {rows[0].to_dict()['bus_factor']:.3g})",
+        bus = rows[0].to_dict()["bus_factor"]
+        t = Table(title=f"{printable(coll, 40)} ({printable(backend, 16)}, {rows[0].world} ranks; busbw = algbw × {bus:.3g})",
                   title_justify="left")
         for h in ("size", "time", "p10–p90", "algbw", "busbw"):
             t.add_column(h, justify="right")
         for p in rows:
             if p.time_s is None:
-                t.add_row(fmt_bytes(p.size_bytes), "skipped", p.skipped[:40], "", "")
+                t.add_row(fmt_bytes(p.size_bytes), "skipped", printable(p.skipped, 40), "", "")
                 continue
             t.add_row(fmt_bytes(p.size_bytes), fmt_time(p.time_s), f"{fmt_time(p.p10_s)}–{fmt_time(p.p90_s)}",
                       fmt_bandwidth(p.algbw), fmt_bandwidth(p.busbw))
-        console.print(t)
-        if fit is None:
-            console.print("  α-β fit: fewer than two sizes measured")
-        elif not math.isfinite(fit.beta):
-            console.print(f"  α-β fit: α = {fmt_time(fit.alpha_s)}; the time did not grow with size (β unbounded)")
-        else:
-            console.print(f"  α-β fit: α = {fmt_time(fit.alpha_s)}, β = {fmt_bandwidth(fit.beta)} "
-                          f"(bus {fmt_bandwidth(fit.beta * rows[0].to_dict()['bus_factor'])}), "
-                          f"S* = α·β = {fmt_bytes(fit.crossover_bytes)}: latency-bound below, bandwidth-bound above "
-                          f"(fit error {fit.rel_rms:.0%} rms)")
-        console.print()
-    return code
-
+        parts += [t, Padding(hanging([("α-β fit:", fit_note(fit, bus))]), (0, 0, 1, 2))]
+    return Group(*parts)
 
 
 def fit_lines(samples: Any) -> list[str]:

@@ -18,6 +18,8 @@ from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_number, fmt_time
 from rooftop.tui.widgets import ErrorLine, RooflinePlot, device_options, refresh_select, watch_app
 
+BATCH = Binding.Group("batch ÷2 ×2")
+CONTEXT = Binding.Group("ctx ÷2 ×2")
 SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
 
 
@@ -27,10 +29,11 @@ class Llm(Widget):
     can_focus = True  # the app focuses the pane when its tab is shown, so its keys work before any Tab
 
     BINDINGS = [
-        Binding("left_square_bracket", "scale('batch', 0.5)", "batch ÷2"),
-        Binding("right_square_bracket", "scale('batch', 2)", "batch ×2"),
-        Binding("comma", "scale('context', 0.5)", "ctx ÷2"),
-        Binding("full_stop", "scale('context', 2)", "ctx ×2"),
+        # each pair one footer item ("[ ] batch ÷2 ×2"): four items and the app's keys overran 80 columns
+        Binding("left_square_bracket", "scale('batch', 0.5)", "batch ÷2", group=BATCH),
+        Binding("right_square_bracket", "scale('batch', 2)", "batch ×2", group=BATCH),
+        Binding("comma", "scale('context', 0.5)", "ctx ÷2", group=CONTEXT),
+        Binding("full_stop", "scale('context', 2)", "ctx ×2", group=CONTEXT),
         Binding("pagedown", "page(1)", "Scroll", show=False),  # the pane scrolls under 90 columns
         Binding("pageup", "page(-1)", "Scroll", show=False),
     ]

@@ -188,8 +188,8 @@ def devices_table(profiles: list[DeviceProfile]) -> Table:
     widths = {"id": 12, "source": 9}
     for col, just in (("id", "left"), ("source", "left"), ("B GB/s", "right"), ("16-bit TF/s", "right"),
                       ("fp64 TF/s", "right"), ("I* 16-bit", "right"), ("name", "left")):
-        if col == "name":
-            t.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1)
+        if col == "name":  # the one column Rich may narrow (a no_wrap column is never); its cells end in "…"
+            t.add_column(col, overflow="ellipsis", ratio=1)
         else:
             t.add_column(col, justify=just, no_wrap=True, min_width=widths.get(col, len(col)))
     for p in profiles:
@@ -203,7 +203,7 @@ def devices_table(profiles: list[DeviceProfile]) -> Table:
             f"{p.F(half) / 1e12:.4g}" if half else "",
             f"{p.F(fp64) / 1e12:.3g}" if fp64 else "",
             f"{p.ridge(half):.3g}" if half and dram else "",
-            safe_text(p.name),
+            Text(safe_text(p.name), no_wrap=True, overflow="ellipsis"),
         )
     return t
 
@@ -596,8 +596,11 @@ def samples_table(samples: list) -> Table:
         if s.stats is None:
             t.add_row(str(i), kernel, intensity, "", "", "", Text(safe_text(f"skipped: {s.skipped}"), style="yellow"))
             continue
-        rate = s.bandwidth if s.family in moving else s.flop_rate
-        shown = (fmt_bandwidth(rate) if s.family in moving else fmt_flops_rate(rate)) if rate else ""
+        by_bytes = s.family in moving
+        if s.family == "profile":  # as `rooftop profile` gives it: FLOP/s where compute-bound, else B/s
+            by_bytes = not (s.flops > 0 and (s.conditions.get("profile") or {}).get("regime") == "compute")
+        rate = s.bandwidth if by_bytes else s.flop_rate
+        shown = (fmt_bandwidth(rate) if by_bytes else fmt_flops_rate(rate)) if rate else ""
         note = Text("unstable", style="yellow") if not s.stable else Text("")
         t.add_row(str(i), kernel, intensity, fmt_time(s.stats.median_s), shown, f"{s.stats.iqr_ratio:.2f}", note)
     return t
