@@ -279,12 +279,14 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
     ]
     if arch.experts:
         # One expert's GEMMs, run by the expected number of distinct experts the step's tokens touch
-        # (fractional): the same count the weights total uses, so ΣT cannot fall below Q/B.
+        # (fractional): the same count the weights total uses, so ΣT cannot fall below Q/B. Each gets the
+        # average rows, tokens·k / used, a fraction: rounding it up would count FLOPs no token asks for,
+        # and this way W = tokens·k·(one expert's FLOPs per token) exactly.
         used = expected_experts(arch.experts, arch.experts_per_token, m)
-        rows = max(1, math.ceil(m * arch.experts_per_token / used))
+        rows = m * arch.experts_per_token / used
         each = L * used
         note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
-                f"{rows} rows each")
+                f"{rows:.3g} rows each on average ({m} tokens × top-{arch.experts_per_token})")
         ops += [
             LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
             LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),
@@ -329,6 +331,7 @@ class MemoryFit:
     weights_bytes: float
     kv_bytes: float
     device_bytes: float | None  # None: the profile does not say how much memory the device has
+    ranks: int = 1  # GPUs the model is split over: the figures are one GPU's share
 
     @property
     def needed_bytes(self) -> float:
@@ -340,7 +343,8 @@ class MemoryFit:
 
     def describe(self, device: str) -> str:
         """One short line (it has to fit the app's tab at 80 columns too)."""
-        need = (f"weights {_gib(self.weights_bytes)} + KV {_gib(self.kv_bytes)} = "
+        per = f" per GPU (1 of {self.ranks})" if self.ranks > 1 else ""
+        need = (f"held{per} weights {_gib(self.weights_bytes)} + KV {_gib(self.kv_bytes)} = "
                 f"{_gib(self.needed_bytes)} GiB")
         if self.device_bytes is None:
             return f"memory: {need}; {device}'s memory size is unknown: not checked"
@@ -368,6 +372,12 @@ class StepBound:
     weights_read_bytes: float  # weight bytes a step must read (no input embedding table)
     kv_bytes: float  # KV cache read (decode) or written (prefill) per step
     measured_s: float | None = None
+    tp: int = 1  # tensor-parallel ranks: with tp × pp > 1 every figure but the model's is one rank's
+    pp: int = 1  # pipeline stages
+
+    @property
+    def ranks(self) -> int:
+        return self.tp * self.pp
 
     def _total(self, attr: str) -> float:
         """An analysis quantity summed over the step (each op times how often it runs)."""
@@ -438,7 +448,9 @@ class StepBound:
 
     @property
     def memory(self) -> MemoryFit:
-        return MemoryFit(self.arch.weights_bytes, self.kv_bytes_held, self.device.memory_bytes)
+        """What one GPU holds: the whole model, or with tp × pp > 1 one rank's share of it."""
+        return MemoryFit(shard(self.arch, self.tp).weights_bytes / self.pp, self.kv_bytes_held,
+                         self.device.memory_bytes, self.ranks)
 
     @property
     def kv_bytes_held(self) -> float:
@@ -452,9 +464,16 @@ class StepBound:
         return self.phase.batch if self.phase.kind == "decode" else self.phase.batch * self.phase.prompt
 
     @property
+    def pass_s(self) -> float:
+        """The bound on one pass through the model: a token crosses all pp stages in turn, so it is pp × the
+        rank's T — all layers at 1/tp (inter-stage sends and TP all-reduces not included: shown beside)."""
+        return self.pp * self.time_bound_s
+
+    @property
     def tokens_per_s(self) -> float:
-        """The ceiling on tokens/s: a step takes at least T (roofline or launch floor)."""
-        return self.tokens_per_step / self.time_bound_s
+        """The ceiling on tokens/s for this batch: a step takes at least T (roofline or launch floor) on each
+        of the pp stages it passes. Other batches in flight on the other stages can add to it."""
+        return self.tokens_per_step / self.pass_s
 
     @property
     def explained(self) -> float | None:
@@ -471,6 +490,9 @@ class StepBound:
             "model": self.arch.name,
             "device": self.device.id,
             "phase": self.phase.kind,
+            "tp": self.tp,
+            "pp": self.pp,
+            "per_rank": self.ranks > 1,  # every byte, FLOP, time and memory figure is one rank's (params: the model's)
             "batch": self.phase.batch,
             "prompt": self.phase.prompt,
             "context": self.phase.kv_len,
@@ -493,6 +515,7 @@ class StepBound:
             "graph_launch_s": self.graph_launch_s,
             "graph_floor_s": self.graph_floor_s,
             "step_time_bound_s": self.time_bound_s,
+            "pass_time_bound_s": self.pass_s,
             "binds": self.binds,
             "tokens_per_s_upper_bound": self.tokens_per_s,
             "memory_bytes": mem.needed_bytes,
@@ -541,11 +564,50 @@ def weights_read_bytes(arch: Arch, phase: Phase) -> float:
     return body * arch.size
 
 
-def step_bound(arch: Arch, phase: Phase, device: DeviceProfile, measured_s: float | None = None) -> StepBound:
-    ops = phase_ops(arch, phase)
+def check_parallel(arch: Arch, tp: int, pp: int) -> None:
+    """A ModelError in one line unless the model splits `tp` × `pp` ways.
+
+    Tensor parallelism gives each rank whole query heads, so tp must divide them. KV heads fewer than tp
+    are replicated, as vLLM does (each rank keeps one KV head): then tp must be a multiple of the KV heads;
+    more KV heads than tp must divide by it. Pipeline stages need at least a layer each.
+    """
+    if tp < 1 or pp < 1:
+        raise ModelError(f"--tp {tp} / --pp {pp}: degrees start at 1")
+    if arch.heads % tp:
+        ok = ", ".join(str(d) for d in range(1, arch.heads + 1) if arch.heads % d == 0)
+        raise ModelError(f"--tp {tp}: {arch.name}'s {arch.heads} query heads do not split {tp} ways; "
+                         f"give a tp that divides them ({ok})")
+    kv = arch.kv_heads
+    if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+        raise ModelError(f"--tp {tp}: {arch.name}'s {kv} KV heads neither split {tp} ways nor replicate evenly "
+                         f"(tp must divide {kv} or be a multiple of it)")
+    if pp > arch.layers:
+        raise ModelError(f"--pp {pp} is more pipeline stages than the model's {arch.layers} layers")
+
+
+def shard(arch: Arch, tp: int) -> Arch:
+    """One tensor-parallel rank's slice of every layer (Megatron-LM's split): its query heads, its KV
+    heads (one, replicated, when tp exceeds them), 1/tp of the MLP and of every expert's width, and
+    1/tp of the vocabulary (vocab-parallel embedding and lm_head). Norms and the router stay whole."""
+    if tp == 1:
+        return arch
+    part = lambda n: -(-n // tp)  # noqa: E731 - uneven widths are padded up, as the frameworks do
+    return replace(arch, heads=arch.heads // tp, kv_heads=max(1, arch.kv_heads // tp),
+                   intermediate=part(arch.intermediate), moe_intermediate=part(arch.moe_intermediate),
+                   shared_intermediate=part(arch.shared_intermediate), vocab=part(arch.vocab))
+
+
+def step_bound(arch: Arch, phase: Phase, device: DeviceProfile, measured_s: float | None = None,
+               tp: int = 1, pp: int = 1) -> StepBound:
+    """The step on one device, or with tp × pp > 1 on one rank: its slice of each layer (`shard`) and
+    1/pp of the layers, embedding and lm_head — an average stage; the heaviest differs by a layer and
+    the embedding or lm_head."""
+    check_parallel(arch, tp, pp)
+    rank = shard(arch, tp)
+    ops = [replace(lo, count=lo.count / pp) for lo in phase_ops(rank, phase)]
     analysed = tuple((lo, analyze(lo.op, device)) for lo in ops)
-    kv = phase.batch * phase.kv_len * arch.kv_bytes_per_token(phase.kv_dtype)
-    return StepBound(arch, phase, device, analysed, weights_read_bytes(arch, phase), kv, measured_s)
+    kv = phase.batch * phase.kv_len * rank.kv_bytes_per_token(phase.kv_dtype) / pp
+    return StepBound(arch, phase, device, analysed, weights_read_bytes(rank, phase) / pp, kv, measured_s, tp, pp)
 
 
 def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtype: str | None = None,

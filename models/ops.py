@@ -73,7 +73,7 @@ class Gemm(Op):
     """
 
     kind: ClassVar[str] = "gemm"
-    m: int = 1
+    m: int | float = 1  # whole for a kernel; an LLM's MoE expert GEMM has a fractional average (models.llm)
     n: int = 1
     k: int = 1
     batch: int = 1
@@ -127,7 +127,8 @@ class Gemm(Op):
         name = "GEMV" if self.m == 1 else "GEMM"
         b = f"{self.batch}× " if self.batch != 1 else ""
         w = f" ({self.wdtype} weights)" if self.wdtype and self.wdtype != self.dtype else ""
-        return f"{name} {b}{self.m}×{self.n}×{self.k} {self.dtype}{w}"
+        m = self.m if float(self.m).is_integer() else f"{self.m:.3g}"  # an average of rows, to three figures
+        return f"{name} {b}{m}×{self.n}×{self.k} {self.dtype}{w}"
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ class Elementwise(Op):
 
     kind: ClassVar[str] = "ew"
     dtype: str = "fp32"
-    n: int = 1
+    n: int | float = 1  # elements; fractional where it is an average (MoE experts' rows)
     flops: float = 2.0
     reads: int = 1
     writes: int = 1
@@ -164,7 +165,8 @@ class Elementwise(Op):
         )
 
     def describe(self) -> str:
-        return f"elementwise n={self.n} {self.dtype} ({self.flops:g} FLOP/elem)"
+        n = self.n if float(self.n).is_integer() else f"{self.n:.4g}"  # an average (MoE experts' rows)
+        return f"elementwise n={n} {self.dtype} ({self.flops:g} FLOP/elem)"
 
 
 @dataclass(frozen=True)

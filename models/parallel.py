@@ -73,14 +73,17 @@ class CommDim:
 
 
 def parallel_comm(layers: int, hidden: int, dtype: str, tokens: int, step_flops: float, step_compute_s: float,
-                  tp: int, pp: int) -> list[CommDim]:
-    """TP's and PP's communication per rank for one step (only the dimensions with degree > 1)."""
+                  tp: int, pp: int, per_rank: bool = False) -> list[CommDim]:
+    """TP's and PP's communication per rank for one step (only the dimensions with degree > 1).
+
+    step_flops and step_compute_s are the whole step's, split evenly over the tp·pp ranks; or, with
+    `per_rank`, already one rank's (models.llm's step with tp, pp counts the rank's own ops)."""
     if tp < 1 or pp < 1:
         raise ValueError(f"--tp {tp} / --pp {pp}: degrees start at 1")
     if pp > layers:
         raise ValueError(f"--pp {pp} is more pipeline stages than the model's {layers} layers")
     ranks = tp * pp
-    flops, compute_s = step_flops / ranks, step_compute_s / ranks
+    flops, compute_s = (step_flops, step_compute_s) if per_rank else (step_flops / ranks, step_compute_s / ranks)
     act = tokens * hidden * DTYPES[dtype].size
     out = []
     if tp > 1:

@@ -70,17 +70,25 @@ MODELS = sorted(builtin_models())
     kv_dtype=st.sampled_from([None, "fp8"]),
     dtype=st.sampled_from(["bf16", "fp8", "fp4"]),
     device=st.sampled_from(["h100", "h200", "b300", "a100"]),
+    tp=st.sampled_from([1, 1, 2, 4, 8]),
+    pp=st.sampled_from([1, 1, 2, 4]),
 )
-def test_the_sum_of_op_bounds_is_never_below_the_bytes_bound(model, kind, batch, context, kv_dtype, dtype, device) -> None:  # noqa: ANN001
+def test_the_sum_of_op_bounds_is_never_below_the_bytes_bound(model, kind, batch, context, kv_dtype, dtype, device,  # noqa: ANN001
+                                                            tp, pp) -> None:  # noqa: ANN001
     from hypothesis import assume
 
-    from rooftop.models.llm import with_dtype
+    from rooftop.models.llm import ModelError, check_parallel, with_dtype
 
     assume(f"{dtype}-tc" in lookup_device(device).peak)
     arch = with_dtype(builtin_arch(model), dtype)
+    try:
+        check_parallel(arch, tp, pp)
+    except ModelError:
+        assume(False)  # a split the model's heads do not allow
     if kind == "prefill":
         batch = min(batch, 8)  # prompts of up to 32k tokens
-    step = step_bound(arch, Phase(kind, batch, prompt=context, context=context, kv_dtype=kv_dtype), lookup_device(device))
+    step = step_bound(arch, Phase(kind, batch, prompt=context, context=context, kv_dtype=kv_dtype), lookup_device(device),
+                      tp=tp, pp=pp)
     assert step.lower_bound_s >= step.bytes_bound_s * (1 - 1e-12), (model, kind, batch, context)
     assert step.time_bound_s >= step.lower_bound_s
 
@@ -163,7 +171,7 @@ def test_mixtral_in_bf16_does_not_fit_an_h100(capsys: pytest.CaptureFixture[str]
     assert s["device_memory_bytes"] == H100.memory_bytes
     assert main(["llm", "mixtral-8x7b", "-d", "h100", "--batch", "4"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert f"does not fit: weights {arch.weights_bytes / GiB:.1f}" in out and "h100's 79.2 GiB" in out
+    assert f"does not fit: held weights {arch.weights_bytes / GiB:.1f}" in out and "h100's 79.2 GiB" in out
     assert "the weights alone exceed it" in out
 
 
@@ -195,11 +203,11 @@ async def test_the_llm_tab_says_what_does_not_fit() -> None:
     a = app(initial_tab="llm")
     async with a.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        assert "fits: weights" in text_of(a.query_one("#llm-summary", Static))
+        assert "fits: held weights" in text_of(a.query_one("#llm-summary", Static))
         a.query_one("#llm-model", Select).value = "mixtral-8x7b"
         await pilot.pause()
         summary = " ".join(text_of(a.query_one("#llm-summary", Static)).split())
-        assert "does not fit: weights 87.0" in summary and "h100's 79.2 GiB" in summary
+        assert "does not fit: held weights 87.0" in summary and "h100's 79.2 GiB" in summary
 
 
 # -- config.json: every bad value is one line, exit 2 --------------------------------------------------

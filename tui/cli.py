@@ -348,7 +348,8 @@ def cmd_llm(args: argparse.Namespace) -> int:
     device = resolve_devices(ids, store_profiles(args, ids))[0]
     phases = [Phase(args.phase, b, prompt=prompt, context=c, kv_dtype=kv_dtype) for c in contexts for b in batches]
     times = _measured_times(args.measured_ms, len(phases))
-    steps = [step_bound(arch, ph, device, t) for ph, t in zip(phases, times)]
+    # a --tp / --pp the model does not split into is a ModelError: one line, exit 2
+    steps = [step_bound(arch, ph, device, t, tp=args.tp, pp=args.pp) for ph, t in zip(phases, times)]
     flips = {}
     if args.phase == "decode":
         flips = {
@@ -393,12 +394,12 @@ def cmd_llm(args: argparse.Namespace) -> int:
 
 
 def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
-    """--tp / --pp: each dimension's communication for the first step (empty when both are 1)."""
+    """--tp / --pp: each dimension's communication for the first step, one rank's (empty when both are 1)."""
     from rooftop.models.parallel import parallel_comm
 
     try:
         return parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
-                             args.tp, args.pp)
+                             args.tp, args.pp, per_rank=step.ranks > 1)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

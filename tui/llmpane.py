@@ -109,7 +109,8 @@ class Llm(Widget):
         err.show(None)
         self.step = step
         s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.dtype}\n", style="bold")
-        s.append(f"weights read {step.weights_read_bytes / 1e9:.2f} GB + KV {step.kv_bytes / 1e9:.3g} GB per step\n")
+        s.append(f"read per step: weights {step.weights_read_bytes / 2**30:.2f} GiB + KV "
+                 f"{step.kv_bytes / 2**30:.3g} GiB\n")
         s.append(f"bound: Q/B {fmt_time(step.bytes_bound_s)}, ΣT {fmt_time(step.lower_bound_s)}, T ≥ "
                  f"{fmt_time(step.time_bound_s)} ({step.binds}) → ")
         s.append(f"≤ {fmt_number(step.tokens_per_s)} tokens/s\n", style="bold")

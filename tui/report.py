@@ -410,31 +410,33 @@ def telemetry_lines(s: "Snapshot", width: int = WATCH_WIDTH) -> list[str]:  # no
     return lines or [f"{stamp} nothing to sample"]
 
 
-def _gb(n: float) -> str:
-    return f"{n / 1e9:.2f} GB"
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
 
 
-def _gb3(n: float) -> str:
-    """GB in at most six columns, without an exponent: 0.0073, 0.0671, 4.29, 1,100."""
-    g = n / 1e9
+def _gib3(n: float) -> str:
+    """GiB in at most six columns, without an exponent: 0.0068, 0.0625, 4.29, 1,100."""
+    g = n / 2**30
     return f"{g:,.0f}" if g >= 100 else f"{g:.3g}" if g >= 0.01 else f"{g:.2g}"
 
 
 def llm_steps_table(steps: list) -> Group:
     """One row per batch × context: the bytes a step must read, its bounds (roofline, launch), tokens/s,
-    measured share; then the launch floor and whether it all fits in memory."""
+    measured share; then the launch floor and whether it all fits in memory. With tp × pp > 1 every
+    figure is one rank's (the heading says so) and tok/s counts the pass through all pp stages."""
     s0 = steps[0]
     a = s0.arch
     kvd = s0.phase.kv_dtype or a.dtype
     moe = f", MoE {a.experts} experts top-{a.experts_per_token}" if a.experts else ""
+    split = f"; per rank of TP {s0.tp} × PP {s0.pp}" if s0.ranks > 1 else ""
     head = Text.assemble(
         (f"{a.name} {s0.phase.kind}", "bold"),
         f" on {device_heading(s0.device)} — {a.params / 1e9:.2f} B params, {a.dtype} weights "
-        f"{_gb(a.weights_bytes)} (input embedding {_gb(a.embedding_bytes)}), KV {kvd}{moe}",
+        f"{_gib(a.weights_bytes)} (input embedding {_gib(a.embedding_bytes)}), KV {kvd}{moe}{split}",
     )
     t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1), collapse_padding=True)
     measured = any(s.measured_s for s in steps)
-    cols = ["batch", "prompt" if s0.phase.kind == "prefill" else "ctx", "wts GB", "KV GB", "Q/B ms",
+    cols = ["batch", "prompt" if s0.phase.kind == "prefill" else "ctx", "wts GiB", "KV GiB", "Q/B ms",
             "ΣT ms", "launch", "tok/s≤"]
     cols += ["meas ms", "expl.", "rest ms"] if measured else ["W/F ms"]
     for c in cols:
@@ -445,7 +447,7 @@ def llm_steps_table(steps: list) -> Group:
 
     for s in steps:
         floor = s.launch_floor_s
-        row = [str(s.phase.batch), str(s.phase.kv_len), f"{s.weights_read_bytes / 1e9:.2f}", _gb3(s.kv_bytes),
+        row = [str(s.phase.batch), str(s.phase.kv_len), f"{s.weights_read_bytes / 2**30:.2f}", _gib3(s.kv_bytes),
                ms(s.bytes_bound_s), ms(s.lower_bound_s),
                (ms(floor) + ("*" if s.binds == "launch" else "")) if floor is not None else "—",
                f"{s.tokens_per_s:,.0f}"]
@@ -455,14 +457,30 @@ def llm_steps_table(steps: list) -> Group:
         else:
             row.append(ms(s.compute_s))
         t.add_row(*row, style="red" if s.memory.fits is False else "")
+    rank = "one rank's " if s0.ranks > 1 else ""
     notes = Prose(
-        "weights = bytes read per step (all weights but the input embedding table); KV = cache read per step "
+        f"wts = {rank}weights read per step (all but the input embedding table); KV = {rank}cache read per step "
         "(decode) or written (prefill); Q/B = the step's bytes over B; ΣT = the sum of each op's max(W/F, Q/B); "
         "launch = the eager launch floor (kernels × launch overhead), * where it binds: T ≥ max(ΣT, launch); "
-        "tok/s≤ = tokens per step / T; fits = all weights and the batch's KV cache in device memory (activations not counted); "
+        f"tok/s≤ = tokens per step / {'(PP × T)' if s0.pp > 1 else 'T'}; held = what device memory must hold: "
+        "all weights and the batch's KV cache (activations not counted); "
         "expl. = ΣT / measured; rest = measured − ΣT: kernel launch and CPU overhead, or kernels below "
         "their roof.", style="dim")
     return Group(Prose(head), t, notes, hanging(llm_step_notes(steps)))
+
+
+def rank_line(step) -> str:  # noqa: ANN001 - a StepBound
+    """What a per-rank step means for a token, and where the communication is."""
+    from rooftop.models.llm import _ms
+
+    parts = ([f"1/{step.tp} of each layer (TP {step.tp})"] if step.tp > 1 else []) + (
+        [f"1/{step.pp} of the layers, embedding and lm_head (PP {step.pp})"] if step.pp > 1 else [])
+    line = f"per rank: {' and '.join(parts)}, its share of the KV cache; T = {_ms(step.time_bound_s)} a rank"
+    if step.pp > 1:
+        line += (f"; a token passes all {step.pp} stages in turn, so its pass takes ≥ {step.pp} × T = "
+                 f"{_ms(step.pass_s)} (all layers at 1/{step.tp}): tok/s≤ uses that; other batches in flight on "
+                 f"the other stages can add throughput, not cut the latency")
+    return line + "; communication not included: see the table below"
 
 
 def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
@@ -472,6 +490,8 @@ def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
 
     s0 = steps[0]
     out: list[tuple[str | Text, str | Text]] = [(" ·", launch_line(s0))]
+    if s0.ranks > 1:
+        out.append((" ·", rank_line(s0)))
     over = [s for s in steps if s.memory.fits is False]
     if s0.memory.weights_fit is False:  # then nothing fits: say it once, with the smallest KV cache
         least = min(steps, key=lambda s: s.memory.needed_bytes)
