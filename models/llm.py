@@ -482,7 +482,7 @@ class StepBound:
 
     def notes(self) -> list[str]:
         """The launch floor and the memory fit in words: what the CLI report and the app's tab both say."""
-        return [launch_line(self), self.memory.describe(self.device.id)]
+        return [launch_line(self), *([rank_line(self)] if self.ranks > 1 else []), self.memory.describe(self.device.id)]
 
     def to_dict(self) -> dict[str, Any]:
         mem = self.memory
@@ -550,6 +550,18 @@ def launch_line(step: StepBound) -> str:
         line += (f"; from a CUDA graph ({step.graph_launch_s * 1e6:.3g} µs a kernel) the floor would be "
                  f"{_ms(step.graph_floor_s)}")
     return line
+
+
+def rank_line(step: StepBound) -> str:
+    """What a per-rank step means for a token, and where the communication is."""
+    parts = ([f"1/{step.tp} of each layer (TP {step.tp})"] if step.tp > 1 else []) + (
+        [f"1/{step.pp} of the layers, embedding and lm_head (PP {step.pp})"] if step.pp > 1 else [])
+    line = f"per rank: {' and '.join(parts)}, its share of the KV cache; T = {_ms(step.time_bound_s)} a rank"
+    if step.pp > 1:
+        line += (f"; a token passes all {step.pp} stages in turn, so its pass takes ≥ {step.pp} × T = "
+                 f"{_ms(step.pass_s)} (all layers at 1/{step.tp}): tok/s≤ uses that; other batches in flight on "
+                 f"the other stages can add throughput, not cut the latency")
+    return line + "; the ranks' communication is not in T: it is counted beside (communication per step)"
 
 
 def weights_read_bytes(arch: Arch, phase: Phase) -> float:

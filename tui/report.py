@@ -469,24 +469,10 @@ def llm_steps_table(steps: list) -> Group:
     return Group(Prose(head), t, notes, hanging(llm_step_notes(steps)))
 
 
-def rank_line(step) -> str:  # noqa: ANN001 - a StepBound
-    """What a per-rank step means for a token, and where the communication is."""
-    from rooftop.models.llm import _ms
-
-    parts = ([f"1/{step.tp} of each layer (TP {step.tp})"] if step.tp > 1 else []) + (
-        [f"1/{step.pp} of the layers, embedding and lm_head (PP {step.pp})"] if step.pp > 1 else [])
-    line = f"per rank: {' and '.join(parts)}, its share of the KV cache; T = {_ms(step.time_bound_s)} a rank"
-    if step.pp > 1:
-        line += (f"; a token passes all {step.pp} stages in turn, so its pass takes ≥ {step.pp} × T = "
-                 f"{_ms(step.pass_s)} (all layers at 1/{step.tp}): tok/s≤ uses that; other batches in flight on "
-                 f"the other stages can add throughput, not cut the latency")
-    return line + "; communication not included: see the table below"
-
-
 def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
     """The launch floor (it scales with the kernels, the same at every batch) and the memory fit:
     each step that does not fit, else the largest that does."""
-    from rooftop.models.llm import launch_line
+    from rooftop.models.llm import launch_line, rank_line
 
     s0 = steps[0]
     out: list[tuple[str | Text, str | Text]] = [(" ·", launch_line(s0))]
