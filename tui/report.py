@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import IO, Any, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterator, Sequence
 
 from rich.cells import cell_len, chop_cells
 from rich.console import Console, ConsoleOptions, Group
@@ -29,6 +29,9 @@ from rooftop.models.units import (
     fmt_time,
     fmt_when,
 )
+
+if TYPE_CHECKING:  # the sampler's types, for annotations only (report.py loads no probes)
+    from rooftop.probes.telemetry import GpuSnapshot, Snapshot
 
 NBSP = "\xa0"  # joins what a line must not split; printed as an ordinary space
 # Spaces that only look like spaces: between a number and its unit (256 MiB, 87.1 µs, 1 FLOP/elem; not the
@@ -326,7 +329,7 @@ def roof_label(source: str | None) -> str:
     return "B measured" if source == "local" else f"B {source} ref."
 
 
-def dram_text(g: "GpuSnapshot") -> str | None:  # noqa: F821 - imported lazily
+def dram_text(g: "GpuSnapshot") -> str | None:
     """'DRAM 3,900 GB/s = 90% of B measured': the live DRAM bandwidth against its roof; None without GPM."""
     if g.dram_bandwidth is None:
         return None
@@ -336,7 +339,7 @@ def dram_text(g: "GpuSnapshot") -> str | None:  # noqa: F821 - imported lazily
     return text
 
 
-def gpm_parts(g: "GpuSnapshot") -> list[str]:  # noqa: F821 - imported lazily
+def gpm_parts(g: "GpuSnapshot") -> list[str]:
     """What the GPU is doing against its roofs (GPM), most telling first: DRAM bandwidth, tensor and SM
     activity; [] without GPM."""
     parts = [dram_text(g)]
@@ -347,7 +350,7 @@ def gpm_parts(g: "GpuSnapshot") -> list[str]:  # noqa: F821 - imported lazily
     return [p for p in parts if p]
 
 
-def processes_text(g: "GpuSnapshot", width: int = WATCH_WIDTH) -> str | None:  # noqa: F821 - imported lazily
+def processes_text(g: "GpuSnapshot", width: int = WATCH_WIDTH) -> str | None:
     """The processes on a GPU in one short line ('procs 4242 python 12.0 GiB, …'), cut to `width`."""
     if not g.processes:
         return None
@@ -362,7 +365,7 @@ def processes_text(g: "GpuSnapshot", width: int = WATCH_WIDTH) -> str | None:  #
     return line
 
 
-def telemetry_lines(s: "Snapshot", width: int = WATCH_WIDTH) -> list[str]:  # noqa: F821 - imported lazily
+def telemetry_lines(s: "Snapshot", width: int = WATCH_WIDTH) -> list[str]:
     """One line per GPU (and one for the CPU) of a telemetry snapshot, for `rooftop watch`, each ≤ width.
 
     Why a GPU part is missing (no NVML) is not repeated here: `rooftop watch` says it once.
