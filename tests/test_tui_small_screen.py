@@ -235,9 +235,9 @@ async def test_a_cpu_run_says_its_threads_and_compare_says_when_they_differ(tmp_
         assert "64 threads" in str(app.query_one("#ms-status").render())
         await pilot.press("m")
         await wait_for(pilot, lambda: "complete" in str(app.query_one("#ms-status").render()))
-        import torch
-
-        threads = torch.get_num_threads()  # what the tiny plan's backend measured with
+        # what the tiny plan's backend measured with: torch's threads, fewer when some CPUs were busy at its start
+        threads = app.run_view.result.calibration.profile.sm_count
+        assert isinstance(threads, int) and threads >= 1
         assert f", {threads} thread" in str(app.query_one("#ms-status").render())
         earlier = [p for p in app.profiles.values() if p.kind == "cpu" and p.sm_count == 64 and p.id != "local"]
         assert earlier, list(app.profiles)
