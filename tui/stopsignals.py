@@ -58,7 +58,7 @@ def on_stop_signals(loop: Any, stop: Callable[[int], None]) -> Callable[[], None
 
     def undo() -> None:
         for sig in installed:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(RuntimeError, ValueError):  # the loop is already closed
                 loop.remove_signal_handler(sig)
 
     return undo
