@@ -126,6 +126,7 @@ class NewRun:
     samples: Sequence[Sample] = ()
     telemetry: Sequence[Mapping[str, Any]] = ()
     profile: DeviceProfile | None = None
+    measured: bool = False  # measured by rooftop on `run.host` (a fleet's member kept by its rank 0), not a file
 
 
 def default_versions() -> dict[str, str]:
@@ -563,7 +564,7 @@ def _insert_new_run(c: sqlite3.Connection, item: NewRun) -> bool:
         " imported_from, started_at, ended_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             run.id, name, run.device_key, run.host, _dumps(dict(run.device)), run.backend,
-            _dumps(dict(run.versions)), run.plan, run.imported_from or "file", run.started_at,
+            _dumps(dict(run.versions)), run.plan, None if item.measured else run.imported_from or "file", run.started_at,
             run.ended_at, status,
         ),
     )

@@ -945,6 +945,8 @@ def build_parser() -> Parser:
     add_profile_command(sub)
     from rooftop.tui.comm_cmd import add_comm_command  # light: torch loads only when the ranks start
     add_comm_command(sub)
+    from rooftop.tui.fleet_cmd import add_check_command  # light: reads the store only
+    add_check_command(sub)
 
     op = sub.add_parser(
         "op", help="analyse ops on one or more devices", epilog=EPILOG_OP,

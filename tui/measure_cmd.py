@@ -34,6 +34,14 @@ def add_measure_command(sub: Any) -> None:
     ms.add_argument("--width", type=plot_size, metavar="COLS", help="plot width (default: the terminal's)")
     ms.add_argument("--height", type=plot_size, metavar="ROWS", help="plot height (default: the terminal's, ≤ 40)")
     ms.add_argument("--no-save", action="store_true", help="do not keep this run in the store")
+    fleet = ms.add_mutually_exclusive_group()
+    fleet.add_argument("--all-gpus", action="store_true",
+                       help="every visible GPU at once, one process each; kept as one fleet run")
+    fleet.add_argument("--fleet", action="store_true",
+                       help="in each rank of a torchrun job: measure the rank's GPU (LOCAL_RANK), or its share of "
+                            "the CPUs with --device cpu; rank 0 gathers one fleet run")
+    ms.add_argument("--wait", type=float, default=300.0, metavar="S",
+                    help="fleet: how long to wait for the other ranks once one is done (default 300)")
     add_db_option(ms)
     ms.set_defaults(func=cmd_measure)
 
@@ -77,6 +85,8 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
         only = parse_only(args.only)
     except PlanError as exc:
         return usage_error(str(exc))
+    if args.fleet or args.all_gpus:
+        return _measure_fleet(args, only, cancel)
     from rooftop.probes.backend import BackendError, select_backend
     from rooftop.probes.plan import build_plan
     from rooftop.models.units import fmt_count
@@ -109,6 +119,21 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
             on_store_error=lambda msg: err.print(f"rooftop measure: warning: {msg}", style="yellow"),
         )
     return _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
+
+
+def _measure_fleet(args: argparse.Namespace, only: tuple[str, ...], cancel: threading.Event) -> int:
+    """--all-gpus or --fleet: many devices at once, kept as one fleet run (rooftop.tui.fleet_cmd)."""
+    from rooftop.probes.backend import BackendError
+    from rooftop.probes.fleet import FleetError
+    from rooftop.probes.plan import PlanError
+    from rooftop.tui.fleet_cmd import cmd_all_gpus, cmd_fleet
+
+    if not 1 <= args.wait <= 86400:
+        return usage_error(f"--wait {args.wait:g}: give seconds from 1 to 86400")
+    try:
+        return cmd_all_gpus(args, only, cancel) if args.all_gpus else cmd_fleet(args, only)
+    except (BackendError, PlanError, FleetError) as exc:
+        return usage_error(str(exc))
 
 
 def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err: Any, stopped_by: str | None) -> int:

@@ -1,0 +1,120 @@
+"""A fleet kept as a run: plan "fleet", holding its members (each an ordinary measured run).
+
+The fleet run has no samples and no ceilings of its own (it is never a device's profile); its
+device facts hold, under "fleet", how it was started (`all-gpus` or `torchrun`) and one entry per
+member: rank, host, device, model, status, why it gave no result, what it ran under, and the id of
+its run. `rooftop measure --all-gpus` keeps each GPU's run as it is measured, on this host; a
+torchrun job's rank 0 keeps every rank's run when it gathers them (each with its own host), in one
+transaction together with the fleet run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Mapping, Sequence
+
+from rooftop.models.fleet import FleetReport, fleet_report, member_from_dict
+from rooftop.models.profile import DeviceProfile
+from rooftop.models.sample import Sample
+
+from .db import StoreError
+from .runs import NewRun, Run, Store, device_key_for
+
+PLAN = "fleet"
+MEMBER_KEYS = ("rank", "local_rank", "host", "device", "model", "status", "error", "run_id", "sm_clock_mhz",
+               "power_w", "power_limit_w", "max_temperature_c", "throttle", "processes", "wall_s")
+
+
+def is_fleet(run: Run) -> bool:
+    return run.plan == PLAN
+
+
+def _member_run(p: Mapping[str, Any]) -> NewRun:
+    """A rank's payload (measured elsewhere, gathered here) as a whole run for `insert_runs`."""
+    info = dict(p.get("device_info") or {})
+    host = str(p.get("host", ""))
+    run = Run(
+        id=uuid.uuid4().hex, device_key=device_key_for(info, host), host=host, device=info,
+        backend=str(p.get("backend", "")), plan=str(p.get("plan", "")), started_at=float(p["started_at"]),
+        status=str(p.get("status", "complete")), versions=dict(p.get("versions") or {}),
+        ended_at=float(p["ended_at"]) if p.get("ended_at") is not None else None,
+    )
+    profile = DeviceProfile.from_dict(p["profile"], strict=False) if p.get("profile") else None
+    samples = [Sample.from_dict(s) for s in p.get("samples") or ()]
+    return NewRun(run, samples, (), profile, measured=True)
+
+
+def save_fleet(store: Store, payloads: Sequence[Mapping[str, Any]], mode: str, plan: str,
+               started_at: float | None = None) -> str:
+    """Keep a fleet (one payload per rank, in rank order) as one run; returns its id.
+
+    A payload that carries its samples (a torchrun rank's) becomes a member run here; one with a
+    `run_id` (an --all-gpus rank's, kept as it measured) is referred to. Lost ranks stay as entries.
+    """
+    new = [(i, _member_run(p)) for i, p in enumerate(payloads)
+           if not p.get("run_id") and p.get("started_at") is not None and (p.get("samples") or p.get("profile"))]
+    if new:
+        store.insert_runs([item for _, item in new])
+    ids = {i: item.run.id for i, item in new}
+    members = []
+    for i, p in enumerate(payloads):
+        entry = {k: p.get(k) for k in MEMBER_KEYS}
+        entry["run_id"] = ids.get(i) or p.get("run_id")
+        entry["rank"] = int(p.get("rank", i))
+        members.append(entry)
+    models = sorted({str(m.get("model") or "") for m in members if m.get("model")})
+    kinds = {str((p.get("device_info") or {}).get("kind", "")) for p in payloads} - {""}
+    info = {
+        "name": f"fleet of {len(members)}: {', '.join(models) or 'no device measured'}",
+        "kind": kinds.pop() if len(kinds) == 1 else "mixed",
+        "fleet": {"mode": mode, "world": len(members), "members": members,
+                  "hosts": sorted({str(m.get("host") or "") for m in members})},
+    }
+    run_id = store.begin_run(info, plan=PLAN, backend=mode)
+    measured = sum(1 for m in members if m.get("run_id") and m.get("status") == "complete")
+    store.finish_run(run_id, "complete" if measured else "failed")
+    return run_id
+
+
+def members_of(run: Run) -> list[Mapping[str, Any]]:
+    fleet = run.device.get("fleet") if isinstance(run.device, Mapping) else None
+    members = fleet.get("members") if isinstance(fleet, Mapping) else None
+    if not isinstance(members, list):
+        raise StoreError(f"run {run.label} is a fleet run without its members (an edited import?)")
+    return [m for m in members if isinstance(m, Mapping)]
+
+
+def member_ids(store: Store) -> set[str]:
+    """Every run that is a member of some fleet run."""
+    out = set()
+    for r in store.runs():
+        if is_fleet(r):
+            try:
+                out |= {str(m["run_id"]) for m in members_of(r) if m.get("run_id")}
+            except StoreError:
+                continue
+    return out
+
+
+def fleet_of(store: Store, run: Run) -> FleetReport:
+    """The fleet run's report: each member's profile from its run, and the same device measured alone
+    before (its latest complete run with ceilings that is no fleet's member), to see what sharing cost."""
+    members = []
+    belong = member_ids(store)
+    everything = store.runs()
+    for m in members_of(run):
+        rid = m.get("run_id")
+        profile = alone = None
+        if rid:
+            try:
+                member_run = store.run(str(rid))
+                profile = store.profile(member_run.id) if member_run.has_ceilings else None
+            except StoreError:
+                member_run = None
+            if member_run is not None:
+                solo = [r for r in everything if r.device_key == member_run.device_key and r.id not in belong
+                        and r.status == "complete" and r.has_ceilings and r.started_at < member_run.started_at
+                        and r.plan == member_run.plan]
+                alone = store.profile(solo[-1].id) if solo else None
+        members.append(member_from_dict(m, profile, alone))
+    return fleet_report(members)
