@@ -647,6 +647,7 @@ def _run_json(run) -> dict[str, Any]:  # noqa: ANN001
 def cmd_show(args: argparse.Namespace) -> int:
     """One run; a profile or a comm run as `rooftop profile` / `rooftop comm` show theirs, after the facts."""
     from rooftop.store.comms import is_comm
+    from rooftop.store.fleets import is_fleet
     from rooftop.store.profiles import is_profile
 
     with open_store(args) as store:
@@ -664,6 +665,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         if run.has_ceilings:
             console.print()
             console.print(profile_detail(store.profile(run.id)))
+        if is_fleet(run):
+            from rooftop.store.fleets import fleet_of
+            from rooftop.tui.fleet_report import fleet_flag_lines, fleet_tables
+
+            report = fleet_of(store, run)
+            console.print()
+            console.print(fleet_tables(report))
+            for line in fleet_flag_lines(report):
+                console.print(line)
+            return 0
         shown = _show_comm(console, run, samples) if is_comm(run) else (
             _show_profile(console, args, run, samples) if is_profile(run) else False)
         if samples and not shown:

@@ -557,14 +557,44 @@ def runs_table(runs: list) -> Table:
                       ("source", "left"), ("started", "left"), ("points", "right"), ("roofs", "left")):
         t.add_column(col, justify=just, no_wrap=col not in ("name", "device"), overflow="fold")
     style = {"complete": "green", "running": "cyan", "interrupted": "yellow", "failed": "red", "cancelled": "dim"}
+    by_id = {r.id: r for r in runs}
+    members = fleet_members(runs)  # member id → (fleet id, rank): listed under their fleet run
     for r in runs:
-        t.add_row(
-            safe_text(r.short_id), Prose(safe_text(r.name or ""), hyphens=True),
-            Text(safe_text(r.status), style=style.get(r.status, "")), Prose(safe_text(r.device_name)),
-            "imported" if r.imported_from else safe_text(f"{r.backend} {r.plan}"),
-            _when(r.started_at, "%m-%d %H:%M"), str(r.samples), "yes" if r.has_ceilings else "",
-        )
+        if members.get(r.id, ("",))[0] in by_id:
+            continue
+        rows = [(r, r.name or "")] + [(by_id[m], by_id[m].name or f"rank{NBSP}{rank}") for m, (f, rank) in members.items()
+                                      if f == r.id and m in by_id]
+        for run, name in rows:
+            t.add_row(
+                safe_text(run.short_id), Prose(safe_text(name), hyphens=True),
+                Text(safe_text(run.status), style=style.get(run.status, "")), Prose(safe_text(_device_of(run))),
+                "imported" if run.imported_from else safe_text(f"{run.backend} {run.plan}"),
+                _when(run.started_at, "%m-%d %H:%M"), str(run.samples), "yes" if run.has_ceilings else "",
+            )
     return t
+
+
+def fleet_members(runs: list) -> dict[str, tuple[str, int]]:
+    """The members of the fleet runs among `runs`: member run id → (fleet run id, rank)."""
+    out: dict[str, tuple[str, int]] = {}
+    for r in runs:
+        fleet = r.device.get("fleet") if r.plan == "fleet" and isinstance(r.device, dict) else None
+        for m in (fleet or {}).get("members") or []:
+            if isinstance(m, dict) and isinstance(m.get("run_id"), str):
+                out[m["run_id"]] = (r.id, int(m.get("rank") or 0))
+    return out
+
+
+def _device_of(run) -> str:  # noqa: ANN001 - a Run
+    """A fleet run as `N × model`, any other run as its device's name."""
+    fleet = run.device.get("fleet") if run.plan == "fleet" and isinstance(run.device, dict) else None
+    if not isinstance(fleet, dict):
+        return run.device_name
+    models: dict[str, int] = {}
+    for m in fleet.get("members") or []:
+        if isinstance(m, dict):
+            models[str(m.get("model") or "?")] = models.get(str(m.get("model") or "?"), 0) + 1
+    return ", ".join(f"{n} × {k}" for k, n in models.items()) or run.device_name
 
 
 def run_facts(run) -> Table:  # noqa: ANN001 - a rooftop.store.runs.Run

@@ -1,0 +1,33 @@
+"""Rank bodies for the fleet layout tests (spawn pickles a target by module and name, so they live here).
+
+Cheap ones return a payload at once; the faulty ones die or hang, as a broken GPU's process would.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+
+def quick(rank: int, job: dict) -> dict:
+    return {"rank": rank, "host": socket.gethostname(), "device": job["device"], "status": "complete",
+            "pid": os.getpid()}
+
+
+def rank1_dies(rank: int, job: dict) -> dict:
+    if rank == 1:
+        os._exit(7)
+    return quick(rank, job)
+
+
+def rank1_hangs(rank: int, job: dict) -> dict:
+    if rank == 1:
+        time.sleep(600)
+    return quick(rank, job)
+
+
+def rank0_raises(rank: int, job: dict) -> dict:
+    if rank == 0:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    return quick(rank, job)

@@ -1,0 +1,94 @@
+"""--all-gpus's process layout on a CPU: one spawned process per device of a (fake) device list.
+
+The device list is CPUs here (there is no GPU); the processes, the queue, the lifeline, the bounded
+wait and the store are the real ones. A rank that dies or hangs is named; the others' rows are kept.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+import fleet_targets
+from rooftop.probes.fleet import RankEnv, FleetError, cpu_share, run_local
+
+
+def _no_children_left() -> bool:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        kids = [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE
+                and "resource_tracker" not in " ".join(p.cmdline())]  # multiprocessing's own helper, not a rank
+        if not kids:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_one_process_per_device_at_once():
+    jobs = [{"device": "cpu"}, {"device": "cpu"}, {"device": "cpu"}]
+    out = run_local(fleet_targets.quick, jobs, wait_s=60)
+    assert [p["rank"] for p in out] == [0, 1, 2] and all(p["status"] == "complete" for p in out)
+    assert len({p["pid"] for p in out}) == 3  # three processes, not one
+    assert _no_children_left()
+
+
+def test_a_rank_that_dies_is_named_and_the_others_kept():
+    out = run_local(fleet_targets.rank1_dies, [{"device": "cpu"}] * 3, wait_s=60)
+    assert [p["status"] for p in out] == ["complete", "lost", "complete"]
+    assert "exited with status 7" in out[1]["error"] and out[1]["host"]
+    assert _no_children_left()
+
+
+def test_a_rank_that_hangs_is_stopped_after_the_bounded_wait():
+    t0 = time.monotonic()
+    out = run_local(fleet_targets.rank1_hangs, [{"device": "cpu"}] * 2, wait_s=2)
+    assert time.monotonic() - t0 < 60  # not the 600 s it would sleep
+    assert out[0]["status"] == "complete" and out[1]["status"] == "lost"
+    assert "no result within 2 s" in out[1]["error"]
+    assert _no_children_left()
+
+
+def test_a_rank_that_raises_reports_its_error():
+    out = run_local(fleet_targets.rank0_raises, [{"device": "cpu"}] * 2, wait_s=60)
+    assert out[0]["status"] == "failed" and "illegal memory access" in out[0]["error"]
+    assert out[1]["status"] == "complete"
+
+
+def test_cpu_shares_are_disjoint_and_cover_the_cores():
+    shares = [cpu_share(r, 4, list(range(16))) for r in range(4)]
+    assert shares == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+    assert cpu_share(1, 2, [3, 5]) == [5]
+    assert cpu_share(2, 3, [0, 1]) == [0]  # more ranks than CPUs: they share, each has one
+
+
+def test_rank_env_from_torchrun_variables():
+    assert RankEnv.from_env({}) is None
+    e = RankEnv.from_env({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})
+    assert (e.rank, e.world, e.local_rank, e.local_world) == (3, 8, 1, 2)
+    with pytest.raises(FleetError, match="whole numbers"):
+        RankEnv.from_env({"RANK": "x", "WORLD_SIZE": "2"})
+    with pytest.raises(FleetError, match="not a place"):
+        RankEnv.from_env({"RANK": "2", "WORLD_SIZE": "2"})
+
+
+def test_real_measurements_kept_as_measured_then_one_fleet_run(tmp_path):
+    """Two CPU 'devices' measured at once by the real rank body, each run kept as it measures."""
+    from rooftop.store.fleets import fleet_of, save_fleet
+    from rooftop.store.runs import Store
+    from rooftop.tui.fleet_member import measure_member
+
+    db = tmp_path / "f.db"
+    jobs = [{"device": "cpu", "plan": "quick", "only": ["launch"], "db": str(db), "store": True, "threads": 1,
+             "cpus": [c], "local_rank": i} for i, c in enumerate(sorted(psutil.Process().cpu_affinity())[:1] * 2)]
+    out = run_local(measure_member, jobs, wait_s=120)
+    assert [p["status"] for p in out] == ["complete", "complete"], out
+    with Store.open(db) as store:
+        kept = {r.id for r in store.runs()}
+        assert {p["run_id"] for p in out} <= kept  # each rank kept its own run as it measured
+        fid = save_fleet(store, out, "all-gpus", "quick")
+        report = fleet_of(store, store.run(fid))
+        assert len(store.runs()) == 3  # no member stored twice
+    assert [m.rank for m in report.members] == [0, 1]
+    assert all(m.profile is not None and m.profile.launch_overhead for m in report.members)
