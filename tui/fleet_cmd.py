@@ -17,7 +17,9 @@ from rooftop.tui.jsonout import print_json
 
 
 def _error(message: str, what: str = "measure") -> int:
-    sys.stderr.write(f"rooftop {what}: error: {message}\n")
+    from rooftop.models.safetext import safe_text
+
+    sys.stderr.write(safe_text(f"rooftop {what}: error: {message}") + "\n")
     return 2
 
 
@@ -217,6 +219,16 @@ def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Exit 0 when every ceiling holds, 1 when one falls short, 2 for bad input (one line)."""
+    from rooftop.tui.cli import UsageError
+
+    try:
+        return _check(args)
+    except UsageError as exc:  # this module's import of the CLI: `python -m` runs another copy as __main__
+        return _error(str(exc), "check")
+
+
+def _check(args: argparse.Namespace) -> int:
     from rooftop.models.check import CheckError, check_fleet, check_profile, tolerance_problem, verdict
     from rooftop.store.fleets import fleet_of, is_fleet
     from rooftop.tui.cli import UsageError, open_store

@@ -1,0 +1,146 @@
+"""`torchrun … rooftop measure --fleet` and `rooftop check` end to end: real ranks, a real store, real imports."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rooftop.models.fleet import STRAGGLER_RATIO, short_of
+
+ENV = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1",
+       "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+DATA = Path(__file__).parent / "data"
+
+
+def rooftop(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rooftop.tui.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=ENV)
+
+
+def torchrun(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """torchrun as the user types it (`--no-python rooftop …`); its module, so the venv's torch runs it."""
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", *args],
+                          capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def test_torchrun_fleet_two_cpu_ranks(tmp_path):
+    db = tmp_path / "f.db"
+    out = torchrun("--nproc-per-node", "2", "--no-python", "rooftop", "measure", "--fleet", "--device", "cpu",
+                   "--only", "launch", "--json", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)  # rank 0 alone prints: one document
+    rows = doc["rows"]
+    assert [r["rank"] for r in rows] == [0, 1] and all(r["status"] == "complete" for r in rows)
+    assert all(r["host"] and r["ceilings"]["launch"] > 0 for r in rows)
+    (model,) = doc["median"]
+    launches = [r["ceilings"]["launch"] for r in rows]
+    assert doc["median"][model]["launch"] == pytest.approx(statistics.median(launches))
+    # the straggler rule, applied to the figures it reports: a rank is flagged iff it is short of its peer
+    expected = {r["rank"] for r, peer in ((rows[0], rows[1]), (rows[1], rows[0]))
+                if short_of("launch", r["ceilings"]["launch"], peer["ceilings"]["launch"], STRAGGLER_RATIO)}
+    assert set(doc["stragglers"]) == expected and doc["straggler_ratio"] == STRAGGLER_RATIO
+    assert "rank 0 of 2" in out.stderr and "rank 1 of 2" in out.stderr
+
+    listed = json.loads(rooftop("runs", "--json", "--db", str(db)).stdout)
+    fleets = [r for r in listed if r["plan"] == "fleet"]
+    assert len(fleets) == 1 and fleets[0]["id"] == doc["run_id"]
+    members = fleets[0]["device"]["fleet"]["members"]
+    assert {m["run_id"] for m in members} == {r["run_id"] for r in rows}
+    assert {r["id"] for r in listed} == {doc["run_id"], *(r["run_id"] for r in rows)}  # members kept as runs
+    assert all(r["imported_from"] is None for r in listed)  # measured, not imported
+    text = rooftop("runs", "--db", str(db)).stdout
+    assert text.count("torchrun fleet") == 1 and "rank 0" in text and "rank 1" in text
+
+    # the fleet run is gated against its own median (and a launch floor 1000× faster than any CPU's fails)
+    ok = rooftop("check", "--db", str(db), "--tolerance", "0.5")
+    assert ok.returncode in (0, 1) and "ceiling checks" in ok.stdout
+    base = _doc_run(json.loads(rooftop("export", rows[0]["run_id"], "--db", str(db)).stdout)["runs"][0],
+                    "fastlaunch", launch=lambda v: v / 1000)
+    imported = _import(tmp_path, db, base)
+    bad = rooftop("check", doc["run_id"], "--against", imported, "--db", str(db))
+    assert bad.returncode == 1 and "launch" in bad.stdout and "SHORT" in bad.stdout
+
+
+def _doc_run(run: dict, name: str, dram=None, launch=None) -> dict:
+    """A copy of an exported run under a new id and name, its B dram / launch floor changed."""
+    run = copy.deepcopy(run)
+    run["id"] = (run["id"][:-6] + "abcdef") if not run["id"].endswith("abcdef") else run["id"][:-6] + "fedcba"
+    run["name"] = name
+    if dram:
+        run["profile"]["bandwidth"]["dram"] = dram(run["profile"]["bandwidth"]["dram"])
+    if launch:
+        run["profile"]["launch_overhead"] = launch(run["profile"]["launch_overhead"])
+    return run
+
+
+def _import(tmp_path: Path, db: Path, run: dict) -> str:
+    f = tmp_path / f"{run['name']}.json"
+    f.write_text(json.dumps({"format": "rooftop-runs", "format_version": 1, "runs": [run]}))
+    r = rooftop("import", str(f), "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    return run["name"]
+
+
+def _h200_run() -> dict:
+    prof = json.loads((DATA / "h200-measured-2026-11-30.profile.json").read_text())
+    return {"id": "0123456789abcdef0123456789a00000", "name": "node7", "device_key": "GPU-h200-node7",
+            "host": "node7", "device": {"name": prof["name"], "kind": "gpu"}, "backend": "cuda:0", "versions": {},
+            "plan": "quick", "started_at": 1.8e9, "ended_at": 1.8e9 + 60, "status": "complete",
+            "profile": prof, "samples": [], "telemetry": []}
+
+
+def test_check_against_imported_baselines(tmp_path):
+    db = tmp_path / "c.db"
+    run = _h200_run()
+    _import(tmp_path, db, run)
+    same = _import(tmp_path, db, _doc_run(run, "golden"))
+    double = _import(tmp_path, db, _doc_run(_doc_run(run, "x"), "fastdram", dram=lambda v: 2 * v))
+
+    ok = rooftop("check", "node7", "--against", same, "--db", str(db))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.strip().endswith("ceiling checks hold")
+
+    short = rooftop("check", "node7", "--against", double, "--db", str(db))
+    assert short.returncode == 1, short.stdout + short.stderr
+    dram = run["profile"]["bandwidth"]["dram"]
+    (line,) = [x for x in short.stdout.splitlines() if "SHORT" in x]
+    assert "B dram" in line and f"{dram / 1e9:.4g} GB/s" in line and f"{2 * dram / 1e9:.4g} GB/s" in line
+    assert "0.50×" in line
+
+    js = json.loads(rooftop("check", "node7", "--against", double, "--json", "--db", str(db)).stdout)
+    assert js["ok"] is False and [f["ceiling"] for f in js["failures"]] == ["B dram"]
+    assert js["failures"][0]["value"] == pytest.approx(dram) and js["failures"][0]["reference"] == pytest.approx(2 * dram)
+
+    assert rooftop("check", "node7", "--against", "h200", "--db", str(db)).returncode in (0, 1)  # a catalog device
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--tolerance", "1.5"), "--tolerance 1.5"),
+    (("--against", "nosuchdevice"), "nosuchdevice"),
+    (("nosuchrun", "--against", "h200"), "nosuchrun"),
+])
+def test_check_bad_input_is_one_line_exit_2(tmp_path, args, words):
+    db = tmp_path / "c.db"
+    _import(tmp_path, db, _h200_run())
+    r = rooftop("check", *args, "--db", str(db))
+    assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_fleet_outside_torchrun_and_all_gpus_without_gpus(tmp_path):
+    r = rooftop("measure", "--fleet", "--device", "cpu", "--db", str(tmp_path / "x.db"))
+    assert r.returncode == 2 and "torchrun" in r.stderr and "--all-gpus" in r.stderr
+    env = {k: v for k, v in ENV.items()}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    r = subprocess.run([sys.executable, "-m", "rooftop.tui.cli", "measure", "--all-gpus", "--db",
+                        str(tmp_path / "x.db")], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2 and "no CUDA GPU" in r.stderr
+    r = rooftop("measure", "--all-gpus", "--fleet")
+    assert r.returncode == 2 and "not allowed with" in r.stderr
