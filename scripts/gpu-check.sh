@@ -8,8 +8,9 @@
 # Each stage runs under its own timeout and the script goes on when one fails or hangs; the
 # measurement comes first, so nothing after it can cost the figures. A measurement cut short by
 # its timeout stops like Ctrl-C and still prints what it measured; killed outright, its samples
-# are in a scratch store, shown instead. Budget: the limits add up to 350 s (plus 10 s grace per
-# stage); expected about 90 s on an H100/H200. Exit status 0 when every stage passed, else 1.
+# are in a scratch store, shown instead. Budget: the limits add up to 485 s (plus 10 s grace per
+# stage); expected about 90 s on an H100/H200, plus the quick plan again on every GPU at once
+# (the fleet stage). Exit status 0 when every stage passed, else 1.
 #
 # Usage: [ROOFTOP_GPU_CHECK_OUT=FILE] scripts/gpu-check.sh [PYTHON]; FILE keeps the measure JSON (default:
 # a scratch folder, named in the summary). Nothing is installed: this checkout is imported as `rooftop`
@@ -42,6 +43,7 @@ T_REPORT=${ROOFTOP_GPU_CHECK_REPORT_S:-15}
 T_WATCH=${ROOFTOP_GPU_CHECK_WATCH_S:-20}
 T_NVML=${ROOFTOP_GPU_CHECK_NVML_S:-20}
 T_GPM=${ROOFTOP_GPU_CHECK_GPM_S:-20}
+T_FLEET=${ROOFTOP_GPU_CHECK_FLEET_S:-120}
 T_PYTEST=${ROOFTOP_GPU_CHECK_PYTEST_S:-70}
 read -r -a measure_args <<< "${ROOFTOP_GPU_CHECK_MEASURE_ARGS:---plan quick --device cuda}"  # never the CPU by mistake
 read -r -a pytest_args <<< "${ROOFTOP_GPU_CHECK_PYTEST_ARGS:--m gpu tests/test_probes_gpu.py}"
@@ -124,6 +126,11 @@ src.close()
 raise SystemExit(0 if ok else 1)'
 [ "$interrupted" -eq 1 ] && finish 130
 stage gpm "$T_GPM" - "$PY" scripts/gpu_check.py gpm 4
+[ "$interrupted" -eq 1 ] && finish 130
+# every GPU at once: one row each, the wall time against the single GPU's quick plan above (≤ 1.2x)
+stage fleet "$T_FLEET" "$work/fleet.json" "$PY" -c "$as_ctrl_c" measure --all-gpus --plan quick --json --db "$db"
+[ "$interrupted" -eq 1 ] && finish 130
+stage fleetrep "$T_REPORT" - "$PY" scripts/gpu_check.py fleet "$work/fleet.json" "$out"
 [ "$interrupted" -eq 1 ] && finish 130
 stage pytest "$T_PYTEST" - "$PY" -m pytest -q -p no:cacheprovider "${pytest_args[@]}"
 [ "$interrupted" -eq 1 ] && finish 130

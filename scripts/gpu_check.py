@@ -3,6 +3,7 @@
     python scripts/gpu_check.py preflight
     python scripts/gpu_check.py protocol OUT.json
     python scripts/gpu_check.py report MEASURE.json [DB [PROTOCOL.json]]
+    python scripts/gpu_check.py fleet FLEET.json [MEASURE.json]
     python scripts/gpu_check.py gpm [SECONDS]
 
 `protocol` times plain torch's read_reduce (`x.sum()`) at 1 and 2 GiB by the reference protocol (CUDA
@@ -307,6 +308,46 @@ def gpm(seconds: float = 4.0) -> int:
     return 0 if ok else 1
 
 
+FLEET_WALL_GOAL = 1.2  # --all-gpus on N GPUs: at most 1.2× one GPU's quick plan (they run at once)
+
+
+def fleet(path: str, single_path: str | None = None) -> int:
+    """`rooftop measure --all-gpus --json`: one row per GPU, its wall time against one GPU's quick plan (the
+    measure stage's), and whether measuring together lowered any ceiling (the shared power or PCIe budget)."""
+    try:
+        doc = json.loads(open(path, encoding="utf-8").read())
+    except (OSError, ValueError) as exc:
+        print(f"fleet: no report ({exc})")
+        return 1
+    rows = doc.get("rows") or []
+    print(f"fleet: {len(rows)} rows, run {str(doc.get('run_id'))[:8]}, {doc.get('wall_s', 0):.1f} s")
+    for r in rows:
+        c = r.get("ceilings") or {}
+        dram, bf16 = c.get("B dram"), c.get("F bf16-tc")
+        print(f"  rank {r['rank']} {r.get('device', '?'):7s} {r.get('status', '?'):9s}"
+              f" B dram {_fmt(dram, 1e9, 8)} GB/s  F bf16-tc {_fmt(bf16, 1e12, 8)} TFLOP/s"
+              f"  SM {r.get('sm_clock_mhz') or 0:.0f} MHz  power {r.get('power_w') or 0:.0f} W"
+              f"  throttle {','.join(r.get('throttle') or []) or 'none'}"
+              + (f"  busy: {', '.join(r['processes'])}" if r.get("processes") else ""))
+    for f in doc.get("flags") or []:
+        print(f"  ! {f['text']}")
+    shared = [f for f in doc.get("flags") or [] if f.get("kind") == "shared"]
+    print("shared budget: " + (f"{len(shared)} ceilings lower than the same GPU measured alone" if shared
+                               else "no ceiling below 0.9x the same GPU measured alone"))
+    ok = bool(rows) and all(r.get("status") == "complete" for r in rows)
+    if single_path:
+        try:
+            single = json.loads(open(single_path, encoding="utf-8").read())
+            ratio = doc["wall_s"] / single["wall_s"]
+            good = ratio <= FLEET_WALL_GOAL
+            print(f"wall time: {doc['wall_s']:.1f} s for {len(rows)} GPUs, {single['wall_s']:.1f} s for one: "
+                  f"{ratio:.2f}x ({'within' if good else 'OVER'} {FLEET_WALL_GOAL}x)")
+            ok = ok and good
+        except (OSError, ValueError, KeyError, ZeroDivisionError) as exc:
+            print(f"wall time: no single-GPU figure to compare ({type(exc).__name__})")
+    return 0 if ok else 1
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["preflight"]:
         return preflight()
@@ -314,10 +355,13 @@ def main(argv: list[str]) -> int:
         return protocol(argv[1])
     if argv[:1] == ["report"] and len(argv) in (2, 3, 4):
         return report(*argv[1:])
+    if argv[:1] == ["fleet"] and len(argv) in (2, 3):
+        return fleet(*argv[1:])
     if argv[:1] == ["gpm"] and len(argv) in (1, 2):
         return gpm(*(float(x) for x in argv[1:]))
     sys.stderr.write(
-        "usage: gpu_check.py preflight | protocol OUT.json | report MEASURE.json [DB [PROTOCOL.json]] | gpm [SECONDS]\n"
+        "usage: gpu_check.py preflight | protocol OUT.json | report MEASURE.json [DB [PROTOCOL.json]] | "
+        "fleet FLEET.json [MEASURE.json] | gpm [SECONDS]\n"
     )
     return 2
 

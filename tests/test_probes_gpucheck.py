@@ -153,3 +153,24 @@ def test_ctrl_c_stops_the_script_at_once_with_the_figures_so_far(tmp_path):
     doc = json.loads((tmp_path / "measure.json").read_text())
     assert doc["status"] == "cancelled" and doc["samples"]
     assert "run: cancelled" in out
+
+
+def test_fleet_report_rows_wall_ratio_and_shared_budget(tmp_path, capsys):
+    """The fleet stage's report, from a fleet report as `measure --all-gpus --json` prints it."""
+    from rooftop.models.fleet import Member, fleet_report
+    from rooftop.models.profile import Ceiling, DeviceProfile
+
+    def prof(dram: float) -> DeviceProfile:
+        return DeviceProfile("g", "NVIDIA H200", "measured", {"dram": Ceiling(dram, "measured")}, {})
+
+    members = [Member(i, "node", f"cuda:{i}", "NVIDIA H200", prof(4.6e12 if i else 3.9e12),
+                      alone=prof(4.6e12)) for i in range(4)]
+    doc = {"wall_s": 110.0, "run_id": "f" * 32, **fleet_report(members).to_dict()}
+    (tmp_path / "fleet.json").write_text(json.dumps(doc))
+    (tmp_path / "one.json").write_text(json.dumps({"wall_s": 100.0}))
+    assert gpu_check.fleet(str(tmp_path / "fleet.json"), str(tmp_path / "one.json")) == 0
+    out = capsys.readouterr().out
+    assert out.count("  rank ") == 4 and "1.10x (within 1.2x)" in out
+    assert "1 ceilings lower than the same GPU measured alone" in out and "rank 0" in out
+    (tmp_path / "one.json").write_text(json.dumps({"wall_s": 50.0}))
+    assert gpu_check.fleet(str(tmp_path / "fleet.json"), str(tmp_path / "one.json")) == 1  # 2.2x: over
