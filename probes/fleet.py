@@ -107,7 +107,7 @@ def _local_main(rank: int, target: Callable[..., dict[str, Any]], jobs: Sequence
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the ranks
     try:
         payload = target(rank, jobs[rank])
-    except Exception as exc:  # noqa: BLE001 - reported as the rank's one line
+    except Exception as exc:  # reported as the rank's one line
         payload = {"rank": rank, "host": socket.gethostname(), "status": "failed",
                    "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     out.put((rank, payload))
@@ -216,7 +216,7 @@ class RankGroup:
         try:
             dist.init_process_group("gloo", init_method="env://", rank=env.rank, world_size=env.world,
                                     timeout=datetime.timedelta(seconds=wait_s))
-        except Exception as exc:  # noqa: BLE001 - the rendezvous's failure, in one line
+        except Exception as exc:  # the rendezvous's failure, in one line
             raise FleetError(f"the ranks could not meet ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
                              "start them with torchrun (MASTER_ADDR, MASTER_PORT)") from None
         from torch.distributed.distributed_c10d import _get_default_store
@@ -231,7 +231,7 @@ class RankGroup:
         key = f"{KEY}/{what}/{rank}"
         try:
             return pickle.loads(self.store.get(key)) if self.store.check([key]) else None
-        except Exception:  # noqa: BLE001 - a store that went away: nothing posted
+        except Exception:  # a store that went away: nothing posted
             return None
 
     def gather(self, payload: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -241,7 +241,7 @@ class RankGroup:
         result: list[Any] | None = [None] * self.env.world if self.env.rank == 0 else None
         try:
             dist.gather_object(payload, result, dst=0)
-        except Exception:  # noqa: BLE001 - a rank hung or died: the store has what was posted
+        except Exception:  # a rank hung or died: the store has what was posted
             if self.env.rank != 0:
                 return None
             result = [self.posted("payload", r) for r in range(self.env.world)]
@@ -261,5 +261,5 @@ class RankGroup:
         if self._dist.is_initialized():
             try:
                 self._dist.destroy_process_group()
-            except Exception:  # noqa: BLE001 - a peer already gone
+            except Exception:  # a peer already gone
                 pass

@@ -145,7 +145,7 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str]) -> int:
                          + (f" ({len(job['cpus'])} CPUs)" if job.get("cpus") else "") + "\n")
         try:
             payload = measure_member(env.rank, job)
-        except Exception as exc:  # noqa: BLE001 - this rank's failure is its row, not the fleet's end
+        except Exception as exc:  # this rank's failure is its row, not the fleet's end
             import socket
 
             payload = {"rank": env.rank, "local_rank": env.local_rank, "host": socket.gethostname(),
