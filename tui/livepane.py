@@ -6,6 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
@@ -89,8 +90,45 @@ class Telemetry(Message):
     snapshot: Snapshot
 
 
+class GpuRows(Static, can_focus=True):
+    """Every GPU at once, one compact row each (from two GPUs on); ↑/↓ or a click selects the one whose
+    sparklines show below."""
+
+    BINDINGS = [("up", "move(-1)", "Previous GPU"), ("down", "move(1)", "Next GPU")]
+
+    @dataclass
+    class Selected(Message):
+        index: int  # the GPU's index (NVML's numbering)
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__("", id=id)
+        self.indices: list[int] = []
+        self.selected: int | None = None
+
+    def show(self, gpus: tuple[GpuSnapshot, ...], selected: int | None) -> None:
+        from rooftop.tui.gpu_rows import gpu_rows
+
+        self.indices, self.selected = [g.index for g in gpus], selected
+        width = max(40, min(self.size.width or 80, 80))
+        lines = gpu_rows(gpus, width, selected)
+        text = Text("\n".join(lines))
+        text.stylize("bold", 0, len(lines[0]))
+        self.update(text)
+
+    def action_move(self, step: int) -> None:
+        if self.indices:
+            at = self.indices.index(self.selected) if self.selected in self.indices else 0
+            self.post_message(self.Selected(self.indices[(at + step) % len(self.indices)]))
+
+    def on_click(self, event: events.Click) -> None:
+        row = event.y - 1  # the header first
+        if 0 <= row < len(self.indices):
+            self.post_message(self.Selected(self.indices[row]))
+
+
 class TelemetryPanel(Widget):
-    """Sparklines of the first GPU (or the CPU when there is none)."""
+    """Every GPU in a row each (from two GPUs on), and the sparklines of the selected one (the first by
+    default; the CPU when there is no GPU)."""
 
     DEFAULT_CSS = """
     TelemetryPanel { height: auto; }
@@ -99,12 +137,15 @@ class TelemetryPanel(Widget):
     TelemetryPanel .trace Label { width: 11; }
     TelemetryPanel .trace Sparkline { width: 1fr; }
     TelemetryPanel .trace .value { width: 14; text-align: right; }
+    TelemetryPanel GpuRows { height: auto; }
+    TelemetryPanel GpuRows:focus { background: $boost; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self.data: dict[str, deque[float]] = {k: deque(maxlen=HISTORY) for k, *_ in GPU_TRACES}
         self.source = "waiting for the first sample"
+        self.selected: int | None = None  # the GPU whose sparklines show; None: the first
 
     def on_mount(self) -> None:
         sampler = getattr(self.app, "sampler", None)  # mounted late (a lazy tab): fill in what was sampled
@@ -113,6 +154,9 @@ class TelemetryPanel(Widget):
         watch_app(self, init=False, telemetry=self.add)  # then each new snapshot
 
     def compose(self) -> ComposeResult:
+        rows = GpuRows(id="gpu-rows")
+        rows.display = False  # until a second GPU reports
+        yield rows
         yield Static(self.source, id="tel-source")
         with Vertical(id="traces"):  # a grid of two columns on a short screen (app.tcss)
             for key, label, _, _ in GPU_TRACES:
@@ -148,9 +192,40 @@ class TelemetryPanel(Widget):
         procs.update(Text(line or "", style="dim"))
         procs.display = bool(line)
 
+    def on_gpu_rows_selected(self, message: GpuRows.Selected) -> None:
+        """Another GPU's sparklines: refilled from what the sampler holds of it."""
+        if message.index == self.selected:
+            return
+        self.selected = message.index
+        for d in self.data.values():
+            d.clear()
+        sampler = getattr(self.app, "sampler", None)
+        history = sampler.history()[-HISTORY:] if sampler is not None else []
+        for snap in history[:-1]:
+            self._record(snap)
+        if history:
+            self.add(history[-1])
+
+    def _gpu(self, s: Snapshot) -> GpuSnapshot:
+        return next((g for g in s.gpus if g.index == self.selected), s.gpus[0])
+
+    def _record(self, s: Snapshot) -> None:
+        """Only the traces' data (refilling them for a newly selected GPU)."""
+        if not s.gpus:
+            return
+        g = self._gpu(s)
+        for key, _, _, read in GPU_TRACES:
+            v = read(g)
+            if v is not None:
+                self.data[key].append(float(v))
+
     def add(self, s: Snapshot) -> None:
+        rows = self.query_one("#gpu-rows", GpuRows)
+        rows.display = len(s.gpus) > 1
         if s.gpus:
-            g = s.gpus[0]
+            g = self._gpu(s)
+            if len(s.gpus) > 1:
+                rows.show(s.gpus, g.index)
             traces, obj = GPU_TRACES, g
             if g.gpm_note:  # no GPM on this GPU: its note says so once, no empty traces
                 traces = tuple(t for t in GPU_TRACES if t[0] not in GPM_TRACES)
@@ -163,7 +238,7 @@ class TelemetryPanel(Widget):
             self.query_one("#tel-source", Static).update(s.state)
             self._show_roofs(None)
             return
-        self._show_roofs(s.gpus[0] if s.gpus else None)
+        self._show_roofs(self._gpu(s) if s.gpus else None)
         self.query_one("#tel-source", Static).update(Text(self.source, style="bold" if s.gpus else "dim"))
         shown = {k for k, *_ in traces}
         for key, label, unit, read in traces:
