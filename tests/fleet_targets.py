@@ -31,3 +31,11 @@ def rank0_raises(rank: int, job: dict) -> dict:
     if rank == 0:
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
     return quick(rank, job)
+
+
+def tell_and_hang(rank: int, job: dict) -> dict:
+    """Write this rank's pid where the test looks, then hang (a GPU stuck in a kernel)."""
+    with open(f"{job['dir']}/{rank}.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(600)
+    return quick(rank, job)

@@ -92,3 +92,32 @@ def test_real_measurements_kept_as_measured_then_one_fleet_run(tmp_path):
         assert len(store.runs()) == 3  # no member stored twice
     assert [m.rank for m in report.members] == [0, 1]
     assert all(m.profile is not None and m.profile.launch_overhead for m in report.members)
+
+
+def test_ranks_end_with_a_sigkilled_parent(tmp_path):
+    """rooftop killed outright (SIGKILL: no cleanup runs) takes its ranks with it: the lifeline."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import fleet_targets\n"
+            "from rooftop.probes.fleet import run_local\n"
+            "run_local(fleet_targets.tell_and_hang, [{'device': 'cpu', 'dir': sys.argv[2]}] * 2, wait_s=600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("*.pid"))) < 2:
+            assert time.monotonic() < deadline and parent.poll() is None, "the ranks did not start"
+            time.sleep(0.2)
+        pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids):
+            assert time.monotonic() < deadline, f"ranks {pids} outlived their parent"
+            time.sleep(0.1)
+    finally:
+        if parent.poll() is None:
+            parent.kill()

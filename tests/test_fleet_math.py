@@ -69,9 +69,11 @@ def test_member_round_trips_through_its_dict():
 
 
 def test_run_conditions_from_samples():
-    s = [Sample("gemm", "bf16", "warm", {}, 1, 1, 1, conditions={"mean_sm_clock_mhz": 1800, "mean_power_w": 600,
-                                                                  "power_limit_w": 700, "throttle": ["power cap"]}),
-         Sample("gemm", "bf16", "warm", {}, 1, 1, 1, conditions={"mean_sm_clock_mhz": 1600, "throttle": []})]
+    def point(**conditions) -> Sample:
+        return Sample(family="gemm", dtype="bf16", shape={}, flops=1, bytes=1, footprint_bytes=1, conditions=conditions)
+
+    s = [point(mean_sm_clock_mhz=1800, mean_power_w=600, power_limit_w=700, throttle=["power cap"]),
+         point(mean_sm_clock_mhz=1600, throttle=[])]
     c = run_conditions(s)
     assert c["sm_clock_mhz"] == 1700 and c["power_w"] == 600 and c["throttle"] == ("power cap",)
 

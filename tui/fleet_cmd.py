@@ -209,13 +209,9 @@ def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
 
             raise UsageError("--against '': give a run id or name, or a device id from `rooftop devices`")
         return lookup_device(args.against, store_profiles(args, [args.against]))
-    from rooftop.models.catalog import catalog
+    from rooftop.models.catalog import find_by_name
 
-    name = model.lower()
-    for p in catalog().values():
-        if p.source == "reference" and p.name.lower() == name:
-            return p
-    return None
+    return find_by_name(model) if model else None
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -1,0 +1,83 @@
+"""A fleet kept as a run in a real SQLite store: members measured elsewhere kept with their hosts,
+members kept as they measured referred to, and each member against the same device measured alone."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+from rooftop.models.profile import Ceiling, DeviceProfile
+from rooftop.models.sample import Sample, TimeStats
+from rooftop.store.fleets import fleet_of, is_fleet, member_ids, save_fleet
+from rooftop.store.runs import NewRun, Run, Store
+from rooftop.tui.fleet_member import device_processes
+
+
+def prof(dram: float) -> DeviceProfile:
+    return DeviceProfile("x", "NVIDIA H200", "measured", {"dram": Ceiling(dram, "measured", "read_reduce:1G")}, {},
+                         kind="gpu", launch_overhead=Ceiling(5e-6, "measured"))
+
+
+def sample() -> Sample:
+    return Sample(family="read_reduce", dtype="fp32", cache="streaming", shape={"n": 1 << 28}, flops=1 << 28,
+                  bytes=1 << 30, footprint_bytes=1 << 30, stats=TimeStats(2e-4, 2e-4, 2e-4, 2e-4, 0.01, 7, 10), conditions={"mean_sm_clock_mhz": 1980.0})
+
+
+def payload(rank: int, host: str, dram: float, uuid: str) -> dict:
+    now = time.time()
+    return {"rank": rank, "local_rank": rank % 8, "host": host, "device": f"cuda:{rank % 8}", "model": "NVIDIA H200",
+            "status": "complete", "error": "", "run_id": None, "profile": prof(dram).to_dict(),
+            "device_info": {"name": "NVIDIA H200", "kind": "gpu", "uuid": uuid}, "plan": "quick",
+            "backend": f"cuda:{rank % 8}", "versions": {"torch": "2.5"}, "started_at": now - 60, "ended_at": now,
+            "wall_s": 60.0, "processes": [], "throttle": ["power cap"] if rank == 2 else [],
+            "samples": [sample().to_dict()], "sm_clock_mhz": 1980.0}
+
+
+def test_gathered_members_are_kept_with_their_hosts_and_the_fleet_once(tmp_path):
+    with Store.open(tmp_path / "f.db") as store:
+        ps = [payload(0, "node0", 4.6e12, "GPU-a"), payload(1, "node1", 4.6e12, "GPU-b"),
+              payload(2, "node1", 3.9e12, "GPU-c"),
+              {"rank": 3, "host": "node2", "device": "", "status": "lost", "error": "no result within 300 s"}]
+        fid = save_fleet(store, ps, "torchrun", "quick")
+        runs = store.runs()
+        fleet = store.run(fid)
+        assert is_fleet(fleet) and fleet.status == "complete" and not fleet.has_ceilings
+        assert len(runs) == 4 and len(member_ids(store)) == 3  # three members kept, the lost one an entry
+        members = {r.host: r for r in runs if not is_fleet(r)}
+        assert set(members) == {"node0", "node1"} and all(r.imported_from is None for r in runs)
+        assert all(store.samples(r.id) for r in runs if not is_fleet(r))
+        report = fleet_of(store, fleet)
+    assert [(m.rank, m.host, m.status) for m in report.members] == [
+        (0, "node0", "complete"), (1, "node1", "complete"), (2, "node1", "complete"), (3, "node2", "lost")]
+    assert [(f.rank, f.ceiling) for f in report.stragglers] == [(2, "B dram")]
+    kinds = {(f.rank, f.kind) for f in report.flags}
+    assert (2, "power") in kinds and (3, "lost") in kinds
+
+
+def test_a_member_below_the_same_gpu_measured_alone_is_flagged(tmp_path):
+    """Alone = the GPU's latest complete run before, that is no fleet's member (an earlier fleet shared the budget too)."""
+    now = time.time()
+    with Store.open(tmp_path / "f.db") as store:
+        solo = Run(id="a" * 32, device_key="GPU-a", host="node0", device={"name": "NVIDIA H200", "uuid": "GPU-a"},
+                   backend="cuda:0", plan="quick", started_at=now - 3600, status="complete", ended_at=now - 3500)
+        store.insert_runs([NewRun(solo, [sample()], (), prof(4.6e12), measured=True)])
+        earlier = payload(0, "node0", 3.6e12, "GPU-a")
+        earlier["started_at"] = now - 1800
+        save_fleet(store, [earlier], "all-gpus", "quick")
+        together = payload(0, "node0", 3.6e12, "GPU-a")
+        together["started_at"] = now
+        fid = save_fleet(store, [together], "all-gpus", "quick")
+        report = fleet_of(store, store.run(fid))
+    (shared,) = [f for f in report.flags if f.kind == "shared"]
+    assert shared.ceiling == "B dram" and shared.value == 3.6e12 and shared.reference == 4.6e12
+    assert "measured with the others" in shared.text and "alone" in shared.text
+
+
+def test_the_processes_nvml_names_on_a_gpu_leave_out_the_fleets_own():
+    gpus = (SimpleNamespace(index=0, processes=(SimpleNamespace(pid=10, name="python"),
+                                                SimpleNamespace(pid=11, name=None))),
+            SimpleNamespace(index=1, processes=(SimpleNamespace(pid=12, name="vllm"),)))
+    snap = SimpleNamespace(gpus=gpus)
+    assert device_processes(snap, 0, skip={10}) == ("11 ?",)
+    assert device_processes(snap, 1, skip=set()) == ("12 vllm",)
+    assert device_processes(snap, None, skip=set()) == ()
