@@ -39,3 +39,20 @@ def tell_and_hang(rank: int, job: dict) -> dict:
         f.write(str(os.getpid()))
     time.sleep(600)
     return quick(rank, job)
+
+
+def torchrun_rank(rank: int, job: dict) -> dict:
+    """A rank as torchrun starts one (its variables set), meeting the others on a gloo group; rank 1 can hang
+    instead of sending its row, as a rank stuck on its GPU would."""
+    from rooftop.probes.fleet import RankEnv, RankGroup
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(job["port"]), "RANK": str(rank),
+                       "WORLD_SIZE": str(job["world"]), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(job["world"])})
+    group = RankGroup(RankEnv.from_env(), wait_s=job["wait_s"])
+    try:
+        if rank == 1 and job.get("hang"):
+            time.sleep(600)
+        rows = group.gather(quick(rank, job))
+    finally:
+        group.close()
+    return {**quick(rank, job), "gathered": rows}

@@ -121,3 +121,22 @@ def test_ranks_end_with_a_sigkilled_parent(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+@pytest.mark.parametrize("hang", [False, True])
+def test_rank0_gathers_every_row_or_names_the_rank_that_hung(hang):
+    """The gloo gather torchrun's ranks use (gather_object), started here as torchrun would start them."""
+    from rooftop.probes.comm import free_port
+
+    job = {"device": "cpu", "port": free_port(), "world": 3, "wait_s": 4, "hang": hang}
+    out = run_local(fleet_targets.torchrun_rank, [job] * 3, wait_s=30 if not hang else 8)
+    rows = out[0]["gathered"]
+    assert [r["rank"] for r in rows] == [0, 1, 2]
+    if not hang:
+        assert all(r["status"] == "complete" for r in rows)
+        assert out[1]["gathered"] is None and out[2]["gathered"] is None  # only rank 0 holds the fleet
+    else:
+        assert [r["status"] for r in rows] == ["complete", "lost", "complete"]  # the others' rows kept
+        assert "no result within 4 s" in rows[1]["error"] and rows[1]["host"]
+        assert out[1]["status"] == "lost"  # and the hung process itself was stopped
+    assert _no_children_left()
