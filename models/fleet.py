@@ -168,9 +168,11 @@ def straggler_flags(members: Sequence[Member], ratio: float = STRAGGLER_RATIO) -
                 continue
             ref = float(median(peers))
             if short_of(ceiling, mine[ceiling], ref, ratio):
-                flags.append(Flag(m.rank, m.host, "straggler", f"{m.label}: {ceiling} {fmt_ceiling(ceiling, mine[ceiling])}"
-                                  f" is {'below' if higher_is_better(ceiling) else 'slower than'} {ratio:g}× its "
-                                  f"peers' median {fmt_ceiling(ceiling, ref)}", ceiling, mine[ceiling], ref))
+                rule = (f"below {ratio:g}× its peers' median {fmt_ceiling(ceiling, ref)}" if higher_is_better(ceiling)
+                        else f"above its peers' median {fmt_ceiling(ceiling, ref)} ÷ {ratio:g}")
+                flags.append(Flag(m.rank, m.host, "straggler",
+                                  f"{m.label}: {ceiling} {fmt_ceiling(ceiling, mine[ceiling])} is {rule}",
+                                  ceiling, mine[ceiling], ref))
     return flags
 
 
