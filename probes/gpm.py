@@ -61,11 +61,14 @@ class DramRoof:
     source: str  # "local" (this machine's latest measurement) or a reference profile id
 
 
-def dram_roof(gpu_name: str, local: Any = None) -> DramRoof | None:
-    """The DRAM roof of a GPU: `local` (a DeviceProfile) when it was measured on this kind of GPU, else the
-    catalog's reference profile for the GPU's name; None when neither has a DRAM bandwidth."""
+def dram_roof(gpu_name: str, local: Any = None, own: Any = None) -> DramRoof | None:
+    """The DRAM roof of a GPU: `own` (this very GPU's measured DeviceProfile) first, then `local` when it was
+    measured on this kind of GPU, else the catalog's reference profile for the GPU's name; None when none
+    has a DRAM bandwidth. On a server of eight, one slow GPU's live figure is a fraction of its own B."""
     from rooftop.models.catalog import find_by_name
 
+    if own is not None and "dram" in own.bandwidth:
+        return DramRoof(own.B("dram"), str(own.id))
     want = gpu_name.strip().lower()
     if local is not None and str(getattr(local, "name", "")).strip().lower() == want and "dram" in local.bandwidth:
         return DramRoof(local.B("dram"), str(local.id))

@@ -174,8 +174,10 @@ class NvmlSource:
     and converted on its own: an error or an odd value costs that field only.
     """
 
-    def __init__(self, nvml: Any = None, local: Any = None, init_timeout_s: float = INIT_TIMEOUT_S) -> None:
+    def __init__(self, nvml: Any = None, local: Any = None, init_timeout_s: float = INIT_TIMEOUT_S,
+                 own: Any = None) -> None:
         self.state = "ok"
+        self._own: dict[str, Any] = dict(own or {})  # GPU UUID → that GPU's own measured profile
         self._nv = nvml
         self._handles: list[tuple[int, Any, str]] = []
         self._missing: set[str] = set()  # functions the driver lacks, logged once
@@ -301,12 +303,20 @@ class NvmlSource:
         self._local = local
         self._roofs = {}
 
-    def _roof(self, i: int, name: str) -> Any:
-        """The GPU's DRAM roof (a DramRoof or None), found once per `local`."""
+    def set_own(self, own: Any) -> None:
+        """Each GPU's own measured profile by UUID (a fleet run just kept them): the roofs are found again."""
+        self._own = dict(own or {})
+        self._roofs = {}
+
+    def _roof(self, i: int, name: str, h: Any = None) -> Any:
+        """The GPU's DRAM roof (a DramRoof or None), found once per `local` (and `own`)."""
         from rooftop.probes.gpm import dram_roof
 
         if i not in self._roofs:
-            self._roofs[i] = _field(lambda: dram_roof(name, self._local))
+            raw = self._q(i, "nvmlDeviceGetUUID", h) if self._own and h is not None else None
+            uuid = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+            mine = self._own.get(uuid) if uuid else None
+            self._roofs[i] = _field(lambda: dram_roof(name, self._local, mine))
         return self._roofs[i]
 
     def _open_gpm(self, i: int, h: Any, name: str) -> Any:
@@ -356,7 +366,7 @@ class NvmlSource:
             f["pcie_tx_bytes_s"] = _field(lambda: _scaled(tx, 1024))  # KB/s
             f["pcie_rx_bytes_s"] = _field(lambda: _scaled(rx, 1024))
         f.update(m)
-        peak, roof = self._dram_peak.get(i), self._roof(i, name)
+        peak, roof = self._dram_peak.get(i), self._roof(i, name, h)
         bandwidth = _field(lambda: m["dram_active"] * peak) if m.get("dram_active") is not None and peak else None
         f.update(dram_peak=peak, dram_bandwidth=bandwidth,
                  dram_roof=roof.bandwidth if roof else None, dram_roof_source=roof.source if roof else None,
@@ -489,6 +499,7 @@ class Sampler:
     capacity: int = 2400  # 10 minutes at 4 Hz
     nvml: Any = None  # inject a fake NVML module in tests
     local: Any = None  # this machine's measured DeviceProfile (`local`): live DRAM bandwidth as a fraction of its B
+    own: Any = None  # GPU UUID → that GPU's own measured profile (each its own B, as a fleet run keeps them)
     gpu: int | None = None  # sample only this GPU index
     cpu: bool = True  # also sample the CPU
     on_snapshot: Callable[[Snapshot], None] | None = None
@@ -507,7 +518,7 @@ class Sampler:
     # -- sources -----------------------------------------------------------------
 
     def _open(self) -> None:
-        self._nvml_source = NvmlSource(self.nvml, local=self.local)
+        self._nvml_source = NvmlSource(self.nvml, local=self.local, own=self.own)
         if self.cpu or not self._nvml_source.available:
             try:
                 self._cpu_source = CpuSource()

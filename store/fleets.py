@@ -118,3 +118,9 @@ def fleet_of(store: Store, run: Run) -> FleetReport:
                 alone = store.profile(solo[-1].id) if solo else None
         members.append(member_from_dict(m, profile, alone))
     return fleet_report(members)
+
+
+def profiles_by_device(store: Store) -> dict[str, DeviceProfile]:
+    """Each device's measured profile by its device key (a GPU's UUID): live telemetry divides each GPU's
+    DRAM bandwidth by its own B, and a fleet's slow GPU reads against its own figure."""
+    return {str(p.extra["device_key"]): p for p in store.profiles().values() if p.extra.get("device_key")}

@@ -81,3 +81,12 @@ def test_the_processes_nvml_names_on_a_gpu_leave_out_the_fleets_own():
     assert device_processes(snap, 0, skip={10}) == ("11 ?",)
     assert device_processes(snap, 1, skip=set()) == ("12 vllm",)
     assert device_processes(snap, None, skip=set()) == ()
+
+
+def test_profiles_by_device_key(tmp_path):
+    from rooftop.store.fleets import profiles_by_device
+
+    with Store.open(tmp_path / "f.db") as store:
+        save_fleet(store, [payload(0, "n", 4.6e12, "GPU-a"), payload(1, "n", 2.3e12, "GPU-b")], "all-gpus", "quick")
+        by = profiles_by_device(store)
+    assert by["GPU-a"].B("dram") == 4.6e12 and by["GPU-b"].B("dram") == 2.3e12

@@ -332,3 +332,20 @@ def test_gpm_fills_the_real_bindings_structure() -> None:
              "DRAM_BW_UTIL": "dram_active", "FP64_UTIL": "fp64_active", "FP32_UTIL": "fp32_active",
              "FP16_UTIL": "fp16_active", "PCIE_TX_PER_SEC": "pcie_tx_bytes_s", "PCIE_RX_PER_SEC": "pcie_rx_bytes_s"}
     assert GPM_METRICS == {getattr(pynvml, f"NVML_GPM_METRIC_{k}"): v for k, v in names.items()}
+
+
+def test_each_gpu_is_a_fraction_of_its_own_measured_b() -> None:
+    """Eight GPUs, one measured slower: its live DRAM figure is a fraction of its own B, the others' of local's."""
+    from rooftop.models.profile import Ceiling, DeviceProfile
+
+    def prof(pid: str, dram: float) -> DeviceProfile:
+        return DeviceProfile(pid, "NVIDIA H200", "measured", {"dram": Ceiling(dram, "measured")}, {})
+
+    nv = FakeNVML(names=["NVIDIA H200"] * 8, gpm=COPY_GPM)
+    src = NvmlSource(nv, local=prof("local", 4.6e12), own={nv.uuids[5]: prof("run5", 2.3e12)})
+    src.read()
+    gpus = {g.index: g for g in src.read()}
+    assert gpus[5].dram_roof_source == "run5" and gpus[5].dram_roof == 2.3e12
+    assert {g.dram_roof_source for i, g in gpus.items() if i != 5} == {"local"}
+    assert gpus[5].dram_fraction_of_roof == pytest.approx(2 * gpus[0].dram_fraction_of_roof)
+    src.close()
