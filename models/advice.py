@@ -272,7 +272,7 @@ def _measured_warnings(a: "Analysis") -> list[str]:
             "mostly launch overhead, not the kernel"
         )
     elif m.fraction_of_roof < 0.5:
-        where = "bandwidth" if a.regime == "memory" else "compute"
+        where = "compute" if a.regime == "compute" else "bandwidth"  # memory, comm, latency: the slope
         out.append(
             f"far below the roof: at {100 * m.fraction_of_roof:.0f}%, the kernel is far from the {where} ceiling — "
             "look outside the model: kernel choice for small M, alignment, padding, throttled clocks, gaps between "
