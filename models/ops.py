@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from .dtypes import DTYPES, SCALE_GROUP, weight_scale_bytes, weight_size
+from .dtypes import DTYPES, SCALE_GROUP, output_size, weight_scale_bytes, weight_size
 from .paths import fma_path, matmul_path, vector_path
 
 
@@ -57,7 +57,8 @@ class Op:
 
 # GEMMs whose inputs are this narrow write a wider output in practice: torch._scaled_mm(out_dtype=bf16)
 # for fp8, the block-scaled fp4 GEMMs likewise; an 8-bit output would lose what the accumulator kept.
-NARROW_OUT = {"fp8": "bf16", "fp4": "bf16"}
+# int8 writes its int32 accumulator, as torch._int_mm does (out=int8 for a kernel that requantises).
+NARROW_OUT = {"fp8": "bf16", "fp4": "bf16", "int8": "int32"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Gemm(Op):
     n: int = 1
     k: int = 1
     batch: int = 1
-    out: str | None = None  # output dtype; default: the input dtype, bf16 for fp8 / fp4 inputs
+    out: str | None = None  # output dtype; default: the input dtype, bf16 for fp8 / fp4, int32 for int8
     wdtype: str | None = None  # weight dtype; default: dtype
 
     @property
@@ -89,7 +90,7 @@ class Gemm(Op):
         return self.wdtype or self.dtype
 
     def cost(self) -> Cost:
-        s, so, b = _size(self.dtype), _size(self.out_dtype), self.batch
+        s, so, b = _size(self.dtype), output_size(self.out_dtype), self.batch
         weights = b * self.k * self.n
         x, y = b * s * self.m * self.k, b * so * self.m * self.n
         a = weights * weight_size(self.weight_dtype)

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from .dtypes import DTYPES, WEIGHT_ONLY, lookup_dtype, weight_dtype
+from .dtypes import DTYPES, OUTPUT_ONLY, WEIGHT_ONLY, lookup_dtype, output_dtype, weight_dtype
 from .ops import (
     ATTN_MODES, COLLECTIVE_OPS, LINK_LEVELS, NORM_FLOPS, Attention, Collective, Elementwise, FmaSweep, Gemm, Norm,
     Op, Softmax,
@@ -246,7 +246,12 @@ def _convert(kind: str, g: Grammar, name: str, raw: str) -> Any:
             allowed = [w for w in (*DTYPES, *WEIGHT_ONLY) if w != "tf32"]
             raise SpecError(f"{kind}: wdtype {raw!r} is not allowed; choose one of: {', '.join(allowed)}")
         return d.name
-    if name in ("dtype", "out", "kvdtype"):
+    if name == "out":
+        d = output_dtype(raw)
+        if d is None:
+            raise SpecError(f"{kind}: out {raw!r} is not allowed; choose one of: {', '.join((*DTYPES, *OUTPUT_ONLY))}")
+        return d.name
+    if name in ("dtype", "kvdtype"):
         allowed = g.dtypes if name == "dtype" else tuple(DTYPES)
         return _dtype(raw, allowed, name, kind)
     if name == "level":
