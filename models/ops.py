@@ -291,6 +291,7 @@ class Attention(Op):
     mode: str = "flash"
     causal: bool = False
     kvdtype: str | None = None  # KV-cache dtype (fp8 KV halves its bytes); default: dtype
+    window: int = 0  # sliding-window attention: each query sees at most this many keys, its own last (0: all)
 
     @property
     def kv_heads(self) -> int:
@@ -302,19 +303,32 @@ class Attention(Op):
 
     @property
     def pairs(self) -> float:
-        """Query-key pairs scored per head: q·t, or the causal triangle's count."""
+        """Query-key pairs scored per head: q·t, or the causal triangle's count; under a sliding window
+        the query at position p (1-based) scores min(p, window) keys."""
         q, t = self.q_len, self.t
+        if self.window:
+            return float(_windowed(t, self.window) - _windowed(t - q, self.window))
         if self.causal and q <= t:
             return q * t - q * (q - 1) / 2
         return float(q * t)
+
+    @property
+    def kv_read(self) -> int:
+        """Key/value positions read: all t, but decoding under a window reads only the window (a rolling
+        cache holds no more) — the span its q queries see."""
+        if self.window and self.mode == "decode":
+            return min(self.t, self.window + self.q_len - 1)
+        return self.t
 
     def cost(self) -> Cost:
         s, skv = _size(self.dtype), _size(self.kvdtype or self.dtype)
         q = self.q_len
         qo = self.b * self.h * q * self.d * s
-        kvb = 2 * self.b * self.kv_heads * self.t * self.d * skv
+        kvb = 2 * self.b * self.kv_heads * self.kv_read * self.d * skv
         terms = [("Q read", qo), ("K,V read (KV cache)" if self.mode == "decode" else "K,V read", kvb), ("O write", qo)]
         counting = "W = 4·b·h·pairs·d (QKᵀ and PV); Q = Q, K, V read once, O written once"
+        if self.window:
+            counting += f"; each query sees at most the last {self.window} keys (sliding window)"
         if self.mode == "naive":
             sp = 4 * self.b * self.h * q * self.t * s
             terms.append(("S, P materialised (write S, read S, write P, read P)", sp))
@@ -334,12 +348,25 @@ class Attention(Op):
             s += " causal"
         if self.kvdtype and self.kvdtype != self.dtype:
             s += f" kvdtype={self.kvdtype}"
+        if self.window:
+            s += f" window={self.window}"
         return s + self._level_suffix()
 
     def describe(self) -> str:
         gqa = f" kv={self.kv_heads}" if self.kv_heads != self.h else ""
         kvd = f" (KV {self.kvdtype})" if self.kvdtype and self.kvdtype != self.dtype else ""
-        return f"{self.mode} attention b={self.b} h={self.h}{gqa} d={self.d} q={self.q_len} t={self.t} {self.dtype}{kvd}"
+        win = f" window={self.window}" if self.window else ""
+        return (f"{self.mode} attention b={self.b} h={self.h}{gqa} d={self.d} q={self.q_len} t={self.t}{win} "
+                f"{self.dtype}{kvd}")
+
+
+def _windowed(n: int, w: int) -> int:
+    """Σ_{p=1..n} min(p, w): the keys that queries at positions 1..n see under a window of w."""
+    if n <= 0:
+        return 0
+    if n <= w:
+        return n * (n + 1) // 2
+    return w * (w + 1) // 2 + (n - w) * w
 
 
 # Collectives as the op language writes them → models.comm's names (p2p is nccl-tests' sendrecv).

@@ -86,8 +86,9 @@ GRAMMARS: dict[str, Grammar] = {
         defaults={"dtype": "bf16"},
     ),
     "attn": Grammar(
-        Attention, "attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [dtype] [flash|naive|decode] [causal] [kvdtype=DTYPE]", (),
-        _keys("b", "h", "kv", "d", "q", "t", "dtype", "kvdtype", "mode", "level",
+        Attention, "attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [dtype] [flash|naive|decode] [causal] [kvdtype=DTYPE] "
+                   "[window=W]", (),
+        _keys("b", "h", "kv", "d", "q", "t", "dtype", "kvdtype", "mode", "level", "window",
               batch="b", heads="h", kv_heads="kv", head_dim="d", q_len="q", kv_len="t", context="t", seq="t"),
         flags={"flash": ("mode", "flash"), "naive": ("mode", "naive"), "decode": ("mode", "decode"),
                "causal": ("causal", True)},
@@ -283,6 +284,11 @@ def _finish(kind: str, op: Op) -> Op:
     if isinstance(op, Attention):
         if op.kv_heads > op.h or op.h % op.kv_heads:
             raise SpecError(f"attn: kv={op.kv_heads} must divide h={op.h} (grouped-query attention)")
+        if op.window and not (op.causal or op.mode == "decode"):
+            raise SpecError("attn: window needs causal or decode (a sliding window keeps each query's last "
+                            f"{op.window} keys, its own included)")
+        if op.window and op.q_len > op.t:
+            raise SpecError(f"attn: window needs q ≤ t; q={op.q_len} > t={op.t}")
         if op.mode == "decode" and op.q_len > op.t:
             raise SpecError(f"attn: decode with q={op.q_len} longer than the context t={op.t}")
         if op.causal and op.q_len > op.t:  # the mask aligns the last query with the last key

@@ -475,10 +475,11 @@ def llm_steps_table(steps: list) -> Group:
 def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
     """The launch floor (it scales with the kernels, the same at every batch) and the memory fit:
     each step that does not fit, else the largest that does."""
-    from rooftop.models.llm import launch_line, rank_line
+    from rooftop.models.llm import arch_lines, launch_line, rank_line
 
     s0 = steps[0]
-    out: list[tuple[str | Text, str | Text]] = [(" ·", launch_line(s0))]
+    out: list[tuple[str | Text, str | Text]] = [(" ·", line) for line in arch_lines(s0.arch)]
+    out.append((" ·", launch_line(s0)))
     if s0.ranks > 1:
         out.append((" ·", rank_line(s0)))
     over = [s for s in steps if s.memory.fits is False]
