@@ -28,6 +28,7 @@ from .ops import Attention, Elementwise, Gemm, Norm, Op
 from .profile import DeviceProfile
 
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
+FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
 
 
 class ModelError(ValueError):
@@ -327,10 +328,17 @@ class LayerOp:
     op: Op
     count: float  # how many times per step (per layer × layers, or once); MoE experts: expected, fractional
     note: str = ""  # how the count was reached, when it is not plain
+    launches: float | None = None  # kernels per step where runs are fused into fewer (MoE experts); None: one a run
 
     @property
     def kernels(self) -> int:
-        """Kernels this op issues per step: one per run (an expert touched in part of the steps counts whole)."""
+        """Kernels this op issues per step as serving stacks run it: one per run, or its fused launches."""
+        return math.ceil((self.count if self.launches is None else self.launches) - 1e-9)
+
+    @property
+    def eager_kernels(self) -> int:
+        """Kernels per step run one by one (HF eager: a kernel per touched expert; an expert touched in part
+        of the steps counts whole)."""
         return math.ceil(self.count - 1e-9)
 
 
@@ -377,13 +385,15 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
         each = L * used
         note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
                 f"{rows:.3g} rows each on average ({m} tokens × top-{arch.experts_per_token})")
+        # Launches: a fused-MoE kernel (vLLM's, SGLang's, TensorRT-LLM's) runs every touched expert in one
+        # grouped launch: FUSED_MOE_LAUNCHES a layer, gate+up with the activation, then down.
         ops += [
             LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
-            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),
-            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),
+            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note, launches=L),
+            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note, launches=0),
             LayerOp("act", Elementwise(dtype=dt, n=rows * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
-                    each, note),
-            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate), each, note),
+                    each, note, launches=0),
+            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate), each, note, launches=L),
         ]
         if arch.shared_intermediate:
             ops += [
@@ -499,15 +509,36 @@ class StepBound:
 
     @property
     def kernels(self) -> int:
-        """An estimate of the kernels a step issues: one per modelled op run. Real frameworks issue more
-        (rotary embedding, casts, copies, KV-cache writes): it makes the launch floor a floor."""
+        """An estimate of the kernels a step issues: one per modelled op run, a MoE layer's experts in
+        FUSED_MOE_LAUNCHES fused launches (as serving stacks run them). Real frameworks issue more (rotary
+        embedding, casts, copies, KV-cache writes): it makes the launch floor a floor."""
         return sum(lo.kernels for lo, _ in self.ops)
+
+    @property
+    def eager_kernels(self) -> int:
+        """The kernels HF eager issues: a MoE layer's experts one by one (three GEMMs and an activation each)."""
+        return sum(lo.eager_kernels for lo, _ in self.ops)
+
+    @property
+    def eager_moe_floor_s(self) -> float | None:
+        """The launch floor of the experts run one by one, where that differs (MoE) and the launch is known."""
+        if self.eager_kernels == self.kernels or self.launch_s is None:
+            return None
+        return self.eager_kernels * self.launch_s
 
     @property
     def launch_s(self) -> float | None:
         """Seconds per kernel launched eagerly (one by one), where the profile has the figure."""
         lo = self.device.launch_overhead
         return lo.value if lo else None
+
+    @property
+    def launch_source(self) -> str:
+        """Where the launch figure comes from: the device's own, or whose it borrows (said so)."""
+        lo = self.device.launch_overhead
+        if lo is None:
+            return ""
+        return lo.case if lo.source == "typical" else f"{lo.source} for {self.device.id}"
 
     @property
     def graph_launch_s(self) -> float | None:
@@ -605,6 +636,9 @@ class StepBound:
             "step_compute_s": self.compute_s,
             "kernels": self.kernels,
             "kernels_estimated": True,
+            "kernels_eager_moe": self.eager_kernels,
+            "launch_floor_eager_moe_s": self.eager_moe_floor_s,
+            "launch_source": self.launch_source or None,
             "launch_overhead_s": self.launch_s,
             "launch_floor_s": self.launch_floor_s,
             "graph_launch_s": self.graph_launch_s,
@@ -643,9 +677,15 @@ def launch_line(step: StepBound) -> str:
     head = f"launch: ≈{n} kernels a step (an estimate: one per modelled op; frameworks issue more)"
     if step.launch_floor_s is None:
         return f"{head}; launch overhead not measured for {dev}: T ≥ ΣT {_ms(step.lower_bound_s)}, the roofline alone"
-    line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "
+    if step.eager_kernels != n:
+        head += f", a MoE layer's experts in {FUSED_MOE_LAUNCHES} fused launches"
+    borrowed = f" ({step.launch_source})" if step.device.launch_overhead.source == "typical" else ""
+    line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager{borrowed} = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "
             f"{_ms(step.lower_bound_s)}, launch floor {_ms(step.launch_floor_s)}) = {_ms(step.time_bound_s)}: "
             + ("the launches bind, not the roofline" if step.binds == "launch" else "the roofline binds"))
+    if step.eager_moe_floor_s is not None:
+        line += (f"; HF eager runs each touched expert on its own: ≈{step.eager_kernels} kernels, a floor of "
+                 f"{_ms(step.eager_moe_floor_s)}")
     if step.graph_floor_s is not None:
         line += (f"; from a CUDA graph ({step.graph_launch_s * 1e6:.3g} µs a kernel) the floor would be "
                  f"{_ms(step.graph_floor_s)}")
@@ -716,7 +756,8 @@ def step_bound(arch: Arch, phase: Phase, device: DeviceProfile, measured_s: floa
     the embedding or lm_head."""
     check_parallel(arch, tp, pp)
     rank = shard(arch, tp)
-    ops = [replace(lo, count=lo.count / pp) for lo in phase_ops(rank, phase)]
+    ops = [replace(lo, count=lo.count / pp, launches=None if lo.launches is None else lo.launches / pp)
+           for lo in phase_ops(rank, phase)]
     analysed = tuple((lo, analyze(lo.op, device)) for lo in ops)
     kv = phase.batch * rank.kv_bytes(phase.kv_len, phase.kv_dtype) / pp
     return StepBound(arch, phase, device, analysed, weights_read_bytes(rank, phase) / pp, kv, measured_s, tp, pp)
