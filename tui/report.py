@@ -667,10 +667,13 @@ def parallel_table(dims: Sequence[Any], device: Any, step: Any) -> Any:
         t.add_column(h, justify="left" if h in ("dim", "collective") else "right")
     for d in dims:
         verdicts = {v["level"]: v for v in d.on_links(device)}
-        t.add_row(f"{d.dim.upper()}×{d.degree}", f"{d.calls}× {COLLECTIVES[d.collective].split(' (')[0]} of "
-                  f"{fmt_bytes(d.message_bytes)}", fmt_bytes(d.wire_bytes), fmt_intensity(d.intensity),
+        what = f"{d.calls}× {COLLECTIVES[d.collective].split(' (')[0]} of {fmt_bytes(d.message_bytes)}"
+        t.add_row(f"{d.dim.upper()}×{d.degree}", what, fmt_bytes(d.wire_bytes), fmt_intensity(d.intensity),
                   *[f"{fmt_time(verdicts[lv]['comm_s'])} " + ("comm-bound" if verdicts[lv]["comm_bound"] else "ok")
                     for lv in links])
+        for x in d.extra:  # in the Q_comm above: the transfers beside the layers' collectives
+            t.add_row("", f"+ {x.name} {COLLECTIVES[x.collective].split(' (')[0]} {fmt_bytes(x.message_bytes)}",
+                      f"({fmt_bytes(x.wire_bytes)})", "", *["" for _ in links], style="dim")
     parts: list[Any] = [t]
     if not links:
         parts.append(Prose(f"{device.id} has no link levels (nvlink, pcie, net): pick a profile with them, "
