@@ -187,3 +187,22 @@ def test_an_unknown_torch_dtype_is_refused(capsys: pytest.CaptureFixture[str], t
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "bfloat16" in err
     assert arch_from_config(_cfg(MISTRAL, torch_dtype="torch.float16")).dtype == "fp16"
+
+
+async def test_the_llm_tab_says_the_window_and_the_served_dtype() -> None:
+    from rooftop.tui.llmpane import Llm
+    from test_tui import app, text_of
+    from textual.widgets import Input, Select, Static
+
+    a = app(initial_tab="llm")
+    async with a.run_test(size=(110, 36)) as pilot:
+        await pilot.pause()
+        pane = a.query_one(Llm)
+        a.query_one("#llm-model", Select).value = "gemma-2-9b"
+        await pilot.pause()
+        a.query_one("#llm-context", Input).value = "8192"
+        await pilot.pause()
+        summary = " ".join(text_of(a.query_one("#llm-summary", Static)).split())
+        assert pane.step is not None and pane.step.arch.dtype == "bf16"
+        assert "served in bf16" in summary and "sliding window 4096 tokens on 21 of 42 layers" in summary
+        assert pane.step.kv_bytes == 2 * 8 * 256 * 2 * (21 * 4096 + 21 * 8192)
