@@ -98,7 +98,7 @@ def cmd_all_gpus(args: argparse.Namespace, only: Sequence[str], cancel: Any) -> 
     return _report(args, payloads, "all-gpus", args.plan, time.perf_counter() - t0)
 
 
-def cmd_fleet(args: argparse.Namespace, only: Sequence[str]) -> int:
+def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None) -> int:
     """This rank of a torchrun job: measure the local device, send the row to rank 0, which keeps the fleet."""
     from rooftop.probes.fleet import FleetError, RankEnv, RankGroup, cpu_share
 
@@ -144,7 +144,7 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str]) -> int:
         sys.stderr.write(f"rooftop measure: rank {env.rank} of {env.world}: {args.plan} plan on {job['device']}"
                          + (f" ({len(job['cpus'])} CPUs)" if job.get("cpus") else "") + "\n")
         try:
-            payload = measure_member(env.rank, job)
+            payload = measure_member(env.rank, job, cancel)  # torchrun stops its ranks with SIGTERM
         except Exception as exc:  # this rank's failure is its row, not the fleet's end
             import socket
 

@@ -27,11 +27,12 @@ def device_processes(snapshot: Any, nvml_index: int | None, skip: set[int]) -> t
     return ()
 
 
-def measure_member(rank: int, job: Mapping[str, Any]) -> dict[str, Any]:
+def measure_member(rank: int, job: Mapping[str, Any], cancel: Any = None) -> dict[str, Any]:
     """Measure `job["device"]` with `job["plan"]` (and `only`, `threads`, CPU share `cpus`); the payload.
 
     `job["store"]` keeps the run as it measures, in `job["db"]`; otherwise the payload carries the
-    samples, for whoever gathers it to keep.
+    samples, for whoever gathers it to keep. `cancel` (an Event) ends the measurement early (a stop
+    signal), as it ends `rooftop measure`: the payload holds what was measured.
     """
     from rooftop.probes.backend import select_backend
     from rooftop.probes.plan import build_plan
@@ -50,7 +51,8 @@ def measure_member(rank: int, job: Mapping[str, Any]) -> dict[str, Any]:
     skip = {os.getpid(), os.getppid(), *[int(p) for p in job.get("fleet_pids", ())]}
     with Sampler() as sampler:
         processes = device_processes(sampler.sample_once(), backend.info.nvml_index, skip) if backend.is_cuda else ()
-        result = measure_run(plan, job.get("db"), store=bool(job.get("store")), sampler=sampler)
+        result = measure_run(plan, job.get("db"), store=bool(job.get("store")), sampler=sampler,
+                             cancel=cancel)
     prof = result.calibration.profile
     has_ceilings = bool(prof.peak or prof.bandwidth or prof.launch_overhead)
     payload: dict[str, Any] = {

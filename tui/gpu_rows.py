@@ -60,3 +60,13 @@ def gpu_rows(gpus: Any, width: int = ROW_WIDTH, selected: int | None = None) -> 
     if selected is not None:
         out[0] = (" " + HEADER)[:width]
     return out
+
+
+def watch_block(snapshot: Any, cpu_lines: list[str], width: int = ROW_WIDTH) -> list[str]:
+    """`rooftop watch`'s lines for one tick with many GPUs: the time and the header, a row per GPU, then the
+    CPU's line(s) as the detailed view writes them (`cpu_lines`)."""
+    import time
+
+    stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.time))
+    rows = gpu_rows(snapshot.gpus, width)
+    return [stamp, *rows, *cpu_lines]

@@ -131,7 +131,7 @@ def _measure_fleet(args: argparse.Namespace, only: tuple[str, ...], cancel: thre
     if not 1 <= args.wait <= 86400:
         return usage_error(f"--wait {args.wait:g}: give seconds from 1 to 86400")
     try:
-        return cmd_all_gpus(args, only, cancel) if args.all_gpus else cmd_fleet(args, only)
+        return cmd_all_gpus(args, only, cancel) if args.all_gpus else cmd_fleet(args, only, cancel)
     except (BackendError, PlanError, FleetError) as exc:
         return usage_error(str(exc))
 
