@@ -62,10 +62,13 @@ def save_fleet(store: Store, payloads: Sequence[Mapping[str, Any]], mode: str, p
         entry["run_id"] = ids.get(i) or p.get("run_id")
         entry["rank"] = int(p.get("rank", i))
         members.append(entry)
-    models = sorted({str(m.get("model") or "") for m in members if m.get("model")})
+    models: dict[str, int] = {}
+    for m in members:
+        if m.get("model"):
+            models[str(m["model"])] = models.get(str(m["model"]), 0) + 1
     kinds = {str((p.get("device_info") or {}).get("kind", "")) for p in payloads} - {""}
     info = {
-        "name": f"fleet of {len(members)}: {', '.join(models) or 'no device measured'}",
+        "name": "fleet: " + (", ".join(f"{n} × {k}" for k, n in models.items()) or f"{len(members)}, none measured"),
         "kind": kinds.pop() if len(kinds) == 1 else "mixed",
         "fleet": {"mode": mode, "world": len(members), "members": members,
                   "hosts": sorted({str(m.get("host") or "") for m in members})},

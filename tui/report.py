@@ -568,7 +568,7 @@ def runs_table(runs: list) -> Table:
         for run, name in rows:
             t.add_row(
                 safe_text(run.short_id), Prose(safe_text(name), hyphens=True),
-                Text(safe_text(run.status), style=style.get(run.status, "")), Prose(safe_text(_device_of(run))),
+                Text(safe_text(run.status), style=style.get(run.status, "")), Prose(safe_text(run.device_name)),
                 "imported" if run.imported_from else safe_text(f"{run.backend} {run.plan}"),
                 _when(run.started_at, "%m-%d %H:%M"), str(run.samples), "yes" if run.has_ceilings else "",
             )
@@ -584,18 +584,6 @@ def fleet_members(runs: list) -> dict[str, tuple[str, int]]:
             if isinstance(m, dict) and isinstance(m.get("run_id"), str):
                 out[m["run_id"]] = (r.id, int(m.get("rank") or 0))
     return out
-
-
-def _device_of(run) -> str:  # noqa: ANN001 - a Run
-    """A fleet run as `N × model`, any other run as its device's name."""
-    fleet = run.device.get("fleet") if run.plan == "fleet" and isinstance(run.device, dict) else None
-    if not isinstance(fleet, dict):
-        return run.device_name
-    models: dict[str, int] = {}
-    for m in fleet.get("members") or []:
-        if isinstance(m, dict):
-            models[str(m.get("model") or "?")] = models.get(str(m.get("model") or "?"), 0) + 1
-    return ", ".join(f"{n} × {k}" for k, n in models.items()) or run.device_name
 
 
 def run_facts(run) -> Table:  # noqa: ANN001 - a rooftop.store.runs.Run
