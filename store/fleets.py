@@ -40,6 +40,8 @@ def _member_run(p: Mapping[str, Any]) -> NewRun:
         ended_at=float(p["ended_at"]) if p.get("ended_at") is not None else None,
     )
     profile = DeviceProfile.from_dict(p["profile"], strict=False) if p.get("profile") else None
+    if profile is not None and not (profile.peak or profile.bandwidth):
+        profile = None  # as `rooftop measure` keeps a run: a launch floor alone makes no device profile
     samples = [Sample.from_dict(s) for s in p.get("samples") or ()]
     return NewRun(run, samples, (), profile, measured=True)
 
@@ -59,6 +61,8 @@ def save_fleet(store: Store, payloads: Sequence[Mapping[str, Any]], mode: str, p
     members = []
     for i, p in enumerate(payloads):
         entry = {k: p.get(k) for k in MEMBER_KEYS}
+        # its ceilings as it measured them: a run of the launch floor alone keeps no profile of its own
+        entry["profile"] = p.get("profile")
         entry["run_id"] = ids.get(i) or p.get("run_id")
         entry["rank"] = int(p.get("rank", i))
         members.append(entry)
@@ -114,6 +118,8 @@ def fleet_of(store: Store, run: Run) -> FleetReport:
                 profile = store.profile(member_run.id) if member_run.has_ceilings else None
             except StoreError:
                 member_run = None
+            if profile is None and isinstance(m.get("profile"), Mapping):
+                profile = DeviceProfile.from_dict(m["profile"], strict=False)
             if member_run is not None:
                 solo = [r for r in everything if r.device_key == member_run.device_key and r.id not in belong
                         and r.status == "complete" and r.has_ceilings and r.started_at < member_run.started_at

@@ -61,8 +61,11 @@ def test_torchrun_fleet_two_cpu_ranks(tmp_path):
     # the fleet run is gated against its own median (and a launch floor 1000× faster than any CPU's fails)
     ok = rooftop("check", "--db", str(db), "--tolerance", "0.5")
     assert ok.returncode in (0, 1) and "ceiling checks" in ok.stdout
-    base = _doc_run(json.loads(rooftop("export", rows[0]["run_id"], "--db", str(db)).stdout)["runs"][0],
-                    "fastlaunch", launch=lambda v: v / 1000)
+    member = json.loads(rooftop("export", rows[0]["run_id"], "--db", str(db)).stdout)["runs"][0]
+    assert member["profile"] is None  # a launch floor alone is no device profile, as `rooftop measure` keeps it
+    member["profile"] = {"id": "x", "name": model, "source": "measured", "kind": "cpu", "bandwidth": {}, "peak": {},
+                         "launch_overhead": rows[0]["ceilings"]["launch"]}
+    base = _doc_run(member, "fastlaunch", launch=lambda v: v / 1000)
     imported = _import(tmp_path, db, base)
     bad = rooftop("check", doc["run_id"], "--against", imported, "--db", str(db))
     assert bad.returncode == 1 and "launch" in bad.stdout and "SHORT" in bad.stdout

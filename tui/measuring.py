@@ -95,7 +95,7 @@ def measure_run(
         if log is not None:
             store_error = log.close() or store_error
         if db is not None:
-            if cal.profile.peak or cal.profile.bandwidth or cal.profile.launch_overhead:  # a launch floor too
+            if cal.profile.peak or cal.profile.bandwidth:
                 store_error = _try(db.set_ceilings, run_id, cal.profile) or store_error
             store_error = _try(db.finish_run, run_id, status) or store_error
             if status == "cancelled" and not samples and not _try(db.delete, run_id):
