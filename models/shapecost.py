@@ -13,6 +13,7 @@ crash and never a NaN, infinite or negative figure.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Sequence
 
 from .opcost import matmul, memory, rows
@@ -36,6 +37,9 @@ NO_WORK = frozenset(
         "scalar_tensor", "lift_fresh_copy", "meshgrid", "unfold", "view_as_real", "view_as_complex", "real", "imag",
     )
 )
+
+# autograd's own records: a graph node (MmBackward0) or the engine around it; the aten ops they call do the work
+AUTOGRAD_NODE = re.compile(r"(autograd::|torch::autograd::|[A-Za-z0-9_]*Backward\d*$)")
 
 Model = Callable[[Call], "OpCost | None"]
 
@@ -122,7 +126,7 @@ def cost_op(name: str, dims: Sequence[Any], types: Sequence[str],
         call = make_call(name, dims, types, list_element or ("fp32", 4.0),
                          concrete if isinstance(concrete, (list, tuple)) else ())
         dtype = call.dtype
-        if name in NO_WORK:
+        if name in NO_WORK or AUTOGRAD_NODE.match(name):
             return OpCost(0.0, 0.0, _vector(dtype), "none", "a view, metadata or allocation: moves no data")
         model = _family(name)
         cost = model(call) if model else None
