@@ -126,7 +126,7 @@ def cost_op(name: str, dims: Sequence[Any], types: Sequence[str],
         call = make_call(name, dims, types, list_element or ("fp32", 4.0),
                          concrete if isinstance(concrete, (list, tuple)) else ())
         dtype = call.dtype
-        if name in NO_WORK or AUTOGRAD_NODE.match(name):
+        if name in NO_WORK or ("::" not in name and "aten::" + name in NO_WORK) or AUTOGRAD_NODE.match(name):
             return OpCost(0.0, 0.0, _vector(dtype), "none", "a view, metadata or allocation: moves no data")
         model = _family(name)
         cost = model(call) if model else None
