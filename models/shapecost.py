@@ -14,15 +14,35 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .opcost import matmul, memory, rows
-from .opcost.base import (FLOAT_DTYPES, TORCH_TYPES, BadShape, Call, OpCost, Tensor, broadcast,
-                          element_from_kernel, make_call, op_dtype)
+from .opcost.base import (
+    FLOAT_DTYPES,
+    TORCH_TYPES,
+    BadShape,
+    Call,
+    OpCost,
+    Tensor,
+    broadcast,
+    element_from_kernel,
+    make_call,
+    op_dtype,
+)
 from .paths import vector_path
 
-__all__ = ["OpCost", "Tensor", "TORCH_TYPES", "broadcast", "cost_op", "element_from_kernel", "op_dtype",
-           "tensors_of", "NO_WORK"]
+__all__ = [
+    "NO_WORK",
+    "TORCH_TYPES",
+    "OpCost",
+    "Tensor",
+    "broadcast",
+    "cost_op",
+    "element_from_kernel",
+    "op_dtype",
+    "tensors_of",
+]
 
 # Ops that move no data: views, metadata, allocation, and the dispatch around a copy_ that does the work.
 NO_WORK = frozenset(

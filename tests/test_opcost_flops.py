@@ -14,9 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers.flopcheck import run  # noqa: E402
-
-from rooftop.models.shapecost import cost_op  # noqa: E402
+from helpers.flopcheck import run
+from rooftop.models.shapecost import cost_op
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +113,8 @@ def _cost(name, shapes, causal_index, causal, bshd=False, backward=False, n_args
 def test_gpu_attention_ops_read_their_schema_and_match_flop_counters_formulas(name):
     """The GPU attention ops (no GPU here): their argument layout checked against torch's own schema, their
     FLOPs against FlopCounterMode's formulas on the same shapes, halved when causal."""
-    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
-
     from rooftop.models.opcost.matmul import ATTENTION
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
 
     a = ATTENTION[name]
     schema = getattr(torch.ops.aten, name.split("::")[1]).overloads()

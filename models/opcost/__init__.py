@@ -12,8 +12,17 @@ Conventions, named in each OpCost's `counting`:
   costed on their own (the workload keeps one owner per piece of work).
 """
 
-from .base import (BadShape, Call, OpCost, Tensor, broadcast, element_from_kernel, make_call, op_dtype,
-                   parse_ints)
+from .base import (
+                   BadShape,
+                   Call,
+                   OpCost,
+                   Tensor,
+                   broadcast,
+                   element_from_kernel,
+                   make_call,
+                   op_dtype,
+                   parse_ints,
+)
 
 __all__ = ["BadShape", "Call", "OpCost", "Tensor", "broadcast", "element_from_kernel", "make_call", "op_dtype",
            "parse_ints"]

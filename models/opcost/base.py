@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 # torch's type names in `Input type` → (rooftop dtype or a plain name, bytes per element)
 TORCH_TYPES: dict[str, tuple[str, float]] = {

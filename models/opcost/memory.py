@@ -272,7 +272,6 @@ def fused_adam(c: Call) -> OpCost | None:
         return None
     amsgrad = c.flag(11)
     n = sum(t.numel for t in params)
-    size = params[0].size
     lists = [c.tlist(i) for i in range(1, 4)] + ([c.tlist(4)] if amsgrad else [])
     reads = sum(t.nbytes for t in params) + sum(t.nbytes for lst in lists for t in lst)
     writes = sum(t.nbytes for t in params) + sum(t.nbytes for lst in lists[1:] for t in lst)

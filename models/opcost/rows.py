@@ -59,13 +59,14 @@ def norm(c: Call) -> OpCost | None:
         return None
     reads = sum(t.nbytes for t in c.tensors)
     rows = _stats(c, kind, x)
-    params = [t for t in c.tensors if t is not x and len(t.dims) == 1 and t.numel != rows]
     if backward:
         if c.name in ("aten::cudnn_batch_norm_backward", "aten::miopen_batch_norm_backward"):
             mask = [True] * 3
         else:
             mask = c.mask(mi) if mi is not None else [True] * 3
-        weight = params[0].nbytes if params else 0.0
+        # dweight and dbias are one per channel: C for batch / group norm, the normalized size for layer / rms
+        channels = (x.dims[1] if len(x.dims) > 1 else 1) if kind in ("batch", "group") else x.numel // max(rows, 1)
+        weight = channels * x.size
         writes = mask[0] * x.nbytes + (mask[1] + (mask[2] and kind != "rms")) * weight
         how = "Q = grad_out, x, the saved statistics, weights read once; dx, dweight, dbias written once"
     else:

@@ -47,8 +47,8 @@ class Check:
 
 def _models():
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
+    from torch import nn
 
     class Block(nn.Module):
         def __init__(self, d: int, h: int, causal: bool, norm: str):
@@ -105,7 +105,11 @@ def _flop_counter(causal: list[float]):
     """FlopCounterMode, with its own SDPA formulas (sdpa_flop_count, sdpa_backward_flop_count) for CPU flash;
     the FLOPs of the causal calls are also added to `causal`."""
     import torch
-    from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+    from torch.utils.flop_counter import (
+        FlopCounterMode,
+        sdpa_backward_flop_count,
+        sdpa_flop_count,
+    )
 
     aten = torch.ops.aten
 
@@ -132,7 +136,7 @@ def _fc_family(op: str) -> str:
 def _grouped_weight_grads(model, batch) -> tuple[float, float]:
     """(forward FLOPs of causal attention, what FlopCounterMode over-counts on grouped conv weight gradients),
     from the modules themselves (hooks on this step's shapes), independent of rooftop."""
-    import torch.nn as nn
+    from torch import nn
 
     over = 0.0
     hooks = []
@@ -153,9 +157,8 @@ def _grouped_weight_grads(model, batch) -> tuple[float, float]:
 def run(name: str, optimizer: str = "fused", tmp: Path | None = None) -> Check:
     """One training step of the named model, costed by rooftop and counted by FlopCounterMode."""
     import torch
-
-    from rooftop.models.workload import work_ops
     from rooftop.models.shapecost import cost_op
+    from rooftop.models.workload import work_ops
     from rooftop.store.tracefile import load_trace
 
     torch.manual_seed(0)
@@ -229,8 +232,9 @@ def run(name: str, optimizer: str = "fused", tmp: Path | None = None) -> Check:
 
 
 def table(checks: list[Check]) -> str:
-    lines = [f"{'model':<12} {'phase':<5} {'family':<12} {'rooftop FLOP':>14} {'FlopCounterMode':>16} "
-             f"{'expected':>14} {'ratio':>7}"]
+    head = (f"{'model':<12} {'phase':<5} {'family':<12} {'rooftop FLOP':>14} {'FlopCounterMode':>16} "
+            f"{'expected':>14} {'ratio':>7}")
+    lines = [head]
     for c in checks:
         for p, f, ours, fc, exp in c.rows():
             ratio = f"{ours / exp:.4f}" if exp else ("—" if not ours else "n/a")
