@@ -234,3 +234,18 @@ def test_fuzzed_records_never_raise_and_never_give_nan_inf_or_negative():
         for v in (c.flops, c.bytes):
             assert isinstance(v, float) and math.isfinite(v) and v >= 0, (name, dims, conc, c)
     assert cost_op("aten::mm", None, None).model == "uncosted"
+
+
+def test_gemms_read_each_matrix_once():
+    bf = "c10::BFloat16"
+    # matmul broadcasting a weight over a batch: the weight is read once, M is the batch's rows
+    mat = cost_op("aten::matmul", [[8, 1, 3584], [3584, 18944]], [bf, bf])
+    assert mat.shape == {"m": 8, "n": 18944, "k": 3584} and mat.flops == 2 * 8 * 18944 * 3584
+    assert mat.bytes == 2 * (8 * 3584 + 3584 * 18944 + 8 * 18944)
+    bmm = cost_op("aten::baddbmm", [[4, 64, 16], [4, 64, 32], [4, 32, 16], [], []], [F, F, F, "Scalar", "Scalar"])
+    assert bmm.flops == 2 * 4 * 64 * 16 * 32 and bmm.bytes == 4 * (2 * 4 * 64 * 16 + 4 * 64 * 32 + 4 * 32 * 16)
+    f8 = "c10::Float8_e4m3fn"
+    mm8 = cost_op("aten::_scaled_mm", [[128, 256], [256, 64], [], [], [], [], [], []],
+                  [f8, f8, F, F, "", "", "Scalar", "Scalar"], None, ["", "", "", "", "", "", "15", "False"])
+    assert mm8.path == "fp8-tc" and mm8.flops == 2 * 128 * 64 * 256
+    assert mm8.bytes == 128 * 256 + 256 * 64 + 2 * 4 + 128 * 64 * 2  # fp8 in, two fp32 scales, bf16 out

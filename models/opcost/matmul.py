@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..ops import Gemm
 from ..paths import matmul_path
 from .base import FLOAT_DTYPES, SCALAR_TYPES, BadShape, Call, OpCost, Tensor, broadcast
 
@@ -25,15 +24,16 @@ GEMMS = frozenset(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "ate
 BIAS_FIRST = ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm")  # C (or the bias) is input 0
 
 
-def _gemm_cost(c: Call, m: int, n: int, k: int, batch: int, extra: list[Tensor]) -> OpCost:
-    out = None
+def _gemm_cost(c: Call, a: Tensor, b: Tensor, m: int, n: int, k: int, batch: int, extra: list[Tensor]) -> OpCost:
+    """W = 2·batch·M·N·K; Q = A, B (a broadcast one once), the bias / C read once, the output written once."""
+    out, out_size = c.dtype, a.size
     if c.name == "aten::_scaled_mm":  # fp8 in, out_dtype out (bf16 unless recorded)
-        out = SCALAR_TYPES.get(c.text(6), ("bf16", 2))[0]
-        out = out if out in FLOAT_DTYPES else "bf16"
-    g = Gemm(dtype=c.dtype, m=m, n=n, k=k, batch=batch, out=out).cost()
-    q = g.bytes + sum(t.nbytes for t in extra)
+        out, out_size = SCALAR_TYPES.get(c.text(6), ("bf16", 2.0))
+        if out not in FLOAT_DTYPES:
+            out, out_size = "bf16", 2.0
+    q = a.nbytes + b.nbytes + sum(t.nbytes for t in extra) + batch * m * n * out_size
     shape = {"m": m, "n": n, "k": k, **({"batch": batch} if batch != 1 else {})}
-    return OpCost(g.flops, q, g.path, "gemm",
+    return OpCost(2.0 * batch * m * n * k, q, matmul_path(c.dtype), "gemm",
                   "W = 2·M·N·K (as FlopCounterMode); Q = A, B" + (" and the bias / C" if extra else "")
                   + " read once, the output written once", shape)
 
@@ -57,17 +57,17 @@ def gemm(c: Call) -> OpCost | None:
     if c.name == "aten::linear":  # x[..., K] · W[N, K]ᵀ
         if len(w) != 2 or not x or x[-1] != w[1]:
             return None
-        return _gemm_cost(c, math.prod(x[:-1]), w[0], w[1], 1, extra)
+        return _gemm_cost(c, a, b, math.prod(x[:-1]), w[0], w[1], 1, extra)
     if len(x) == 1:
         x = (1, *x)
     if len(w) == 1:
         w = (*w, 1)
-    if len(x) == 2 and len(w) == 2 and x[1] == w[0]:
-        return _gemm_cost(c, x[0], w[1], x[1], 1, extra)
-    if len(x) >= 3 and len(w) >= 2 and x[-1] == w[-2]:  # batched, or matmul broadcasting a matrix
-        return _gemm_cost(c, x[-2], w[-1], x[-1], math.prod(broadcast([x[:-2], w[:-2]])), extra)
-    if len(x) == 2 and len(w) >= 3 and x[1] == w[-2]:
-        return _gemm_cost(c, x[0], w[-1], x[1], math.prod(w[:-2]), extra)
+    if len(x) >= 2 and len(w) == 2 and x[-1] == w[0]:  # a matrix, or matmul folding x's batch into M
+        return _gemm_cost(c, a, b, math.prod(x[:-1]), w[1], w[0], 1, extra)
+    if len(x) >= 3 and len(w) >= 3 and x[-1] == w[-2]:  # batched
+        return _gemm_cost(c, a, b, x[-2], w[-1], x[-1], math.prod(broadcast([x[:-2], w[:-2]])), extra)
+    if len(x) == 2 and len(w) >= 3 and x[1] == w[-2]:  # matmul broadcasting x over w's batch
+        return _gemm_cost(c, a, b, x[0], w[-1], x[1], math.prod(w[:-2]), extra)
     return None
 
 
