@@ -249,3 +249,16 @@ def test_gemms_read_each_matrix_once():
                   [f8, f8, F, F, "", "", "Scalar", "Scalar"], None, ["", "", "", "", "", "", "15", "False"])
     assert mm8.path == "fp8-tc" and mm8.flops == 2 * 128 * 64 * 256
     assert mm8.bytes == 128 * 256 + 256 * 64 + 2 * 4 + 128 * 64 * 2  # fp8 in, two fp32 scales, bf16 out
+
+
+def test_group_norm_forward_and_backward():
+    x = [2, 8, 4, 4]
+    n = 2 * 8 * 16
+    fwd = cost_op("aten::native_group_norm", [x, [8], [8], [], [], [], [], []], [F, F, F] + ["Scalar"] * 5, None,
+                  ["", "", "", "2", "8", "16", "4", "1e-05"])
+    assert fwd.model == "norm" and fwd.shape == {"rows": 8, "cols": 32}  # 2 samples × 4 groups of 2·16
+    assert fwd.flops == 8 * n and fwd.bytes == (n + 2 * 8) * 4 + (n + 2 * 8) * 4  # x, w, b; y, mean, rstd
+    bwd = cost_op("aten::native_group_norm_backward", [x, x, [2, 4], [2, 4], [8], [], [], [], [], []],
+                  [F, F, F, F, F] + ["Scalar"] * 4 + ["ScalarList"], None,
+                  ["", "", "", "", "", "2", "8", "16", "4", "[True, True, True]"])
+    assert bwd.flops == 13 * n and bwd.bytes == (2 * n + 2 * 8 + 8) * 4 + (n + 2 * 8) * 4
