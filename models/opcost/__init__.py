@@ -1,4 +1,5 @@
-"""rooftop's op models for recorded calls, by family; `models.shapecost.cost_op` dispatches to them.
+"""rooftop's op models for recorded calls, by family; `models.shapecost.cost_op` dispatches to them
+and re-exports what callers use (OpCost, element_from_kernel, op_dtype).
 
 Conventions, named in each OpCost's `counting`:
 - W (FLOP): as torch's FlopCounterMode counts it wherever it has a number
@@ -11,18 +12,3 @@ Conventions, named in each OpCost's `counting`:
 - An op counts only what it does itself: the ops it calls are recorded and
   costed on their own (the workload keeps one owner per piece of work).
 """
-
-from .base import (
-                   BadShape,
-                   Call,
-                   OpCost,
-                   Tensor,
-                   broadcast,
-                   element_from_kernel,
-                   make_call,
-                   op_dtype,
-                   parse_ints,
-)
-
-__all__ = ["BadShape", "Call", "OpCost", "Tensor", "broadcast", "element_from_kernel", "make_call", "op_dtype",
-           "parse_ints"]
