@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from .opcost import matmul, memory, rows
@@ -102,7 +103,7 @@ def _family(name: str) -> Model | None:
         return memory.gather
     if name in memory.SCATTERS:
         return memory.scatter
-    base, inplace = memory._base(name) if name.startswith("aten::") else ("", False)
+    base, inplace = memory.base_name(name) if name.startswith("aten::") else ("", False)
     if base in memory.REDUCTIONS and not inplace:
         return lambda c: memory.reduction(c, base)
     if base in memory.EW_FLOPS:
@@ -131,6 +132,11 @@ def tensors_of(dims: Sequence[Any], types: Sequence[str], list_element: tuple[st
     return make_call("", dims, types, list_element, ()).tensors
 
 
+# A trace repeats the same records step after step: each distinct one is costed once.
+_MEMO: dict[tuple, OpCost] = {}
+_MEMO_SIZE = 200_000
+
+
 def cost_op(name: str, dims: Sequence[Any], types: Sequence[str],
             list_element: tuple[str, float] | None = None, concrete: Sequence[str] = ()) -> OpCost:
     """W and Q of one call, from the op's name and its inputs' shapes and types (an estimate).
@@ -138,6 +144,17 @@ def cost_op(name: str, dims: Sequence[Any], types: Sequence[str],
     Never raises and never returns a NaN, infinite or negative figure: a record
     that is malformed comes back with model "uncosted", W = Q = 0, and the reason.
     """
+    key = (name, repr(dims), repr(types), repr(list_element), repr(concrete))
+    hit = _MEMO.get(key)
+    if hit is None:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        hit = _MEMO[key] = _cost_op(name, dims, types, list_element, concrete)
+    return hit
+
+
+def _cost_op(name: str, dims: Sequence[Any], types: Sequence[str], list_element: tuple[str, float] | None,
+             concrete: Sequence[str]) -> OpCost:
     dtype = ""
     try:
         dtype = op_dtype([str(t) for t in types]) if isinstance(types, (list, tuple)) else ""
@@ -161,4 +178,6 @@ def cost_op(name: str, dims: Sequence[Any], types: Sequence[str],
         return _uncosted(dtype, f"the recorded shapes and arguments do not fit {name} ({type(exc).__name__})")
     if not _sane(cost):
         return _uncosted(dtype, "the recorded shapes give a figure out of range")
-    return OpCost(float(cost.flops), float(cost.bytes), cost.path, cost.model, cost.counting, dict(cost.shape))
+    # shared by every call with the same record (memoised): its shape is read-only
+    return OpCost(float(cost.flops), float(cost.bytes), cost.path, cost.model, cost.counting,
+                  MappingProxyType(dict(cost.shape)))

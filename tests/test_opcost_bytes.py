@@ -262,3 +262,12 @@ def test_group_norm_forward_and_backward():
                   [F, F, F, F, F] + ["Scalar"] * 4 + ["ScalarList"], None,
                   ["", "", "", "", "", "2", "8", "16", "4", "[True, True, True]"])
     assert bwd.flops == 13 * n and bwd.bytes == (2 * n + 2 * 8 + 8) * 4 + (n + 2 * 8) * 4
+
+
+def test_a_repeated_record_is_costed_once_and_shared_read_only():
+    a = cost_op("aten::mm", [[64, 32], [32, 16]], [F, F])
+    b = cost_op("aten::mm", [[64, 32], [32, 16]], [F, F])
+    assert a is b and a.shape == {"m": 64, "n": 16, "k": 32}
+    with pytest.raises(TypeError):
+        a.shape["m"] = 1  # type: ignore[index]
+    assert cost_op("aten::mm", [[64, 32], [32, 8]], [F, F]).flops == 2 * 64 * 32 * 8  # a new record, a new cost

@@ -44,7 +44,7 @@ def _vec(dtype: str) -> str:
     return vector_path(dtype if dtype in FLOAT_DTYPES else "fp32")
 
 
-def _base(name: str) -> tuple[str, bool]:
+def base_name(name: str) -> tuple[str, bool]:
     """('add', True) for aten::add_: the op's plain name and whether it works in place."""
     b = name.split("::")[-1]
     inplace = b.endswith("_") and not b.endswith("__")
@@ -203,7 +203,7 @@ def gather(c: Call) -> OpCost | None:
 
 def scatter(c: Call) -> OpCost | None:
     """Writes the elements the index names (and reads them back where it accumulates)."""
-    name, inplace = _base(c.name)
+    name, inplace = base_name(c.name)
     if c.name == "aten::embedding_dense_backward":  # grad_output[..., D], indices, num_weights
         g, idx = c.tensor(0), c.tensor(1)
         if g is None or idx is None or not g.dims:
@@ -302,7 +302,7 @@ FOREACH_REDUCTIONS = {"norm": 2, "max": 1}
 
 def foreach(c: Call) -> OpCost | None:
     """A `_foreach_*` op over TensorLists: the elementwise op on each member (self, and the other lists' member)."""
-    name, inplace = _base(c.name)
+    name, inplace = base_name(c.name)
     base = name.removeprefix("_foreach_")
     selves = c.tlist(0)
     if not selves:
