@@ -271,3 +271,22 @@ def test_a_repeated_record_is_costed_once_and_shared_read_only():
     with pytest.raises(TypeError):
         a.shape["m"] = 1  # type: ignore[index]
     assert cost_op("aten::mm", [[64, 32], [32, 8]], [F, F]).flops == 2 * 64 * 32 * 8  # a new record, a new cost
+
+
+def test_reductions_find_their_dim_and_where_writes_its_values_type():
+    nrm = cost_op("aten::linalg_vector_norm", [[512, 8192], [], [], [], []], [F, "Scalar", "", "Scalar", ""], None,
+                  ["", "2", "", "False", ""])
+    assert nrm.bytes == 512 * 8192 * 4 + 4  # ord=2 is not a dim: a full reduction to one value
+    rows_ = cost_op("aten::linalg_vector_norm", [[512, 8192], [], [], [], []], [F, "Scalar", "ScalarList", "Scalar",
+                                                                              ""], None, ["", "2", "[1]", "False", ""])
+    assert rows_.bytes == 512 * 8192 * 4 + 512 * 4
+    w = cost_op("aten::where", [[2048], [2048], [2048]], ["bool", F, F])
+    assert w.bytes == 2048 * (1 + 4 + 4) + 2048 * 4
+
+
+def test_batch_norm_in_eval_keeps_no_statistics():
+    x = [4, 8, 8, 8]
+    n = 4 * 8 * 8 * 8
+    ev = cost_op("aten::native_batch_norm", [x, [8], [8], [8], [8], [], [], []], [F] * 5 + ["Scalar"] * 3, None,
+                 ["", "", "", "", "", "False", "0.1", "1e-05"])
+    assert ev.bytes == (n + 4 * 8) * 4 + n * 4  # x, weight, bias, running stats read; y written

@@ -39,6 +39,8 @@ REDUCTIONS = {"mean": 1, "sum": 1, "prod": 1, "max": 1, "min": 1, "amax": 1, "am
               "norm": 2, "linalg_vector_norm": 2, "var": 3, "std": 3, "var_mean": 3, "std_mean": 3,
               "logsumexp": 3, "any": 1, "all": 1, "count_nonzero": 1}
 
+REDUCTION_DIM = {"norm": 2, "linalg_vector_norm": 2}  # where the dim argument is (after p / ord); else 1
+
 
 def _vec(dtype: str) -> str:
     return vector_path(dtype if dtype in FLOAT_DTYPES else "fp32")
@@ -57,7 +59,8 @@ def elementwise(c: Call, base: str, inplace: bool) -> OpCost | None:
         return None
     out = broadcast([t.dims for t in ts])
     n = math.prod(out)
-    size = 1.0 if base in BOOL_OUT else ts[0].size
+    floats = [t.size for t in ts if t.dtype in FLOAT_DTYPES]
+    size = 1.0 if base in BOOL_OUT else (floats[0] if floats else ts[0].size)  # where(cond, a, b) writes a's type
     reads = sum(t.nbytes for t in ts)
     write = ts[0].nbytes if inplace else n * size
     f = EW_FLOPS[base]
@@ -70,7 +73,8 @@ def reduction(c: Call, base: str) -> OpCost | None:
     x = c.tensor(0)
     if x is None:
         return None
-    dims = c.ints(1) if c.text(1) not in ("", "[]") else None
+    di = REDUCTION_DIM.get(base, 1)
+    dims = c.ints(di) if c.text(di) not in ("", "[]") else None
     if dims and all(-max(len(x.dims), 1) <= d < max(len(x.dims), 1) for d in dims):
         kept = [s for i, s in enumerate(x.dims) if i not in {d % max(len(x.dims), 1) for d in dims}]
         n_out = math.prod(kept)

@@ -71,8 +71,11 @@ def norm(c: Call) -> OpCost | None:
         how = "Q = grad_out, x, the saved statistics, weights read once; dx, dweight, dbias written once"
     else:
         stats = 0 if c.name in ("aten::layer_norm", "aten::rms_norm", "aten::group_norm", "aten::batch_norm") else 1
-        n_stats = (1 if kind == "rms" else 2) * stats
-        running = 2 * rows * x.size if kind == "batch" and len(c.tensors) >= 5 else 0.0  # running mean, var updated
+        evaluating = kind == "batch" and (c.name == "aten::_native_batch_norm_legit_no_training"
+                                          or (c.name != "aten::_batch_norm_with_update" and c.text(5) == "False"))
+        n_stats = 0 if evaluating else (1 if kind == "rms" else 2) * stats
+        # training updates the running mean and var (read with the inputs above, written here)
+        running = 2 * rows * x.size if kind == "batch" and len(c.tensors) >= 5 and not evaluating else 0.0
         writes = x.nbytes + n_stats * rows * 4.0 + running
         how = "Q = x, weights (and running statistics) read once, y and the saved statistics written once"
     f = NORM_FLOPS[kind][backward]
@@ -127,7 +130,7 @@ def nll_loss(c: Call) -> OpCost | None:
         q = target.nbytes + picked + (out + 1) * x.size
         how = "Q = target and the N log-probabilities it picks read once, the loss and total weight written once"
     return OpCost(float(n * (2 if weight is not None else 1)), q, _vec(c.dtype), "loss",
-                  f"W = {'2' if weight is not None else '1'} FLOP per target; {how}", {"n": n, "classes": x.dims[-1]
+                  f"W = {'2' if weight is not None else '1'} FLOP per target; {how}", {"n": n, "classes": x.dims[1]
                                                                                        if len(x.dims) > 1 else 1})
 
 
