@@ -14,7 +14,7 @@ from rooftop.models.units import KiB
 from rooftop.probes.plan import build_plan
 from rooftop.probes.telemetry import Sampler
 from rooftop.store.runs import Store
-from rooftop.tui.measuring import measure_run
+from rooftop.tui.services.measure import measure_run
 
 
 @pytest.fixture

@@ -283,7 +283,7 @@ def test_a_run_keeps_the_gpm_fields_with_its_telemetry(cpu_backend, tmp_path) ->
     from probe_fixtures import tiny_sizes
     from rooftop.probes.plan import build_plan
     from rooftop.store.runs import Store
-    from rooftop.tui.measuring import measure_run
+    from rooftop.tui.services.measure import measure_run
 
     plan = build_plan(cpu_backend, "quick", "bandwidth", sizes=tiny_sizes())
     nv = FakeNVML(gpm=COPY_GPM)

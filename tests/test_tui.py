@@ -8,12 +8,12 @@ from textual.widgets import DataTable, Input, Static, TabbedContent
 from fake_nvml import FakeNVML
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.chart import point_markers
-from rooftop.tui.comparepane import Compare
-from rooftop.tui.livepane import TelemetryPanel
-from rooftop.tui.rooflinepane import Roofline
-from rooftop.tui.whatif import WhatIf
-from rooftop.tui.widgets import HelpScreen, RooflinePlot
+from rooftop.tui.render.chart import point_markers
+from rooftop.tui.app.panes.compare import Compare
+from rooftop.tui.app.panes.live import TelemetryPanel
+from rooftop.tui.app.panes.roofline import Roofline
+from rooftop.tui.app.panes.whatif import WhatIf
+from rooftop.tui.app.widgets import HelpScreen, RooflinePlot
 
 SIZE = (110, 36)
 
@@ -228,7 +228,7 @@ def test_snapshots(tab: str, snap_compare) -> None:  # noqa: ANN001
 
 async def test_llm_tab_moves_with_batch_and_context() -> None:
     """Issue 7's screen: Qwen2.5-7B decode on H100 — 4.59 ms bound at batch 1, I ≈ batch for the linear layers."""
-    from rooftop.tui.llmpane import Llm
+    from rooftop.tui.app.panes.llm import Llm
 
     a = app(initial_tab="llm")
     async with a.run_test(size=SIZE) as pilot:

@@ -19,8 +19,8 @@ from fake_nvml import FakeNVML
 from rooftop.models.catalog import catalog
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.chart import decade_label
-from rooftop.tui.widgets import Col, FitTable
+from rooftop.tui.render.chart import decade_label
+from rooftop.tui.app.widgets import Col, FitTable
 from test_tui_measure import tiny_plan, wait_for
 from tui_helpers import assert_visible, fixed_runs_db, screen_lines
 

@@ -11,8 +11,8 @@ from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.store.runs import Store
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.historypane import ConfirmScreen, History, NameScreen
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.app.panes.history import ConfirmScreen, History, NameScreen
+from rooftop.tui.app.widgets import RooflinePlot
 
 SIZE = (110, 36)
 

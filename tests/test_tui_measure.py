@@ -11,8 +11,8 @@ from probe_fixtures import tiny_sizes
 from rooftop.models.units import KiB
 from rooftop.store.runs import Store
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.livepane import MeasurePanel
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.app.panes.live import MeasurePanel
+from rooftop.tui.app.widgets import RooflinePlot
 
 SIZE = (110, 36)
 
@@ -175,7 +175,7 @@ async def test_a_finished_run_shows_no_time_left(tmp_path: Path) -> None:
 def test_live_ceilings_give_write_beside_b_and_say_which_ran_capped() -> None:
     from rooftop.models.calibrate import calibrate
     from rooftop.models.units import MiB
-    from rooftop.tui.livepane import ceilings_text
+    from rooftop.tui.app.panes.live import ceilings_text
 
     from test_calibrate import GPU, stream
     from test_conditions import h200_run, ran

@@ -15,11 +15,11 @@ from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.units import KiB
 from rooftop.store.runs import Store
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.chart import FAMILY_MARKERS, point_markers
-from rooftop.tui.comparepane import Compare
-from rooftop.tui.livepane import MeasurePanel
-from rooftop.tui.whatif import WhatIf
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.render.chart import FAMILY_MARKERS, point_markers
+from rooftop.tui.app.panes.compare import Compare
+from rooftop.tui.app.panes.live import MeasurePanel
+from rooftop.tui.app.panes.whatif import WhatIf
+from rooftop.tui.app.widgets import RooflinePlot
 from test_tui_measure import tiny_plan, wait_for
 from tui_helpers import assert_visible, screen_lines
 

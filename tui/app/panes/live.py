@@ -14,7 +14,7 @@ from textual.widgets import Label, Sparkline, Static
 
 from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import GpuSnapshot, Snapshot
-from rooftop.tui.widgets import watch_app
+from rooftop.tui.app.widgets import watch_app
 
 HISTORY = 120  # points per sparkline
 
@@ -76,7 +76,7 @@ def measured_on(backend: str, device_name: str, profile) -> str:  # noqa: ANN001
     """What a run measured, as the Live tab says it: `cpu (AMD EPYC 7763), 1 thread`. A CPU's
     ceilings scale with torch's threads (the app leaves one core to the UI, the CLI goes by load),
     so a CPU run always says how many it used."""
-    from rooftop.tui.threads import cpu_threads
+    from rooftop.tui.services.threads import cpu_threads
 
     threads = cpu_threads(profile) if profile is not None else None
     return f"{backend} ({device_name})" + (f", {fmt_count(threads, 'thread')}" if threads else "")
@@ -130,7 +130,7 @@ class TelemetryPanel(Widget):
     def _show_roofs(self, g: GpuSnapshot | None) -> None:
         """The GPU's live DRAM bandwidth against its measured B, tensor and SM activity, and its processes;
         why they are missing (no GPM on this GPU, NVML not answering); nothing for the CPU."""
-        from rooftop.tui.report import gpm_parts, processes_text
+        from rooftop.tui.render.report import gpm_parts, processes_text
 
         roofs, procs = self.query_one("#tel-roofs", Static), self.query_one("#tel-procs", Static)
         if g is None:
@@ -228,7 +228,7 @@ class MeasurePanel(Widget):
     def compose(self) -> ComposeResult:
         from textual.widgets import ProgressBar
 
-        from rooftop.tui.widgets import RooflinePlot
+        from rooftop.tui.app.widgets import RooflinePlot
 
         yield Static(Text("no measurement running — press m to measure this machine (quick plan)", style="dim"),
                      id="ms-status")
@@ -292,7 +292,7 @@ class MeasurePanel(Widget):
             roof_series,
             sample_series,
         )
-        from rooftop.tui.widgets import RooflinePlot
+        from rooftop.tui.app.widgets import RooflinePlot
 
         calibration = self.view.calibration
         if not self._dirty or calibration is None:
@@ -329,7 +329,7 @@ class MeasurePanel(Widget):
     def _finished(self, result) -> None:  # noqa: ANN001 - a RunResult
         from textual.widgets import ProgressBar
 
-        from rooftop.tui.threads import cpu_threads
+        from rooftop.tui.services.threads import cpu_threads
 
         self.view.calibration = result.calibration
         self._dirty = True

@@ -27,15 +27,15 @@ from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Sampler
-from rooftop.tui.comparepane import Compare
-from rooftop.tui.historypane import History
-from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry
-from rooftop.tui.llmpane import Llm
-from rooftop.tui.profilepane import ProfilePane
-from rooftop.tui.rooflinepane import Roofline
-from rooftop.tui.stopsignals import leave_terminal, on_stop_signals
-from rooftop.tui.whatif import WhatIf
-from rooftop.tui.widgets import HelpScreen
+from rooftop.tui.app.panes.compare import Compare
+from rooftop.tui.app.panes.history import History
+from rooftop.tui.app.panes.live import Live, MeasurePanel, RunView, Telemetry
+from rooftop.tui.app.panes.llm import Llm
+from rooftop.tui.app.panes.profile import ProfilePane
+from rooftop.tui.app.panes.roofline import Roofline
+from rooftop.tui.services.stopsignals import leave_terminal, on_stop_signals
+from rooftop.tui.app.panes.whatif import WhatIf
+from rooftop.tui.app.widgets import HelpScreen
 
 TABS = ("live", "roofline", "whatif", "compare", "history", "llm", "profile")
 FALLBACK_DEVICE = "h100"
@@ -203,7 +203,7 @@ class RooftopApp(App[None]):
         from rooftop.models.analysis import analyze
         from rooftop.models.profile import NoRoof
         from rooftop.models.spec import parse_spec
-        from rooftop.tui.whatif import DEFAULT_SPEC
+        from rooftop.tui.app.panes.whatif import DEFAULT_SPEC
 
         try:
             return analyze(parse_spec(DEFAULT_SPEC), self.profiles[self.device_id])
@@ -456,7 +456,7 @@ class RooftopApp(App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="measure", description="measuring")
     def measure(self) -> object:
         """Run the plan in a thread; only messages reach the UI (harlequin's pattern)."""
-        from rooftop.tui.measuring import measure_run
+        from rooftop.tui.services.measure import measure_run
 
         worker = get_current_worker()
         plan = self.config.plan()

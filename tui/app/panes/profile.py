@@ -21,8 +21,8 @@ from textual.widgets import DataTable, Static
 from rooftop.models.units import fmt_time
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
-from rooftop.tui.profile_cmd import clean
-from rooftop.tui.widgets import Col, FitTable, watch_app
+from rooftop.tui.render.text import clean
+from rooftop.tui.app.widgets import Col, FitTable, watch_app
 
 RUNS = (Col("run", "run"), Col("device", "device", max_width=22), Col("started", "started"),
         Col("ops", "ops", drop=1), Col("source", "source", drop=2, max_width=40))
@@ -44,7 +44,7 @@ def run_row(run: Run) -> tuple[str | Text, ...]:
 def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | Text, ...]]]:
     """The idle time and the op groups, by time share (largest first)."""
     from rooftop.models.workload import OpGroup
-    from rooftop.tui.profile_cmd import op_label
+    from rooftop.tui.render.profile import op_label
 
     s = run.device.get("profile") or {}
     span = s.get("span_s") or 0.0

@@ -18,6 +18,7 @@ from rooftop.models.conditions import capped_line
 from rooftop.models.paths import PATHS
 from rooftop.models.profile import SOURCES, DeviceProfile
 from rooftop.models.safetext import safe_text
+from rooftop.tui.render.text import printable
 from rooftop.models.units import (
     fmt_bandwidth,
     fmt_bytes,
@@ -315,15 +316,6 @@ def fit_fields(head: str, options: Sequence[Sequence[str]], width: int = WATCH_W
     return line
 
 
-def printable(text: str, limit: int = 24) -> str:
-    """A name from outside (a process's, read from /proc) made safe for a terminal: control and other
-    non-printing characters become '?', and it is cut to `limit` characters."""
-    import unicodedata
-
-    clean = "".join("?" if unicodedata.category(ch).startswith("C") else ch for ch in str(text))
-    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
-
-
 def roof_label(source: str | None) -> str:
     """Whose B a live bandwidth is divided by: this machine's measurement, or a reference profile's."""
     return "B measured" if source == "local" else f"B {source} ref."
@@ -598,7 +590,7 @@ def samples_table(samples: list) -> Table:
     for i, s in enumerate(samples):
         kernel = safe_text(f"{s.family} {s.dtype} {s.shape_text}" + (" cold" if s.cache == "cold" else ""))
         if s.family == "profile":  # an op group of a profiled program: named as the profile names it
-            from rooftop.tui.profileview import sample_label
+            from rooftop.tui.render.profile import sample_label
 
             kernel = safe_text(sample_label(s))
         intensity = f"{s.intensity:.3g}" if s.flops else "—"

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
-
-from rooftop.tui.jsonout import print_json
+from rooftop.tui.commands.common import UsageError, add_db_option, add_device_option
+from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.render.profile import TOP, profile_report
+from rooftop.tui.render.text import clean
 
 EPILOG = """\
 examples:
@@ -35,14 +33,10 @@ the profiler recorded (each array read or written once; an FMA is 2 FLOP).
 Ops without a model keep their time with Q from their tensors' sizes. Times,
 the span and the gaps between kernels are measured.
 """
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-TOP = 20
 
 
 def add_profile_command(sub: Any) -> None:
     """Add the `profile` subcommand to the CLI's subparsers."""
-    from rooftop.tui.cli import add_db_option, add_device_option
-
     pr = sub.add_parser(
         "profile", help="your own program on the roofline: its ops, the gaps between kernels, MFU",
         description="Run a Python program under torch.profiler (or read a trace it wrote, or an Nsight Compute "
@@ -69,49 +63,11 @@ def add_profile_command(sub: Any) -> None:
     pr.set_defaults(func=cmd_profile)
 
 
-def clean(text: str) -> str:
-    """Text from a trace made safe for a terminal: control characters dropped."""
-    return CONTROL.sub("", text)
-
-
-def _drop_nested(text: str, open_: str, close: str) -> str:
-    out, depth = [], 0
-    for ch in text:
-        if ch == open_:
-            depth += 1
-        elif ch == close and depth:
-            depth -= 1
-        elif not depth:
-            out.append(ch)
-    return "".join(out)
-
-
-def short_kernel(name: str) -> str:
-    """A kernel's name without its return type, template arguments, parameters and namespaces:
-    `void at::native::reduce_kernel<512, 1, …>(…)` → `reduce_kernel`."""
-    s = clean(name).replace("(anonymous namespace)", "anon")
-    s = _drop_nested(_drop_nested(s, "<", ">"), "(", ")").strip()
-    s = s.split(" ")[-1] if " " in s else s
-    return s.split("::")[-1] or clean(name)
-
-
-class ProfileError(Exception):
-    """Bad input to `rooftop profile`: one line on stderr, exit status 2."""
+class ProfileError(UsageError):
+    """Bad input to `rooftop profile`: one line on stderr, exit status 2 (the CLI's exit map)."""
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    """Handled here, not by the CLI's main: run as `python -m rooftop.tui.cli`, that module is __main__
-    and its UsageError is not the one this module would import (as measure_cmd does)."""
-    from rooftop.tui.cli import UsageError
-
-    try:
-        return _cmd_profile(args)
-    except (ProfileError, UsageError) as exc:
-        sys.stderr.write(f"rooftop profile: error: {exc.args[0] if exc.args else exc}\n")
-        return 2
-
-
-def _cmd_profile(args: argparse.Namespace) -> int:
     program = list(args.program or [])
     if program and program[0] == "--":
         program = program[1:]
@@ -141,7 +97,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         doc["run_id"] = run_id
         print_json(doc)
         return 0
-    from rooftop.tui.report import make_console
+    from rooftop.tui.render.report import make_console
 
     console = make_console()
     console.print(profile_report(work, args.top))
@@ -199,7 +155,8 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
 
 def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") -> Any:
     from rooftop.models.catalog import find_by_name
-    from rooftop.tui.cli import _device_list, resolve_devices, store_profiles
+    from rooftop.tui.commands.common import _device_list
+    from rooftop.tui.services.context import resolve_devices, store_profiles
 
     ids = _device_list(getattr(args, "device", None))
     if not ids and trace_device:
@@ -214,7 +171,7 @@ def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") 
 def _save(args: argparse.Namespace, work: Any, source: str, backend: str) -> str | None:
     from rooftop.store.db import StoreError
     from rooftop.store.profiles import save_profile
-    from rooftop.tui.cli import open_store
+    from rooftop.tui.services.context import open_store
 
     try:
         with open_store(args, create=True) as store:
@@ -222,96 +179,6 @@ def _save(args: argparse.Namespace, work: Any, source: str, backend: str) -> str
     except StoreError as exc:
         sys.stderr.write(f"rooftop profile: warning: not saved: {exc}\n")
         return None
-
-
-# -- the report ----------------------------------------------------------------------
-
-
-def _pct(x: float | None) -> str:
-    return "" if x is None else f"{100 * x:.1f}%" if x >= 0.001 else f"{100 * x:.2g}%"
-
-
-def op_label(g: Any) -> str:
-    """How an op group reads in a table: torch's name (without `aten::`), dtype, input shapes."""
-    name = g.op[6:] if g.op.startswith("aten::") else g.op
-    return clean(" ".join(x for x in (name, g.dtype, g.shapes_text) if x))
-
-
-def achieved_text(g: Any) -> str:
-    """What the group achieved on its limiting resource: B/s when memory-bound, FLOP/s otherwise."""
-    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
-
-    if g.flops > 0 and g.regime == "compute":
-        return fmt_flops_rate(g.achieved_flops)
-    return fmt_bandwidth(g.achieved_bandwidth) if g.bytes > 0 else ""
-
-
-def ops_table(work: Any, top: int = TOP) -> Table:
-    """The op groups by time share, with the idle time as a row of its own."""
-    from rooftop.models.units import fmt_time
-
-    t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("share", "right"), ("time", "right"), ("calls", "right"), ("op dtype shapes", "left"),
-                      ("I", "right"), ("achieved", "right"), ("regime", "left"), ("of roof", "right")):
-        t.add_column(col, justify=just, no_wrap=col != "op dtype shapes", overflow="fold",
-                     ratio=1 if col == "op dtype shapes" else None)
-    span = work.span_s or 1.0
-    rows: list[tuple[float, list[Any]]] = []
-    idle_label = "idle time"
-    rows.append((work.idle_s, [_pct(work.idle_s / span), fmt_time(work.idle_s), "", Text(idle_label, style="bold"),
-                               "", "", "", ""]))
-    for g in work.groups[:top]:
-        i = g.intensity
-        rows.append((g.time_s, [
-            _pct(g.time_s / span), fmt_time(g.time_s), str(g.calls), Text(op_label(g)),
-            "" if i is None else ("inf" if i == float("inf") else f"{i:.3g}"), achieved_text(g), g.regime,
-            _pct(g.fraction_of_roof),
-        ]))
-    for _, r in sorted(rows, key=lambda x: -x[0]):
-        t.add_row(*r)
-    return t
-
-
-def split_lines(work: Any) -> list[Text]:
-    """The step split and what each fix would give (Amdahl), then MFU beside bandwidth utilisation."""
-    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate, fmt_ratio, fmt_time
-
-    span = work.span_s or 1.0
-    what = "kernels" if work.on_device else "ops"
-    if not work.on_device:
-        idle_why = "Python and framework time between ops"
-    elif work.idle_s > work.busy_s:
-        idle_why = "the device waits for the CPU to issue kernels (launch / CPU bound)"
-    else:
-        idle_why = "gaps between kernels"
-    s = work.summary()
-    lines = [
-        Text(f"span {fmt_time(work.span_s)}: {what} busy {fmt_time(work.busy_s)} ({_pct(work.busy_s / span)}), "
-             f"idle {fmt_time(work.idle_s)} ({_pct(work.idle_s / span)}) — {idle_why}"
-             + (f"; {work.kernels} kernels" if work.on_device else "")),
-        Text(f"every op at its roof: {fmt_time(work.at_roof_s)} ({fmt_ratio(s['speedup_at_roof'] or 0)}); "
-             f"no gaps: {fmt_time(work.no_gaps_s)} ({fmt_ratio(s['speedup_without_gaps'] or 0)}); "
-             f"both: {fmt_time(work.bound_s)} (the sum of the ops' bounds T)"),
-    ]
-    dev = work.device
-    mfu = (f"MFU {_pct(work.mfu)} of {work.mfu_path} {fmt_flops_rate(dev.F(work.mfu_path))}"
-           if work.mfu is not None else "MFU n/a (no matmul FLOPs on a path this device has)")
-    bw = (f"bandwidth {_pct(work.bandwidth_utilisation)} of {fmt_bandwidth(dev.B('dram'))}"
-          if work.bandwidth_utilisation is not None else "")
-    lines.append(Text(f"{mfu} · {bw} (over the span; roofs of {dev.id})".replace(" ·  (", " (")))
-    top = work.largest_share()
-    lines.append(Text(f"largest share: {'idle time' if top == 'idle' else clean(top)}", style="bold"))
-    for n in work.notes:
-        lines.append(Text(f"note: {clean(n)}", style="yellow"))
-    lines.append(Text("W and Q are estimates from the recorded shapes and dtypes (rooftop's op models); "
-                      "times are measured.", style="dim"))
-    return lines
-
-
-def profile_report(work: Any, top: int = TOP) -> Group:
-    head = Text(f"{clean(work.device_name) or ('CPU program' if not work.on_device else 'GPU program')} on the "
-                f"roofs of {work.device.id} ({work.device.name})", style="bold")
-    return Group(head, Text(""), ops_table(work, top), Text(""), *split_lines(work))
 
 
 # -- Nsight Compute ---------------------------------------------------------------------
@@ -332,37 +199,10 @@ def _ncu(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels]})
         return 0
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_time
-    from rooftop.tui.report import make_console
+    from rooftop.tui.render.profile import ncu_report
+    from rooftop.tui.render.report import make_console
 
-    cols = ("kernel", "time", "DRAM", "L2→SM", "tensor W", "I dram", "DRAM B/s", "roof")
-    rows = []
-    for k in kernels:
-        d = {p["level"]: p for p in k.points(device)}.get("dram", {})
-        rows.append([
-            short_kernel(k.name), fmt_time(k.time_s),
-            fmt_bytes(k.dram_bytes) if k.dram_bytes is not None else "",
-            fmt_bytes(k.l2_bytes) if k.l2_bytes is not None else "",
-            fmt_flops(k.tensor_ops) if k.tensor_ops else "",
-            f"{d['intensity']:.3g}" if d.get("intensity") else "",
-            fmt_bandwidth(d.get("achieved_bandwidth", 0.0)) if d else "", _pct(d.get("fraction_of_roof")),
-        ])
-    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
-    for j, col in enumerate(cols):
-        if col == "kernel":
-            t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=16)
-        else:  # numbers are never squeezed: the kernel's name gives way
-            t.add_column(col, justify="right", no_wrap=True, min_width=max(len(col), *(len(r[j]) for r in rows)))
-    for r in rows:
-        t.add_row(Text(r[0]), *r[1:])
-    console = make_console()
-    console.print(Group(
-        Text(f"{len(kernels)} kernels from Nsight Compute, on the roofs of {device.id}", style="bold"), Text(""), t,
-        Text(""),
-        Text("Bytes are measured: rate × kernel time per level (DRAM; L2→SM). Tensor W is the tensor pipes' "
-             "count (sm__ops_path_tensor_src_*), so padding rows are counted too; kernels without tensor work "
-             "are placed by bandwidth.", style="dim"),
-    ))
+    make_console().print(ncu_report(kernels, device))
     return 0
 
 
@@ -382,10 +222,9 @@ def _stored(store: Any, ref: str) -> tuple[Any, list[dict], dict]:
 
 def _compare(args: argparse.Namespace) -> int:
     from rooftop.models.profilediff import diff_groups, diff_split
-    from rooftop.models.units import fmt_ratio, fmt_time
     from rooftop.store.db import StoreError
-    from rooftop.tui.cli import open_store
-    from rooftop.tui.report import make_console
+    from rooftop.tui.services.context import open_store
+    from rooftop.tui.render.report import make_console
 
     try:
         with open_store(args) as store:
@@ -399,28 +238,7 @@ def _compare(args: argparse.Namespace) -> int:
                    "ops": [d.to_dict() for d in diffs]})
         return 0
 
-    def both(key: str, fmt: Any) -> str:
-        a, b = split[key]
-        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
-            return "n/a"
-        return f"{fmt(a)} → {fmt(b)}" + (f" ({fmt_ratio(b / a)})" if a else "")
+    from rooftop.tui.render.profile import compare_report
 
-    t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("op dtype shapes", "left"), ("A", "right"), ("B", "right"), ("B / A", "right")):
-        t.add_column(col, justify=just, no_wrap=col != "op dtype shapes", overflow="fold",
-                     ratio=1 if col == "op dtype shapes" else None)
-    from rooftop.models.workload import OpGroup
-
-    for d in diffs[: args.top]:
-        label = op_label(OpGroup(op=d.op, shapes=d.shapes, dtype=d.dtype, model="", path="", counting=""))
-        t.add_row(Text(label), fmt_time(d.time_a_s) if d.time_a_s is not None else "—",
-                  fmt_time(d.time_b_s) if d.time_b_s is not None else "—",
-                  fmt_ratio(d.ratio) if d.ratio is not None else "")
-    make_console().print(Group(
-        Text(f"A = run {ra.label} ({clean(ra.device_name)}), B = run {rb.label} ({clean(rb.device_name)})", style="bold"),
-        Text(f"span {both('span_s', fmt_time)}; busy {both('device_busy_s', fmt_time)}; "
-             f"idle {both('idle_s', fmt_time)}; bound {both('bound_s', fmt_time)}"),
-        Text(f"MFU {both('mfu', _pct)}; bandwidth {both('bandwidth_utilisation', _pct)}"),
-        Text(""), t,
-    ))
+    make_console().print(compare_report(ra, rb, split, diffs, args.top))
     return 0

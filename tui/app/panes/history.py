@@ -17,13 +17,13 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from rooftop.tui.jsonout import dumps_json
+from rooftop.tui.render.jsonout import dumps_json
 from rooftop.models.plotdata import intensity_span, roof_series, sample_series
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate, fmt_when
 from rooftop.store.db import StoreError
 from rooftop.store.runs import BadName, Run, name_problem
-from rooftop.tui.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, watch_app
+from rooftop.tui.app.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, watch_app
 
 # The run table at 80 columns: plan, then the sample count, then the device go first (the detail
 # below names them); a long name or device ends in "…" rather than push status off screen.
@@ -197,12 +197,12 @@ class History(Widget):
         text = Text(safe_text(f"{run.label} — {run.device_name} ({run.backend}{threads}, {run.plan}, {run.status})") + "\n",
                     style="bold")
         if run.plan == "profile":  # a profiled program: its split and ops, on the roofs it was placed on
-            from rooftop.tui.profileview import profile_detail, profile_device
+            from rooftop.tui.render.profile import profile_detail, profile_device
 
             text.append_text(profile_detail(run, samples))
             prof = profile_device(run)
         elif run.plan == "comm":  # a collectives sweep: its α-β fit per collective; no roofline points
-            from rooftop.tui.comm_cmd import fit_lines
+            from rooftop.tui.render.comm import fit_lines
 
             for line in fit_lines(samples):
                 text.append(line + "\n")

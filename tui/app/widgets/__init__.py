@@ -19,7 +19,7 @@ from textual_plotext import PlotextPlot
 
 from rooftop.models.plotdata import Series
 from rooftop.models.safetext import safe_text
-from rooftop.tui.chart import draw_bandwidth, draw_fma, draw_gemm, draw_roofline, legend_lines
+from rooftop.tui.render.chart import draw_bandwidth, draw_fma, draw_gemm, draw_roofline, legend_lines
 
 DRAWERS = {"roofline": draw_roofline, "bandwidth": draw_bandwidth, "gemm": draw_gemm, "fma": draw_fma}
 

@@ -7,18 +7,18 @@ only when the sweep starts (probes.comm).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import threading
 from typing import Any
 
-from rooftop.tui.jsonout import print_json
-from rooftop.tui.stopsignals import stop_on_signals
+from rooftop.tui.commands.common import UsageError, add_db_option
+from rooftop.tui.render.comm import comm_json, comm_report
+from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.services.stopsignals import stop_on_signals
 
 
 def add_comm_command(sub: Any) -> None:
     """Add the `comm` subcommand to the CLI's subparsers."""
-    from rooftop.tui.cli import add_db_option
     cm = sub.add_parser(
         "comm", help="measure collectives across local ranks (all-reduce, all-gather, …): busbw and α-β",
         description="Start ranks as torchrun does (env:// rendezvous on 127.0.0.1), time all-reduce, all-gather, "
@@ -40,11 +40,6 @@ def add_comm_command(sub: Any) -> None:
     cm.add_argument("--no-save", action="store_true", help="do not keep this run in the store")
     add_db_option(cm)
     cm.set_defaults(func=cmd_comm)
-
-
-def usage_error(message: str) -> int:
-    sys.stderr.write(f"rooftop comm: error: {message}\n")
-    return 2
 
 
 def cmd_comm(args: argparse.Namespace) -> int:
@@ -110,12 +105,12 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
     from rooftop.probes.comm import CommError, build_comm_plan, run_comm
     from rooftop.models.comm import COLLECTIVES
     from rooftop.models.units import fmt_bytes, fmt_count, fmt_time
-    from rooftop.tui.report import make_console
+    from rooftop.tui.render.report import make_console
 
     try:
         plan = build_comm_plan(args.backend, args.world, args.plan, args.port, max_size=args.max_size)
     except CommError as exc:
-        return usage_error(str(exc))
+        raise UsageError(str(exc)) from None
     err = make_console(stderr=True)
     err.print(f"rooftop comm: {plan.name} plan, {plan.backend} × {plan.world} ranks, "
               f"{fmt_count(plan.points, 'point')} ({', '.join(COLLECTIVES[c].split(' (')[0] for c in plan.collectives)})")
@@ -132,7 +127,9 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
         result = run_comm(plan, on_point=progress, cancel=cancel)
     except CommError as exc:
         keeper.finish("failed")
-        return usage_error(str(exc)) if exc.usage else 1
+        if exc.usage:
+            raise UsageError(str(exc)) from None
+        return 1
     except BaseException:
         keeper.finish("cancelled")
         raise
@@ -152,7 +149,7 @@ def _device_name(backend: str) -> str:
 
 def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: str | None) -> int:
     from rooftop.models.comm import comm_points, fit_points
-    from rooftop.tui.report import make_console
+    from rooftop.tui.render.report import make_console
 
     points = comm_points(result.samples)
     fits = fit_points(points)
@@ -172,65 +169,3 @@ def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: 
     return code
 
 
-def comm_json(points: Any, fits: Any) -> dict[str, Any]:
-    """The points and α-β fits as `rooftop comm --json` gives them (and `rooftop show --json` for a comm run)."""
-    return {"points": [p.to_dict() for p in points], "fits": {k: (v.to_dict() if v else None) for k, v in fits.items()}}
-
-
-def fit_note(fit: Any, bus: float) -> str:
-    """One collective's α-β fit and S* in words, or why there is none."""
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
-
-    if fit is None:
-        return "fewer than two sizes measured"
-    if not math.isfinite(fit.beta):
-        return f"α = {fmt_time(fit.alpha_s)}; the time did not grow with size (β unbounded)"
-    return (f"α = {fmt_time(fit.alpha_s)}, β = {fmt_bandwidth(fit.beta)} (bus {fmt_bandwidth(fit.beta * bus)}), "
-            f"S* = α·β = {fmt_bytes(fit.crossover_bytes)}: latency-bound below, bandwidth-bound above "
-            f"(fit error {fit.rel_rms:.0%} rms)")
-
-
-def comm_report(points: Any, fits: Any, backend: str) -> Any:
-    """Per collective: size, time, p10–p90, algbw, busbw, then its α-β fit as a note that wraps under itself."""
-    from rich.console import Group
-    from rich.padding import Padding
-    from rich.table import Table
-
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
-    from rooftop.tui.report import hanging, printable
-
-    parts: list[Any] = []
-    for coll, fit in fits.items():
-        rows = [p for p in points if p.collective == coll]
-        bus = rows[0].to_dict()["bus_factor"]
-        t = Table(title=f"{printable(coll, 40)} ({printable(backend, 16)}, {rows[0].world} ranks; busbw = algbw × {bus:.3g})",
-                  title_justify="left")
-        for h in ("size", "time", "p10–p90", "algbw", "busbw"):
-            t.add_column(h, justify="right")
-        for p in rows:
-            if p.time_s is None:
-                t.add_row(fmt_bytes(p.size_bytes), "skipped", printable(p.skipped, 40), "", "")
-                continue
-            t.add_row(fmt_bytes(p.size_bytes), fmt_time(p.time_s), f"{fmt_time(p.p10_s)}–{fmt_time(p.p90_s)}",
-                      fmt_bandwidth(p.algbw), fmt_bandwidth(p.busbw))
-        parts += [t, Padding(hanging([("α-β fit:", fit_note(fit, bus))]), (0, 0, 1, 2))]
-    return Group(*parts)
-
-
-def fit_lines(samples: Any) -> list[str]:
-    """One line per collective of a comm run: its α-β fit and S*, or why there is none (the History tab's)."""
-    from rooftop.models.comm import comm_points, fit_points
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
-
-    points = comm_points(samples)
-    out = []
-    for coll, fit in fit_points(points).items():
-        world = next(p.world for p in points if p.collective == coll)
-        if fit is None:
-            out.append(f"{coll} ×{world}: fewer than two sizes measured, no α-β fit")
-        elif not math.isfinite(fit.beta):
-            out.append(f"{coll} ×{world}: α = {fmt_time(fit.alpha_s)}, β unbounded (time did not grow with size)")
-        else:
-            out.append(f"{coll} ×{world}: α = {fmt_time(fit.alpha_s)}, β = {fmt_bandwidth(fit.beta)}, "
-                       f"S* = {fmt_bytes(fit.crossover_bytes)}")
-    return out
