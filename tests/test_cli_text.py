@@ -110,7 +110,7 @@ def test_watch_one_gpu_of_two(nvml, capsys: pytest.CaptureFixture[str]) -> None:
 def test_telemetry_lines_fit_80_columns_at_their_widest() -> None:
     """Three-digit figures, every throttle reason, a 128-core CPU: still 80 columns, nothing important lost."""
     from rooftop.probes.telemetry import THROTTLING, CpuSnapshot, GpuSnapshot, Snapshot
-    from rooftop.tui.render.report import telemetry_lines
+    from rooftop.tui.render.telemetry import telemetry_lines
 
     g = GpuSnapshot(index=7, name="NVIDIA B300", gpu_util_pct=100, mem_util_pct=100, sm_clock_mhz=2100,
                     mem_clock_mhz=3996, sm_clock_max_mhz=2100, power_w=1400, power_limit_w=1400, temperature_c=105,

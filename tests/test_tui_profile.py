@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from rooftop.models.catalog import lookup_device
 from rooftop.models.workload import build_workload
-from rooftop.store.profiles import save_profile
+from rooftop.store.workloads import save_profile
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.app import AppConfig, create_app

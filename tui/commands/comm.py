@@ -14,6 +14,7 @@ from typing import Any
 from rooftop.tui.commands.common import UsageError, add_db_option
 from rooftop.tui.render.comm import comm_json, comm_report
 from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.services.keeper import RunKeeper
 from rooftop.tui.services.stopsignals import stop_on_signals
 
 
@@ -53,55 +54,8 @@ def cmd_comm(args: argparse.Namespace) -> int:
         return 128 + stopped[0] if stopped else status
 
 
-class _Keeper:
-    """The run in the store, its samples added as they come; every store problem is one warning, once."""
-
-    def __init__(self, args: argparse.Namespace, plan: Any, err: Any) -> None:
-        self.err, self.store, self.run_id = err, None, None
-        if args.no_save:
-            return
-        from rooftop.store.comms import begin_comm, comm_device_info
-        from rooftop.store.runs import Store, StoreError
-
-        try:
-            import torch
-
-            self.store = Store.open(getattr(args, "db", None))
-            self.run_id = begin_comm(self.store, comm_device_info(plan.backend, plan.world, _device_name(plan.backend),
-                                                                  plan.name), plan.backend,
-                                     versions={"torch": torch.__version__})
-        except StoreError as exc:
-            self._drop(exc)
-
-    def _drop(self, exc: Exception) -> None:
-        self.err.print(f"rooftop comm: warning: the run is not kept: {exc}", style="yellow")
-        self.run_id = None
-        if self.store is not None:
-            self.store.close()
-            self.store = None
-
-    def add(self, sample: Any) -> None:
-        from rooftop.store.runs import StoreError
-
-        if self.store is not None and self.run_id:
-            try:
-                self.store.add_sample(self.run_id, sample)
-            except StoreError as exc:
-                self._drop(exc)
-
-    def finish(self, status: str) -> None:
-        from rooftop.store.runs import StoreError
-
-        if self.store is not None and self.run_id:
-            try:
-                self.store.finish_run(self.run_id, status)
-            except StoreError as exc:
-                self._drop(exc)
-        if self.store is not None:
-            self.store.close()
-
-
 def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
+    from rooftop.store.comms import COMM_PLAN, comm_device_info
     from rooftop.probes.comm import CommError, build_comm_plan, run_comm
     from rooftop.models.comm import COLLECTIVES
     from rooftop.models.units import fmt_bytes, fmt_count, fmt_time
@@ -116,10 +70,17 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
               f"{fmt_count(plan.points, 'point')} ({', '.join(COLLECTIVES[c].split(' (')[0] for c in plan.collectives)})")
     for note in plan.notes:
         err.print(f"rooftop comm: note: {note}", style="yellow")
-    keeper = _Keeper(args, plan, err)
+    keeper = RunKeeper(getattr(args, "db", None), save=not args.no_save,
+                       on_error=lambda exc, _begun: err.print(f"rooftop comm: warning: the run is not kept: {exc}",
+                                                              style="yellow"))
+    if keeper.save:
+        import torch
+
+        keeper.begin(comm_device_info(plan.backend, plan.world, _device_name(plan.backend), plan.name),
+                     plan=COMM_PLAN, backend=plan.backend, versions={"torch": torch.__version__})
 
     def progress(sample: Any, done: int) -> None:
-        keeper.add(sample)
+        keeper.add([sample])
         t = fmt_time(sample.time_s) if sample.time_s else f"skipped: {sample.skipped}"
         err.print(f"  [{done}/{plan.points}] {sample.family} {fmt_bytes(sample.bytes)}: {t}")
 

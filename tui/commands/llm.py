@@ -56,7 +56,8 @@ def cmd_llm(args: argparse.Namespace) -> int:
         }
         print_json(out)
         return 0
-    from rooftop.tui.render.report import Prose, amdahl_table, llm_ops_table, llm_steps_table, make_console
+    from rooftop.tui.render.llm import amdahl_table, llm_ops_table, llm_steps_table
+    from rooftop.tui.render.report import Prose, make_console
 
     console = make_console()
     console.print(llm_steps_table(steps))
@@ -73,7 +74,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
         console.print()
         console.print(amdahl_table(split))
     if dims:
-        from rooftop.tui.render.report import parallel_table
+        from rooftop.tui.render.llm import parallel_table
 
         console.print()
         console.print(parallel_table(dims, device, steps[0]))

@@ -21,6 +21,8 @@ from rooftop.tui.commands.common import UsageError, add_db_option, add_device_op
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.profile import TOP, profile_report
 from rooftop.tui.render.text import clean
+from rooftop.tui.services.context import tell_interrupted
+from rooftop.tui.services.keeper import RunKeeper
 
 EPILOG = """\
 examples:
@@ -169,16 +171,17 @@ def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") 
 
 
 def _save(args: argparse.Namespace, work: Any, source: str, backend: str) -> str | None:
-    from rooftop.store.db import StoreError
-    from rooftop.store.profiles import save_profile
-    from rooftop.tui.services.context import open_store
+    """Keep the profile as a run (plan "profile", one sample per op group); its id, or None when not kept."""
+    from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 
-    try:
-        with open_store(args, create=True) as store:
-            return save_profile(store, work, source=source, backend=backend)
-    except StoreError as exc:
+    def not_saved(exc: Exception, _begun: bool) -> None:
         sys.stderr.write(f"rooftop profile: warning: not saved: {exc}\n")
-        return None
+
+    keeper = RunKeeper(getattr(args, "db", None), on_error=not_saved, on_open=tell_interrupted)
+    keeper.begin(profile_device_info(work, source), plan=PLAN, backend=backend)
+    keeper.add(group_sample(g) for g in work.groups)
+    run_id = keeper.finish("complete")
+    return run_id if keeper.error is None else None
 
 
 # -- Nsight Compute ---------------------------------------------------------------------
@@ -210,7 +213,7 @@ def _ncu(args: argparse.Namespace) -> int:
 
 
 def _stored(store: Any, ref: str) -> tuple[Any, list[dict], dict]:
-    from rooftop.store.profiles import is_profile
+    from rooftop.store.workloads import is_profile
 
     run = store.run(ref)
     if not is_profile(run):

@@ -29,7 +29,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if args.json:
             print_json([_run_json(r) for r in runs])
             return 0
-        from rooftop.tui.render.report import Prose, make_console, runs_table
+        from rooftop.tui.render.report import Prose, make_console
+        from rooftop.tui.render.runs import runs_table
 
         console = make_console()
         if not runs:
@@ -52,7 +53,7 @@ def _run_json(run) -> dict[str, Any]:  # noqa: ANN001
 def cmd_show(args: argparse.Namespace) -> int:
     """One run; a profile or a comm run as `rooftop profile` / `rooftop comm` show theirs, after the facts."""
     from rooftop.store.comms import is_comm
-    from rooftop.store.profiles import is_profile
+    from rooftop.store.workloads import is_profile
 
     with open_store(args) as store:
         run = store.run(args.run)
@@ -62,7 +63,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
             print_json({**run_document(store, run), **_show_extra_json(run, samples)})
             return 0
-        from rooftop.tui.render.report import make_console, profile_detail, run_facts, samples_table
+        from rooftop.tui.render.report import make_console, profile_detail
+        from rooftop.tui.render.runs import run_facts, samples_table
 
         console = make_console()
         console.print(run_facts(run))
@@ -80,7 +82,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _show_extra_json(run, samples: list) -> dict[str, Any]:  # noqa: ANN001 - a Run
     """What `rooftop comm --json` / `rooftop profile --json` add for such a run: points and fits, ops and summary."""
     from rooftop.store.comms import is_comm
-    from rooftop.store.profiles import is_profile, profile_json
+    from rooftop.store.workloads import is_profile, profile_json
 
     if is_comm(run):
         from rooftop.models.comm import comm_points, fit_points
@@ -127,7 +129,7 @@ def _same(a: Any, b: Any) -> bool:
 def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) -> bool:  # noqa: ANN001 - a Run
     """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
     no longer known or the stored profile is malformed."""
-    from rooftop.store.profiles import stored_workload
+    from rooftop.store.workloads import stored_workload
     from rooftop.tui.render.profile import profile_report
     from rooftop.tui.render.profile import profile_device
 

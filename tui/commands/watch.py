@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from rooftop.models.bounds import finite
+from rooftop.models.plausible import finite
 from rooftop.tui.commands.common import UsageError, add_db_option
 from rooftop.tui.services.context import store_profiles
 
@@ -16,7 +16,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     import queue
 
     from rooftop.probes.telemetry import MIN_INTERVAL_S, Sampler, watch_dict
-    from rooftop.tui.render.report import telemetry_lines
+    from rooftop.tui.render.telemetry import telemetry_lines
 
     if not (MIN_INTERVAL_S <= args.interval <= 3600):
         raise UsageError(f"--interval {args.interval:g}: give seconds from {MIN_INTERVAL_S} (20 a second) to 3600")

@@ -22,6 +22,7 @@ from rooftop.models.units import fmt_time
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
 from rooftop.tui.render.text import clean
+from rooftop.tui.services.context import store_session
 from rooftop.tui.app.widgets import Col, FitTable, watch_app
 
 RUNS = (Col("run", "run"), Col("device", "device", max_width=22), Col("started", "started"),
@@ -88,17 +89,13 @@ class ProfilePane(Widget):
         self.reload()
 
     def reload(self) -> None:
-        from rooftop.store.runs import Store
-
         status = self.query_one("#prof-status", Static)
         table = self.query_one("#prof-runs", FitTable)
         table.set_rows([])
         self.run_ids = []
         try:
-            store = Store.open_existing(self.db_path)
-            runs = [] if store is None else [r for r in reversed(store.runs()) if r.plan == "profile"]
-            if store is not None:
-                store.close()
+            with store_session(self.db_path) as store:
+                runs = [] if store is None else [r for r in reversed(store.runs()) if r.kind == "profile"]
         except StoreError as exc:
             status.update(Text(f"✗ {exc}", style="bold red"))
             return
@@ -120,14 +117,11 @@ class ProfilePane(Widget):
             self.show_run(str(event.row_key.value))
 
     def show_run(self, run_id: str) -> None:
-        from rooftop.store.runs import Store
-
         split = self.query_one("#prof-split", Static)
         try:
-            store = Store.open_existing(self.db_path)
-            if store is None:
-                return
-            with store:
+            with store_session(self.db_path) as store:
+                if store is None:
+                    return
                 run = store.run(run_id)
                 groups = [s.conditions.get("profile") or {} for s in store.samples(run_id)]
         except StoreError as exc:

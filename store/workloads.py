@@ -17,9 +17,9 @@ from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.workload import OpGroup, Workload
 
-from .runs import Run, Store
+from .runs import PROFILE_PLAN, Run, Store
 
-PLAN = "profile"
+PLAN = PROFILE_PLAN
 FAMILY = "profile"
 
 
@@ -37,15 +37,20 @@ def group_sample(g: OpGroup) -> Sample:
     )
 
 
-def save_profile(store: Store, work: Workload, source: str, backend: str,
-                 versions: Mapping[str, Any] | None = None) -> str:
-    """Keep `work` as a complete run; returns its id."""
-    device_info = {
+def profile_device_info(work: Workload, source: str) -> dict[str, Any]:
+    """The run's device facts for a profile: the device, and the step split under "profile"."""
+    return {
         "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
         "kind": "gpu" if work.on_device else "cpu",
         "profile": {**work.summary(), "source": source, "notes": list(work.notes)},
     }
-    run_id = store.begin_run(device_info, plan=PLAN, backend=backend, versions=versions)
+
+
+def save_profile(store: Store, work: Workload, source: str, backend: str,
+                 versions: Mapping[str, Any] | None = None) -> str:
+    """Keep `work` as a complete run in one go; returns its id (`rooftop profile` keeps its runs
+    through the app's run keeper, which adds what it is told it has the same way)."""
+    run_id = store.begin_run(profile_device_info(work, source), plan=PLAN, backend=backend, versions=versions)
     try:
         store.add_samples(run_id, [group_sample(g) for g in work.groups])
     except BaseException:
@@ -56,7 +61,7 @@ def save_profile(store: Store, work: Workload, source: str, backend: str,
 
 
 def is_profile(run: Run) -> bool:
-    return run.plan == PLAN
+    return run.kind == "profile"
 
 
 def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
