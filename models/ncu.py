@@ -139,7 +139,9 @@ def parse_ncu_csv(text: str) -> list[NcuKernel]:
     units = rows[head + 1] if len(rows) > head + 1 else []
     has_units = bool(units) and not (units[0].strip())  # the units row has an empty ID cell
     data = rows[head + 2:] if has_units else rows[head + 1:]
-    unit = (lambda c: units[col[c]] if has_units and col[c] < len(units) else "")
+    def unit(c: str) -> str:
+        return units[col[c]] if has_units and col[c] < len(units) else ""
+
     t_scale = _time_scale(unit(TIME) or "ns")
     dram_scale = _byte_rate_scale(unit(DRAM_RATE) or "byte/s") if DRAM_RATE in col else None
     l2_scale = _byte_rate_scale(unit(L2_RATE) or "byte/s") if L2_RATE in col else None

@@ -122,7 +122,7 @@ def _cpu(id_: str, threads: int, gbs: float) -> DeviceProfile:
                          kind="cpu", sm_count=threads)
 
 
-def _printed(renderable) -> str:  # noqa: ANN001
+def _printed(renderable) -> str:
     from rich.console import Console
 
     console = Console(width=100, record=True)

@@ -93,7 +93,7 @@ def test_ctrl_c_before_the_measurement_starts_is_one_line(monkeypatch: pytest.Mo
     from rooftop.tui.commands import measure as measure_cmd
     from rooftop.tui.cli import main
 
-    def interrupted(args):  # noqa: ANN001, ANN202 - as Ctrl-C while torch is being imported
+    def interrupted(args):  # as Ctrl-C while torch is being imported
         raise KeyboardInterrupt
 
     monkeypatch.setattr(measure_cmd, "cmd_measure", interrupted)

@@ -55,7 +55,7 @@ def test_help_keeps_the_example_blocks_as_written(capsys: pytest.CaptureFixture[
 
 
 @pytest.fixture
-def nvml(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - a function making the fake pynvml
+def nvml(monkeypatch: pytest.MonkeyPatch):  # a function making the fake pynvml
     """Install a fake pynvml (fake_nvml.py) for `rooftop watch`: GPUs by name, or NVML missing."""
     from fake_nvml import FakeNVML, NVMLError_LibraryNotFound
 
@@ -153,7 +153,7 @@ def printed(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 @pytest.fixture
-def runs_db(tmp_path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN001, ANN201
+def runs_db(tmp_path, monkeypatch: pytest.MonkeyPatch):
     """A store with two runs, one with a long hyphenated name; reports at 80 columns, as piped."""
     from tui_helpers import fixed_runs_db
 

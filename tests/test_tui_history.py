@@ -38,7 +38,7 @@ def seeded_db(path: Path) -> str:
     return rid
 
 
-def make(tmp_path: Path, **kw):  # noqa: ANN003, ANN201
+def make(tmp_path: Path, **kw):
     kw.setdefault("initial_tab", "history")
     return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path, **kw))
 

@@ -27,7 +27,7 @@ ROUNDS = int(os.environ.get("ROOFTOP_FAST_KEY_ROUNDS", "4"))
 CHARS = {"escape": "\x1b", "enter": "\r", "right_square_bracket": "]"}
 
 
-async def send_keys(app, keys) -> None:  # noqa: ANN001 - keys: a str of one-character keys, or key names
+async def send_keys(app, keys) -> None:  # keys: a str of one-character keys, or key names
     """Send `keys` as a terminal does when they come faster than the app handles them: each as it
     comes, without waiting for the app to finish with the one before (Pilot.press waits)."""
     for k in keys:
@@ -81,14 +81,14 @@ async def test_esc_and_enter_together_in_the_rename_dialog(tmp_path: Path) -> No
         assert store.run(rid).name == "lab"
 
 
-def test_a_crash_inside_the_app_exits_non_zero(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+def test_a_crash_inside_the_app_exits_non_zero(tmp_path: Path, monkeypatch, capsys) -> None:
     """`rooftop` whose app dies of an unhandled exception exits 1, not 0 as if all went well."""
     from textual import constants
 
     from rooftop.tui import cli
     from rooftop.tui.app import RooftopApp
 
-    def broken(self) -> None:  # noqa: ANN001 - a bug anywhere in the app
+    def broken(self) -> None:  # a bug anywhere in the app
         raise RuntimeError("a bug in the app")
 
     monkeypatch.setattr(constants, "DRIVER", "textual.drivers.headless_driver:HeadlessDriver")  # no terminal here

@@ -17,7 +17,7 @@ from rooftop.tui.app.widgets import FitTable
 QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
 
 
-def make(tmp_path: Path):  # noqa: ANN201
+def make(tmp_path: Path):
     return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path))
 
 

@@ -12,7 +12,6 @@ from textual.widgets import DataTable, Input, Static
 from rooftop.models.catalog import catalog
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
-from rooftop.models.units import KiB
 from rooftop.store.runs import Store
 from rooftop.tui.app import AppConfig, create_app
 from rooftop.tui.render.chart import FAMILY_MARKERS, point_markers
@@ -26,7 +25,7 @@ from tui_helpers import assert_visible, screen_lines
 SMALL = (80, 24)
 
 
-def app_on(db: Path, **kw):  # noqa: ANN003, ANN201
+def app_on(db: Path, **kw):
     kw.setdefault("device", "h100")
     return create_app(AppConfig(sampler=None, db_path=db, **kw))
 

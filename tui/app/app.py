@@ -144,7 +144,7 @@ class RooftopApp(App[None]):
         except (NoRoof, KeyError):
             return None
 
-    def _saved_pins(self) -> list:  # noqa: ANN202 - models.ops ops
+    def _saved_pins(self) -> list:  # models.ops ops
         """The pinned ops saved in the store; one that no longer parses is named in a note, not dropped."""
         from rooftop.models.spec import SpecError, parse_spec
 

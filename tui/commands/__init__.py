@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     context.begin_command()
     try:
         return func(args)
-    except BaseException as exc:  # noqa: BLE001 - every exception gets its exit status here, and only here
+    except BaseException as exc:  # every exception gets its exit status here, and only here
         return exit_status(exc, name, args)
 
 

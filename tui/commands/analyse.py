@@ -45,7 +45,7 @@ units (FLOP, bytes, seconds, FLOP/s, bytes/s).
 """
 
 
-def pinned_ops(args: argparse.Namespace) -> list:  # noqa: ANN201 - models.ops ops
+def pinned_ops(args: argparse.Namespace) -> list:  # models.ops ops
     """The ops pinned in the app (What-if, p), which the store keeps; none when there is no store yet.
 
     A saved pin that no longer parses is named on stderr and left out: it must not sink the others.

@@ -206,7 +206,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_overwrite(paths: list, force: bool) -> None:  # noqa: ANN001
+def _refuse_overwrite(paths: list, force: bool) -> None:
     existing = [str(p) for p in paths if p.exists()]
     if existing and not force:
         raise UsageError(f"{', '.join(existing)} already exists; choose another --out, or add --force to overwrite")
