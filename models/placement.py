@@ -7,12 +7,15 @@ and asks advice for its words, do not import each other.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from . import roofline
 from .ops import Collective, Cost, Op
 from .profile import DeviceProfile
 from .units import fmt_time
+
+# An op's regime (roofline.Regime), or a collective's: latency-bound (α) or comm-bound (Q/B).
+PlacedRegime = Literal["memory", "compute", "latency", "comm"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ class Analysis:
         return roofline.ridge(self.peak, self.bandwidth)
 
     @property
-    def regime(self) -> str:
+    def regime(self) -> PlacedRegime:
         """memory / compute; a collective's is latency (α over Q/B), comm (Q/B) or compute (W/F)."""
         if self.is_collective:
             if self.time_compute > self.time_memory:

@@ -166,3 +166,16 @@ def test_rooms_keep_their_libraries_out(rooms: tuple[str, ...], banned: set[str]
     bad = sorted(f"{m} imports {', '.join(sorted(third_party(m) & banned))}" for m in module_files()
                  if room(m) in rooms and third_party(m) & banned)
     assert not bad, "\n".join(bad)
+
+
+def test_pyproject_installs_every_subpackage() -> None:
+    """`pip install .` is not editable: a subpackage missing from [tool.setuptools] packages would not ship."""
+    import re
+
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"\[tool\.setuptools\][^\[]*packages = \[(.*?)\]", text, re.S)
+    assert block, "pyproject.toml lists no [tool.setuptools] packages"
+    listed = set(re.findall(r'"(rooftop(?:\.\w+)+)"', block.group(1)))
+    packages = {m for m, p in module_files().items() if p.name == "__init__.py"}
+    assert packages <= listed, f"not in pyproject's packages: {sorted(packages - listed)}"
+    assert '"rooftop.tui.app" = ["*.tcss"]' in text and (ROOT / "tui" / "app" / "app.tcss").is_file()

@@ -15,7 +15,7 @@ import contextlib
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from rooftop.tui.commands.common import UsageError, add_db_option, add_device_option
 from rooftop.tui.render.jsonout import print_json
@@ -212,15 +212,14 @@ def _ncu(args: argparse.Namespace) -> int:
 # -- two stored profiles -------------------------------------------------------------------
 
 
-def _stored(store: Any, ref: str) -> tuple[Any, list[dict], dict]:
-    from rooftop.store.workloads import is_profile
+def _stored(store: Any, ref: str) -> tuple[Any, list[Mapping[str, Any]], dict[str, Any]]:
+    from rooftop.store.workloads import group_records, is_profile, profile_summary
 
     run = store.run(ref)
     if not is_profile(run):
         raise ProfileError(f"run {run.label} is a {run.plan or 'measurement'} run, not a profile "
                            "(`rooftop runs` lists them; profiles have plan 'profile')")
-    groups = [s.conditions.get("profile", {}) for s in store.samples(run.id)]
-    return run, [g for g in groups if g], dict(run.device.get("profile") or {})
+    return run, group_records(store.samples(run.id)), dict(profile_summary(run))
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -129,11 +129,11 @@ def _same(a: Any, b: Any) -> bool:
 def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) -> bool:  # noqa: ANN001 - a Run
     """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
     no longer known or the stored profile is malformed."""
-    from rooftop.store.workloads import stored_workload
+    from rooftop.store.workloads import placed_on, profile_summary, stored_workload
     from rooftop.tui.render.profile import profile_report
     from rooftop.tui.render.profile import profile_device
 
-    placed = str((run.device.get("profile") or {}).get("device") or "")
+    placed = placed_on(run)
     try:  # the roofs may be a measured or named run's: the store knows those
         extra = store_profiles(args, [placed] if placed else [])
     except NotAProfile:
@@ -149,7 +149,7 @@ def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) ->
     except ValueError as exc:
         sys.stderr.write(safe_text(f"rooftop show: {exc}: showing its op groups as stored") + "\n")
         return False
-    stored, now = run.device.get("profile") or {}, work.summary()
+    stored, now = profile_summary(run), work.summary()
     if any(not _same(stored.get(k), now[k]) for k in ("mfu", "bandwidth_utilisation")):
         sys.stderr.write(safe_text(f"rooftop show: the roofs of {placed} have changed since this profile was "
                                    "taken: showing its op groups as stored") + "\n")

@@ -17,6 +17,7 @@ from rooftop.models.catalog import UnknownDevice, lookup_device
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.units import fmt_time
 from rooftop.store.runs import Run
+from rooftop.store.workloads import group_records, placed_on, profile_summary
 from rooftop.tui.render.text import clean
 
 TOP_OPS = 5
@@ -29,7 +30,7 @@ def _pct(x: Any) -> str:
 
 def profile_device(run: Run, extra: dict[str, DeviceProfile] | None = None) -> DeviceProfile | None:
     """The device whose roofs the profile was placed on, when the catalog (or `extra`) still has it."""
-    dev = (run.device.get("profile") or {}).get("device")
+    dev = placed_on(run)
     if not dev:
         return None
     try:
@@ -40,7 +41,7 @@ def profile_device(run: Run, extra: dict[str, DeviceProfile] | None = None) -> D
 
 def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
     """The step split, MFU and the heaviest op groups of a stored profile."""
-    s = run.device.get("profile") or {}
+    s = profile_summary(run)
     span, busy, idle = s.get("span_s") or 0.0, s.get("device_busy_s") or 0.0, s.get("idle_s") or 0.0
     what = "kernels" if s.get("on_device") else "ops"
     text = Text()
@@ -48,8 +49,7 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
                 f"{fmt_time(busy)}, idle {fmt_time(idle)} ({_pct(idle / span if span else None)})\n")
     text.append(f"MFU {_pct(s.get('mfu'))} · bandwidth {_pct(s.get('bandwidth_utilisation'))}; largest share: "
                 f"{'idle time' if s.get('largest_share') == 'idle' else clean(str(s.get('largest_share', '?')))}\n")
-    groups = [x.conditions.get("profile", {}) for x in samples]
-    groups = sorted((g for g in groups if g), key=lambda g: -(g.get("time_s") or 0.0))
+    groups = sorted(group_records(samples), key=lambda g: -(g.get("time_s") or 0.0))
     for g in groups[:TOP_OPS]:
         roof = g.get("fraction_of_roof")
         text.append(f"  {clean(str(g.get('op', '?')))} {clean(str(g.get('dtype', '')))} ×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"

@@ -230,13 +230,14 @@ def store_points(args: argparse.Namespace, devices: list[DeviceProfile]) -> list
 def latest_profile_points(db: str | Path | None, device_id: str) -> list[Series]:
     """The op groups of the newest kept profile placed on `device_id`, as points for its roofline ([] if none)."""
     from rooftop.models.plotdata import sample_series
+    from rooftop.store.workloads import placed_on
 
     try:
         with store_session(db) as store:
             if store is None:
                 return []
             runs = [r for r in store.runs() if r.kind == "profile" and r.status == "complete"
-                    and (r.device.get("profile") or {}).get("device") == device_id]
+                    and placed_on(r) == device_id]
             if not runs:
                 return []
             run = max(runs, key=lambda r: r.started_at)

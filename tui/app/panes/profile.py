@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 from rooftop.models.units import fmt_time
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
+from rooftop.store.workloads import group_records, profile_summary
 from rooftop.tui.render.text import clean
 from rooftop.tui.services.context import store_session
 from rooftop.tui.app.widgets import Col, FitTable, watch_app
@@ -38,7 +39,7 @@ def _pct(x: Any) -> str:
 
 def run_row(run: Run) -> tuple[str | Text, ...]:
     started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))
-    source = str((run.device.get("profile") or {}).get("source", ""))
+    source = str(profile_summary(run).get("source", ""))
     return run.short_id, Text(clean(run.device_name)), started, str(run.samples), Text(clean(source))
 
 
@@ -47,7 +48,7 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
     from rooftop.models.workload import OpGroup
     from rooftop.tui.render.profile import op_label
 
-    s = run.device.get("profile") or {}
+    s = profile_summary(run)
     span = s.get("span_s") or 0.0
     rows: list[tuple[float, tuple[str | Text, ...]]] = []
     idle = s.get("idle_s") or 0.0
@@ -123,7 +124,7 @@ class ProfilePane(Widget):
                 if store is None:
                     return
                 run = store.run(run_id)
-                groups = [s.conditions.get("profile") or {} for s in store.samples(run_id)]
+                groups = group_records(store.samples(run_id))
         except StoreError as exc:
             split.update(Text(f"✗ {exc}", style="red"))
             return
@@ -133,7 +134,7 @@ class ProfilePane(Widget):
 
 def split_text(run: Run) -> Text:
     """The step split of a kept profile: busy and idle, what each fix would give, MFU, the largest share."""
-    s = run.device.get("profile") or {}
+    s = profile_summary(run)
     span, busy, idle = s.get("span_s") or 0.0, s.get("device_busy_s") or 0.0, s.get("idle_s") or 0.0
     what = "kernels" if s.get("on_device") else "ops"
     text = Text(f"on the roofs of {s.get('device', '?')}: span {fmt_time(span)}, {what} busy {fmt_time(busy)}, "
