@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.store_writer import damage_pages
 from rooftop.store import db as dbmod
 from rooftop.store.db import StoreError, error_reason, store_error
 from rooftop.store.runs import BadName, ReadOnlyStore, Store, UnknownRun
@@ -77,13 +78,7 @@ def test_a_full_file_is_full(tmp_path: Path) -> None:
 def test_damage_inside_is_damaged(tmp_path: Path) -> None:
     path = tmp_path / "r.db"
     new_store(path)
-    c = sqlite3.connect(path)
-    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    c.close()
-    data = bytearray(path.read_bytes())
-    for i in range(2 * 4096, len(data), 7):
-        data[i] = 0xAB
-    path.write_bytes(bytes(data))
+    damage_pages(path)
     with pytest.raises(StoreError) as info:
         with Store.open(path) as s:
             s.runs()
