@@ -179,3 +179,15 @@ def test_pyproject_installs_every_subpackage() -> None:
     packages = {m for m, p in module_files().items() if p.name == "__init__.py"}
     assert packages <= listed, f"not in pyproject's packages: {sorted(packages - listed)}"
     assert '"rooftop.tui.app" = ["*.tcss"]' in text and (ROOT / "tui" / "app" / "app.tcss").is_file()
+
+
+def test_both_module_entries_run_the_one_command_line() -> None:
+    """`python -m rooftop.tui` and `python -m rooftop.tui.cli` are the same command line (cli.py is a door)."""
+    import subprocess
+    import sys
+
+    argv = ["op", "fma 64 fp32", "-d", "h100", "--json"]
+    outs = [subprocess.run([sys.executable, "-m", entry, *argv], capture_output=True, text=True, timeout=120)
+            for entry in ("rooftop.tui", "rooftop.tui.cli")]
+    assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+    assert outs[0].stdout == outs[1].stdout and '"regime"' in outs[0].stdout
