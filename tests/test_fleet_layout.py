@@ -77,7 +77,7 @@ def test_real_measurements_kept_as_measured_then_one_fleet_run(tmp_path):
     """Two CPU 'devices' measured at once by the real rank body, each run kept as it measures."""
     from rooftop.store.fleets import fleet_of, save_fleet
     from rooftop.store.runs import Store
-    from rooftop.tui.fleet_member import measure_member
+    from rooftop.tui.services.fleet import measure_member
 
     db = tmp_path / "f.db"
     jobs = [{"device": "cpu", "plan": "quick", "only": ["launch"], "db": str(db), "store": True, "threads": 1,

@@ -10,7 +10,7 @@ from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.store.fleets import fleet_of, is_fleet, member_ids, save_fleet
 from rooftop.store.runs import NewRun, Run, Store
-from rooftop.tui.fleet_member import device_processes
+from rooftop.tui.services.fleet import device_processes
 
 
 def prof(dram: float) -> DeviceProfile:

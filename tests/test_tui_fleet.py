@@ -8,7 +8,7 @@ from pathlib import Path
 from fake_nvml import FakeNVML
 from rooftop.probes.telemetry import GpuSnapshot, Sampler
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.gpu_rows import HEADER, gpu_row, gpu_rows
+from rooftop.tui.render.gpu_rows import HEADER, gpu_row, gpu_rows
 from test_tui_measure import wait_for
 from tui_helpers import screen_lines
 

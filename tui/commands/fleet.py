@@ -1,0 +1,259 @@
+"""`rooftop measure --all-gpus` / `--fleet`, and `rooftop check`: a fleet measured at once, and the gate.
+
+--all-gpus starts one process per visible GPU on this host (torch's start_processes); --fleet runs
+inside a torchrun job (one rank per GPU, on as many hosts as torchrun spans; `srun torchrun` under
+Slurm), and rank 0 gathers the rows. Either way the result is one fleet run: a row per member, the
+median row, the stragglers. torch is imported only once a measurement starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, Mapping, Sequence
+
+from rooftop.tui.commands.common import UsageError, add_db_option
+from rooftop.tui.render.jsonout import print_json
+
+
+def _error(message: str, what: str = "measure") -> int:
+    from rooftop.models.safetext import safe_text
+
+    sys.stderr.write(safe_text(f"rooftop {what}: error: {message}") + "\n")
+    return 2
+
+
+def members_from_payloads(payloads: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The payloads as fleet members (their profiles read back, leniently: they were measured, not typed)."""
+    from rooftop.models.fleet import member_from_dict
+    from rooftop.models.profile import DeviceProfile
+
+    out = []
+    for i, p in enumerate(payloads):
+        prof = DeviceProfile.from_dict(p["profile"], strict=False) if p.get("profile") else None
+        out.append(member_from_dict({**p, "rank": p.get("rank", i)}, prof))
+    return out
+
+
+def _report(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, plan: str, wall: float) -> int:
+    """Keep the fleet (unless --no-save), then print its report or JSON; 1 when a member gave no result."""
+    from rooftop.models.fleet import fleet_report
+    from rooftop.tui.render.report import make_console
+
+    err = make_console(stderr=True)
+    run_id, report = None, fleet_report(members_from_payloads(payloads))
+    if not args.no_save:
+        from rooftop.store.db import StoreError
+        from rooftop.store.fleets import fleet_of, save_fleet
+        from rooftop.store.runs import Store
+
+        try:
+            with Store.open(args.db) as store:
+                run_id = save_fleet(store, payloads, mode, plan)
+                # as kept, the report also knows each device alone (earlier runs): what sharing the budget cost
+                report = fleet_of(store, store.run(run_id))
+        except (StoreError, OSError) as exc:
+            err.print(f"rooftop measure: warning: the fleet was not saved: {exc}", style="yellow")
+    bad = [m for m in report.members if m.profile is None]
+    err.print(f"rooftop measure: fleet of {len(report.members)} in {wall:.1f} s"
+              + (f", {len(bad)} without a result" if bad else "")
+              + (f"; saved as run {run_id[:8]}" if run_id else ""))
+    status = 1 if bad else 0
+    if args.json:
+        print_json({"mode": mode, "plan": plan, "run_id": run_id, "wall_s": wall, **report.to_dict()})
+        return status
+    from rooftop.tui.render.fleet import fleet_flag_lines, fleet_tables
+
+    console = make_console()
+    console.print(fleet_tables(report))
+    for line in fleet_flag_lines(report):
+        console.print(line, style="yellow" if line.startswith("!") else "")
+    return status
+
+
+def _job(args: argparse.Namespace, only: Sequence[str], **kw: Any) -> dict[str, Any]:
+    return {"plan": args.plan, "only": list(only), "db": args.db, **kw}
+
+
+def cmd_all_gpus(args: argparse.Namespace, only: Sequence[str], cancel: Any) -> int:
+    """One process per visible GPU, all at once; each GPU's run kept as it is measured."""
+    if args.device or args.threads:
+        return _error("--all-gpus measures every visible GPU: leave out --device and --threads "
+                      "(CUDA_VISIBLE_DEVICES chooses which GPUs)")
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n < 1:
+        return _error(f"--all-gpus: torch sees no CUDA GPU here (torch {torch.__version__}); measure the CPU with "
+                      "--device cpu, or many CPU ranks with torchrun … rooftop measure --fleet --device cpu")
+    from rooftop.probes.fleet import run_local
+    from rooftop.tui.services.fleet import measure_member
+
+    jobs = [_job(args, only, device=f"cuda:{i}", local_rank=i, store=not args.no_save) for i in range(n)]
+    sys.stderr.write(f"rooftop measure: {args.plan} plan on {n} GPU{'s' if n > 1 else ''} at once\n")
+    t0 = time.perf_counter()
+    payloads = run_local(measure_member, jobs, wait_s=args.wait, cancel=cancel,
+                         on_payload=lambda r, p: sys.stderr.write(
+                             f"rooftop measure: rank {r} ({p.get('device') or '?'}): {p.get('status')}\n"))
+    return _report(args, payloads, "all-gpus", args.plan, time.perf_counter() - t0)
+
+
+def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None) -> int:
+    """This rank of a torchrun job: measure the local device, send the row to rank 0, which keeps the fleet."""
+    from rooftop.probes.fleet import FleetError, RankEnv, RankGroup, cpu_share
+
+    try:
+        env = RankEnv.from_env()
+    except FleetError as exc:
+        return _error(str(exc))
+    if env is None:
+        return _error("--fleet runs in each rank of a torchrun job (torchrun --nproc-per-node G … --no-python "
+                      "rooftop measure --fleet); for every GPU of this machine use --all-gpus")
+    device = (args.device or "").strip().lower()
+    if device not in ("", "cpu", "cuda"):
+        return _error(f"--fleet --device {args.device}: each rank measures its own device (cuda:LOCAL_RANK, or its "
+                      "share of the CPUs); give --device cpu or cuda, or leave it out")
+    import os
+
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        return _error(f"--device cuda: torch sees no CUDA device here (torch {torch.__version__})")
+    on_gpu = device == "cuda" or (not device and torch.cuda.is_available())
+    job = _job(args, only, store=False, local_rank=env.local_rank)
+    if on_gpu:
+        if env.local_rank >= torch.cuda.device_count():
+            return _error(f"LOCAL_RANK {env.local_rank}: this host has {torch.cuda.device_count()} GPUs; "
+                          "start at most one rank per GPU (--nproc-per-node)")
+        job["device"] = f"cuda:{env.local_rank}"
+    else:
+        try:
+            have = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            have = list(range(os.cpu_count() or 1))
+        cpus = cpu_share(env.local_rank, env.local_world, have)
+        job.update(device="cpu", cpus=cpus, threads=args.threads or len(cpus))
+    try:
+        group = RankGroup(env, wait_s=args.wait)
+    except FleetError as exc:
+        return _error(str(exc))
+    t0 = time.perf_counter()
+    try:
+        from rooftop.tui.services.fleet import measure_member
+
+        sys.stderr.write(f"rooftop measure: rank {env.rank} of {env.world}: {args.plan} plan on {job['device']}"
+                         + (f" ({len(job['cpus'])} CPUs)" if job.get("cpus") else "") + "\n")
+        try:
+            payload = measure_member(env.rank, job, cancel)  # torchrun stops its ranks with SIGTERM
+        except Exception as exc:  # this rank's failure is its row, not the fleet's end
+            import socket
+
+            payload = {"rank": env.rank, "local_rank": env.local_rank, "host": socket.gethostname(),
+                       "device": job["device"], "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        payloads = group.gather(payload)
+    finally:
+        group.close()
+    if payloads is None:  # not rank 0: its row went there
+        return 0
+    return _report(args, payloads, "torchrun", args.plan, time.perf_counter() - t0)
+
+
+# -- rooftop check ---------------------------------------------------------------------------
+
+
+def add_check_command(sub: Any) -> None:
+    ck = sub.add_parser(
+        "check", help="gate a run (or a fleet run) on a baseline: exit 1 if a ceiling falls short",
+        description="Compare a run's ceilings with a baseline's, each within a tolerance: a bandwidth or peak "
+                    "below (1 − tolerance) × the baseline's, or a launch floor above (1 + tolerance) × it, falls "
+                    "short. A fleet run also holds each member to its model's median. Exit 0 when all hold, "
+                    "1 when any falls short (each named with both figures), 2 for bad input. For CI jobs and "
+                    "node admission.",
+        epilog="examples:\n  rooftop check --against h100\n  rooftop check 3fa2c1d0 --against baseline-node --json\n"
+               "  rooftop check --against golden --tolerance 0.03",
+    )
+    ck.add_argument("run", nargs="?", metavar="RUN", help="run id or name (default: the latest run with ceilings, "
+                                                          "or fleet run)")
+    ck.add_argument("--against", metavar="RUN|DEVICE",
+                    help="the baseline: a run id or name, or a device id (default: the reference profile of the "
+                         "run's GPU; a fleet run without one is held to its median only)")
+    ck.add_argument("--tolerance", type=float, default=0.05, metavar="T",
+                    help="fraction each ceiling may fall short (default 0.05)")
+    ck.add_argument("--json", action="store_true", help="print the results as JSON (SI units)")
+    add_db_option(ck)
+    ck.set_defaults(func=cmd_check)
+
+
+def _latest(store: Any) -> Any:
+    from rooftop.store.fleets import is_fleet, member_ids
+
+    members = member_ids(store)
+    runs = [r for r in store.runs() if r.status == "complete" and (is_fleet(r) or r.has_ceilings)
+            and r.id not in members]
+    if not runs:
+        raise UsageError("no complete run with ceilings in the store to check; `rooftop measure` makes one")
+    return runs[-1]
+
+
+def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
+    """The --against profile; without one, the catalog's reference for the run's device (or None)."""
+    from rooftop.models.catalog import lookup_device
+    from rooftop.tui.services.context import store_profiles
+
+    if args.against is not None:
+        if not args.against.strip():
+            raise UsageError("--against '': give a run id or name, or a device id from `rooftop devices`")
+        return lookup_device(args.against, store_profiles(args, [args.against]))
+    from rooftop.models.catalog import find_by_name
+
+    return find_by_name(model) if model else None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Exit 0 when every ceiling holds, 1 when one falls short, 2 for bad input (one line)."""
+    from rooftop.models.check import CheckError, check_fleet, check_profile, tolerance_problem, verdict
+    from rooftop.store.fleets import fleet_of, is_fleet
+    from rooftop.tui.services.context import open_store
+
+    problem = tolerance_problem(args.tolerance)
+    if problem:
+        raise UsageError(problem)
+    with open_store(args) as store:
+        run = store.run(args.run) if args.run else _latest(store)
+        notes: list[str] = []
+        if is_fleet(run):
+            fleet = fleet_of(store, run)
+            models = [g.model for g in fleet.groups]
+            base = _baseline(args, run, models[0] if len(models) == 1 else "")
+            results = check_fleet(fleet, base, args.tolerance)
+            notes += [f"{m.label}: no result ({m.error or m.status}): counts as short" for m in fleet.members
+                      if m.profile is None]
+            missing = bool(notes)
+        else:
+            if not run.has_ceilings:
+                raise UsageError(f"run {run.label} ({run.status}) has no ceilings to check; "
+                                 "give a run from `rooftop runs` whose roofs column says yes")
+            profile = store.profile(run.id)
+            base = _baseline(args, run, profile.name)
+            if base is None:
+                raise UsageError(f"no baseline for {profile.name}: give --against RUN or a device id "
+                                 "from `rooftop devices`")
+            results = check_profile(f"run {run.label}", profile, base, args.tolerance)
+            missing = False
+    try:
+        v = verdict(results, notes + ([] if base is not None else ["no baseline: held to the fleet median only"]))
+    except CheckError as exc:
+        raise UsageError(str(exc)) from None
+    ok = v.ok and not missing
+    if args.json:
+        print_json({"run": run.id, "baseline": base.id if base is not None else None, "tolerance": args.tolerance,
+                    **v.to_dict(), "ok": ok})
+        return 0 if ok else 1
+    from rooftop.tui.render.fleet import verdict_lines
+
+    for line in verdict_lines(v):
+        sys.stdout.write(line + "\n")
+    if missing and v.ok:
+        sys.stdout.write("FAILED: a member gave no result\n")
+    return 0 if ok else 1

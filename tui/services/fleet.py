@@ -1,0 +1,69 @@
+"""One fleet member: measure this rank's device and say what came of it as plain data (a payload).
+
+The same for both launchers: `rooftop measure --all-gpus` spawns one process per GPU that runs
+`member_main`, and each rank of a torchrun job (`rooftop measure --fleet`) calls `measure_member`
+itself. A payload crosses processes and hosts by pickle, so it holds dicts, not objects; it
+carries the samples when the run is not kept here (a torchrun rank's: rank 0 keeps them all).
+No textual, no rich: a service both front ends could use.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Mapping
+
+from rooftop.models.fleet import run_conditions
+
+
+def device_processes(snapshot: Any, nvml_index: int | None, skip: set[int]) -> tuple[str, ...]:
+    """The other processes NVML names on GPU `nvml_index` ("1234 python"), leaving out `skip` (this fleet's)."""
+    if nvml_index is None or snapshot is None:
+        return ()
+    for g in snapshot.gpus:
+        if g.index == nvml_index:
+            return tuple(f"{p.pid} {p.name or '?'}" for p in g.processes if p.pid not in skip)
+    return ()
+
+
+def measure_member(rank: int, job: Mapping[str, Any], cancel: Any = None) -> dict[str, Any]:
+    """Measure `job["device"]` with `job["plan"]` (and `only`, `threads`, CPU share `cpus`); the payload.
+
+    `job["store"]` keeps the run as it measures, in `job["db"]`; otherwise the payload carries the
+    samples, for whoever gathers it to keep. `cancel` (an Event) ends the measurement early (a stop
+    signal), as it ends `rooftop measure`: the payload holds what was measured.
+    """
+    from rooftop.probes.backend import select_backend
+    from rooftop.probes.plan import build_plan
+    from rooftop.probes.telemetry import Sampler
+    from rooftop.tui.services.measure import _versions, measure_run
+
+    if job.get("cpus"):
+        try:
+            os.sched_setaffinity(0, job["cpus"])
+        except (AttributeError, OSError):
+            pass
+    backend = select_backend(job.get("device"), job.get("threads"))
+    plan = build_plan(backend, str(job.get("plan", "quick")), job.get("only"))
+    info = backend.info.to_dict()
+    started = time.time()
+    skip = {os.getpid(), os.getppid(), *[int(p) for p in job.get("fleet_pids", ())]}
+    with Sampler() as sampler:
+        processes = device_processes(sampler.sample_once(), backend.info.nvml_index, skip) if backend.is_cuda else ()
+        result = measure_run(plan, job.get("db"), store=bool(job.get("store")), sampler=sampler,
+                             cancel=cancel)
+    prof = result.calibration.profile
+    has_ceilings = bool(prof.peak or prof.bandwidth or prof.launch_overhead)
+    payload: dict[str, Any] = {
+        "rank": rank, "local_rank": job.get("local_rank", rank), "host": socket.gethostname(),
+        "device": backend.spec, "model": backend.info.name, "status": result.status,
+        "error": result.error or result.store_error, "run_id": result.run_id if job.get("store") else None,
+        "profile": prof.to_dict() if has_ceilings else None, "device_info": info, "plan": plan.name,
+        "backend": backend.spec, "versions": _versions(info), "started_at": started, "ended_at": time.time(),
+        "wall_s": result.wall_s, "processes": list(processes), "notes": list(plan.notes),
+        **{k: list(v) if isinstance(v, tuple) else v for k, v in run_conditions(result.samples).items()},
+    }
+    if not job.get("store"):
+        payload["samples"] = [s.to_dict() for s in result.samples]
+    return payload
