@@ -11,7 +11,7 @@ transaction together with the fleet run.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from rooftop.models.fleet import FleetReport, fleet_report, member_from_dict
 from rooftop.models.profile import DeviceProfile
@@ -132,4 +132,9 @@ def fleet_of(store: Store, run: Run) -> FleetReport:
 def profiles_by_device(store: Store) -> dict[str, DeviceProfile]:
     """Each device's measured profile by its device key (a GPU's UUID): live telemetry divides each GPU's
     DRAM bandwidth by its own B, and a fleet's slow GPU reads against its own figure."""
-    return {str(p.extra["device_key"]): p for p in store.profiles().values() if p.extra.get("device_key")}
+    return by_device_key(store.profiles().values())
+
+
+def by_device_key(profiles: Iterable[DeviceProfile]) -> dict[str, DeviceProfile]:
+    """Store profiles (their `extra` names the run's device key) by device key; catalog ones have none."""
+    return {str(p.extra["device_key"]): p for p in profiles if p.extra.get("device_key")}

@@ -62,3 +62,20 @@ def test_rows_fit_their_width_and_mark_throttling() -> None:
     assert all(len(line) <= 60 for line in gpu_rows([hot] * 8, width=60, selected=12))
     idle = GpuSnapshot(index=0, name="NVIDIA H200")
     assert "N/A" in gpu_row(idle) and "!" not in gpu_row(idle)
+
+
+def test_watch_eight_gpus_one_row_each_within_80x24(monkeypatch, capsys, tmp_path) -> None:
+    import sys
+
+    from rooftop.tui.cli import main
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML(names=["NVIDIA H200"] * 8))
+    assert main(["--db", str(tmp_path / "r.db"), "watch", "--interval", "0.05", "--count", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [x for x in lines if re.match(r"gpu\d+ ", x)]
+    assert [r.split()[0] for r in rows] == [f"gpu{i}" for i in range(8)] * 2
+    assert all(len(x) <= 80 for x in lines) and len(lines) <= 2 * 12  # a tick's block: time, header, 8 rows, CPU
+    assert all(r.endswith("! PWR") for r in rows)
+    assert main(["--db", str(tmp_path / "r.db"), "watch", "--interval", "0.05", "--count", "1", "--detail"]) == 0
+    detail = capsys.readouterr().out
+    assert "throttle: power cap" in detail and not re.search(r"^gpu\d+ ", detail, re.M)

@@ -278,6 +278,10 @@ class RooftopApp(App[None]):
             self._sampler = self.config.sampler()
             if self._sampler.local is None:  # live DRAM bandwidth as a fraction of this machine's measured B
                 self._sampler.local = self.profiles.get("local")
+            if self._sampler.own is None:  # … and each GPU's against its own, where it was measured
+                from rooftop.store.fleets import by_device_key
+
+                self._sampler.own = by_device_key(self.profiles.values())
             self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
         if self.config.autostart and not self.measured_here:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -27,8 +28,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
     snaps: queue.Queue = queue.Queue()
     # every GPU: --gpu is checked against them; `local` (this machine's measured B) is what live DRAM
     # bandwidth is a fraction of, else the GPU's reference profile
-    local = store_profiles(args).get("local")
-    sampler = Sampler(interval=args.interval, on_snapshot=snaps.put, local=local)
+    from rooftop.store.fleets import by_device_key
+    from rooftop.tui.render.gpu_rows import COMPACT_FROM, watch_block
+
+    stored = store_profiles(args)
+    local = stored.get("local")  # and each GPU's own measured B, where it has one (a fleet run keeps them)
+    sampler = Sampler(interval=args.interval, on_snapshot=snaps.put, local=local, own=by_device_key(stored.values()))
     printed = 0
     said = "ok"  # the sampler's state last told on stderr
     notes_said: set[str] = set()  # why GPM fields are null, told once
@@ -53,6 +58,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 notes_said.add(note)
             if args.json:
                 sys.stdout.write(json.dumps(finite(watch_dict(snap)), allow_nan=False) + "\n")
+            elif len(snap.gpus) >= COMPACT_FROM and not args.detail:  # every GPU at once, a row each
+                cpu = telemetry_lines(dataclasses.replace(snap, gpus=())) if snap.cpu is not None else []
+                sys.stdout.write("\n".join(watch_block(snap, cpu)) + "\n")
             else:
                 sys.stdout.write("\n".join(telemetry_lines(snap)) + "\n")
             sys.stdout.flush()
@@ -83,16 +91,22 @@ def only_gpu(snap: Any, index: int, check: bool) -> Any:
 
 def add_watch_command(sub: Any) -> None:
     """watch."""
+    from rooftop.tui.render.gpu_rows import COMPACT_FROM
+
     wt = sub.add_parser("watch", help="print live GPU (or CPU) telemetry, one line per interval",
                         description="Live telemetry through NVML (utilisation, clocks, power, temperature, memory, "
                                     "PCIe, throttle reasons, the processes on each GPU); on Hopper and newer also "
                                     "DRAM bandwidth (bytes/s, and as a fraction of this machine's measured B, else "
                                     "the reference profile's) and SM and tensor activity, from the second line on. "
                                     "The CPU through psutil when there is no NVML. "
-                                    "Runs until Ctrl-C or --count lines.")
+                                    "With 3 or more GPUs each is one compact row (utilisation, DRAM GB/s and % of its "
+                                    "measured B, tensor, power, SM clock, temperature, a throttle mark), so 8 fit "
+                                    "80×24; --detail for every line. Runs until Ctrl-C or --count lines.")
     wt.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between lines (default 1; ≥ 0.05)")
     wt.add_argument("--gpu", type=int, metavar="N", help="only this GPU index")
     wt.add_argument("--count", type=int, metavar="N", help="stop after N lines")
+    wt.add_argument("--detail", action="store_true",
+                    help=f"all lines of every GPU (from {COMPACT_FROM} GPUs on, each is one compact row by default)")
     wt.add_argument("--json", action="store_true",
                     help="JSON lines (SI units; null for N/A): every field per GPU, and at the top the first "
                          "GPU's dram_bandwidth, dram_fraction_of_roof, tensor_active, sm_active, and processes")
