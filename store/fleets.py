@@ -18,9 +18,9 @@ from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample
 
 from .db import StoreError
-from .runs import NewRun, Run, Store, device_key_for
+from .runs import FLEET_PLAN, NewRun, Run, Store, device_key_for
 
-PLAN = "fleet"
+PLAN = FLEET_PLAN
 MEMBER_KEYS = ("rank", "local_rank", "host", "device", "model", "status", "error", "run_id", "sm_clock_mhz",
                "power_w", "power_limit_w", "max_temperature_c", "throttle", "processes", "wall_s")
 

@@ -51,9 +51,10 @@ STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 FINAL_STATUSES: tuple[RunStatus, ...] = ("complete", "cancelled", "failed")
 # What a run holds, told by its plan: a measurement of the device's ceilings (plan quick, full, …),
 # a profiled program (plan "profile", store.workloads) or a collectives sweep (plan "comm", store.comms).
-RunKind = Literal["measurement", "profile", "comm"]
+RunKind = Literal["measurement", "profile", "comm", "fleet"]
 PROFILE_PLAN = "profile"
 COMM_PLAN = "comm"
+FLEET_PLAN = "fleet"  # many devices measured at once: its members are measurement runs (store.fleets)
 SHORT_ID = 8
 MIN_PREFIX = 4
 LOCAL = "local"  # the device id of this machine's latest measured profile (DESIGN.md, vocabulary)
@@ -132,8 +133,9 @@ class Run:
 
     @property
     def kind(self) -> RunKind:
-        """A profiled program, a collectives sweep, or (any other plan) a measurement of the ceilings."""
-        return "profile" if self.plan == PROFILE_PLAN else "comm" if self.plan == COMM_PLAN else "measurement"
+        """A profiled program, a collectives sweep, a fleet, or (any other plan) a measurement of the ceilings."""
+        kinds: dict[str, RunKind] = {PROFILE_PLAN: "profile", COMM_PLAN: "comm", FLEET_PLAN: "fleet"}
+        return kinds.get(self.plan, "measurement")
 
 
 @dataclass(frozen=True)

@@ -79,3 +79,23 @@ def test_watch_eight_gpus_one_row_each_within_80x24(monkeypatch, capsys, tmp_pat
     assert main(["--db", str(tmp_path / "r.db"), "watch", "--interval", "0.05", "--count", "1", "--detail"]) == 0
     detail = capsys.readouterr().out
     assert "throttle: power cap" in detail and not re.search(r"^gpu\d+ ", detail, re.M)
+
+
+async def test_history_shows_a_fleet_run_by_its_members(tmp_path: Path) -> None:
+    from rooftop.store.fleets import save_fleet
+    from rooftop.store.runs import Store
+    from test_store_fleets import payload
+
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        fid = save_fleet(store, [payload(0, "node0", 4.6e12, "GPU-a"), payload(1, "node0", 3.6e12, "GPU-b")],
+                         "all-gpus", "quick")
+    app = create_app(AppConfig(sampler=None, db_path=db, initial_tab="history", device="h200"))
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        app.query_one("#history-pane").show_run(fid)
+        await pilot.pause()
+        text = "\n".join(screen_lines(app))
+        assert "rank 0 node0 cuda:0: complete; B dram 4600 GB/s" in text, text
+        assert "! rank 1 (node0 cuda:1): B dram 3600 GB/s is below 0.9×" in text
+        assert "no ceilings" not in text

@@ -70,6 +70,19 @@ def fleet_tables(report: FleetReport) -> Group:
     return Group(*parts)
 
 
+def member_lines(report: FleetReport) -> list[str]:
+    """One line per member (for a narrow detail view): its status and main ceilings, in screen units."""
+    from rooftop.models.fleet import fmt_ceiling
+
+    out = []
+    for m in report.members:
+        vals = ceiling_values(m.profile) if m.profile else {}
+        shown = [k for k in vals if k in ("B dram", "F bf16-tc", "F fp32-fma", "launch")] or list(vals)[:3]
+        figures = ", ".join(f"{k} {fmt_ceiling(k, vals[k])}" for k in shown)
+        out.append(safe_text(f"rank {m.rank} {m.host} {m.device}: {m.status}" + (f"; {figures}" if figures else "")))
+    return out
+
+
 def fleet_flag_lines(report: FleetReport) -> list[str]:
     """The flags in words, then the notes; one line that says so when nothing was flagged."""
     lines = [safe_text(f"! {f.text}") for f in report.flags]

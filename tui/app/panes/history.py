@@ -188,6 +188,10 @@ class History(Widget):
                 run = store.run(run_id)
                 samples = store.samples(run_id)
                 prof = store.stored_profile(run_id)
+                if run.kind == "fleet":
+                    from rooftop.store.fleets import fleet_of
+
+                    fleet = fleet_of(store, run)
         except StoreError as exc:
             detail.update(Text(f"✗ {exc}", style="red"))
             return
@@ -205,6 +209,12 @@ class History(Widget):
 
             for line in fit_lines(samples):
                 text.append(line + "\n")
+        elif run.kind == "fleet":  # many devices at once: a line per member, then what was flagged
+            from rooftop.tui.render.fleet import fleet_flag_lines, member_lines
+
+            for line in member_lines(fleet) + fleet_flag_lines(fleet):
+                text.append(line + "\n", style="yellow" if line.startswith("!") else "")
+            text.append(f"`rooftop show {run.short_id}` prints its table\n", style="dim")
         elif prof is None:
             text.append("no ceilings: the run did not complete\n", style="yellow")
         else:
