@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from .comm import stop_ranks
 from .lifeline import die_with_parent
 
 DEFAULT_WAIT_S = 300.0  # once the first rank is done, how long the others may take
@@ -167,7 +168,7 @@ def run_local(target: Callable[..., dict[str, Any]], jobs: Sequence[Any], wait_s
                                       f"no result within {wait_s:g} s of the first rank's; stopped it")
                 break
     finally:
-        _stop(procs)
+        stop_ranks(procs)
         out.close()
         out.join_thread()
     return [got.get(r) or lost(r, host, _device(jobs[r]), "stopped before it finished") for r in range(n)]
@@ -186,19 +187,6 @@ def _death(code: int | None) -> str:
         except ValueError:
             return f"it died of signal {-code}"
     return f"it exited with status {code} before giving a result"
-
-
-def _stop(procs: Any, grace_s: float = 3.0) -> None:
-    """Terminate, then kill, every rank still alive; wait for each (no orphans, no zombies)."""
-    for p in procs.processes:
-        if p.is_alive():
-            p.terminate()
-    deadline = time.monotonic() + grace_s
-    for p in procs.processes:
-        p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            p.kill()
-            p.join()
 
 
 # -- ranks started by torchrun, across hosts -----------------------------------------
