@@ -17,13 +17,6 @@ from rooftop.tui.commands.common import UsageError, add_db_option
 from rooftop.tui.render.jsonout import print_json
 
 
-def _error(message: str, what: str = "measure") -> int:
-    from rooftop.models.safetext import safe_text
-
-    sys.stderr.write(safe_text(f"rooftop {what}: error: {message}") + "\n")
-    return 2
-
-
 def members_from_payloads(payloads: Sequence[Mapping[str, Any]]) -> list[Any]:
     """The payloads as fleet members (their profiles read back, leniently: they were measured, not typed)."""
     from rooftop.models.fleet import member_from_dict
@@ -79,13 +72,13 @@ def _job(args: argparse.Namespace, only: Sequence[str], **kw: Any) -> dict[str, 
 def cmd_all_gpus(args: argparse.Namespace, only: Sequence[str], cancel: Any) -> int:
     """One process per visible GPU, all at once; each GPU's run kept as it is measured."""
     if args.device or args.threads:
-        return _error("--all-gpus measures every visible GPU: leave out --device and --threads "
+        raise UsageError("--all-gpus measures every visible GPU: leave out --device and --threads "
                       "(CUDA_VISIBLE_DEVICES chooses which GPUs)")
     import torch
 
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if n < 1:
-        return _error(f"--all-gpus: torch sees no CUDA GPU here (torch {torch.__version__}); measure the CPU with "
+        raise UsageError(f"--all-gpus: torch sees no CUDA GPU here (torch {torch.__version__}); measure the CPU with "
                       "--device cpu, or many CPU ranks with torchrun … rooftop measure --fleet --device cpu")
     from rooftop.probes.fleet import run_local
     from rooftop.tui.services.fleet import measure_member
@@ -106,25 +99,25 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None)
     try:
         env = RankEnv.from_env()
     except FleetError as exc:
-        return _error(str(exc))
+        raise UsageError(str(exc)) from None
     if env is None:
-        return _error("--fleet runs in each rank of a torchrun job (torchrun --nproc-per-node G … --no-python "
+        raise UsageError("--fleet runs in each rank of a torchrun job (torchrun --nproc-per-node G … --no-python "
                       "rooftop measure --fleet); for every GPU of this machine use --all-gpus")
     device = (args.device or "").strip().lower()
     if device not in ("", "cpu", "cuda"):
-        return _error(f"--fleet --device {args.device}: each rank measures its own device (cuda:LOCAL_RANK, or its "
+        raise UsageError(f"--fleet --device {args.device}: each rank measures its own device (cuda:LOCAL_RANK, or its "
                       "share of the CPUs); give --device cpu or cuda, or leave it out")
     import os
 
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
-        return _error(f"--device cuda: torch sees no CUDA device here (torch {torch.__version__})")
+        raise UsageError(f"--device cuda: torch sees no CUDA device here (torch {torch.__version__})")
     on_gpu = device == "cuda" or (not device and torch.cuda.is_available())
     job = _job(args, only, store=False, local_rank=env.local_rank)
     if on_gpu:
         if env.local_rank >= torch.cuda.device_count():
-            return _error(f"LOCAL_RANK {env.local_rank}: this host has {torch.cuda.device_count()} GPUs; "
+            raise UsageError(f"LOCAL_RANK {env.local_rank}: this host has {torch.cuda.device_count()} GPUs; "
                           "start at most one rank per GPU (--nproc-per-node)")
         job["device"] = f"cuda:{env.local_rank}"
     else:
@@ -137,7 +130,7 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None)
     try:
         group = RankGroup(env, wait_s=args.wait)
     except FleetError as exc:
-        return _error(str(exc))
+        raise UsageError(str(exc)) from None
     t0 = time.perf_counter()
     try:
         from rooftop.tui.services.fleet import measure_member
