@@ -190,7 +190,7 @@ def test_an_unknown_torch_dtype_is_refused(capsys: pytest.CaptureFixture[str], t
 
 
 async def test_the_llm_tab_says_the_window_and_the_served_dtype() -> None:
-    from rooftop.tui.llmpane import Llm
+    from rooftop.tui.app.panes.llm import Llm
     from test_tui import app, text_of
     from textual.widgets import Input, Select, Static
 

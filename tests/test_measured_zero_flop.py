@@ -15,7 +15,7 @@ from rooftop.models.catalog import lookup_device
 from rooftop.models.profile import NoRoof
 from rooftop.models.spec import SpecError, parse_spec
 from rooftop.tui.cli import main
-from rooftop.tui.whatif import WhatIf
+from rooftop.tui.app.panes.whatif import WhatIf
 from test_tui import app, text_of
 from textual.widgets import Input, Static
 
