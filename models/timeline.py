@@ -21,13 +21,14 @@ trace, as HTA splits idle time into host wait, kernel wait and other:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .trace import HostCall, Kernel, Trace
+from .trace import ITEM_OPS, HostCall, Kernel, Trace
 
 LAUNCH_GAP_FACTOR = 2.0  # a gap up to this many launch calls long is launch overhead
 DEFAULT_LAUNCH_S = 10e-6  # a launch call's cost when the trace and the device say nothing
@@ -123,11 +124,34 @@ class IdleCause:
         return cls(str(d["cause"]), str(d["category"]), int(d["gaps"]), float(d["time_s"]), str(d.get("detail", "")))
 
 
-def _overlapping(calls: Sequence[HostCall], starts: Sequence[float], lo: float, hi: float) -> list[HostCall]:
-    import bisect
+def _merged(calls: Sequence[HostCall]) -> tuple[list[float], list[float], list[str]]:
+    """The calls' intervals merged (starts, ends, the first call's name and op): a gap is checked by bisection."""
+    starts: list[float] = []
+    ends: list[float] = []
+    names: list[str] = []
+    for c in sorted(calls, key=lambda c: c.ts):
+        if starts and c.ts <= ends[-1]:
+            ends[-1] = max(ends[-1], c.end)
+            if c.op in ITEM_OPS:
+                names[-1] = ".item()"
+        else:
+            starts.append(c.ts)
+            ends.append(c.end)
+            names.append(".item()" if c.op in ITEM_OPS else c.name)
+    return starts, ends, names
 
-    j = bisect.bisect_right(starts, hi)
-    return [c for c in calls[:j] if c.end > lo]
+
+def _covered(merged: tuple[list[float], list[float], list[str]], lo: float, hi: float) -> tuple[float, str]:
+    """How much of [lo, hi] the merged calls cover, and the first one's name."""
+    starts, ends, names = merged
+    j = bisect.bisect_right(starts, hi) - 1
+    total, first = 0.0, ""
+    while j >= 0 and ends[j] > lo:
+        if starts[j] < hi:
+            total += min(ends[j], hi) - max(starts[j], lo)
+            first = names[j]
+        j -= 1
+    return total, first
 
 
 def launch_threshold(trace: Trace, launch_overhead_s: float | None) -> float:
@@ -139,20 +163,16 @@ def launch_threshold(trace: Trace, launch_overhead_s: float | None) -> float:
 def idle_causes(trace: Trace, launch_overhead_s: float | None = None) -> list[IdleCause]:
     """Every gap of the device's timeline with one cause, summed by cause, largest first."""
     acts = trace.kernels
-    syncs = [c for c in trace.host_calls if c.kind == "sync"]
-    copies = [c for c in trace.host_calls if c.kind == "copy"]
-    sync_starts, copy_starts = [c.ts for c in syncs], [c.ts for c in copies]
+    syncs = _merged([c for c in trace.host_calls if c.kind == "sync"])
+    copies = _merged([c for c in trace.host_calls if c.kind == "copy"])
     thr = launch_threshold(trace, launch_overhead_s)
     found: dict[str, list] = {}
     for g in gaps(acts):
         nxt = acts[g.next_index]
-        hit = _overlapping(syncs, sync_starts, g.start, g.end)
-        if hit:
-            item = next((c.op for c in hit if c.op in ("aten::item", "aten::_local_scalar_dense")), "")
-            key, cat = "host sync", "host wait"
-            detail = ".item()" if item else hit[0].name
-        elif any(min(c.end, g.end) - max(c.ts, g.start) >= 0.5 * g.dur
-                 for c in _overlapping(copies, copy_starts, g.start, g.end)):
+        synced, name = _covered(syncs, g.start, g.end)
+        if synced > 0:
+            key, cat, detail = "host sync", "host wait", name
+        elif _covered(copies, g.start, g.end)[0] >= 0.5 * g.dur:
             key, cat, detail = "memcpy (host side)", "host wait", "a copy call held the CPU"
         elif g.dur <= thr:
             key, cat, detail = "launch overhead", "kernel wait", f"gaps up to {thr * 1e6:.3g} µs"

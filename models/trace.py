@@ -73,10 +73,11 @@ class EventArgs(msgspec.Struct, gc=False):
     bytes: Any = None
     size: Any = None  # a HIP memcpy call's size, where its gpu_memcpy has no bytes
     kind: Any = None
-    dims: Any = msgspec.field(default=None, name="Input Dims")
-    dims_old: Any = msgspec.field(default=None, name="Input dims")
-    types: Any = msgspec.field(default=None, name="Input type")
-    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    # the shapes stay raw JSON (a view of the file's bytes): the few distinct ones are decoded once each
+    dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")
+    dims_old: msgspec.Raw = msgspec.field(default=None, name="Input dims")
+    types: msgspec.Raw = msgspec.field(default=None, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -91,8 +92,40 @@ class Event(msgspec.Struct, gc=False):
     args: EventArgs | None = None
 
 
+class PlainArgs(msgspec.Struct, gc=False):
+    """EventArgs for an event that came as plain JSON (a dict): the shapes already decoded."""
+
+    external_id: Any = msgspec.field(default=None, name="External id")
+    correlation: Any = None
+    stream: Any = None
+    device: Any = None
+    bytes: Any = None
+    size: Any = None
+    kind: Any = None
+    dims: Any = msgspec.field(default=None, name="Input Dims")
+    dims_old: Any = msgspec.field(default=None, name="Input dims")
+    types: Any = msgspec.field(default=None, name="Input type")
+    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+
+
+class PlainEvent(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    args: PlainArgs | None = None
+
+
 class TraceDoc(msgspec.Struct, gc=False):
-    traceEvents: list[Event] | None = None
+    """A trace file's top level. Its events stay raw JSON (views of the file's bytes, 48 bytes each) until the
+    reader decodes them one by one into `Event`, so a million events never exist as objects all at once, and
+    one malformed event is skipped without failing the file."""
+
+    traceEvents: list[msgspec.Raw] | None = None
     deviceProperties: Any = None
     distributedInfo: Any = None
     schemaVersion: Any = None
@@ -102,7 +135,7 @@ class TraceDoc(msgspec.Struct, gc=False):
 # -- the result -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Kernel:
     """One device activity: a kernel, a memcpy or a memset (`cat`)."""
 
@@ -123,7 +156,7 @@ class Kernel:
         return self.ts + self.dur
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CpuOp:
     """One dispatched op with its inputs' shapes and types, and its place in the op tree."""
 
@@ -291,6 +324,44 @@ def _strings(v: Any) -> tuple[str, ...] | None:
     return tuple(v)
 
 
+_RAW_DECODE = msgspec.json.Decoder()
+_EVENT = msgspec.json.Decoder(Event)
+
+
+def _plain(v: Any) -> Any:
+    """A raw JSON field decoded (None where it is not JSON or nests too deep); anything else as it is."""
+    if v.__class__ is not msgspec.Raw:
+        return v
+    try:
+        return _RAW_DECODE.decode(v)
+    except (msgspec.DecodeError, RecursionError):
+        return _BAD
+
+
+_BAD = object()
+
+
+def shapes_of(dims_v: Any, types_v: Any, conc_v: Any, cache: dict) -> tuple | None:
+    """(dims, types, concrete) checked, or None where they are malformed; the raw ones looked up in `cache`, so
+    a trace's many identical shapes are decoded once and shared."""
+    raw = dims_v.__class__ is msgspec.Raw or types_v.__class__ is msgspec.Raw
+    if raw:
+        key = (bytes(dims_v) if dims_v is not None else b"", bytes(types_v) if types_v is not None else b"",
+               bytes(conc_v) if conc_v is not None else b"")
+        hit = cache.get(key, _BAD)
+        if hit is not _BAD:
+            return hit
+    d, t, c = _plain(dims_v), _plain(types_v), _plain(conc_v)
+    dims, types, conc = _dims(d), _strings(t), _strings(c)
+    if dims is None or types is None or (c is not None and conc is None):
+        out = None
+    else:
+        out = (tuple(dims), types, conc or ())
+    if raw:
+        cache[key] = out
+    return out
+
+
 def _thread(v: Any) -> Any:
     return v if v.__class__ in (int, str) else str(v)
 
@@ -337,19 +408,19 @@ def events_of(data: Any) -> tuple[list, dict[str, Any]]:
         raw, meta = data, {}
     else:
         raise TraceError("not a Chrome trace: expected a JSON object with traceEvents, or a list of events")
-    if all(isinstance(e, Event) for e in raw):
+    if all(e.__class__ is Event or e.__class__ is msgspec.Raw for e in raw):
         return list(raw), meta
     return [_convert(e) for e in raw], meta
 
 
-def _convert(e: Any) -> Event | None:
-    """One plain-JSON event as an Event; None when it is not an object or its args are not one."""
-    if isinstance(e, Event):
+def _convert(e: Any) -> Event | PlainEvent | None:
+    """One plain-JSON event as a PlainEvent; None when it is not an object or its args are not one."""
+    if isinstance(e, (Event, PlainEvent)):
         return e
     if not isinstance(e, Mapping):
         return None
     try:
-        return msgspec.convert(e, Event, strict=False)
+        return msgspec.convert(e, PlainEvent, strict=False)
     except (msgspec.ValidationError, RecursionError, TypeError):
         return None
 
@@ -359,7 +430,7 @@ def parse_trace(data: Any) -> Trace:
     events, meta = events_of(data)
     counts = _Counts()
     dev_raw: list[tuple] = []  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid, tid, kind, event index)
-    op_raw: list[tuple] = []  # (pid, tid, ts, dur, name, ext, dims, types, concrete)
+    op_raw: list[tuple] = []  # (pid, tid, ts, dur, name, ext, (dims, types, concrete))
     runtime: dict[int, tuple] = {}  # correlation → (pid, tid, ts, dur, name, ext, size)
     host: list[tuple] = []  # (pid, tid, ts, dur, name, kind)
     flow_start: dict[Any, tuple] = {}  # flow id → (pid, tid, ts) of the launch
@@ -369,8 +440,16 @@ def parse_trace(data: Any) -> Trace:
     names: dict[str, str] = {}
     gpu_evidence = False
     empty_args = EventArgs()
+    shape_cache: dict = {}
+    none3 = ((), (), ())
+    decode_event = _EVENT.decode
     for i in range(len(events)):
         e, events[i] = events[i], None
+        if e.__class__ is msgspec.Raw:
+            try:
+                e = decode_event(e)
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                e = None
         if e is None:
             counts.add("skipped: not a JSON object with object args", f"event {i}")
             continue
@@ -380,7 +459,9 @@ def parse_trace(data: Any) -> Trace:
                 ts = _time(e.ts)
                 fid = e.id if e.id.__class__ in (int, str) else None
                 if ts is not None and fid is not None:
-                    key = (_thread(e.pid), _thread(e.tid), ts)
+                    pid, tid = e.pid, e.tid
+                    key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
+                           ts)
                     if ph == "s":
                         flow_start[fid] = key
                     else:
@@ -394,27 +475,51 @@ def parse_trace(data: Any) -> Trace:
             if kind is None:
                 continue
         name = e.name if e.name.__class__ is str else ("" if e.name is None else str(e.name))
-        ts, dur = _time(e.ts), _time(e.dur)
+        ts, dur = e.ts, e.dur
+        if ts.__class__ is not float or ts - ts != 0.0:  # not a finite float: an int, text, NaN, …
+            ts = _time(ts)
+        if dur.__class__ is not float or dur - dur != 0.0:
+            dur = _time(dur)
         if ts is None or dur is None or dur < 0:
             counts.add("skipped: a time (ts, dur) that is missing, not finite or negative", _where(i, name))
             continue
         a = e.args or empty_args
         name = names.setdefault(name, name)
         if kind == "kernel" or kind == "memcpy" or kind == "memset":
+            pid, tid = e.pid, e.tid
             dev_raw.append((ts, dur, kind, name, a.external_id, a.correlation, a.stream, a.device, a.bytes,
-                            _thread(e.pid), _thread(e.tid), a.kind, i))
+                            pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
+                            a.kind, i))
         elif name.startswith(STEP_PREFIX):
             if kind in ("op", "annotation"):  # the CPU's step, not its copy on the GPU's timeline
                 steps.append((ts, ts + dur, name))
             else:
                 gpu_evidence = True
         elif kind == "op":
-            op_raw.append((_thread(e.pid), _thread(e.tid), ts, dur, name, a.external_id,
-                           a.dims if a.dims is not None else a.dims_old, a.types, a.concrete, i))
+            pid, tid = e.pid, e.tid
+            dims_v = a.dims if a.dims is not None else a.dims_old
+            shapes = none3
+            if dims_v is not None:
+                got = shapes_of(dims_v, a.types, a.concrete, shape_cache)
+                if got is None:
+                    counts.add("with shapes that are not lists of non-negative integers (shapes dropped, time kept)",
+                               _where(i, name))
+                else:
+                    shapes = got
+            ext_v = a.external_id
+            ext = ext_v if ext_v.__class__ is int else _id(ext_v)
+            if ext is None and ext_v is not None:
+                counts.add("with an External id that is not an integer (not linked)", _where(i, name))
+            op_raw.append((pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
+                           ts, dur, name, ext, shapes))
         elif kind == "runtime":
             gpu_evidence = True
             corr = _id(a.correlation)
-            pid, tid = _thread(e.pid), _thread(e.tid)
+            pid, tid = e.pid, e.tid
+            if pid.__class__ is not int:
+                pid = _thread(pid)
+            if tid.__class__ is not int:
+                tid = _thread(tid)
             if corr is not None:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
             if "Launch" in name:
@@ -427,7 +532,7 @@ def parse_trace(data: Any) -> Trace:
             gpu_evidence = True
     del events
 
-    ops, by_ext, threads, op_thread = _op_tree(op_raw, counts)
+    ops, by_ext, threads, op_thread = _op_tree(op_raw)
     del op_raw
     kernels: list[Kernel] = []
     links: list[int | None] = []
@@ -535,53 +640,60 @@ def _link(ops: Sequence[CpuOp], by_ext: Mapping[int, int], threads: Mapping, op_
     return _enclosing(ops, threads, at)
 
 
-def _op_tree(raw: Sequence[tuple], counts: _Counts) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
+def _op_tree(raw: Sequence[tuple]) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
     """The ops in (thread, time) order with parent/children links (nesting per thread) and self times; the
     External id index; per thread, the ops' start times and indices (for finding the op enclosing a launch)."""
-    order = sorted(range(len(raw)), key=lambda i: (str(raw[i][0]), str(raw[i][1]), raw[i][2], -raw[i][3]))
-    parent: list[int | None] = [None] * len(raw)
-    kids: list[list[int]] = [[] for _ in raw]
-    stack: list[int] = []
+    by_thread: dict[tuple, list[tuple[float, float, int]]] = {}
+    for i, r in enumerate(raw):
+        by_thread.setdefault((r[0], r[1]), []).append((r[2], -r[3], i))
+    order: list[int] = []
+    for key in sorted(by_thread, key=lambda k: (str(k[0]), str(k[1]))):
+        rows = by_thread[key]
+        rows.sort()
+        order.extend(i for _, _, i in rows)
+    del by_thread
+    n_ops = len(order)
+    parent: list[int | None] = [None] * n_ops  # by position in `order`
+    kids: dict[int, list[int]] = {}
+    child_dur = [0.0] * n_ops
+    stack: list[int] = []  # positions
+    ends: list[float] = []
     thread = None
-    for i in order:
-        pid, tid, ts, dur = raw[i][:4]
-        t = (pid, tid)
+    for n, i in enumerate(order):
+        r = raw[i]
+        t = (r[0], r[1])
         if t != thread:
-            stack, thread = [], t
-        while stack and raw[stack[-1]][2] + raw[stack[-1]][3] <= ts:
+            stack, ends, thread = [], [], t
+        ts = r[2]
+        while ends and ends[-1] <= ts:
             stack.pop()
+            ends.pop()
         if stack:
-            parent[i] = stack[-1]
-            kids[stack[-1]].append(i)
-        stack.append(i)
-    pos = {i: n for n, i in enumerate(order)}
+            up = stack[-1]
+            parent[n] = up
+            kids.setdefault(up, []).append(n)
+            child_dur[up] += r[3]
+        stack.append(n)
+        ends.append(ts + r[3])
     ops: list[CpuOp] = []
     by_ext: dict[int, int] = {}
     threads: dict[tuple, tuple[list[float], list[int]]] = {}
     op_thread: list[tuple] = []
-    for i in order:
-        pid, tid, ts, dur, name, ext_v, dims_v, types_v, conc_v, ev = raw[i]
-        dims, types, conc = _dims(dims_v), _strings(types_v), _strings(conc_v)
-        if dims_v is not None and (dims is None or types is None or (conc_v is not None and conc is None)):
-            counts.add("with shapes that are not lists of non-negative integers (shapes dropped, time kept)",
-                       _where(ev, name))
-            dims, types, conc = None, None, None
-        ext = _id(ext_v)
-        if ext_v is not None and ext is None:
-            counts.add("with an External id that is not an integer (not linked)", _where(ev, name))
-        child_dur = sum(raw[c][3] for c in kids[i])
-        op = CpuOp(
-            name=name, ts=ts * US, dur=dur * US, tid=tid, external_id=ext,
-            dims=tuple(dims) if dims else (), types=types or (), concrete=conc or (),
-            parent=pos[parent[i]] if parent[i] is not None else None,
-            children=tuple(pos[c] for c in kids[i]),
-            self_s=max(0.0, dur - child_dur) * US,
-        )
-        if ext not in (None, 0):
-            by_ext[ext] = len(ops)  # the innermost op wins where an id repeats
-        th = threads.setdefault((pid, tid), ([], []))
+    none = ()
+    for n, i in enumerate(order):
+        pid, tid, ts, dur, name, ext, (dims, types, conc) = raw[i]
+        k = kids.get(n)
+        self_us = dur - child_dur[n]
+        op = CpuOp(name, ts * US, dur * US, tid, ext, dims, types, conc, parent[n], tuple(k) if k else none,
+                   (self_us if self_us > 0 else 0.0) * US)
+        if ext:
+            by_ext[ext] = n  # the innermost op wins where an id repeats
+        key = (pid, tid)
+        th = threads.get(key)
+        if th is None:
+            th = threads[key] = ([], [])
         th[0].append(op.ts)
-        th[1].append(len(ops))
-        op_thread.append((pid, tid))
+        th[1].append(n)
+        op_thread.append(key)
         ops.append(op)
     return ops, by_ext, threads, op_thread
