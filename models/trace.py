@@ -430,11 +430,10 @@ def parse_trace(data: Any) -> Trace:
     events, meta = events_of(data)
     counts = _Counts()
     dev_raw: list[tuple] = []  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid, tid, kind, event index)
-    op_raw: list[tuple] = []  # (pid, tid, ts, dur, name, ext, (dims, types, concrete))
+    op_raw: dict[tuple, list[tuple]] = {}  # (pid, tid) → [(ts, -dur, name, ext, (dims, types, concrete))]
     runtime: dict[int, tuple] = {}  # correlation → (pid, tid, ts, dur, name, ext, size)
     host: list[tuple] = []  # (pid, tid, ts, dur, name, kind)
-    flow_start: dict[Any, tuple] = {}  # flow id → (pid, tid, ts) of the launch
-    flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of a kernel → flow id
+    flows: list[tuple] = []  # (is the start, flow id, pid, tid, ts): made into look-ups only if a kernel needs them
     steps: list[tuple[float, float, str]] = []
     launch_durs: list[float] = []
     names: dict[str, str] = {}
@@ -462,10 +461,7 @@ def parse_trace(data: Any) -> Trace:
                     pid, tid = e.pid, e.tid
                     key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
                            ts)
-                    if ph == "s":
-                        flow_start[fid] = key
-                    else:
-                        flow_end[key] = fid
+                    flows.append((ph == "s", fid, key))
             continue
         kind = KINDS.get(cat) if cat.__class__ is str else None
         if kind is None:
@@ -510,8 +506,11 @@ def parse_trace(data: Any) -> Trace:
             ext = ext_v if ext_v.__class__ is int else _id(ext_v)
             if ext is None and ext_v is not None:
                 counts.add("with an External id that is not an integer (not linked)", _where(i, name))
-            op_raw.append((pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
-                           ts, dur, name, ext, shapes))
+            key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
+            rows = op_raw.get(key)
+            if rows is None:
+                rows = op_raw[key] = []
+            rows.append((ts, -dur, name, ext, shapes))
         elif kind == "runtime":
             gpu_evidence = True
             corr = _id(a.correlation)
@@ -531,6 +530,7 @@ def parse_trace(data: Any) -> Trace:
         elif kind == "gpu":
             gpu_evidence = True
     del events
+    e = a = None  # the last event's raw fields are views of the file's bytes: let them go
 
     ops, by_ext, threads, op_thread = _op_tree(op_raw)
     del op_raw
@@ -538,15 +538,23 @@ def parse_trace(data: Any) -> Trace:
     links: list[int | None] = []
     graph: set[int] = set()
     dev_raw.sort(key=lambda r: r[0])
+    flow_maps: tuple[dict, dict] | None = None
     for ts, dur, cat, name, ext_v, corr_v, stream, device, nbytes, pid, tid, mkind, i in dev_raw:
         corr = _id(corr_v)
         if corr is None and corr_v is not None:
             counts.add("with a correlation that is not an integer (not linked)", _where(i, name))
-        flow = flow_end.get((pid, tid, ts))
-        if corr is None and flow is not None:  # no correlation in the args: the ac2g flow that ends on it
-            corr = _id(flow)
         launch = runtime.get(corr) if corr is not None else None
-        at = (launch[0], launch[1], launch[2]) if launch else flow_start.get(flow if flow is not None else corr)
+        if launch is None:  # no launch by correlation: follow the ac2g flow that ends on this activity
+            if flow_maps is None:
+                flow_maps = _flow_maps(flows)
+            flow_start, flow_end = flow_maps
+            flow = flow_end.get((pid, tid, ts))
+            if corr is None and flow is not None:
+                corr = _id(flow)
+                launch = runtime.get(corr) if corr is not None else None
+            at = (launch[0], launch[1], launch[2]) if launch else flow_start.get(flow if flow is not None else corr)
+        else:
+            at = (launch[0], launch[1], launch[2])
         ext = _id(ext_v)
         if ext_v is not None and ext is None:
             counts.add("with an External id that is not an integer (not linked)", _where(i, name))
@@ -585,6 +593,18 @@ def parse_trace(data: Any) -> Trace:
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
         warnings=counts.lines(),
     )
+
+
+def _flow_maps(flows: Sequence[tuple]) -> tuple[dict, dict]:
+    """flow id → (pid, tid, ts) where it starts (the launch); (pid, tid, ts) where it ends (the kernel) → flow id."""
+    start: dict = {}
+    end: dict = {}
+    for is_start, fid, key in flows:
+        if is_start:
+            start[fid] = key
+        else:
+            end[key] = fid
+    return start, end
 
 
 def _device_props(v: Any) -> tuple[dict[str, Any], str]:
@@ -640,60 +660,51 @@ def _link(ops: Sequence[CpuOp], by_ext: Mapping[int, int], threads: Mapping, op_
     return _enclosing(ops, threads, at)
 
 
-def _op_tree(raw: Sequence[tuple]) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
+def _op_tree(by_thread: dict[tuple, list[tuple]]) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
     """The ops in (thread, time) order with parent/children links (nesting per thread) and self times; the
-    External id index; per thread, the ops' start times and indices (for finding the op enclosing a launch)."""
-    by_thread: dict[tuple, list[tuple[float, float, int]]] = {}
-    for i, r in enumerate(raw):
-        by_thread.setdefault((r[0], r[1]), []).append((r[2], -r[3], i))
-    order: list[int] = []
-    for key in sorted(by_thread, key=lambda k: (str(k[0]), str(k[1]))):
-        rows = by_thread[key]
-        rows.sort()
-        order.extend(i for _, _, i in rows)
-    del by_thread
-    n_ops = len(order)
-    parent: list[int | None] = [None] * n_ops  # by position in `order`
-    kids: dict[int, list[int]] = {}
-    child_dur = [0.0] * n_ops
-    stack: list[int] = []  # positions
-    ends: list[float] = []
-    thread = None
-    for n, i in enumerate(order):
-        r = raw[i]
-        t = (r[0], r[1])
-        if t != thread:
-            stack, ends, thread = [], [], t
-        ts = r[2]
-        while ends and ends[-1] <= ts:
-            stack.pop()
-            ends.pop()
-        if stack:
-            up = stack[-1]
-            parent[n] = up
-            kids.setdefault(up, []).append(n)
-            child_dur[up] += r[3]
-        stack.append(n)
-        ends.append(ts + r[3])
+    External id index; per thread, the ops' start times and indices (for finding the op enclosing a launch).
+    Each thread's rows are (ts, -dur, name, ext, shapes) in µs, consumed as they are read."""
     ops: list[CpuOp] = []
     by_ext: dict[int, int] = {}
     threads: dict[tuple, tuple[list[float], list[int]]] = {}
     op_thread: list[tuple] = []
     none = ()
-    for n, i in enumerate(order):
-        pid, tid, ts, dur, name, ext, (dims, types, conc) = raw[i]
-        k = kids.get(n)
-        self_us = dur - child_dur[n]
-        op = CpuOp(name, ts * US, dur * US, tid, ext, dims, types, conc, parent[n], tuple(k) if k else none,
-                   (self_us if self_us > 0 else 0.0) * US)
-        if ext:
-            by_ext[ext] = n  # the innermost op wins where an id repeats
-        key = (pid, tid)
-        th = threads.get(key)
-        if th is None:
-            th = threads[key] = ([], [])
-        th[0].append(op.ts)
-        th[1].append(n)
-        op_thread.append(key)
-        ops.append(op)
+    for key in sorted(by_thread, key=lambda k: (str(k[0]), str(k[1]))):
+        rows = by_thread.pop(key)
+        rows.sort(key=lambda r: (r[0], r[1]))
+        base = len(ops)
+        m = len(rows)
+        parent: list[int | None] = [None] * m
+        kids: dict[int, list[int]] = {}
+        child_dur = [0.0] * m
+        stack: list[int] = []
+        ends: list[float] = []
+        for n, r in enumerate(rows):
+            ts = r[0]
+            while ends and ends[-1] <= ts:
+                stack.pop()
+                ends.pop()
+            if stack:
+                up = stack[-1]
+                parent[n] = up + base
+                kids.setdefault(up, []).append(n + base)
+                child_dur[up] -= r[1]
+            stack.append(n)
+            ends.append(ts - r[1])
+        starts: list[float] = []
+        idx: list[int] = []
+        for n in range(m):
+            ts, negdur, name, ext, (dims, types, conc) = rows[n]
+            rows[n] = None
+            k = kids.get(n)
+            self_us = -negdur - child_dur[n]
+            op = CpuOp(name, ts * US, -negdur * US, key[1], ext, dims, types, conc, parent[n],
+                       tuple(k) if k else none, (self_us if self_us > 0 else 0.0) * US)
+            if ext:
+                by_ext[ext] = base + n  # the innermost op wins where an id repeats
+            starts.append(op.ts)
+            idx.append(base + n)
+            op_thread.append(key)
+            ops.append(op)
+        threads[key] = (starts, idx)
     return ops, by_ext, threads, op_thread
