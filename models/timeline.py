@@ -84,25 +84,17 @@ def sweep(acts: Sequence[Kernel]) -> Sweep:
     return Sweep(busy, overlap, tuple(alone))
 
 
-@dataclass(frozen=True)
-class Gap:
-    start: float
-    end: float
-    next_index: int  # the activity that ended the gap
-
-    @property
-    def dur(self) -> float:
-        return self.end - self.start
-
-
-def gaps(acts: Sequence[Kernel]) -> list[Gap]:
-    """The idle intervals between the activities (sorted by start), inside the span."""
-    out: list[Gap] = []
+def gaps(acts: Sequence[Kernel]) -> list[tuple[float, float, int]]:
+    """The idle intervals between the activities (sorted by start), inside the span: (start, end, the index of
+    the activity that ended it)."""
+    out: list[tuple[float, float, int]] = []
     hi = -math.inf
     for i, k in enumerate(acts):
-        if k.ts > hi > -math.inf:
-            out.append(Gap(hi, k.ts, i))
-        hi = max(hi, k.end)
+        ts = k.ts
+        if ts > hi > -math.inf:
+            out.append((hi, ts, i))
+        end = ts + k.dur
+        hi = max(hi, end)
     return out
 
 
@@ -167,24 +159,28 @@ def idle_causes(trace: Trace, launch_overhead_s: float | None = None) -> list[Id
     copies = _merged([c for c in trace.host_calls if c.kind == "copy"])
     thr = launch_threshold(trace, launch_overhead_s)
     found: dict[str, list] = {}
-    for g in gaps(acts):
-        nxt = acts[g.next_index]
-        synced, name = _covered(syncs, g.start, g.end)
+    any_sync, any_copy = bool(syncs[0]), bool(copies[0])
+    launch_text = f"gaps up to {thr * 1e6:.3g} µs"
+    for lo, hi, nxt_i in gaps(acts):
+        dur = hi - lo
+        synced, name = _covered(syncs, lo, hi) if any_sync else (0.0, "")
         if synced > 0:
             key, cat, detail = "host sync", "host wait", name
-        elif _covered(copies, g.start, g.end)[0] >= 0.5 * g.dur:
+        elif any_copy and _covered(copies, lo, hi)[0] >= 0.5 * dur:
             key, cat, detail = "memcpy (host side)", "host wait", "a copy call held the CPU"
-        elif g.dur <= thr:
-            key, cat, detail = "launch overhead", "kernel wait", f"gaps up to {thr * 1e6:.3g} µs"
-        elif nxt.launch_ts is not None and nxt.launch_ts > g.start:
-            oi = trace.kernel_op[g.next_index]
+        elif dur <= thr:
+            key, cat, detail = "launch overhead", "kernel wait", launch_text
+        elif acts[nxt_i].launch_ts is not None and acts[nxt_i].launch_ts > lo:
+            oi = trace.kernel_op[nxt_i]
             name = trace.ops[oi].name if oi is not None else "(no op)"
             key, cat, detail = f"CPU: {name}", "host wait", "the next kernel was launched after the device went idle"
         else:
             key, cat, detail = "queued, waiting", "other", "the next kernel was queued: another stream or an event"
-        e = found.setdefault(key, [cat, 0, 0.0, detail])
+        e = found.get(key)
+        if e is None:
+            e = found[key] = [cat, 0, 0.0, detail]
         e[1] += 1
-        e[2] += g.dur
+        e[2] += dur
     rows = [IdleCause(k, cat, n, t, d) for k, (cat, n, t, d) in found.items()]
     rows.sort(key=lambda r: -r.time_s)
     cpu = [r for r in rows if r.cause.startswith("CPU: ")]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -325,6 +326,7 @@ def _strings(v: Any) -> tuple[str, ...] | None:
 
 
 _RAW_DECODE = msgspec.json.Decoder()
+_START_LONGEST = operator.itemgetter(0, 1)  # an op row (ts, -dur, …): by start, the enclosing (longer) first
 _EVENT = msgspec.json.Decoder(Event)
 
 
@@ -671,7 +673,7 @@ def _op_tree(by_thread: dict[tuple, list[tuple]]) -> tuple[list[CpuOp], dict[int
     none = ()
     for key in sorted(by_thread, key=lambda k: (str(k[0]), str(k[1]))):
         rows = by_thread.pop(key)
-        rows.sort(key=lambda r: (r[0], r[1]))
+        rows.sort(key=_START_LONGEST)
         base = len(ops)
         m = len(rows)
         parent: list[int | None] = [None] * m
