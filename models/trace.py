@@ -29,9 +29,11 @@ are not lists of non-negative integers are dropped (the op keeps its time).
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,8 +51,6 @@ KINDS = {
     "user_annotation": "annotation", "gpu_user_annotation": "gpu", "cuda_profiler_range": "gpu",
 }
 FLOW_CATS = frozenset(("ac2g", "async_cpu_to_gpu"))
-SYNC_WORDS = ("Synchronize",)  # cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, hip…
-COPY_WORDS = ("Memcpy", "memcpy", "Memset", "memset")
 ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
 DEVICE_CATS = ("kernel", "memcpy", "memset")
 
@@ -427,8 +427,26 @@ def _convert(e: Any) -> Event | PlainEvent | None:
         return None
 
 
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector held off while millions of small acyclic objects (events, ops, tuples) are
+    made: each collection would walk all of them again, which costs a long trace about half its reading time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def parse_trace(data: Any) -> Trace:
     """Activities, ops and their links from a decoded Chrome trace; TraceError if it is not one."""
+    with paused_gc():
+        return _parse_trace(data)
+
+
+def _parse_trace(data: Any) -> Trace:
     events, meta = events_of(data)
     counts = _Counts()
     dev_raw: list[tuple] = []  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid, tid, kind, event index)
@@ -456,14 +474,16 @@ def parse_trace(data: Any) -> Trace:
             continue
         ph, cat = e.ph, e.cat
         if ph != "X":
-            if cat in FLOW_CATS and ph in ("s", "f", "t"):
-                ts = _time(e.ts)
-                fid = e.id if e.id.__class__ in (int, str) else None
-                if ts is not None and fid is not None:
-                    pid, tid = e.pid, e.tid
-                    key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
-                           ts)
-                    flows.append((ph == "s", fid, key))
+            if cat in FLOW_CATS and (ph == "s" or ph == "f" or ph == "t"):
+                ts, fid, pid, tid = e.ts, e.id, e.pid, e.tid
+                if ts.__class__ is not float:
+                    ts = _time(ts)
+                if ts is not None and (fid.__class__ is int or fid.__class__ is str):
+                    if pid.__class__ is not int:
+                        pid = _thread(pid)
+                    if tid.__class__ is not int:
+                        tid = _thread(tid)
+                    flows.append((ph == "s", fid, (pid, tid, ts)))
             continue
         kind = KINDS.get(cat) if cat.__class__ is str else None
         if kind is None:
@@ -525,9 +545,9 @@ def parse_trace(data: Any) -> Trace:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
             if "Launch" in name:
                 launch_durs.append(dur)
-            elif any(w in name for w in SYNC_WORDS):
+            elif "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
                 host.append((pid, tid, ts, dur, name, "sync"))
-            elif any(w in name for w in COPY_WORDS):
+            elif "emcpy" in name or "emset" in name:  # cudaMemcpyAsync, hipMemsetAsync, cuMemcpyDtoH, …
                 host.append((pid, tid, ts, dur, name, "copy"))
         elif kind == "gpu":
             gpu_evidence = True

@@ -25,7 +25,7 @@ from .paths import MATMUL_LADDER
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
-from .trace import CpuOp, Trace
+from .trace import CpuOp, Trace, paused_gc
 
 UNATTRIBUTED = "(unattributed kernels)"
 GRAPH_REPLAY = "(CUDA graph replay)"
@@ -329,6 +329,11 @@ class _Costs:
 def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -> Workload:
     """Group the trace's work by (op, shapes, dtype), cost each group and place it on `device`; on a GPU trace
     also the memcpy / memset rows, the overlap of streams, the idle time by cause, the top kernels, the steps."""
+    with paused_gc():
+        return _build_workload(trace, device, device_note)
+
+
+def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Workload:
     elements: dict[int, tuple[str, float]] = {}
     for k, oi in zip(trace.kernels, trace.kernel_op):
         if oi is not None and oi not in elements and k.cat == "kernel" and "TensorList" in trace.ops[oi].types:
