@@ -562,7 +562,7 @@ def _parse_trace(data: Any) -> Trace:
     dev_raw.sort(key=lambda r: r[0])
     flow_maps: tuple[dict, dict] | None = None
     for ts, dur, cat, name, ext_v, corr_v, stream, device, nbytes, pid, tid, mkind, i in dev_raw:
-        corr = _id(corr_v)
+        corr = corr_v if corr_v.__class__ is int else _id(corr_v)
         if corr is None and corr_v is not None:
             counts.add("with a correlation that is not an integer (not linked)", _where(i, name))
         launch = runtime.get(corr) if corr is not None else None
@@ -577,23 +577,26 @@ def _parse_trace(data: Any) -> Trace:
             at = (launch[0], launch[1], launch[2]) if launch else flow_start.get(flow if flow is not None else corr)
         else:
             at = (launch[0], launch[1], launch[2])
-        ext = _id(ext_v)
+        ext = ext_v if ext_v.__class__ is int else _id(ext_v)
         if ext_v is not None and ext is None:
             counts.add("with an External id that is not an integer (not linked)", _where(i, name))
-        if ext in (None, 0) and launch is not None:
+        if not ext and launch is not None:
             ext = _id(launch[5])
-        if cat != "kernel" and (nbytes is None or _time(nbytes) is None) and launch is not None:
-            nbytes = launch[6]  # HIP: the size is on the memcpy call
-        b = _time(nbytes)
+        b = None
         direction = ""
-        if cat == "memcpy":
-            direction = mkind if isinstance(mkind, str) and mkind[:1].isalpha() and "to" in mkind else ""
-            if not direction:
-                parts = name.split()
-                direction = parts[1] if len(parts) > 1 and "to" in parts[1] else "other"
-        k = Kernel(name=name, ts=ts * US, dur=dur * US, cat=cat, external_id=ext, correlation=corr,
-                   stream=_id(stream), device=_id(device), bytes=b if b is not None and b >= 0 else None,
-                   direction=direction, launch_ts=at[2] * US if at else None)
+        if cat != "kernel":
+            if (nbytes is None or _time(nbytes) is None) and launch is not None:
+                nbytes = launch[6]  # HIP: the size is on the memcpy call
+            b = _time(nbytes)
+            if b is not None and b < 0:
+                b = None
+            if cat == "memcpy":
+                direction = mkind if isinstance(mkind, str) and mkind[:1].isalpha() and "to" in mkind else ""
+                if not direction:
+                    parts = name.split()
+                    direction = parts[1] if len(parts) > 1 and "to" in parts[1] else "other"
+        k = Kernel(name, ts * US, dur * US, cat, ext, corr, stream if stream.__class__ is int else _id(stream),
+                   device if device.__class__ is int else _id(device), b, direction, at[2] * US if at else None)
         n = len(kernels)
         kernels.append(k)
         if launch is not None and launch[4] in GRAPH_LAUNCHES:
