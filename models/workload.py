@@ -671,7 +671,8 @@ def roof_flags(w: Workload, program_threads: int | None = None) -> list[Flag]:
         f = g.fraction_of_roof
         if f is not None and f > ABOVE_ROOF:
             roof = g.path if g.regime == "compute" and g.path in dev.peak else "dram"
-            flag("op", g.op, roof, f, g.op)
+            label = " ".join(x for x in (g.op, g.dtype, g.shapes_text) if x)  # the shape and dtype that ran faster
+            flag("op", g.op, roof, f, label)
     for t in w.top_kernels:
         if t.fraction_of_roof is not None and t.fraction_of_roof > ABOVE_ROOF:
             flag("kernel", t.name, t.roof, t.fraction_of_roof, f"kernel {t.name[:60]}")
