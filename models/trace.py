@@ -93,31 +93,16 @@ class Event(msgspec.Struct, gc=False):
     args: EventArgs | None = None
 
 
-class PlainArgs(msgspec.Struct, gc=False):
+class PlainArgs(EventArgs, gc=False):
     """EventArgs for an event that came as plain JSON (a dict): the shapes already decoded."""
 
-    external_id: Any = msgspec.field(default=None, name="External id")
-    correlation: Any = None
-    stream: Any = None
-    device: Any = None
-    bytes: Any = None
-    size: Any = None
-    kind: Any = None
     dims: Any = msgspec.field(default=None, name="Input Dims")
     dims_old: Any = msgspec.field(default=None, name="Input dims")
     types: Any = msgspec.field(default=None, name="Input type")
     concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
-class PlainEvent(msgspec.Struct, gc=False):
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
+class PlainEvent(Event, gc=False):
     args: PlainArgs | None = None
 
 

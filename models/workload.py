@@ -38,8 +38,24 @@ TRANSFER_LEVEL = {"HtoD": "pcie", "DtoH": "pcie", "HtoH": "pcie", "HtoA": "pcie"
 # -- grouping -------------------------------------------------------------------
 
 
+class Rates:
+    """W / t and Q / t of something with flops, bytes and time_s (an op group, a kernel)."""
+
+    flops: float
+    bytes: float
+    time_s: float
+
+    @property
+    def achieved_flops(self) -> float:
+        return self.flops / self.time_s if self.time_s > 0 else 0.0
+
+    @property
+    def achieved_bandwidth(self) -> float:
+        return self.bytes / self.time_s if self.time_s > 0 else 0.0
+
+
 @dataclass
-class OpGroup:
+class OpGroup(Rates):
     """All calls of one op with the same input shapes and dtype: their time, W and Q, on the roofline."""
 
     op: str
@@ -66,14 +82,6 @@ class OpGroup:
         if self.bytes > 0:
             return self.flops / self.bytes
         return None if self.flops == 0 else math.inf
-
-    @property
-    def achieved_flops(self) -> float:
-        return self.flops / self.time_s if self.time_s > 0 else 0.0
-
-    @property
-    def achieved_bandwidth(self) -> float:
-        return self.bytes / self.time_s if self.time_s > 0 else 0.0
 
     @property
     def fraction_of_roof(self) -> float | None:
@@ -556,7 +564,7 @@ def place_transfer(t: Transfer, device: DeviceProfile) -> Transfer:
 
 
 @dataclass
-class TopKernel:
+class TopKernel(Rates):
     """One kernel (by name): calls, time, and W and Q from the ops that launched it (estimates)."""
 
     name: str
@@ -567,14 +575,6 @@ class TopKernel:
     path: str = ""
     fraction_of_roof: float | None = None
     roof: str = ""  # the roof that bounds it: a compute path or "dram"
-
-    @property
-    def achieved_flops(self) -> float:
-        return self.flops / self.time_s if self.time_s > 0 else 0.0
-
-    @property
-    def achieved_bandwidth(self) -> float:
-        return self.bytes / self.time_s if self.time_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "calls": self.calls, "time_s": self.time_s, "flops": self.flops,
