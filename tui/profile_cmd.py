@@ -310,6 +310,11 @@ def ops_table(work: Any, top: int = TOP) -> Table:
     return t
 
 
+IDLE_LEGEND = ("host wait: the CPU issued the next kernel only after the device went idle (busy in that op, in "
+               "a sync or a copy); kernel wait: a gap of about two launches; other: the next kernel was queued, "
+               "waiting on another stream or an event")
+
+
 def idle_lines(work: Any) -> list[Text]:
     """The idle time by cause (host wait, kernel wait, other), largest first."""
     from rooftop.models.units import fmt_time
@@ -323,8 +328,9 @@ def idle_lines(work: Any) -> list[Text]:
     head = ", ".join(f"{k} {fmt_time(v)}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
     out = [Text(f"idle time by cause: {head}", style="bold")]
     for c in work.idle_causes[:8]:
-        out.append(Text(f"  {_pct(c.time_s / span):>6} {fmt_time(c.time_s):>9}  {clean(c.cause)} "
-                        f"({c.gaps} gap{'s' if c.gaps != 1 else ''}; {c.category}: {clean(c.detail)})"))
+        out.append(Text(f"  {_pct(c.time_s / span):>6} {fmt_time(c.time_s):>9}  {c.category:<11} {clean(c.cause)} "
+                        f"({c.gaps} gap{'s' if c.gaps != 1 else ''})"))
+    out.append(Text(IDLE_LEGEND, style="dim"))
     return out
 
 
