@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from rooftop.models.catalog import lookup_device
 from rooftop.models.timeline import idle_causes, sweep
 from rooftop.models.trace import parse_trace

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from rooftop.tui.cli import main
 
 DATA = Path(__file__).parent / "data"
