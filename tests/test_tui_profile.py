@@ -8,16 +8,16 @@ from textual.widgets import Static
 
 from rooftop.models.catalog import lookup_device
 from rooftop.models.workload import build_workload
-from rooftop.store.profiles import save_profile
+from rooftop.store.workloads import save_profile
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.widgets import FitTable
+from rooftop.tui.app.widgets import FitTable
 
 QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
 
 
-def make(tmp_path: Path):  # noqa: ANN201
+def make(tmp_path: Path):
     return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path))
 
 
@@ -65,7 +65,7 @@ async def test_profile_tab_at_80x24_keeps_share_time_op_and_roof(tmp_path: Path)
 
 
 async def test_roofline_tab_draws_the_newest_profile_on_its_device(tmp_path: Path) -> None:
-    from rooftop.tui.widgets import RooflinePlot
+    from rooftop.tui.app.widgets import RooflinePlot
 
     work = build_workload(load_trace(QWEN), lookup_device("h200"))
     with Store.open(tmp_path / "r.db") as store:

@@ -12,17 +12,72 @@ device's measured profile.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.timeline import IdleCause, StepSplit
 from rooftop.models.workload import Flag, OpGroup, TopKernel, Transfer, Workload
 
-from .runs import Run, Store
+from .runs import PROFILE_PLAN, Run, Store
 
-PLAN = "profile"
+PLAN = PROFILE_PLAN
 FAMILY = "profile"
+
+
+class ProfileSummary(TypedDict, total=False):
+    """The step split a profile run keeps with its device facts (Workload.summary(), then the source and
+    notes). Read from a file or an old store, any of it may be missing: readers say n/a."""
+
+    device: str  # the id of the roofs it was placed on
+    trace_device: str
+    on_device: bool
+    kernels: int
+    span_s: float
+    device_busy_s: float
+    idle_s: float
+    idle_share: float | None
+    op_time_s: float
+    bound_s: float
+    flops: float
+    bytes: float
+    mfu: float | None
+    mfu_path: str
+    bandwidth_utilisation: float | None
+    step_at_roof_s: float
+    step_without_gaps_s: float
+    speedup_at_roof: float | None
+    speedup_without_gaps: float | None
+    largest_share: str  # "idle" or the top op's name
+    overlap_s: float  # time two or more device activities ran at once
+    transfer_time_s: float
+    transfer_bytes: float
+    device_note: str  # how the device was chosen, or that the trace's own has no reference here
+    shares: dict[str, float]  # idle, overlap, ops, transfers: the span's split (adds up to 1)
+    source: str  # the trace file, or the program's command line
+    notes: list[str]
+    rows: dict[str, Any]  # Workload.rows(): transfers, overlap, idle_causes, top_kernels, steps, flags
+
+
+def profile_summary(run: Run) -> ProfileSummary:
+    """The step split of a profile run, as stored ({} when it holds none): the one reader of it."""
+    s = run.device.get("profile")
+    return cast(ProfileSummary, dict(s)) if isinstance(s, Mapping) else {}
+
+
+def placed_on(run: Run) -> str:
+    """The id of the device whose roofs the profile was placed on ('' when not said)."""
+    return str(profile_summary(run).get("device") or "")
+
+
+def group_records(samples: Sequence[Sample]) -> list[Mapping[str, Any]]:
+    """Each sample's op group as `save_profile` stored it (conditions["profile"]); samples without one left out."""
+    out = []
+    for s in samples:
+        g = s.conditions.get("profile") if isinstance(s.conditions, Mapping) else None
+        if isinstance(g, Mapping) and g:
+            out.append(g)
+    return out
 
 
 def group_sample(g: OpGroup) -> Sample:
@@ -39,15 +94,20 @@ def group_sample(g: OpGroup) -> Sample:
     )
 
 
-def save_profile(store: Store, work: Workload, source: str, backend: str,
-                 versions: Mapping[str, Any] | None = None) -> str:
-    """Keep `work` as a complete run; returns its id."""
-    device_info = {
+def profile_device_info(work: Workload, source: str) -> dict[str, Any]:
+    """The run's device facts for a profile: the device, and the step split under "profile"."""
+    return {
         "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
         "kind": "gpu" if work.on_device else "cpu",
         "profile": {**work.summary(), "source": source, "notes": list(work.notes), "rows": work.rows()},
     }
-    run_id = store.begin_run(device_info, plan=PLAN, backend=backend, versions=versions)
+
+
+def save_profile(store: Store, work: Workload, source: str, backend: str,
+                 versions: Mapping[str, Any] | None = None) -> str:
+    """Keep a finished `work` as a complete run in one go; returns its id. (`rooftop profile` keeps its
+    runs through tui.services.keeper, with the same device facts and samples.)"""
+    run_id = store.begin_run(profile_device_info(work, source), plan=PLAN, backend=backend, versions=versions)
     try:
         store.add_samples(run_id, [group_sample(g) for g in work.groups])
     except BaseException:
@@ -58,7 +118,7 @@ def save_profile(store: Store, work: Workload, source: str, backend: str,
 
 
 def is_profile(run: Run) -> bool:
-    return run.plan == PLAN
+    return run.kind == "profile"
 
 
 def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
@@ -67,10 +127,7 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
     Raises ValueError when a sample's stored group is not one `save_profile` could have written (an edited import).
     """
     groups = []
-    for s in samples:
-        g = s.conditions.get("profile") if isinstance(s.conditions, Mapping) else None
-        if not isinstance(g, Mapping) or not g:
-            continue
+    for s, g in ((s, g) for s in samples for g in group_records([s])):
         try:
             calls = int(g.get("calls") or 0)
             bound = g.get("bound_s")
@@ -109,7 +166,7 @@ def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) 
 
     Raises ValueError when the stored split, an op group or a row is malformed.
     """
-    s = run.device.get("profile") if isinstance(run.device.get("profile"), Mapping) else {}
+    s = profile_summary(run)
     try:
         return Workload(groups=tuple(stored_groups(samples)), device=device, on_device=bool(s.get("on_device")),
                         kernels=int(s.get("kernels") or 0), span_s=float(s.get("span_s") or 0.0),
@@ -121,7 +178,7 @@ def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) 
 
 def profile_json(run: Run, samples: Sequence[Sample]) -> dict[str, Any]:
     """{ops, summary, notes} as `rooftop profile --json` gave them: the ops from the samples, the split as stored."""
-    s = dict(run.device.get("profile") or {})
+    s = dict(profile_summary(run))
     span = s.get("span_s") if isinstance(s.get("span_s"), (int, float)) else 0.0
     ops = [{**g.to_dict(), "share": g.alone_s / span if span > 0 else None} for g in stored_groups(samples)]
     notes = list(s.pop("notes", None) or [])

@@ -6,13 +6,12 @@ clock, max temperature, throttle reasons from the telemetry sampler); the
 telemetry goes in beside them as it arrives, once a second (a crash loses at
 most the last second of it), and the ceilings at the end. A store that cannot
 be opened or written does not stop the measurement: it is reported, and the
-samples are still returned.
+samples are still returned (services.keeper says how the run is kept).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,13 +23,16 @@ from rooftop.models.sample import Sample
 from rooftop.probes.plan import Plan, Progress, run_plan
 from rooftop.probes.telemetry import Sampler, conditions, snapshot_dict
 from rooftop.store.db import StoreError
+from rooftop.store.runs import RunStatus
+from rooftop.tui.services.context import open_db
+from rooftop.tui.services.keeper import RunKeeper
 
 
 @dataclass
 class RunResult:
     samples: list[Sample]
     calibration: Calibration
-    status: str  # complete | cancelled | failed
+    status: RunStatus  # complete | cancelled | failed
     wall_s: float
     run_id: str | None = None  # None when nothing could be stored
     store_error: str = ""
@@ -61,14 +63,22 @@ def measure_run(
     hw = backend.info.hardware()
     info = backend.info  # telemetry numbers the GPUs as NVML does, which need not be CUDA's order
     gpu = next((i for i in (info.nvml_index, info.index) if i is not None), 0) if backend.is_cuda else 0
-    db, run_id, store_error = _open(db_path, plan) if store else (None, None, "")
-    if store_error and on_store_error:
-        on_store_error(store_error)
+    failed_mid_run: list[str] = []
+
+    def store_failed(exc: StoreError, begun: bool) -> None:
+        if not begun:  # told at once: the measurement goes on without the store
+            if on_store_error is not None:
+                on_store_error(f"measurements will not be saved: {exc}")
+        else:  # told with the result
+            failed_mid_run.append(f"saving to the store failed: {exc}")
+
+    keeper = RunKeeper(db_path, save=store, on_error=store_failed)
+    run_id = keeper.begin(info.to_dict(), plan.name, backend.spec, _versions(info.to_dict()))
     samples: list[Sample] = []
     status, error = "complete", ""
     started = time.time()
     log = TelemetryLog(sampler, db_path, run_id, since=started - sampler.interval).start() \
-        if db is not None and run_id is not None and sampler is not None else None
+        if run_id is not None and sampler is not None else None
     t0 = time.perf_counter()
     last = started
     cal = calibrate([], hw)
@@ -79,8 +89,7 @@ def measure_run(
                 sample = with_telemetry(sample, conditions(during, gpu))
             last = time.time()
             samples.append(sample)
-            if db is not None:
-                store_error = _try(db.add_sample, run_id, sample) or store_error
+            keeper.add([sample])
             cal = calibrate(samples, hw)
             if on_sample is not None:
                 on_sample(prog, sample, cal)
@@ -92,15 +101,12 @@ def measure_run(
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     finally:
         cal = calibrate(samples, hw)
-        if log is not None:
-            store_error = log.close() or store_error
-        if db is not None:
-            if cal.profile.peak or cal.profile.bandwidth:
-                store_error = _try(db.set_ceilings, run_id, cal.profile) or store_error
-            store_error = _try(db.finish_run, run_id, status) or store_error
-            if status == "cancelled" and not samples and not _try(db.delete, run_id):
-                run_id = None  # cancelled before its first point: nothing to keep, no empty run in History
-            db.close()
+        if log is not None and (told := log.close()):
+            failed_mid_run.append(told)
+        keeper.set_ceilings(cal.profile)
+        run_id = keeper.finish(status)
+    store_error = failed_mid_run[-1] if failed_mid_run else \
+        (f"measurements will not be saved: {keeper.error}" if keeper.error is not None and run_id is None else "")
     throttled = [s for s in samples if s.conditions.get("throttle")]
     return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled)
 
@@ -147,11 +153,9 @@ class TelemetryLog:
             return
         try:
             if self._db is None:
-                from rooftop.store.runs import Store
-
-                self._db = Store.open(self.db_path, recover=False)
+                self._db = open_db(self.db_path, recover=False)
             self._db.add_telemetry(self.run_id, [{**snapshot_dict(s), "t": s.time} for s in new])
-        except (StoreError, sqlite3.Error, OSError) as exc:
+        except StoreError as exc:
             self.error = f"saving to the store failed: {exc}"
             return
         self._last = new[-1].time
@@ -167,27 +171,6 @@ class TelemetryLog:
         return self.error
 
 
-def _open(db_path: str | Path | None, plan: Plan) -> tuple[Any, str | None, str]:
-    from rooftop.store.runs import Store
-
-    backend = plan.backend
-    try:
-        db = Store.open(db_path)
-        run_id = db.begin_run(backend.info.to_dict(), plan.name, backend.spec, _versions(backend.info.to_dict()))
-    except (StoreError, sqlite3.Error, OSError) as exc:
-        return None, None, f"measurements will not be saved: {exc}"
-    return db, run_id, ""
-
-
 def _versions(info: dict[str, Any]) -> dict[str, Any]:
     keys = ("torch_version", "cuda_version", "hip_version", "driver_version", "compute_capability")
     return {k.removesuffix("_version"): info[k] for k in keys if info.get(k) is not None}
-
-
-def _try(fn: Callable[..., Any], *args: Any) -> str:
-    """Call a store write; its failure becomes a message, never an exception mid-measurement."""
-    try:
-        fn(*args)
-    except (StoreError, sqlite3.Error, OSError) as exc:
-        return f"saving to the store failed: {exc}"
-    return ""

@@ -9,50 +9,46 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
-
-from textual import on, work
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.message import Message
-from textual.reactive import var
-from textual.screen import Screen
-from textual.widgets import Footer, Header, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState, get_current_worker
 
 from rooftop.models.catalog import catalog
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Sampler
-from rooftop.tui.comparepane import Compare
-from rooftop.tui.historypane import History
-from rooftop.tui.livepane import Live, MeasurePanel, RunView, Telemetry
-from rooftop.tui.llmpane import Llm
-from rooftop.tui.profilepane import ProfilePane
-from rooftop.tui.rooflinepane import Roofline
-from rooftop.tui.stopsignals import leave_terminal, on_stop_signals
-from rooftop.tui.whatif import WhatIf
-from rooftop.tui.widgets import HelpScreen
+from rooftop.store.db import StoreError
+from rooftop.tui.app.messages import (
+    MeasureFinished,
+    MeasureStarted,
+    SampleTaken,
+    StoreProblem,
+    Telemetry,
+)
+from rooftop.tui.app.panes.compare import Compare
+from rooftop.tui.app.panes.history import History
+from rooftop.tui.app.panes.live import Live, MeasurePanel
+from rooftop.tui.app.panes.llm import Llm
+from rooftop.tui.app.panes.profile import ProfilePane
+from rooftop.tui.app.panes.roofline import Roofline
+from rooftop.tui.app.panes.whatif import WhatIf
+from rooftop.tui.app.state import AppConfig, RunView, measured_here
+from rooftop.tui.app.widgets import HelpScreen
+from rooftop.tui.services.context import FALLBACK_DEVICE, default_device, store_session
+from rooftop.tui.services.stopsignals import leave_terminal, on_stop_signals
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.reactive import var
+from textual.screen import Screen
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState, get_current_worker
 
 TABS = ("live", "roofline", "whatif", "compare", "history", "llm", "profile")
-FALLBACK_DEVICE = "h100"
 # The widget that gets the focus when a tab is shown, so the tab's own keys work at once.
 TAB_HOME = {"whatif": "WhatIf", "history": "#hist-table", "llm": "Llm", "profile": "#prof-runs"}
 NARROW_BELOW = 90  # columns: below this, tabs stack or hide their chart (app.tcss: Screen.-narrow)
 NOTE_S = 3  # seconds a note (toast) stays: it covers the chart's lower right meanwhile
 SHORT_BELOW = 30  # rows: below this, the header goes and Live packs its traces (app.tcss: Screen.-short)
-
-
-def _measured_here(run) -> bool:  # noqa: ANN001 - a store.runs.Run
-    """A measurement of this machine's ceilings: a profiled program or a collectives sweep is a run of its own
-    kind (the Profile and History tabs show those), not what the Live tab or the start-up measurement go by."""
-    from rooftop.store import comms, profiles
-    from rooftop.store.process import host_name
-
-    return run.host == host_name() and not run.imported_from and run.plan not in (profiles.PLAN, comms.PLAN)
 
 
 class Tabbed(TabbedContent):
@@ -68,68 +64,6 @@ class Tabbed(TabbedContent):
         if focused is None or event.tab_pane not in focused.ancestors_with_self:
             event.stop()
             event.prevent_default()  # Textual would still run TabbedContent's own handler
-
-
-def default_sampler() -> Sampler:
-    return Sampler()  # 4 Hz
-
-
-def default_plan():  # noqa: ANN201 - a probes.plan.Plan; torch loads here, in the worker thread
-    """The quick plan on this machine's first GPU, else its CPU — leaving one core to the UI.
-
-    On a CPU, torch's threads spin between kernels; with every core theirs the app
-    could not answer a key for seconds (measured: tests/test_bench_tui_keys.py).
-    """
-    import os
-
-    import torch
-
-    from rooftop.probes.backend import select_backend
-    from rooftop.probes.plan import build_plan
-
-    if torch.cuda.is_available():
-        return build_plan(select_backend(None), "quick")
-    return build_plan(select_backend("cpu", threads=max(1, (os.cpu_count() or 1) - 1)), "quick")
-
-
-@dataclass
-class MeasureStarted(Message):
-    plan: str
-    points: int
-    device: str
-
-
-@dataclass
-class SampleTaken(Message):
-    progress: object  # probes.plan.Progress
-    sample: object  # models.sample.Sample
-    calibration: object  # models.calibrate.Calibration (the ceilings so far, computed in the worker)
-
-
-@dataclass
-class MeasureFinished(Message):
-    result: object  # tui.measuring.RunResult
-
-
-@dataclass
-class StoreProblem(Message):
-    message: str
-
-
-@dataclass
-class AppConfig:
-    """What the app starts with; tests pass their own."""
-
-    device: str | None = None  # device id shown first; None: this machine's GPU, else h100
-    compare_with: str | None = None
-    sampler: Callable[[], Sampler] | None = default_sampler  # None: no telemetry
-    profiles: dict[str, DeviceProfile] = field(default_factory=dict)  # extra profiles (measured, imported)
-    initial_tab: str = "roofline"
-    db_path: Path | None = None  # None: --db / ROOFTOP_DB / the data directory
-    export_dir: Path | None = None  # where History's export writes (default: the working directory)
-    plan: Callable[[], object] = default_plan  # the plan `m` runs (tests pass a tiny one)
-    autostart: bool = False  # measure at once when this machine has no stored profile (the CLI sets it)
-    save: bool = True  # keep measurements in the store
 
 
 class RooftopApp(App[None]):
@@ -203,14 +137,14 @@ class RooftopApp(App[None]):
         from rooftop.models.analysis import analyze
         from rooftop.models.profile import NoRoof
         from rooftop.models.spec import parse_spec
-        from rooftop.tui.whatif import DEFAULT_SPEC
+        from rooftop.tui.app.panes.whatif import DEFAULT_SPEC
 
         try:
             return analyze(parse_spec(DEFAULT_SPEC), self.profiles[self.device_id])
         except (NoRoof, KeyError):
             return None
 
-    def _saved_pins(self) -> list:  # noqa: ANN202 - models.ops ops
+    def _saved_pins(self) -> list:  # models.ops ops
         """The pinned ops saved in the store; one that no longer parses is named in a note, not dropped."""
         from rooftop.models.spec import SpecError, parse_spec
 
@@ -226,21 +160,15 @@ class RooftopApp(App[None]):
 
     def _stored_profiles(self) -> dict[str, DeviceProfile]:
         """Measured and imported profiles, and `local`; a broken store is a note, not a crash."""
-        import sqlite3
-
-        from rooftop.store.db import StoreError
-        from rooftop.store.runs import Store
-
         try:
-            store = Store.open_existing(self.config.db_path)
-            if store is None:
-                return {}
-            with store:
+            with store_session(self.config.db_path) as store:
+                if store is None:
+                    return {}
                 found = store.profiles()
                 local = store.local_profile()
                 self._pin_specs = [str(o["spec"]) for o in store.saved_ops()]
-                self.measured_here = any(_measured_here(r) for r in store.runs())
-        except (StoreError, sqlite3.DatabaseError, OSError) as exc:
+                self.measured_here = any(measured_here(r) for r in store.runs())
+        except StoreError as exc:
             self.store_note = f"store unavailable: {exc}"
             return {}
         if local is not None:
@@ -250,56 +178,45 @@ class RooftopApp(App[None]):
 
     def _last_run_here(self) -> RunView:
         """This machine's last measurement in the store (any status), for the Live tab after a restart."""
-        import sqlite3
-
-        from rooftop.store.db import StoreError
-        from rooftop.store.runs import Store
-
         if not self.measured_here:
             return RunView()
         try:
-            store = Store.open_existing(self.config.db_path)
-            if store is None:
-                return RunView()
-            with store:
-                mine = [r for r in store.runs() if _measured_here(r)]
+            with store_session(self.config.db_path) as store:
+                if store is None:
+                    return RunView()
+                mine = [r for r in store.runs() if measured_here(r)]
                 if not mine:
                     return RunView()
                 return RunView.from_store(mine[-1], store.samples(mine[-1].id), store.stored_profile(mine[-1].id))
-        except (StoreError, sqlite3.DatabaseError, OSError):
+        except StoreError:
             return RunView()  # the store's trouble is said once, by _stored_profiles
 
     def run_points(self, profile: DeviceProfile) -> list:
         """The sample points of the stored run behind a measured or imported profile ([] if unreadable)."""
-        import sqlite3
-
         from rooftop.models.plotdata import sample_series
-        from rooftop.store.db import StoreError
-        from rooftop.store.runs import Store
 
         run_id = profile.extra.get("run_id")
+        if not run_id:
+            return []
         try:
-            store = Store.open_existing(self.config.db_path) if run_id else None
-            if store is None:
-                return []
-            with store:
-                return sample_series(store.samples(str(run_id)), profile.id)
-        except (StoreError, sqlite3.DatabaseError, OSError):
+            with store_session(self.config.db_path) as store:
+                return [] if store is None else sample_series(store.samples(str(run_id)), profile.id)
+        except StoreError:
             return []
 
     def _pick_device(self) -> tuple[str, str]:
+        """The first device shown, and a note saying why when it was not named (the default-device rule)."""
         if self.config.device:
             from rooftop.models.catalog import lookup_device
 
             return lookup_device(self.config.device, self.profiles).id, ""
-        if "local" in self.profiles and self.profiles["local"].is_roofline():
-            return "local", "showing local: this machine's latest measured profile"
-        from rooftop.probes.identify import local_reference_profile
-
-        found = local_reference_profile()
-        if found is not None:
-            return found.id, f"showing {found.id}, the reference profile of this machine's GPU"
-        return FALLBACK_DEVICE, f"no known GPU here: showing {FALLBACK_DEVICE} (reference); pick any device in the tabs"
+        chosen = default_device(self.profiles)
+        notes = {
+            "local": "showing local: this machine's latest measured profile",
+            "reference": f"showing {chosen.profile.id}, the reference profile of this machine's GPU",
+            "fallback": f"no known GPU here: showing {FALLBACK_DEVICE} (reference); pick any device in the tabs",
+        }
+        return ("local" if chosen.why == "local" else chosen.profile.id), notes[chosen.why]
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -415,18 +332,14 @@ class RooftopApp(App[None]):
 
     def _save_pin(self, op, keep: bool) -> str:  # noqa: ANN001 - a models.ops op
         """Save or forget a pin in the store: '' when done, else why not (the pin still holds in memory)."""
-        import sqlite3
-
-        from rooftop.store.db import StoreError
-        from rooftop.store.runs import Store
-
         try:
-            with Store.open(self.config.db_path) as store:
+            with store_session(self.config.db_path, create=True) as store:
+                assert store is not None  # create=True: opened or raised
                 if keep:
                     store.save_op(op.spec(), op.spec(), [self.device_id])
                 else:
                     store.delete_op(op.spec())
-        except (StoreError, sqlite3.DatabaseError, OSError) as exc:
+        except StoreError as exc:
             return str(exc)
         return ""
 
@@ -456,7 +369,7 @@ class RooftopApp(App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="measure", description="measuring")
     def measure(self) -> object:
         """Run the plan in a thread; only messages reach the UI (harlequin's pattern)."""
-        from rooftop.tui.measuring import measure_run
+        from rooftop.tui.services.measure import measure_run
 
         worker = get_current_worker()
         plan = self.config.plan()

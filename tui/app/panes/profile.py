@@ -21,8 +21,10 @@ from textual.widgets import DataTable, Static
 from rooftop.models.units import fmt_time
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
-from rooftop.tui.profile_cmd import clean
-from rooftop.tui.widgets import Col, FitTable, watch_app
+from rooftop.store.workloads import group_records, profile_summary
+from rooftop.tui.render.text import clean
+from rooftop.tui.services.context import store_session
+from rooftop.tui.app.widgets import Col, FitTable, watch_app
 
 RUNS = (Col("run", "run"), Col("device", "device", max_width=22), Col("started", "started"),
         Col("ops", "ops", drop=1), Col("source", "source", drop=2, max_width=40))
@@ -37,12 +39,12 @@ def _pct(x: Any) -> str:
 
 def run_row(run: Run) -> tuple[str | Text, ...]:
     started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))
-    source = str((run.device.get("profile") or {}).get("source", ""))
+    source = str(profile_summary(run).get("source", ""))
     return run.short_id, Text(clean(run.device_name)), started, str(run.samples), Text(clean(source))
 
 
 def _stored_rows(run: Run) -> dict:
-    rows = (run.device.get("profile") or {}).get("rows")
+    rows = profile_summary(run).get("rows")
     return rows if isinstance(rows, dict) else {}
 
 
@@ -55,9 +57,9 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
     first): each row's share is its time alone on the device, so they add up to 100%."""
     from rooftop.models.units import fmt_bytes
     from rooftop.models.workload import OpGroup
-    from rooftop.tui.profile_cmd import op_label
+    from rooftop.tui.render.profile import op_label
 
-    s = run.device.get("profile") or {}
+    s = profile_summary(run)
     span = s.get("span_s") or 0.0
     more = _stored_rows(run)
     rows: list[tuple[float, tuple[str | Text, ...]]] = []
@@ -91,9 +93,9 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
 def rows_text(run: Run) -> Text:
     """Below the table: the idle time by cause, the top kernels, the steps and the flags of a kept profile."""
     from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
-    from rooftop.tui.profile_cmd import short_kernel
+    from rooftop.tui.render.profile import short_kernel
 
-    s = run.device.get("profile") or {}
+    s = profile_summary(run)
     span = s.get("span_s") or 0.0
     more = _stored_rows(run)
     text = Text()
@@ -156,17 +158,13 @@ class ProfilePane(Widget):
         self.reload()
 
     def reload(self) -> None:
-        from rooftop.store.runs import Store
-
         status = self.query_one("#prof-status", Static)
         table = self.query_one("#prof-runs", FitTable)
         table.set_rows([])
         self.run_ids = []
         try:
-            store = Store.open_existing(self.db_path)
-            runs = [] if store is None else [r for r in reversed(store.runs()) if r.plan == "profile"]
-            if store is not None:
-                store.close()
+            with store_session(self.db_path) as store:
+                runs = [] if store is None else [r for r in reversed(store.runs()) if r.kind == "profile"]
         except StoreError as exc:
             status.update(Text(f"✗ {exc}", style="bold red"))
             return
@@ -189,16 +187,13 @@ class ProfilePane(Widget):
             self.show_run(str(event.row_key.value))
 
     def show_run(self, run_id: str) -> None:
-        from rooftop.store.runs import Store
-
         split = self.query_one("#prof-split", Static)
         try:
-            store = Store.open_existing(self.db_path)
-            if store is None:
-                return
-            with store:
+            with store_session(self.db_path) as store:
+                if store is None:
+                    return
                 run = store.run(run_id)
-                groups = [s.conditions.get("profile") or {} for s in store.samples(run_id)]
+                groups = group_records(store.samples(run_id))
         except StoreError as exc:
             split.update(Text(f"✗ {exc}", style="red"))
             return
@@ -209,7 +204,7 @@ class ProfilePane(Widget):
 
 def split_text(run: Run) -> Text:
     """The step split of a kept profile: busy and idle, what each fix would give, MFU, the largest share."""
-    s = run.device.get("profile") or {}
+    s = profile_summary(run)
     span, busy, idle = s.get("span_s") or 0.0, s.get("device_busy_s") or 0.0, s.get("idle_s") or 0.0
     what = "kernels" if s.get("on_device") else "ops"
     text = Text(f"on the roofs of {s.get('device', '?')}: span {fmt_time(span)}, {what} busy {fmt_time(busy)}, "

@@ -18,7 +18,7 @@ from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_number, fmt_time
-from rooftop.tui.widgets import ErrorLine, RooflinePlot, device_options, refresh_select, watch_app
+from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, device_options, refresh_select, watch_app
 
 BATCH = Binding.Group("batch ÷2 ×2")
 CONTEXT = Binding.Group("ctx ÷2 ×2")

@@ -12,14 +12,14 @@ import sys
 import threading
 from typing import Any
 
-from rooftop.tui.jsonout import print_json
-from rooftop.tui.chart import plot_size
-from rooftop.tui.stopsignals import stop_on_signals
+from rooftop.tui.commands.common import UsageError, add_db_option
+from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.render.chart import plot_size
+from rooftop.tui.services.stopsignals import stop_on_signals
 
 
 def add_measure_command(sub: Any) -> None:
     """Add the `measure` subcommand to the CLI's subparsers."""
-    from rooftop.tui.cli import add_db_option
     ms = sub.add_parser(
         "measure", help="measure this machine's roofline (bandwidth, GEMM, FMA sweep, launch)",
         description="Measure the local GPU's (or CPU's) ceilings by the reference protocol, then print the "
@@ -38,18 +38,12 @@ def add_measure_command(sub: Any) -> None:
     ms.set_defaults(func=cmd_measure)
 
 
-def usage_error(message: str) -> int:
-    """Bad input: one line on stderr, exit status 2 (as the rest of the CLI)."""
-    sys.stderr.write(f"rooftop measure: error: {message}\n")
-    return 2
-
-
 def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int | None) -> str:
     """The measured roofline with the GEMM / FMA points, as text."""
     from rooftop.models.plotdata import intensity_span, roof_series
-    from rooftop.tui.chart import roofline_text
-    from rooftop.tui.report import trimmed
-    from rooftop.tui.measure_report import point_series
+    from rooftop.tui.render.chart import roofline_text
+    from rooftop.tui.render.report import trimmed
+    from rooftop.tui.render.measure_report import point_series
 
     prof = cal.profile
     if not prof.peak or not prof.bandwidth:
@@ -76,17 +70,17 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
     try:
         only = parse_only(args.only)
     except PlanError as exc:
-        return usage_error(str(exc))
+        raise UsageError(str(exc)) from None
     from rooftop.probes.backend import BackendError, select_backend
     from rooftop.probes.plan import build_plan
     from rooftop.models.units import fmt_count
-    from rooftop.tui.report import make_console
+    from rooftop.tui.render.report import make_console
 
     try:
         backend = select_backend(args.device, args.threads)
         plan = build_plan(backend, args.plan, only)
     except (BackendError, PlanError) as exc:
-        return usage_error(str(exc))
+        raise UsageError(str(exc)) from None
     err = make_console(stderr=True)
     if stopped:  # while torch loaded: nothing was measured, no run begun
         err.print(f"rooftop measure: stopped by {signal.Signals(stopped[0]).name} before the measurement began")
@@ -97,7 +91,7 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
         if "busy with other work" in note:
             err.print(f"rooftop measure: note: {note}", style="yellow")
     from rooftop.probes.telemetry import Sampler
-    from rooftop.tui.measuring import measure_run
+    from rooftop.tui.services.measure import measure_run
 
     columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     # piped, a progress bar has nothing to redraw: it would leave only a blank line behind
@@ -115,7 +109,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
     """The run's summary on stderr, then the report or the JSON on stdout; the exit status (130 for Ctrl-C)."""
     from rooftop.models.calibrate import label_of
     from rooftop.models.units import fmt_count
-    from rooftop.tui.report import make_console
+    from rooftop.tui.render.report import make_console
 
     samples, cal, wall = result.samples, result.calibration, result.wall_s
     interrupted = result.status == "cancelled"
@@ -152,7 +146,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
             "throttled": [label_of(s) for s in result.throttled],
         })
         return 130 if interrupted else (1 if result.status == "failed" else 0)
-    from rooftop.tui.measure_report import measure_report
+    from rooftop.tui.render.measure_report import measure_report
 
     console = make_console()
     console.print(measure_report(cal, samples, list(plan.notes)))

@@ -17,13 +17,14 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from rooftop.tui.jsonout import dumps_json
+from rooftop.tui.render.jsonout import dumps_json
 from rooftop.models.plotdata import intensity_span, roof_series, sample_series
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate, fmt_when
 from rooftop.store.db import StoreError
-from rooftop.store.runs import BadName, Run, name_problem
-from rooftop.tui.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, watch_app
+from rooftop.store.runs import BadName, Run, Store, name_problem
+from rooftop.tui.services.context import open_db
+from rooftop.tui.app.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, watch_app
 
 # The run table at 80 columns: plan, then the sample count, then the device go first (the detail
 # below names them); a long name or device ends in "…" rather than push status off screen.
@@ -137,12 +138,10 @@ class History(Widget):
         self.reload()
         watch_app(self, init=False, runs_changed=lambda _count: self.reload())  # read just now
 
-    def _open(self):  # noqa: ANN202 - Store | None
-        from rooftop.store.runs import Store
+    def _open(self) -> Store | None:
+        return open_db(self.db_path, create=False)
 
-        return Store.open_existing(self.db_path)
-
-    def _open_for_change(self):  # noqa: ANN202 - Store
+    def _open_for_change(self) -> Store:
         """The store, for renaming, deleting or exporting a run it listed; StoreError if it is gone since."""
         store = self._open()
         if store is None:
@@ -196,13 +195,13 @@ class History(Widget):
         threads = f", {fmt_count(units, 'thread')}" if run.backend == "cpu" and isinstance(units, int) and units > 0 else ""
         text = Text(safe_text(f"{run.label} — {run.device_name} ({run.backend}{threads}, {run.plan}, {run.status})") + "\n",
                     style="bold")
-        if run.plan == "profile":  # a profiled program: its split and ops, on the roofs it was placed on
-            from rooftop.tui.profileview import profile_detail, profile_device
+        if run.kind == "profile":  # a profiled program: its split and ops, on the roofs it was placed on
+            from rooftop.tui.render.profile import profile_detail, profile_device
 
             text.append_text(profile_detail(run, samples))
             prof = profile_device(run)
-        elif run.plan == "comm":  # a collectives sweep: its α-β fit per collective; no roofline points
-            from rooftop.tui.comm_cmd import fit_lines
+        elif run.kind == "comm":  # a collectives sweep: its α-β fit per collective; no roofline points
+            from rooftop.tui.render.comm import fit_lines
 
             for line in fit_lines(samples):
                 text.append(line + "\n")
@@ -222,7 +221,7 @@ class History(Widget):
         for s in skipped[:5]:
             text.append(safe_text(f"  skipped {s.family} {s.dtype} {s.shape_text}: {s.skipped}") + "\n", style="dim")
         detail.update(text)
-        points = [] if run.plan == "comm" else sample_series(samples, run.label)
+        points = [] if run.kind == "comm" else sample_series(samples, run.label)
         series = []
         if prof is not None and prof.peak and prof.bandwidth:
             span = intensity_span([prof], [x for p in points for x in p.xs])

@@ -12,9 +12,9 @@ from textual.widgets import Label, Select, SelectionList, Static
 from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.plotdata import Series, intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
-from rooftop.tui.chart import line_colors
-from rooftop.tui.threads import threads_note
-from rooftop.tui.widgets import RooflinePlot, device_options, refresh_select, watch_app
+from rooftop.tui.render.chart import line_colors
+from rooftop.tui.services.threads import threads_note
+from rooftop.tui.app.widgets import RooflinePlot, device_options, refresh_select, watch_app
 
 NO_OVERLAY = "(none)"
 DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
@@ -152,7 +152,7 @@ class Roofline(Widget):
             shown = [p for p in paths if p in d.peak] or d.paths()[:1]
             series += roof_series(d, shown, d.levels(), span)
         if dev.id not in self.measured:  # read once: a stored run's sample points, and the newest profile's ops
-            from rooftop.tui.profileview import latest_profile_points
+            from rooftop.tui.services.context import latest_profile_points
 
             stored = self.app.run_points(dev) if dev.extra.get("run_id") else []
             self.measured[dev.id] = stored + latest_profile_points(self.app.config.db_path, dev.id)

@@ -16,8 +16,8 @@ from rooftop.models.paths import level_sort_key
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_ratio, fmt_time
 from rooftop.models.safetext import safe_text
-from rooftop.tui.threads import threads_note
-from rooftop.tui.widgets import Col, FitTable, device_options, refresh_select, watch_app
+from rooftop.tui.services.threads import threads_note
+from rooftop.tui.app.widgets import Col, FitTable, device_options, refresh_select, watch_app
 
 
 class Compare(Widget):

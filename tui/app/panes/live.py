@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Label, Sparkline, Static
 
 from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import GpuSnapshot, Snapshot
-from rooftop.tui.widgets import watch_app
+from rooftop.tui.app.state import RunView
+from rooftop.tui.app.widgets import watch_app
 
 HISTORY = 120  # points per sparkline
 
@@ -35,58 +34,6 @@ CPU_TRACES = (
     ("mem", "memory", "GiB", lambda c: c.memory_used_bytes / 2**30),
 )
 VALUE_FORMAT = {"mem": "{:,.1f}"}
-
-
-@dataclass
-class RunView:
-    """What the app knows of the measurement in progress (or the last one): panels draw from it."""
-
-    plan: str = ""
-    points: int = 0
-    device: str = ""
-    samples: list = field(default_factory=list)
-    calibration: object = None  # models.calibrate.Calibration, the ceilings so far
-    progress: object = None  # probes.plan.Progress of the last sample
-    result: object = None  # tui.measuring.RunResult once finished
-    error: str = ""  # the worker could not even start
-    starting: bool = False  # asked for; the worker is loading torch and sizing the plan
-    stored: object = None  # store.runs.Run: this machine's last run, kept from an earlier session
-
-    def add(self, progress: object, sample: object, calibration: object) -> None:
-        self.samples.append(sample)
-        self.progress, self.calibration = progress, calibration
-
-    @classmethod
-    def from_store(cls, run, samples: list, profile) -> RunView:  # noqa: ANN001 - a Run, a DeviceProfile | None
-        """A run kept from before, shown as it ended: its points, and the ceilings the store kept."""
-        from rooftop.models.calibrate import Calibration
-        from rooftop.models.profile import DeviceProfile
-
-        kind = "cpu" if run.backend == "cpu" else "gpu"
-        units = run.device.get("units")
-        prof = profile or DeviceProfile(id=run.label, name=run.device_name, source="measured", bandwidth={}, peak={},
-                                        kind=kind, sm_count=units if isinstance(units, int) else None)
-        unstable = tuple(s for s in samples if s.stats and not s.stable and not s.skipped)
-        skipped = tuple(s for s in samples if s.skipped)
-        return cls(run.plan, len(samples), measured_on(run.backend, run.device_name, prof), list(samples),
-                   Calibration(prof, unstable, skipped, (), ()), stored=run)
-
-
-def measured_on(backend: str, device_name: str, profile) -> str:  # noqa: ANN001 - a DeviceProfile | None
-    """What a run measured, as the Live tab says it: `cpu (AMD EPYC 7763), 1 thread`. A CPU's
-    ceilings scale with torch's threads (the app leaves one core to the UI, the CLI goes by load),
-    so a CPU run always says how many it used."""
-    from rooftop.tui.threads import cpu_threads
-
-    threads = cpu_threads(profile) if profile is not None else None
-    return f"{backend} ({device_name})" + (f", {fmt_count(threads, 'thread')}" if threads else "")
-
-
-@dataclass
-class Telemetry(Message):
-    """A snapshot from the sampler thread (post_message is thread-safe)."""
-
-    snapshot: Snapshot
 
 
 class TelemetryPanel(Widget):
@@ -130,7 +77,7 @@ class TelemetryPanel(Widget):
     def _show_roofs(self, g: GpuSnapshot | None) -> None:
         """The GPU's live DRAM bandwidth against its measured B, tensor and SM activity, and its processes;
         why they are missing (no GPM on this GPU, NVML not answering); nothing for the CPU."""
-        from rooftop.tui.report import gpm_parts, processes_text
+        from rooftop.tui.render.telemetry import gpm_parts, processes_text
 
         roofs, procs = self.query_one("#tel-roofs", Static), self.query_one("#tel-procs", Static)
         if g is None:
@@ -228,7 +175,7 @@ class MeasurePanel(Widget):
     def compose(self) -> ComposeResult:
         from textual.widgets import ProgressBar
 
-        from rooftop.tui.widgets import RooflinePlot
+        from rooftop.tui.app.widgets import RooflinePlot
 
         yield Static(Text("no measurement running — press m to measure this machine (quick plan)", style="dim"),
                      id="ms-status")
@@ -292,7 +239,7 @@ class MeasurePanel(Widget):
             roof_series,
             sample_series,
         )
-        from rooftop.tui.widgets import RooflinePlot
+        from rooftop.tui.app.widgets import RooflinePlot
 
         calibration = self.view.calibration
         if not self._dirty or calibration is None:
@@ -329,7 +276,7 @@ class MeasurePanel(Widget):
     def _finished(self, result) -> None:  # noqa: ANN001 - a RunResult
         from textual.widgets import ProgressBar
 
-        from rooftop.tui.threads import cpu_threads
+        from rooftop.tui.services.threads import cpu_threads
 
         self.view.calibration = result.calibration
         self._dirty = True

@@ -1,7 +1,7 @@
 """What every --json and every JSON export writes: strict JSON.
 
 Python's json writes NaN and Infinity by default, which no JSON reader accepts (jq, JavaScript);
-rooftop writes null for a non-finite number instead (models.bounds.finite says which fields can be).
+rooftop writes null for a non-finite number instead (models.plausible.finite says which fields can be).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from rooftop.models.bounds import finite
+from rooftop.models.plausible import finite
 
 
 def dumps_json(obj: Any) -> str:

@@ -21,7 +21,7 @@ from rooftop.models.plotdata import intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import GRAMMARS, SpecError, parse_spec
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_time
-from rooftop.tui.widgets import ErrorLine, RooflinePlot, device_options, refresh_select, watch_app
+from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, device_options, refresh_select, watch_app
 
 DEFAULT_SPEC = "gemv 8192 8192 bf16"  # a batch-1 decode GEMV: seed 001's starting point
 FORM_FIELDS: dict[str, tuple[str, ...]] = {
