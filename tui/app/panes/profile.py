@@ -173,7 +173,9 @@ class ProfilePane(Widget):
                                "and keeps one (or `rooftop profile --trace FILE.json`)", style="dim"))
             self.query_one("#prof-split", Static).update("")
             self.query_one("#prof-ops", FitTable).set_rows([])
-            self.query_one("#prof-more", Static).update("")
+            more = self.query_one("#prof-more", Static)
+            more.update("")
+            more.display = False
             return
         table.set_rows((r.id, run_row(r)) for r in runs)
         self.run_ids = [r.id for r in runs]
@@ -199,7 +201,9 @@ class ProfilePane(Widget):
             return
         split.update(split_text(run))
         self.query_one("#prof-ops", FitTable).set_rows(op_rows(run, [g for g in groups if g]))
-        self.query_one("#prof-more", Static).update(rows_text(run))
+        more = self.query_one("#prof-more", Static)
+        more.update(rows_text(run))
+        more.display = True
 
 
 def split_text(run: Run) -> Text:
