@@ -1,33 +1,58 @@
-"""A Chrome / Kineto trace (torch.profiler's `export_chrome_trace`) as kernels, CPU ops and their links.
+"""A Chrome / Kineto trace (torch.profiler's `export_chrome_trace`) as device activities, CPU ops and their links.
 
-Pure: takes the trace's parsed JSON (a dict with `traceEvents`, or the bare
-event list) and returns dataclasses; reading the file is the store's job
-(`rooftop.store.tracefile`). No torch is needed to read a trace.
+Pure: takes the trace's decoded events and returns dataclasses; reading the
+file is the store's job (`rooftop.store.tracefile`, which decodes straight
+into the typed `TraceDoc` below, reading only the fields used here). No torch
+is needed to read a trace.
 
-What the events mean (torch.profiler with `record_shapes=True`):
-- `cpu_op` events are the ops the framework dispatched, with `Input Dims`,
-  `Input type` and an `External id`; nested ops (aten::linear → aten::addmm)
-  are nested intervals on the same thread.
-- `kernel` (and `gpu_memcpy`, `gpu_memset`) events ran on the device; a
-  kernel's `External id` is the op that launched it, and its `correlation`
-  names the runtime call (cudaLaunchKernel, cudaGraphLaunch, …) that issued it.
-  `ac2g` flow events link the same pair where the args lack the ids.
+What the events mean, across the formats in use (PyTorch 1.13 … 2.x, CUDA and ROCm):
+- `cpu_op` (older: `Operator`) events are the ops the framework dispatched, with
+  `Input Dims`, `Input type` and an `External id`; nested ops (aten::linear →
+  aten::addmm) are nested intervals on the same thread.
+- `kernel`, `gpu_memcpy` and `gpu_memset` events ran on the device (memcpy and
+  memset carry their `bytes`). Each names, in `correlation`, the runtime call
+  (`cuda_runtime` / `cuda_driver` / `hip_runtime`: cudaLaunchKernel,
+  hipLaunchKernel, cudaGraphLaunch, cudaMemcpyAsync, …) that issued it.
+- The op that launched a kernel is found as HTA finds it: the kernel's (or its
+  launch's) `External id` names the op where that op encloses the launch on the
+  launch's thread (PyTorch ≥ 2.0); otherwise the innermost `cpu_op` enclosing
+  the launch on its thread (2022–2023 traces, where a kernel's `External id`
+  is its launch's correlation). Where the args lack the ids, the `ac2g`
+  (older: `async_cpu_to_gpu`) flow from the launch to the kernel links them.
 - A CUDA-graph replay is one runtime call (cudaGraphLaunch) issuing many
-  kernels that belong to no op of this trace: their time is unattributed.
-Times are kept in seconds (the trace counts microseconds).
+  kernels that belong to no op of this trace: their time is kept apart.
+Times are kept in seconds (the trace counts microseconds). Events with times
+that are not finite, non-negative numbers are skipped and counted; shapes that
+are not lists of non-negative integers are dropped (the op keeps its time).
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import gc
+import math
+import operator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
+
+import msgspec
 
 US = 1e-6
-DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-OP_CATS = ("cpu_op", "operator")  # "operator": older torch versions' name for the same events
-RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime")
-GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 STEP_PREFIX = "ProfilerStep#"
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
+# event category (as written, and lower-cased for older writers) → what it is here
+KINDS = {
+    "kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset",
+    "cpu_op": "op", "operator": "op",
+    "cuda_runtime": "runtime", "cuda_driver": "runtime", "hip_runtime": "runtime", "hip_driver": "runtime",
+    "runtime": "runtime", "driver": "runtime",
+    "user_annotation": "annotation", "gpu_user_annotation": "gpu", "cuda_profiler_range": "gpu",
+}
+FLOW_CATS = frozenset(("ac2g", "async_cpu_to_gpu"))
+ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
+DEVICE_CATS = ("kernel", "memcpy", "memset")
 
 
 class TraceError(ValueError):
@@ -38,25 +63,86 @@ class EmptyTrace(TraceError):
     """A well-formed trace with nothing to place: no kernels and no CPU ops."""
 
 
-@dataclass(frozen=True)
+# -- the schema: only the fields read below (the decoder skips the rest) ----------------------
+
+
+class EventArgs(msgspec.Struct, gc=False):
+    external_id: Any = msgspec.field(default=None, name="External id")
+    correlation: Any = None
+    stream: Any = None
+    device: Any = None
+    bytes: Any = None
+    size: Any = None  # a HIP memcpy call's size, where its gpu_memcpy has no bytes
+    kind: Any = None
+    # the shapes stay raw JSON (a view of the file's bytes): the few distinct ones are decoded once each
+    dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")
+    dims_old: msgspec.Raw = msgspec.field(default=None, name="Input dims")
+    types: msgspec.Raw = msgspec.field(default=None, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    args: EventArgs | None = None
+
+
+class PlainArgs(EventArgs, gc=False):
+    """EventArgs for an event that came as plain JSON (a dict): the shapes already decoded."""
+
+    dims: Any = msgspec.field(default=None, name="Input Dims")
+    dims_old: Any = msgspec.field(default=None, name="Input dims")
+    types: Any = msgspec.field(default=None, name="Input type")
+    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+
+
+class PlainEvent(Event, gc=False):
+    args: PlainArgs | None = None
+
+
+class TraceDoc(msgspec.Struct, gc=False):
+    """A trace file's top level. Its events stay raw JSON (views of the file's bytes, 48 bytes each) until the
+    reader decodes them one by one into `Event`, so a million events never exist as objects all at once, and
+    one malformed event is skipped without failing the file."""
+
+    traceEvents: list[msgspec.Raw] | None = None
+    deviceProperties: Any = None
+    distributedInfo: Any = None
+    schemaVersion: Any = None
+    rooftop_cpu_threads: Any = None  # torch's intra-op threads, written by `rooftop profile` when it runs a program
+
+
+# -- the result -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
 class Kernel:
-    """One device activity: a kernel, or a memcpy / memset (`cat`)."""
+    """One device activity: a kernel, a memcpy or a memset (`cat`)."""
 
     name: str
     ts: float  # start, seconds (trace clock)
     dur: float  # seconds
-    cat: str = "kernel"
+    cat: str = "kernel"  # kernel, memcpy, memset
     external_id: int | None = None
     correlation: int | None = None
     stream: int | None = None
     device: int | None = None
+    bytes: float | None = None  # memcpy / memset: the bytes Kineto recorded
+    direction: str = ""  # memcpy: HtoD, DtoH, DtoD, PtoP, …
+    launch_ts: float | None = None  # when its runtime call began on the CPU, seconds
 
     @property
     def end(self) -> float:
         return self.ts + self.dur
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CpuOp:
     """One dispatched op with its inputs' shapes and types, and its place in the op tree."""
 
@@ -77,22 +163,44 @@ class CpuOp:
         return self.ts + self.dur
 
 
+@dataclass(frozen=True, slots=True)
+class HostCall:
+    """A runtime call that holds the CPU while the device may wait: a host sync or a memcpy / memset call."""
+
+    name: str
+    ts: float
+    dur: float
+    kind: str  # "sync" or "copy"
+    op: str = ""  # the innermost op enclosing it (aten::item for `.item()`)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
 @dataclass(frozen=True)
 class Trace:
-    """Kernels and ops of one trace, linked: `kernel_op[i]` is the index in `ops` of kernel i's op."""
+    """Activities and ops of one trace, linked: `kernel_op[i]` is the index in `ops` of activity i's op."""
 
-    kernels: tuple[Kernel, ...]
+    kernels: tuple[Kernel, ...]  # every device activity (kernels, memcpy, memset), by start time
     ops: tuple[CpuOp, ...]
-    kernel_op: tuple[int | None, ...]  # per kernel: its op, or None (unattributed)
-    graph_kernels: frozenset[int] = frozenset()  # kernels issued by a CUDA-graph replay
+    kernel_op: tuple[int | None, ...]  # per activity: its op, or None (unattributed)
+    graph_kernels: frozenset[int] = frozenset()  # activities issued by a CUDA-graph replay
     steps: tuple[tuple[float, float], ...] = ()  # ProfilerStep#N intervals (start, end), seconds
+    step_names: tuple[str, ...] = ()
     device_name: str = ""
+    device_props: Mapping[str, Any] = field(default_factory=dict)  # the first device's name, memory, SMs, …
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    host_calls: tuple[HostCall, ...] = ()  # syncs and memcpy / memset calls, by start
+    launch_s: float | None = None  # the median duration of a kernel launch call (the CPU's cost per launch)
+    gpu_evidence: bool = False  # runtime calls, device properties or GPU ranges: a GPU program even with 0 kernels
+    cpu_threads: int | None = None  # the program's torch threads, when the trace says
+    warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted
 
     @property
     def on_device(self) -> bool:
-        """A GPU trace (kernels ran); otherwise a CPU program whose ops are the work."""
-        return any(k.cat == "kernel" for k in self.kernels)
+        """A GPU trace (device activities ran, or the trace is a GPU program's); otherwise a CPU program."""
+        return bool(self.kernels) or self.gpu_evidence
 
     @property
     def kernel_count(self) -> int:
@@ -100,9 +208,9 @@ class Trace:
 
     def span(self) -> tuple[float, float]:
         """The window the step split is taken over: first to last device activity on a GPU trace;
-        on a CPU trace the profiler steps' extent, else the ops'."""
-        if self.on_device:
-            return min(k.ts for k in self.kernels), max(k.end for k in self.kernels)
+        on a CPU trace (or a GPU one with no activity) the profiler steps' extent, else the ops'."""
+        if self.kernels:
+            return self.kernels[0].ts, max(k.end for k in self.kernels)
         if self.steps:
             return self.steps[0][0], max(e for _, e in self.steps)
         tops = [o for o in self.ops if o.parent is None]
@@ -118,7 +226,8 @@ class Trace:
     @property
     def busy_s(self) -> float:
         """Time the device (the CPU, for a CPU trace) was doing work: the union of the activities'
-        intervals, so overlapping kernels on several streams count once."""
+        intervals, so overlapping kernels on several streams count once. A GPU trace with no
+        activity was busy for 0 s, whatever its CPU did."""
         if self.on_device:
             return union_length((k.ts, k.end) for k in self.kernels)
         lo, hi = self.span()
@@ -142,144 +251,470 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
-def _int(v: Any) -> int | None:
-    try:
-        return int(v) if v is not None and not isinstance(v, bool) else None
-    except (TypeError, ValueError):
-        return None
+# -- field checks -------------------------------------------------------------------------------
 
 
-def _num(e: Mapping[str, Any], key: str) -> float | None:
-    v = e.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+def _time(v: Any) -> float | None:
+    """A finite time in µs, or None (NaN, ±inf, text that is not a number)."""
+    t = v.__class__
+    if t is float:
+        return v if math.isfinite(v) else None
+    if t is int:
+        return float(v)
+    if t is str:
         try:
-            return float(v)  # some writers quote numbers
-        except (TypeError, ValueError):
+            f = float(v)
+        except ValueError:
             return None
-    return float(v)
+        return f if math.isfinite(f) else None
+    return None
 
 
-def parse_trace(data: Any) -> Trace:
-    """Kernels, ops and their links from a Chrome trace's JSON; TraceError if it is not one."""
+def _id(v: Any) -> int | None:
+    """An integer id, or None (missing, inf, NaN, a list, text that is no integer)."""
+    t = v.__class__
+    if t is int:
+        return v
+    if t is float:
+        return int(v) if math.isfinite(v) and v == int(v) else None
+    if t is str:
+        try:
+            return int(v, 0) if v[:2].lower() == "0x" else int(v)
+        except ValueError:
+            return None
+    return None
+
+
+def _dims(v: Any) -> list | None:
+    """Input Dims if every input is [] / a list of non-negative ints / a list of those (a TensorList); else None."""
+    if v.__class__ is not list:
+        return None
+    for d in v:
+        if d.__class__ is not list:
+            return None
+        for x in d:
+            if x.__class__ is int:
+                if x < 0:
+                    return None
+            elif x.__class__ is list:
+                if any(y.__class__ is not int or y < 0 for y in x):
+                    return None
+            else:
+                return None
+    return v
+
+
+def _strings(v: Any) -> tuple[str, ...] | None:
+    if v.__class__ is not list or any(s.__class__ is not str for s in v):
+        return None
+    return tuple(v)
+
+
+_RAW_DECODE = msgspec.json.Decoder()
+_START_LONGEST = operator.itemgetter(0, 1)  # an op row (ts, -dur, …): by start, the enclosing (longer) first
+_EVENT = msgspec.json.Decoder(Event)
+
+
+def _plain(v: Any) -> Any:
+    """A raw JSON field decoded (None where it is not JSON or nests too deep); anything else as it is."""
+    if v.__class__ is not msgspec.Raw:
+        return v
+    try:
+        return _RAW_DECODE.decode(v)
+    except (msgspec.DecodeError, RecursionError):
+        return _BAD
+
+
+_BAD = object()
+
+
+def shapes_of(dims_v: Any, types_v: Any, conc_v: Any, cache: dict) -> tuple | None:
+    """(dims, types, concrete) checked, or None where they are malformed; the raw ones looked up in `cache`, so
+    a trace's many identical shapes are decoded once and shared."""
+    raw = dims_v.__class__ is msgspec.Raw or types_v.__class__ is msgspec.Raw
+    if raw:
+        key = (bytes(dims_v) if dims_v is not None else b"", bytes(types_v) if types_v is not None else b"",
+               bytes(conc_v) if conc_v is not None else b"")
+        hit = cache.get(key, _BAD)
+        if hit is not _BAD:
+            return hit
+    d, t, c = _plain(dims_v), _plain(types_v), _plain(conc_v)
+    dims, types, conc = _dims(d), _strings(t), _strings(c)
+    if dims is None or types is None or (c is not None and conc is None):
+        out = None
+    else:
+        out = (tuple(dims), types, conc or ())
+    if raw:
+        cache[key] = out
+    return out
+
+
+def _thread(v: Any) -> Any:
+    return v if v.__class__ in (int, str) else str(v)
+
+
+class _Counts:
+    """Skipped and dropped events, counted, with the first of each kind named."""
+
+    def __init__(self) -> None:
+        self.n: dict[str, int] = {}
+        self.first: dict[str, str] = {}
+
+    def add(self, what: str, where: str) -> None:
+        self.n[what] = self.n.get(what, 0) + 1
+        self.first.setdefault(what, where)
+
+    def lines(self) -> tuple[str, ...]:
+        return tuple(f"{n} event{'s' if n > 1 else ''} {what} (first: {self.first[what]})" for what, n in self.n.items())
+
+
+def _where(i: int, name: Any) -> str:
+    text = name if isinstance(name, str) else repr(name)
+    return f"event {i}, {text[:60]!r}"
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def events_of(data: Any) -> tuple[list, dict[str, Any]]:
+    """The events (Event structs) and top-level fields of a decoded trace: a TraceDoc (which gives its events up:
+    the reader frees each as it goes), a list of Events, or plain JSON (a dict with traceEvents, or the bare event
+    list) whose events are converted one by one."""
+    if isinstance(data, TraceDoc):
+        if data.traceEvents is None:
+            raise TraceError("not a Chrome trace: there is no traceEvents list")
+        events, data.traceEvents = data.traceEvents, None  # given up, so each event is freed once read
+        return events, {"deviceProperties": data.deviceProperties, "distributedInfo": data.distributedInfo,
+                                  "schemaVersion": data.schemaVersion, "rooftop_cpu_threads": data.rooftop_cpu_threads}
     if isinstance(data, Mapping):
-        events = data.get("traceEvents")
-        if not isinstance(events, list):
+        raw = data.get("traceEvents")
+        if not isinstance(raw, list):
             raise TraceError("not a Chrome trace: there is no traceEvents list")
         meta = {k: v for k, v in data.items() if k != "traceEvents"}
     elif isinstance(data, list):
-        events, meta = data, {}
+        raw, meta = data, {}
     else:
         raise TraceError("not a Chrome trace: expected a JSON object with traceEvents, or a list of events")
+    if all(e.__class__ is Event or e.__class__ is msgspec.Raw for e in raw):
+        return list(raw), meta
+    return [_convert(e) for e in raw], meta
 
-    raw_kernels: list[dict] = []
-    raw_ops: list[dict] = []
-    runtime: dict[int, str] = {}  # correlation → runtime call name
-    runtime_ext: dict[int, int] = {}  # correlation → the runtime call's External id
-    flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of a flow's end → flow id
-    steps: list[tuple[float, float]] = []
-    for e in events:
-        if not isinstance(e, Mapping):
+
+def _convert(e: Any) -> Event | PlainEvent | None:
+    """One plain-JSON event as a PlainEvent; None when it is not an object or its args are not one."""
+    if isinstance(e, (Event, PlainEvent)):
+        return e
+    if not isinstance(e, Mapping):
+        return None
+    try:
+        return msgspec.convert(e, PlainEvent, strict=False)
+    except (msgspec.ValidationError, RecursionError, TypeError):
+        return None
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector held off while millions of small acyclic objects (events, ops, tuples) are
+    made: each collection would walk all of them again, which costs a long trace about half its reading time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def parse_trace(data: Any) -> Trace:
+    """Activities, ops and their links from a decoded Chrome trace; TraceError if it is not one."""
+    with paused_gc():
+        return _parse_trace(data)
+
+
+def _parse_trace(data: Any) -> Trace:
+    events, meta = events_of(data)
+    counts = _Counts()
+    dev_raw: list[tuple] = []  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid, tid, kind, event index)
+    op_raw: dict[tuple, list[tuple]] = {}  # (pid, tid) → [(ts, -dur, name, ext, (dims, types, concrete))]
+    runtime: dict[int, tuple] = {}  # correlation → (pid, tid, ts, dur, name, ext, size)
+    host: list[tuple] = []  # (pid, tid, ts, dur, name, kind)
+    flows: list[tuple] = []  # (is the start, flow id, pid, tid, ts): made into look-ups only if a kernel needs them
+    steps: list[tuple[float, float, str]] = []
+    launch_durs: list[float] = []
+    names: dict[str, str] = {}
+    gpu_evidence = False
+    empty_args = EventArgs()
+    shape_cache: dict = {}
+    none3 = ((), (), ())
+    decode_event = _EVENT.decode
+    for i in range(len(events)):
+        e, events[i] = events[i], None
+        if e.__class__ is msgspec.Raw:
+            try:
+                e = decode_event(e)
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                e = None
+        if e is None:
+            counts.add("skipped: not a JSON object with object args", f"event {i}")
             continue
-        ph, cat = e.get("ph"), e.get("cat")
-        if ph in ("s", "f") and cat == "ac2g":
-            if ph == "f":
-                flow_end[(e.get("pid"), e.get("tid"), _num(e, "ts"))] = e.get("id")
-            continue
+        ph, cat = e.ph, e.cat
         if ph != "X":
+            if cat in FLOW_CATS and (ph == "s" or ph == "f" or ph == "t"):
+                ts, fid, pid, tid = e.ts, e.id, e.pid, e.tid
+                if ts.__class__ is not float:
+                    ts = _time(ts)
+                if ts is not None and (fid.__class__ is int or fid.__class__ is str):
+                    if pid.__class__ is not int:
+                        pid = _thread(pid)
+                    if tid.__class__ is not int:
+                        tid = _thread(tid)
+                    flows.append((ph == "s", fid, (pid, tid, ts)))
             continue
-        ts, dur = _num(e, "ts"), _num(e, "dur")
-        if ts is None or dur is None:
+        kind = KINDS.get(cat) if cat.__class__ is str else None
+        if kind is None:
+            if cat.__class__ is not str:
+                continue
+            kind = KINDS.get(cat.lower())
+            if kind is None:
+                continue
+        name = e.name if e.name.__class__ is str else ("" if e.name is None else str(e.name))
+        ts, dur = e.ts, e.dur
+        if ts.__class__ is not float or ts - ts != 0.0:  # not a finite float: an int, text, NaN, …
+            ts = _time(ts)
+        if dur.__class__ is not float or dur - dur != 0.0:
+            dur = _time(dur)
+        if ts is None or dur is None or dur < 0:
+            counts.add("skipped: a time (ts, dur) that is missing, not finite or negative", _where(i, name))
             continue
-        args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
-        name = str(e.get("name", ""))
-        if name.startswith(STEP_PREFIX):
-            steps.append((ts * US, (ts + dur) * US))
-            continue
-        if cat in DEVICE_CATS:
-            raw_kernels.append({**e, "args": args, "ts": ts, "dur": dur})
-        elif cat in OP_CATS:
-            raw_ops.append({**e, "args": args, "ts": ts, "dur": dur})
-        elif cat in RUNTIME_CATS:
-            corr = _int(args.get("correlation"))
-            ext = _int(args.get("External id"))
+        a = e.args or empty_args
+        name = names.setdefault(name, name)
+        if kind == "kernel" or kind == "memcpy" or kind == "memset":
+            pid, tid = e.pid, e.tid
+            dev_raw.append((ts, dur, kind, name, a.external_id, a.correlation, a.stream, a.device, a.bytes,
+                            pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
+                            a.kind, i))
+        elif name.startswith(STEP_PREFIX):
+            if kind in ("op", "annotation"):  # the CPU's step, not its copy on the GPU's timeline
+                steps.append((ts, ts + dur, name))
+            else:
+                gpu_evidence = True
+        elif kind == "op":
+            pid, tid = e.pid, e.tid
+            dims_v = a.dims if a.dims is not None else a.dims_old
+            shapes = none3
+            if dims_v is not None:
+                got = shapes_of(dims_v, a.types, a.concrete, shape_cache)
+                if got is None:
+                    counts.add("with shapes that are not lists of non-negative integers (shapes dropped, time kept)",
+                               _where(i, name))
+                else:
+                    shapes = got
+            ext_v = a.external_id
+            ext = ext_v if ext_v.__class__ is int else _id(ext_v)
+            if ext is None and ext_v is not None:
+                counts.add("with an External id that is not an integer (not linked)", _where(i, name))
+            key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
+            rows = op_raw.get(key)
+            if rows is None:
+                rows = op_raw[key] = []
+            rows.append((ts, -dur, name, ext, shapes))
+        elif kind == "runtime":
+            gpu_evidence = True
+            corr = _id(a.correlation)
+            pid, tid = e.pid, e.tid
+            if pid.__class__ is not int:
+                pid = _thread(pid)
+            if tid.__class__ is not int:
+                tid = _thread(tid)
             if corr is not None:
-                runtime[corr] = name
-                if ext is not None:
-                    runtime_ext[corr] = ext
+                runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
+            if "Launch" in name:
+                launch_durs.append(dur)
+            elif "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
+                host.append((pid, tid, ts, dur, name, "sync"))
+            elif "emcpy" in name or "emset" in name:  # cudaMemcpyAsync, hipMemsetAsync, cuMemcpyDtoH, …
+                host.append((pid, tid, ts, dur, name, "copy"))
+        elif kind == "gpu":
+            gpu_evidence = True
+    del events
+    e = a = None  # the last event's raw fields are views of the file's bytes: let them go
 
-    ops, by_ext = _op_tree(raw_ops)
+    ops, by_ext, threads, op_thread = _op_tree(op_raw)
+    del op_raw
     kernels: list[Kernel] = []
     links: list[int | None] = []
     graph: set[int] = set()
-    for e in sorted(raw_kernels, key=lambda e: e["ts"]):
-        a = e["args"]
-        corr = _int(a.get("correlation"))
-        if corr is None:  # no correlation in the args: follow the ac2g flow that ends on this kernel
-            corr = _int(flow_end.get((e.get("pid"), e.get("tid"), e["ts"])))
-        ext = _int(a.get("External id"))
-        if ext in (None, 0) and corr is not None:
-            ext = runtime_ext.get(corr)
-        k = Kernel(
-            name=str(e.get("name", "")), ts=e["ts"] * US, dur=e["dur"] * US, cat=str(e.get("cat")),
-            external_id=ext, correlation=corr, stream=_int(a.get("stream")), device=_int(a.get("device")),
-        )
-        i = len(kernels)
-        kernels.append(k)
-        if corr is not None and runtime.get(corr) in GRAPH_LAUNCHES:
-            graph.add(i)
-            links.append(None)
+    dev_raw.sort(key=lambda r: r[0])
+    flow_maps: tuple[dict, dict] | None = None
+    for ts, dur, cat, name, ext_v, corr_v, stream, device, nbytes, pid, tid, mkind, i in dev_raw:
+        corr = corr_v if corr_v.__class__ is int else _id(corr_v)
+        if corr is None and corr_v is not None:
+            counts.add("with a correlation that is not an integer (not linked)", _where(i, name))
+        launch = runtime.get(corr) if corr is not None else None
+        if launch is None:  # no launch by correlation: follow the ac2g flow that ends on this activity
+            if flow_maps is None:
+                flow_maps = _flow_maps(flows)
+            flow_start, flow_end = flow_maps
+            flow = flow_end.get((pid, tid, ts))
+            if corr is None and flow is not None:
+                corr = _id(flow)
+                launch = runtime.get(corr) if corr is not None else None
+            at = (launch[0], launch[1], launch[2]) if launch else flow_start.get(flow if flow is not None else corr)
         else:
-            links.append(by_ext.get(ext) if ext not in (None, 0) else None)
-    props = meta.get("deviceProperties")
-    dev = ""
-    if isinstance(props, list) and props and isinstance(props[0], Mapping):
-        dev = str(props[0].get("name", ""))
+            at = (launch[0], launch[1], launch[2])
+        ext = ext_v if ext_v.__class__ is int else _id(ext_v)
+        if ext_v is not None and ext is None:
+            counts.add("with an External id that is not an integer (not linked)", _where(i, name))
+        if not ext and launch is not None:
+            ext = _id(launch[5])
+        b = None
+        direction = ""
+        if cat != "kernel":
+            if (nbytes is None or _time(nbytes) is None) and launch is not None:
+                nbytes = launch[6]  # HIP: the size is on the memcpy call
+            b = _time(nbytes)
+            if b is not None and b < 0:
+                b = None
+            if cat == "memcpy":
+                direction = mkind if isinstance(mkind, str) and mkind[:1].isalpha() and "to" in mkind else ""
+                if not direction:
+                    parts = name.split()
+                    direction = parts[1] if len(parts) > 1 and "to" in parts[1] else "other"
+        k = Kernel(name, ts * US, dur * US, cat, ext, corr, stream if stream.__class__ is int else _id(stream),
+                   device if device.__class__ is int else _id(device), b, direction, at[2] * US if at else None)
+        n = len(kernels)
+        kernels.append(k)
+        if launch is not None and launch[4] in GRAPH_LAUNCHES:
+            graph.add(n)
+            links.append(None)
+            continue
+        links.append(_link(ops, by_ext, threads, op_thread, ext, at))
+    host_calls = tuple(sorted((HostCall(name, ts * US, dur * US, kind, _enclosing_name(ops, threads, (pid, tid, ts)))
+                               for pid, tid, ts, dur, name, kind in host), key=lambda h: h.ts))
+    launch_durs.sort()
+    props, dev = _device_props(meta.get("deviceProperties"))
+    threads_v = _id(meta.get("rooftop_cpu_threads"))
     return Trace(
         kernels=tuple(kernels), ops=tuple(ops), kernel_op=tuple(links), graph_kernels=frozenset(graph),
-        steps=tuple(sorted(steps)), device_name=dev,
-        metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float))},
+        steps=tuple((s * US, t * US) for s, t, _ in sorted(steps)), step_names=tuple(n for *_, n in sorted(steps)),
+        device_name=dev, device_props=props,
+        metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
+        host_calls=host_calls, launch_s=launch_durs[len(launch_durs) // 2] * US if launch_durs else None,
+        gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
+        warnings=counts.lines(),
     )
 
 
-def _op_tree(raw: Sequence[dict]) -> tuple[list[CpuOp], dict[int, int]]:
-    """The ops in time order with parent/children links (nesting per thread) and self times."""
-    order = sorted(range(len(raw)), key=lambda i: (str(raw[i].get("pid")), str(raw[i].get("tid")),
-                                                    raw[i]["ts"], -raw[i]["dur"]))
-    parent: dict[int, int | None] = {}
-    kids: dict[int, list[int]] = {i: [] for i in order}
-    stack: list[int] = []
-    thread = None
-    for i in order:
-        e = raw[i]
-        t = (e.get("pid"), e.get("tid"))
-        if t != thread:
-            stack, thread = [], t
-        while stack and raw[stack[-1]]["ts"] + raw[stack[-1]]["dur"] <= e["ts"]:
-            stack.pop()
-        parent[i] = stack[-1] if stack else None
-        if stack:
-            kids[stack[-1]].append(i)
-        stack.append(i)
-    pos = {i: n for n, i in enumerate(order)}
+def _flow_maps(flows: Sequence[tuple]) -> tuple[dict, dict]:
+    """flow id → (pid, tid, ts) where it starts (the launch); (pid, tid, ts) where it ends (the kernel) → flow id."""
+    start: dict = {}
+    end: dict = {}
+    for is_start, fid, key in flows:
+        if is_start:
+            start[fid] = key
+        else:
+            end[key] = fid
+    return start, end
+
+
+def _device_props(v: Any) -> tuple[dict[str, Any], str]:
+    """The first device's properties (name, memory, SMs / CUs, compute capability, warp size) and its name."""
+    if not isinstance(v, list) or not v or not isinstance(v[0], Mapping):
+        return {}, ""
+    d = v[0]
+    keep = {k: d[k] for k in ("name", "totalGlobalMem", "numSms", "computeMajor", "computeMinor", "warpSize")
+            if isinstance(d.get(k), (int, float, str)) and not isinstance(d.get(k), bool)}
+    return keep, str(keep.get("name", ""))[:200]
+
+
+def _enclosing(ops: Sequence[CpuOp], threads: Mapping[tuple, tuple[list[float], list[int]]],
+               at: tuple) -> int | None:
+    """The innermost op enclosing the time `at[2]` (µs) on thread (`at[0]`, `at[1]`)."""
+    th = threads.get((at[0], at[1]))
+    if th is None:
+        return None
+    starts, idx = th
+    t = at[2] * US
+    j = bisect.bisect_right(starts, t) - 1
+    if j < 0:
+        return None
+    o: int | None = idx[j]
+    while o is not None:
+        op = ops[o]
+        if op.ts <= t <= op.end:
+            return o
+        o = op.parent
+    return None
+
+
+def _enclosing_name(ops: Sequence[CpuOp], threads: Mapping, at: tuple) -> str:
+    """The innermost op enclosing a host call, or the `.item()` op around it where there is one."""
+    o = _enclosing(ops, threads, at)
+    inner = ops[o].name if o is not None else ""
+    while o is not None:
+        if ops[o].name in ITEM_OPS:
+            return ops[o].name
+        o = ops[o].parent
+    return inner
+
+
+def _link(ops: Sequence[CpuOp], by_ext: Mapping[int, int], threads: Mapping, op_thread: Sequence[tuple],
+          ext: int | None, at: tuple | None) -> int | None:
+    """The op that launched an activity: by External id where that op encloses the launch on the launch's thread
+    (or no launch is known), else the innermost op enclosing the launch on its thread."""
+    o = by_ext.get(ext) if ext not in (None, 0) else None
+    if at is None:
+        return o
+    if o is not None and op_thread[o] == (at[0], at[1]) and ops[o].ts <= at[2] * US <= ops[o].end:
+        return o
+    return _enclosing(ops, threads, at)
+
+
+def _op_tree(by_thread: dict[tuple, list[tuple]]) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
+    """The ops in (thread, time) order with parent/children links (nesting per thread) and self times; the
+    External id index; per thread, the ops' start times and indices (for finding the op enclosing a launch).
+    Each thread's rows are (ts, -dur, name, ext, shapes) in µs, consumed as they are read."""
     ops: list[CpuOp] = []
     by_ext: dict[int, int] = {}
-    for i in order:
-        e, a = raw[i], raw[i]["args"]
-        child_dur = sum(raw[c]["dur"] for c in kids[i])
-        dims = a.get("Input Dims")
-        types = a.get("Input type")
-        concrete = a.get("Concrete Inputs")
-        ext = _int(a.get("External id"))
-        op = CpuOp(
-            name=str(e.get("name", "")), ts=e["ts"] * US, dur=e["dur"] * US, tid=e.get("tid"), external_id=ext,
-            dims=tuple(dims) if isinstance(dims, list) else (),
-            types=tuple(str(t) for t in types) if isinstance(types, list) else (),
-            concrete=tuple(str(c) for c in concrete) if isinstance(concrete, list) else (),
-            parent=pos[parent[i]] if parent[i] is not None else None,
-            children=tuple(pos[c] for c in kids[i]),
-            self_s=max(0.0, e["dur"] - child_dur) * US,
-        )
-        if ext not in (None, 0):
-            by_ext[ext] = len(ops)  # the innermost op wins where an id repeats
-        ops.append(op)
-    return ops, by_ext
+    threads: dict[tuple, tuple[list[float], list[int]]] = {}
+    op_thread: list[tuple] = []
+    none = ()
+    for key in sorted(by_thread, key=lambda k: (str(k[0]), str(k[1]))):
+        rows = by_thread.pop(key)
+        rows.sort(key=_START_LONGEST)
+        base = len(ops)
+        m = len(rows)
+        parent: list[int | None] = [None] * m
+        kids: dict[int, list[int]] = {}
+        child_dur = [0.0] * m
+        stack: list[int] = []
+        ends: list[float] = []
+        for n, r in enumerate(rows):
+            ts = r[0]
+            while ends and ends[-1] <= ts:
+                stack.pop()
+                ends.pop()
+            if stack:
+                up = stack[-1]
+                parent[n] = up + base
+                kids.setdefault(up, []).append(n + base)
+                child_dur[up] -= r[1]
+            stack.append(n)
+            ends.append(ts - r[1])
+        starts: list[float] = []
+        idx: list[int] = []
+        for n in range(m):
+            ts, negdur, name, ext, (dims, types, conc) = rows[n]
+            rows[n] = None
+            k = kids.get(n)
+            self_us = -negdur - child_dur[n]
+            op = CpuOp(name, ts * US, -negdur * US, key[1], ext, dims, types, conc, parent[n],
+                       tuple(k) if k else none, (self_us if self_us > 0 else 0.0) * US)
+            if ext:
+                by_ext[ext] = base + n  # the innermost op wins where an id repeats
+            starts.append(op.ts)
+            idx.append(base + n)
+            op_thread.append(key)
+            ops.append(op)
+        threads[key] = (starts, idx)
+    return ops, by_ext, threads, op_thread

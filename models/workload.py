@@ -11,27 +11,51 @@ too; only W and Q are modelled.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import msgspec
 
 from . import roofline
 from .calibrate import ABOVE_ROOF
 from .paths import MATMUL_LADDER
-from .profile import DeviceProfile, NoRoof
+from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
-from .trace import CpuOp, Trace
+from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
+from .trace import CpuOp, Trace, paused_gc
 
 UNATTRIBUTED = "(unattributed kernels)"
 GRAPH_REPLAY = "(CUDA graph replay)"
+TOP_KERNELS = 10
+# a memcpy's direction → the level whose slope it runs against (host copies cross the host link)
+TRANSFER_LEVEL = {"HtoD": "pcie", "DtoH": "pcie", "HtoH": "pcie", "HtoA": "pcie", "AtoH": "pcie",
+                  "DtoD": "dram", "PtoP": "nvlink"}
 
 
 # -- grouping -------------------------------------------------------------------
 
 
+class Rates:
+    """W / t and Q / t of something with flops, bytes and time_s (an op group, a kernel)."""
+
+    flops: float
+    bytes: float
+    time_s: float
+
+    @property
+    def achieved_flops(self) -> float:
+        return self.flops / self.time_s if self.time_s > 0 else 0.0
+
+    @property
+    def achieved_bandwidth(self) -> float:
+        return self.bytes / self.time_s if self.time_s > 0 else 0.0
+
+
 @dataclass
-class OpGroup:
+class OpGroup(Rates):
     """All calls of one op with the same input shapes and dtype: their time, W and Q, on the roofline."""
 
     op: str
@@ -46,6 +70,7 @@ class OpGroup:
     flops: float = 0.0
     bytes: float = 0.0
     kernels: int = 0
+    alone_s: float = 0.0  # the part of time_s when nothing else ran on the device: its share of the span
     # against the device, set by place():
     bound_s: float | None = None
     regime: str = ""
@@ -57,14 +82,6 @@ class OpGroup:
         if self.bytes > 0:
             return self.flops / self.bytes
         return None if self.flops == 0 else math.inf
-
-    @property
-    def achieved_flops(self) -> float:
-        return self.flops / self.time_s if self.time_s > 0 else 0.0
-
-    @property
-    def achieved_bandwidth(self) -> float:
-        return self.bytes / self.time_s if self.time_s > 0 else 0.0
 
     @property
     def fraction_of_roof(self) -> float | None:
@@ -92,7 +109,7 @@ class OpGroup:
             "regime": self.regime, "bound_s": self.bound_s, "fraction_of_roof": self.fraction_of_roof,
             "achieved_flops": self.achieved_flops, "achieved_bandwidth": self.achieved_bandwidth,
             "path": self.path, "model": self.model, "counting": self.counting, "estimate": True,
-            "shape": dict(self.shape),
+            "shape": dict(self.shape), "time_alone_s": self.alone_s,
         }
 
 
@@ -108,6 +125,13 @@ class Workload:
     busy_s: float
     device_name: str = ""
     notes: tuple[str, ...] = field(default=())
+    transfers: tuple[Transfer, ...] = ()  # memcpy / memset rows
+    overlap_s: float = 0.0  # time two or more activities ran at once (streams overlapping)
+    idle_causes: tuple[IdleCause, ...] = ()
+    top_kernels: tuple[TopKernel, ...] = ()
+    steps: tuple[StepSplit, ...] = ()
+    flags: tuple[Flag, ...] = ()  # faster than a roof: the roof is low (or a model is wrong)
+    device_note: str = ""  # how the device was chosen, or that the trace's device has no reference here
 
     @property
     def idle_s(self) -> float:
@@ -116,6 +140,17 @@ class Workload:
     @property
     def op_time_s(self) -> float:
         return sum(g.time_s for g in self.groups)
+
+    def shares(self) -> dict[str, float]:
+        """Each row's share of the span: op groups and transfers by their time alone, the overlap, the idle
+        time. They add up to the span (to 100%), never past it."""
+        span = self.span_s
+        if span <= 0:
+            return {}
+        out = {"idle": self.idle_s / span, "overlap": self.overlap_s / span}
+        out["ops"] = sum(g.alone_s for g in self.groups) / span
+        out["transfers"] = sum(t.alone_s for t in self.transfers) / span
+        return out
 
     @property
     def flops(self) -> float:
@@ -132,8 +167,13 @@ class Workload:
 
     @property
     def at_roof_s(self) -> float:
-        """The step if every op ran at its roof and the gaps stayed (Amdahl)."""
-        return self.idle_s + max(0.0, self.busy_s - (self.op_time_s - self.bound_s))
+        """The step if every op ran at its roof and the gaps stayed (Amdahl): each group's time alone scaled by
+        bound/time (overlapped time and transfers kept as they ran)."""
+        saved = 0.0
+        for g in self.groups:
+            if g.bound_s is not None and g.time_s > 0:
+                saved += g.alone_s * max(0.0, 1.0 - g.bound_s / g.time_s)
+        return self.idle_s + max(0.0, self.busy_s - saved)
 
     @property
     def no_gaps_s(self) -> float:
@@ -175,24 +215,41 @@ class Workload:
             "speedup_at_roof": self.span_s / self.at_roof_s if self.at_roof_s > 0 else None,
             "speedup_without_gaps": self.span_s / self.no_gaps_s if self.no_gaps_s > 0 else None,
             "largest_share": self.largest_share(),
+            "overlap_s": self.overlap_s, "transfer_time_s": sum(t.time_s for t in self.transfers),
+            "transfer_bytes": sum(t.bytes for t in self.transfers), "device_note": self.device_note,
+            "shares": self.shares(),
         }
 
     def largest_share(self) -> str:
         """What takes most of the span: 'idle' (gaps between kernels / outside ops) or the top op."""
-        top = self.groups[0] if self.groups else None
-        if top is None or self.idle_s >= top.time_s:
+        top = max(self.groups, key=lambda g: g.alone_s, default=None)
+        if top is None or self.idle_s >= top.alone_s:
             return "idle"
         return top.op
 
+    def rows(self) -> dict[str, Any]:
+        """The rows beside the op groups, as JSON: memcpy / memset, overlap, idle causes, top kernels, steps,
+        flags (kept with a stored profile as they are)."""
+        span = self.span_s
+        return {
+            "transfers": [{**t.to_dict(), "share": t.alone_s / span if span > 0 else None} for t in self.transfers],
+            "overlap": {"time_s": self.overlap_s, "share": self.overlap_s / span if span > 0 else None},
+            "idle_causes": [{**c.to_dict(), "share": c.time_s / span if span > 0 else None}
+                            for c in self.idle_causes],
+            "top_kernels": [t.to_dict() for t in self.top_kernels],
+            "steps": [s.to_dict() for s in self.steps],
+            "flags": [f.to_dict() for f in self.flags],
+        }
+
     def to_dict(self) -> dict[str, Any]:
         span = self.span_s
-        ops = [{**g.to_dict(), "share": g.time_s / span if span > 0 else None} for g in self.groups]
-        return {"ops": ops, "summary": self.summary(), "notes": list(self.notes)}
+        ops = [{**g.to_dict(), "share": g.alone_s / span if span > 0 else None} for g in self.groups]
+        return {"ops": ops, "summary": self.summary(), "notes": list(self.notes), **self.rows()}
 
 
-def _key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple[str, str, str]:
+def _key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple[str, bytes, str]:
     dtype = op_dtype(op.types) or (element[0] if element and "TensorList" in op.types else "")
-    return op.name, json.dumps(list(op.dims)), dtype
+    return op.name, msgspec.json.encode(op.dims), dtype
 
 
 def _group(groups: dict, key: tuple, cost: OpCost, shapes: list, dtype: str) -> OpGroup:
@@ -252,47 +309,112 @@ def _owner(trace: Trace, work: Sequence[bool], costs: Sequence[OpCost]) -> list[
 NO_WORK_GROUP = "(dispatch and views)"
 
 
-def build_workload(trace: Trace, device: DeviceProfile) -> Workload:
-    """Group the trace's work by (op, shapes, dtype), cost each group and place it on `device`."""
+class _Costs:
+    """Each op's W and Q, computed when first asked for (a GPU trace needs only the ops that launched work); ops
+    with the same name, shapes, types and arguments are costed once (a long trace repeats a few hundred distinct
+    calls; the reader shares one object among identical shapes, so their ids key the memo)."""
+
+    def __init__(self, trace: Trace, elements: Mapping[int, tuple[str, float]]) -> None:
+        self.ops, self.elements = trace.ops, elements
+        self.done: list[OpCost | None] = [None] * len(trace.ops)
+        self.memo: dict[tuple, OpCost] = {}
+
+    def __len__(self) -> int:
+        return len(self.done)
+
+    def __getitem__(self, i: int) -> OpCost:
+        c = self.done[i]
+        if c is None:
+            o, el = self.ops[i], self.elements.get(i)
+            key = (o.name, id(o.dims), id(o.types), id(o.concrete), el)
+            c = self.memo.get(key)
+            if c is None:
+                c = self.memo[key] = cost_op(o.name, o.dims, o.types, el, o.concrete)
+            self.done[i] = c
+        return c
+
+
+def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -> Workload:
+    """Group the trace's work by (op, shapes, dtype), cost each group and place it on `device`; on a GPU trace
+    also the memcpy / memset rows, the overlap of streams, the idle time by cause, the top kernels, the steps."""
+    with paused_gc():
+        return _build_workload(trace, device, device_note)
+
+
+def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Workload:
     elements: dict[int, tuple[str, float]] = {}
     for k, oi in zip(trace.kernels, trace.kernel_op):
-        if oi is not None and oi not in elements and "TensorList" in trace.ops[oi].types:
+        if oi is not None and oi not in elements and k.cat == "kernel" and "TensorList" in trace.ops[oi].types:
             found = element_from_kernel(k.name)
             if found:
                 elements[oi] = found
-    costs = [cost_op(o.name, o.dims, o.types, elements.get(i), o.concrete) for i, o in enumerate(trace.ops)]
+    costs = _Costs(trace, elements)
     groups: dict[tuple, OpGroup] = {}
-    notes: list[str] = []
+    notes: list[str] = list(trace.warnings)
+    transfers: list[Transfer] = []
+    causes: list[IdleCause] = []
+    top: list[TopKernel] = []
+    overlap_s = 0.0
+    busy_s = 0.0
     if trace.on_device:
-        per_op: dict[int, float] = {}
-        kcount: dict[int, int] = {}
+        sw = sweep(trace.kernels)
+        busy_s, overlap_s = sw.busy_s, sw.overlap_s
+        per_op: dict[int, list[float]] = {}
         loose: dict[str, list[float]] = {}
+        moves: dict[tuple[str, str], Transfer] = {}
         for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
+            alone = sw.alone_s[ki]
+            if k.cat != "kernel":  # memcpy / memset: rows of their own, with their bytes
+                key = (k.cat, k.direction)
+                t = moves.get(key)
+                if t is None:
+                    t = moves[key] = Transfer(k.cat, k.direction)
+                t.calls += 1
+                t.time_s += k.dur
+                t.alone_s += alone
+                t.bytes += k.bytes or 0.0
+                if oi is not None:  # the op is still a call (its W and Q count), with no kernel time
+                    per_op.setdefault(oi, [0, 0.0, 0.0])
+                continue
             if oi is None:
                 name = GRAPH_REPLAY if ki in trace.graph_kernels else UNATTRIBUTED
-                loose.setdefault(name, []).append(k.dur)
+                e = loose.setdefault(name, [0, 0.0, 0.0])
+                e[0] += 1
+                e[1] += k.dur
+                e[2] += alone
                 continue
-            per_op[oi] = per_op.get(oi, 0.0) + k.dur
-            kcount[oi] = kcount.get(oi, 0) + (k.cat == "kernel")  # memcpy / memset: time, not kernels
-        for oi, t in per_op.items():
+            e = per_op.setdefault(oi, [0, 0.0, 0.0])
+            e[0] += 1
+            e[1] += k.dur
+            e[2] += alone
+        for oi, (n, t, alone) in per_op.items():
             o = trace.ops[oi]
             key = _key(o, elements.get(oi))
             g = _group(groups, key, costs[oi], list(o.dims), key[2])
             g.calls += 1
-            g.kernels += kcount[oi]
+            g.kernels += n
             g.time_s += t
+            g.alone_s += alone
             g.flops += costs[oi].flops
             g.bytes += costs[oi].bytes
-        for name, durs in loose.items():
+        for name, (n, t, alone) in loose.items():
             g = OpGroup(op=name, shapes=[], dtype="", model="unattributed", path="",
                         counting="kernels no op of this trace launched (a CUDA graph replays them as one launch): "
                                  "time only, no W or Q")
-            g.calls = g.kernels = len(durs)
-            g.time_s = sum(durs)
+            g.calls = g.kernels = n
+            g.time_s, g.alone_s = t, alone
             groups[(name, "", "")] = g
-            notes.append(f"{len(durs)} kernels ({sum(durs) * 1e3:.3g} ms) are {name.strip('()')}: "
+            notes.append(f"{n} kernels ({t * 1e3:.3g} ms) are {name.strip('()')}: "
                          "their time is unattributed, with no W or Q")
+        transfers = sorted((place_transfer(t, device) for t in moves.values()), key=lambda t: -t.time_s)
+        lo = device.launch_overhead.value if device.launch_overhead else None
+        causes = idle_causes(trace, lo)
+        top = top_kernels(trace, costs)
+        if not trace.kernels:
+            notes.append("the trace records no kernels, memcpy or memset (GPU activity was not recorded, or only "
+                         "range-profiler events were): the device was busy for 0 s as far as it shows")
     else:
+        busy_s = trace.busy_s
         work = work_ops(trace, costs)
         owners = _owner(trace, work, costs)
         for i, o in enumerate(trace.ops):
@@ -316,19 +438,51 @@ def build_workload(trace: Trace, device: DeviceProfile) -> Workload:
                 g.flops += costs[i].flops
                 g.bytes += costs[i].bytes
         groups = {k: g for k, g in groups.items() if g.time_s > 0 or g.flops > 0}
-    placed = [place(g, device) for g in groups.values()]
+        total = sum(g.time_s for g in groups.values())
+        scale = busy_s / total if total > busy_s > 0 else 1.0  # ops on several threads at once
+        for g in groups.values():
+            g.alone_s = g.time_s * scale
+        if scale < 1.0:
+            notes.append(f"ops ran on several threads at once ({(total - busy_s) * 1e3:.3g} ms counted twice): each "
+                         "group's share is scaled to the busy time")
+    placed = [place(g, device) for g in groups.values() if g.time_s > 0 or g.flops > 0 or g.bytes > 0]
     placed.sort(key=lambda g: -g.time_s)
-    above = [g for g in placed if (g.fraction_of_roof or 0.0) > ABOVE_ROOF]
-    if above:  # a time under its bound: the roof is not this run's, or the bytes are not all counted
-        top = max(g.fraction_of_roof or 0.0 for g in above)
-        names = ", ".join(dict.fromkeys(g.op for g in above[:3])) + (", …" if len(above) > 3 else "")
-        notes.append(f"{len(above)} op group{'s' if len(above) > 1 else ''} ran above the roofs of {device.id} "
-                     f"(up to {100 * (top - 1):.0f}% above: {names}): the roofs were measured under other "
-                     "conditions (threads, clocks) or a cache kept the data, so the bytes are under-counted")
-    return Workload(
+    for t in top:
+        place_kernel(t, device)
+    steps = step_splits(trace) if trace.steps else []
+    w = Workload(
         groups=tuple(placed), device=device, on_device=trace.on_device, kernels=trace.kernel_count,
-        span_s=trace.span_s, busy_s=trace.busy_s, device_name=trace.device_name, notes=tuple(notes),
+        span_s=trace.span_s, busy_s=busy_s, device_name=trace.device_name, notes=tuple(notes),
+        transfers=tuple(transfers), overlap_s=overlap_s, idle_causes=tuple(causes), top_kernels=tuple(top),
+        steps=tuple(steps), device_note=device_note,
     )
+    flags = roof_flags(w, trace.cpu_threads)
+    return dataclasses.replace(w, flags=tuple(flags))
+
+
+def top_kernels(trace: Trace, costs: Sequence[OpCost], n: int = TOP_KERNELS) -> list[TopKernel]:
+    """The kernels by total time (by name), with W and Q from their ops: an op's W and Q split over its kernels
+    in proportion to their time (one GEMM kernel per aten::mm takes all of it)."""
+    op_time: dict[int, float] = {}
+    for k, oi in zip(trace.kernels, trace.kernel_op):
+        if oi is not None and k.cat == "kernel":
+            op_time[oi] = op_time.get(oi, 0.0) + k.dur
+    by: dict[str, TopKernel] = {}
+    for k, oi in zip(trace.kernels, trace.kernel_op):
+        if k.cat != "kernel":
+            continue
+        t = by.get(k.name)
+        if t is None:
+            t = by[k.name] = TopKernel(k.name)
+        t.calls += 1
+        t.time_s += k.dur
+        if oi is not None and op_time.get(oi):
+            share = k.dur / op_time[oi]
+            t.flops += costs[oi].flops * share
+            t.bytes += costs[oi].bytes * share
+            if costs[oi].flops > 0 and not t.path:
+                t.path = costs[oi].path
+    return sorted(by.values(), key=lambda t: -t.time_s)[:n]
 
 
 def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
@@ -354,3 +508,216 @@ def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
     else:
         g.regime = roofline.regime(roofline.intensity(g.flops, g.bytes), peak, bw)
     return g
+
+
+# -- memcpy / memset, top kernels, flags ------------------------------------------------------
+
+
+@dataclass
+class Transfer:
+    """All memcpy of one direction (or all memset): their time, bytes and achieved rate against the level they
+    cross: the host link (`pcie`) for host↔device, DRAM for device↔device copies (read + write) and memsets."""
+
+    cat: str  # memcpy, memset
+    direction: str = ""  # memcpy: HtoD, DtoH, DtoD, PtoP, …
+    calls: int = 0
+    time_s: float = 0.0
+    alone_s: float = 0.0
+    bytes: float = 0.0
+    level: str = ""
+    bandwidth: float | None = None  # the level's slope on the device, when it has one
+    traffic: float = 1.0  # bytes through the level per byte copied (2 for a DtoD copy: read and write)
+
+    @property
+    def label(self) -> str:
+        return f"memcpy {self.direction}".strip() if self.cat == "memcpy" else self.cat
+
+    @property
+    def achieved_bandwidth(self) -> float:
+        return self.bytes / self.time_s if self.time_s > 0 else 0.0
+
+    @property
+    def fraction_of_roof(self) -> float | None:
+        if not self.bandwidth or self.time_s <= 0 or self.bytes <= 0:
+            return None
+        return self.bytes * self.traffic / self.time_s / self.bandwidth
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"row": self.label, "cat": self.cat, "direction": self.direction, "calls": self.calls,
+                "time_s": self.time_s, "time_alone_s": self.alone_s, "bytes": self.bytes, "level": self.level,
+                "bandwidth": self.bandwidth, "achieved_bandwidth": self.achieved_bandwidth,
+                "fraction_of_roof": self.fraction_of_roof, "traffic_per_byte": self.traffic}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Transfer:
+        bw = d.get("bandwidth")
+        return cls(str(d["cat"]), str(d.get("direction") or ""), int(d["calls"]), float(d["time_s"]),
+                   float(d.get("time_alone_s") or 0.0), float(d.get("bytes") or 0.0), str(d.get("level") or ""),
+                   None if bw is None else float(bw), float(d.get("traffic_per_byte") or 1.0))
+
+
+def place_transfer(t: Transfer, device: DeviceProfile) -> Transfer:
+    t.level = "dram" if t.cat == "memset" else TRANSFER_LEVEL.get(t.direction, "pcie")
+    t.traffic = 2.0 if t.cat == "memcpy" and t.level == "dram" else 1.0
+    t.bandwidth = device.bandwidth[t.level].value if t.level in device.bandwidth else None
+    return t
+
+
+@dataclass
+class TopKernel(Rates):
+    """One kernel (by name): calls, time, and W and Q from the ops that launched it (estimates)."""
+
+    name: str
+    calls: int = 0
+    time_s: float = 0.0
+    flops: float = 0.0
+    bytes: float = 0.0
+    path: str = ""
+    fraction_of_roof: float | None = None
+    roof: str = ""  # the roof that bounds it: a compute path or "dram"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "calls": self.calls, "time_s": self.time_s, "flops": self.flops,
+                "bytes": self.bytes, "achieved_flops": self.achieved_flops,
+                "achieved_bandwidth": self.achieved_bandwidth, "path": self.path,
+                "fraction_of_roof": self.fraction_of_roof, "roof": self.roof, "estimate": True}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TopKernel:
+        f = d.get("fraction_of_roof")
+        return cls(str(d["name"]), int(d["calls"]), float(d["time_s"]), float(d.get("flops") or 0.0),
+                   float(d.get("bytes") or 0.0), str(d.get("path") or ""), None if f is None else float(f),
+                   str(d.get("roof") or ""))
+
+
+def _bound(flops: float, nbytes: float, path: str, device: DeviceProfile) -> tuple[float | None, str]:
+    """max(W/F, Q/B) on the device and the roof that sets it; (None, '') where it has no roof to use."""
+    bw = device.bandwidth.get("dram")
+    peak = device.peak.get(path) if flops > 0 else None
+    t_mem = nbytes / bw.value if bw and nbytes > 0 else 0.0
+    t_comp = flops / peak.value if peak and flops > 0 else 0.0
+    if t_mem == 0.0 and t_comp == 0.0:
+        return None, ""
+    return (t_comp, path) if t_comp >= t_mem else (t_mem, "dram")
+
+
+def place_kernel(t: TopKernel, device: DeviceProfile) -> TopKernel:
+    bound, roof = _bound(t.flops, t.bytes, t.path, device)
+    if bound is not None and t.time_s > 0:
+        t.fraction_of_roof, t.roof = bound / t.time_s, roof
+    return t
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Something ran faster than its roof (so the roof is low, or a count is wrong): which roof, and from where."""
+
+    kind: str  # op, kernel, transfer, mfu, threads, model
+    subject: str
+    roof: str  # "bf16-tc", "dram", …
+    roof_value: float | None
+    source: str  # the run or profile the roof came from, and how it was measured
+    ratio: float  # achieved over the roof (> 1)
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Flag:
+        v = d.get("roof_value")
+        return cls(str(d["kind"]), str(d["subject"]), str(d.get("roof") or ""), None if v is None else float(v),
+                   str(d.get("source") or ""), float(d.get("ratio") or 0.0), str(d.get("text") or ""))
+
+
+def _ceiling(device: DeviceProfile, roof: str) -> Ceiling | None:
+    return device.peak.get(roof) or device.bandwidth.get(roof)
+
+
+def roof_source(device: DeviceProfile, roof: str) -> str:
+    """Where a roof of `device` came from, in words: the profile, its source and the case that measured it."""
+    c = _ceiling(device, roof)
+    if c is None:
+        return f"{device.id}"
+    case = f", {c.case}" if c.case else ""
+    threads = f", {device.threads} threads" if device.threads else ""
+    return f"{device.id} ({c.source}{case}{threads})"
+
+
+def _roof_text(device: DeviceProfile, roof: str) -> str:
+    c = _ceiling(device, roof)
+    if c is None:
+        return roof
+    v = c.value / 1e12 if roof in device.peak else c.value / 1e9
+    return f"{roof} {v:.4g} {'TFLOP/s' if roof in device.peak else 'GB/s'}"
+
+
+REMEASURE = "re-measure the roofs under the program's conditions (`rooftop measure` on that machine, same threads)"
+
+
+def roof_flags(w: Workload, program_threads: int | None = None) -> list[Flag]:
+    """A flag for every group, kernel and transfer above its roof, an MFU above 100%, a sum of bounds above the
+    measured time (a model error), and a CPU roof measured with fewer threads than the program used."""
+    dev = w.device
+    out: list[Flag] = []
+
+    def flag(kind: str, subject: str, roof: str, ratio: float, what: str) -> None:
+        c = _ceiling(dev, roof)
+        out.append(Flag(kind, subject, roof, c.value if c else None, roof_source(dev, roof), ratio,
+                        f"{what} ran at {100 * ratio:.0f}% of the {_roof_text(dev, roof)} roof of "
+                        f"{roof_source(dev, roof)}: faster than its roof, so the roof is low; {REMEASURE}"))
+
+    for g in w.groups:
+        f = g.fraction_of_roof
+        if f is not None and f > ABOVE_ROOF:
+            roof = g.path if g.regime == "compute" and g.path in dev.peak else "dram"
+            label = " ".join(x for x in (g.op, g.dtype, g.shapes_text) if x)  # the shape and dtype that ran faster
+            flag("op", g.op, roof, f, label)
+    for t in w.top_kernels:
+        if t.fraction_of_roof is not None and t.fraction_of_roof > ABOVE_ROOF:
+            flag("kernel", t.name, t.roof, t.fraction_of_roof, f"kernel {t.name[:60]}")
+    for t in w.transfers:
+        f = t.fraction_of_roof
+        if f is not None and f > ABOVE_ROOF:
+            flag("transfer", t.label, t.level, f, t.label)
+    mfu = w.mfu
+    if mfu is not None and mfu > 1.0 and w.mfu_path:
+        flag("mfu", "MFU", w.mfu_path, mfu, "the program's matmul FLOPs over the span")
+    bounds = sum(g.bound_s for g in w.groups if g.bound_s is not None)
+    measured = sum(g.time_s for g in w.groups if g.bound_s is not None)
+    if measured > 0 and bounds > measured * ABOVE_ROOF:
+        out.append(Flag("model", "every op at its roof", "", None, dev.id, bounds / measured,
+                        f"the ops' bounds add up to {bounds * 1e3:.4g} ms, more than the {measured * 1e3:.4g} ms "
+                        "they took: a bound above the measured time is a model error (W or Q over-counted) or "
+                        f"low roofs, not a bound; {REMEASURE}"))
+    if dev.kind == "cpu" and dev.threads and program_threads and dev.threads < program_threads:
+        out.append(Flag("threads", dev.id, "", None, roof_source(dev, "dram"), program_threads / dev.threads,
+                        f"the CPU roofs of {dev.id} were measured with {dev.threads} thread"
+                        f"{'s' if dev.threads > 1 else ''}, the program ran with {program_threads}: its ops can "
+                        f"run above them; re-measure with `rooftop measure --threads {program_threads}`"))
+    return out
+
+
+def flag_lines(flags: Sequence[Flag]) -> list[str]:
+    """The flags in a few lines: one per kind and roof (how many, how far above, which, the roof's source);
+    the others (MFU, threads, a model error) as they are."""
+    out: list[str] = []
+    by: dict[tuple[str, str], list[Flag]] = {}
+    for f in flags:
+        if f.kind in ("op", "kernel", "transfer"):
+            by.setdefault((f.kind, f.roof), []).append(f)
+        else:
+            out.append(f.text)
+    what = {"op": "op group", "kernel": "kernel", "transfer": "transfer"}
+    for (kind, roof), fs in by.items():
+        top = max(f.ratio for f in fs)
+        names = ", ".join(dict.fromkeys(f.subject[:50] for f in sorted(fs, key=lambda f: -f.ratio)[:3]))
+        more = ", …" if len({f.subject for f in fs}) > 3 else ""
+        v = fs[0].roof_value
+        value = "" if v is None else (f" {v / 1e12:.4g} TFLOP/s" if roof not in ("dram", "pcie", "nvlink", "l2", "l1")
+                                      else f" {v / 1e9:.4g} GB/s")
+        out.append(f"{len(fs)} {what[kind]}{'s' if len(fs) > 1 else ''} ran above the {roof}{value} roof of "
+                   f"{fs[0].source} (up to {100 * top:.0f}% of it: {names}{more}): faster than the roof, so the "
+                   f"roof is low (measured under other conditions: threads, clocks, TF32, or a cache kept the data); "
+                   f"{REMEASURE}")
+    return out

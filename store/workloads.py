@@ -11,11 +11,13 @@ device's measured profile.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence, TypedDict, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict, cast
 
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
-from rooftop.models.workload import OpGroup, Workload
+from rooftop.models.timeline import IdleCause, StepSplit
+from rooftop.models.workload import Flag, OpGroup, TopKernel, Transfer, Workload
 
 from .runs import PROFILE_PLAN, Run, Store
 
@@ -47,8 +49,14 @@ class ProfileSummary(TypedDict, total=False):
     speedup_at_roof: float | None
     speedup_without_gaps: float | None
     largest_share: str  # "idle" or the top op's name
+    overlap_s: float  # time two or more device activities ran at once
+    transfer_time_s: float
+    transfer_bytes: float
+    device_note: str  # how the device was chosen, or that the trace's own has no reference here
+    shares: dict[str, float]  # idle, overlap, ops, transfers: the span's split (adds up to 1)
     source: str  # the trace file, or the program's command line
     notes: list[str]
+    rows: dict[str, Any]  # Workload.rows(): transfers, overlap, idle_causes, top_kernels, steps, flags
 
 
 def profile_summary(run: Run) -> ProfileSummary:
@@ -91,7 +99,7 @@ def profile_device_info(work: Workload, source: str) -> dict[str, Any]:
     return {
         "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
         "kind": "gpu" if work.on_device else "cpu",
-        "profile": {**work.summary(), "source": source, "notes": list(work.notes)},
+        "profile": {**work.summary(), "source": source, "notes": list(work.notes), "rows": work.rows()},
     }
 
 
@@ -130,24 +138,41 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
                 time_s=float(g.get("time_s") or 0.0), flops=s.flops * calls if calls else s.flops,
                 bytes=s.bytes * calls if calls else s.bytes, kernels=int(g.get("kernels") or 0),
                 bound_s=None if bound is None else float(bound), regime=str(g.get("regime") or ""),
+                alone_s=float(g.get("time_alone_s", g.get("time_s")) or 0.0),
             ))
         except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"a stored op group is malformed ({exc})") from None
     return sorted(groups, key=lambda g: -g.time_s)
 
 
+def stored_rows(s: Mapping[str, Any]) -> dict[str, Any]:
+    """The rows beside the op groups (memcpy / memset, overlap, idle causes, top kernels, steps, flags) as
+    `Workload` fields, from a stored profile (none for a profile kept before they were)."""
+    rows = s.get("rows") if isinstance(s.get("rows"), Mapping) else {}
+    overlap = rows.get("overlap") if isinstance(rows.get("overlap"), Mapping) else {}
+    return {
+        "transfers": tuple(Transfer.from_dict(d) for d in rows.get("transfers") or ()),
+        "overlap_s": float(overlap.get("time_s") or 0.0),
+        "idle_causes": tuple(IdleCause.from_dict(d) for d in rows.get("idle_causes") or ()),
+        "top_kernels": tuple(TopKernel.from_dict(d) for d in rows.get("top_kernels") or ()),
+        "steps": tuple(StepSplit.from_dict(d) for d in rows.get("steps") or ()),
+        "flags": tuple(Flag.from_dict(d) for d in rows.get("flags") or ()),
+        "device_note": str(s.get("device_note") or ""),
+    }
+
+
 def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) -> Workload:
     """The profile as `rooftop profile` reported it, rebuilt from the run on the roofs it was placed on.
 
-    Raises ValueError when the stored split or an op group is malformed.
+    Raises ValueError when the stored split, an op group or a row is malformed.
     """
     s = profile_summary(run)
     try:
         return Workload(groups=tuple(stored_groups(samples)), device=device, on_device=bool(s.get("on_device")),
                         kernels=int(s.get("kernels") or 0), span_s=float(s.get("span_s") or 0.0),
                         busy_s=float(s.get("device_busy_s") or 0.0), device_name=str(s.get("trace_device") or ""),
-                        notes=tuple(str(n) for n in (s.get("notes") or ())))
-    except (TypeError, ValueError) as exc:
+                        notes=tuple(str(n) for n in (s.get("notes") or ())), **stored_rows(s))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ValueError(f"the stored profile is malformed ({exc})") from None
 
 
@@ -155,7 +180,8 @@ def profile_json(run: Run, samples: Sequence[Sample]) -> dict[str, Any]:
     """{ops, summary, notes} as `rooftop profile --json` gave them: the ops from the samples, the split as stored."""
     s = dict(profile_summary(run))
     span = s.get("span_s") if isinstance(s.get("span_s"), (int, float)) else 0.0
-    ops = [{**g.to_dict(), "share": g.time_s / span if span > 0 else None} for g in stored_groups(samples)]
+    ops = [{**g.to_dict(), "share": g.alone_s / span if span > 0 else None} for g in stored_groups(samples)]
     notes = list(s.pop("notes", None) or [])
+    rows = s.pop("rows", None)
     s.pop("source", None)
-    return {"ops": ops, "summary": s, "notes": notes}
+    return {"ops": ops, "summary": s, "notes": notes, **(rows if isinstance(rows, Mapping) else {})}

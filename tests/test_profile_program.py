@@ -109,6 +109,7 @@ def test_python_api_context_manager_and_decorator(tmp_path):
             model(x)
             p.step()
     assert p.recording.steps_kept == 2 and p.recording.steps_seen == 5
+    assert load_trace(tmp_path / "cm.json").cpu_threads == torch.get_num_threads()  # for the threads flag
     work = build_workload(load_trace(tmp_path / "cm.json"), lookup_device("h100"))
     [g] = [g for g in work.groups if g.op == "aten::addmm"]
     assert g.calls == 2 and g.flops == 2 * (2 * 4 * 32 * 16)

@@ -70,7 +70,10 @@ async def test_llm_footer_fits_80_columns_whole(runs_db: Path) -> None:
     """The LLM tab's keys and the app's share the footer: batch and context as one item each, Quit not cut."""
     app = make(runs_db, "llm")
     async with app.run_test(size=SMALL) as pilot:
-        await pilot.pause()
+        for _ in range(200):  # the footer is drawn once the tab's bindings are known: wait for it, not a clock
+            await pilot.pause(0.02)
+            if "q Quit" in screen_lines(app)[-1]:
+                break
         footer = screen_lines(app)[-1]
         for item in ("[ ] batch ÷2 ×2", ", . ctx ÷2 ×2", "m Measure", "? Help", "q Quit", "^p palette"):
             assert item in footer, footer

@@ -92,7 +92,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         backend = "torch.profiler"
     from rooftop.models.workload import build_workload
 
-    work = build_workload(trace, _device(args, trace.device_name))
+    device, note = _trace_device(args, trace)
+    work = build_workload(trace, device, device_note=note)
     run_id = None if args.no_save else _save(args, work, source, backend)
     if args.json:
         doc = work.to_dict()
@@ -168,6 +169,35 @@ def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") 
                              f"{clean(trace_device)}\n")
             return found
     return resolve_devices(ids, store_profiles(args, ids))[0]
+
+
+def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
+    """The device whose roofs to use for a trace, and how it was chosen, in one line for the report: -d; the
+    trace's own GPU's family; or, where rooftop has no reference for it, the default device, said plainly."""
+    from rooftop.models.devicefamily import place_device
+    from rooftop.tui.commands.common import _device_list
+    from rooftop.tui.services.context import resolve_devices, store_profiles
+
+    ids = _device_list(getattr(args, "device", None))
+    if ids:
+        return resolve_devices(ids, store_profiles(args, ids))[0], ""
+    if not trace.on_device:
+        return resolve_devices([], store_profiles(args, []))[0], ""
+    if trace.device_name:
+        placed = place_device(trace.device_name, trace.device_props)
+        if placed.profile is not None:
+            sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {placed.note}") + "\n")
+            return placed.profile, placed.note
+        dev = resolve_devices([], store_profiles(args, []))[0]
+        other = " (another vendor's)" if placed.vendor and dev.vendor and placed.vendor != dev.vendor else ""
+        note = (f"{placed.note}: the roofs shown are {dev.id}'s{other}, not its own; give -d ID (`rooftop devices` "
+                "lists them) or measure on that machine (`rooftop measure`) and give -d local")
+    else:
+        dev = resolve_devices([], store_profiles(args, []))[0]
+        note = (f"the trace does not name its GPU (no deviceProperties): the roofs shown are {dev.id}'s; "
+                "give -d ID for the GPU it ran on")
+    sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
+    return dev, note
 
 
 def _save(args: argparse.Namespace, work: Any, source: str, backend: str) -> str | None:

@@ -47,7 +47,9 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
     text = Text()
     text.append(f"profile on the roofs of {s.get('device', '?')}: span {fmt_time(span)}, {what} busy "
                 f"{fmt_time(busy)}, idle {fmt_time(idle)} ({_pct(idle / span if span else None)})\n")
-    text.append(f"MFU {_pct(s.get('mfu'))} · bandwidth {_pct(s.get('bandwidth_utilisation'))}; largest share: "
+    mfu = s.get("mfu")
+    low = " (above 100%: the roof is low)" if isinstance(mfu, (int, float)) and mfu > 1 else ""
+    text.append(f"MFU {_pct(mfu)}{low} · bandwidth {_pct(s.get('bandwidth_utilisation'))}; largest share: "
                 f"{'idle time' if s.get('largest_share') == 'idle' else clean(str(s.get('largest_share', '?')))}\n")
     groups = sorted(group_records(samples), key=lambda g: -(g.get("time_s") or 0.0))
     for g in groups[:TOP_OPS]:
@@ -69,6 +71,7 @@ def sample_label(sample: Any) -> str:
 
 
 TOP = 20
+KERNEL_WIDTH = 60  # a kernel's short name in the text report (ROCm's Tensile names run to 400 characters)
 
 
 def share(x: float | None) -> str:
@@ -113,8 +116,9 @@ def achieved_text(g: Any) -> str:
 
 
 def ops_table(work: Any, top: int = TOP) -> Table:
-    """The op groups by time share, with the idle time as a row of its own."""
-    from rooftop.models.units import fmt_time
+    """The op groups, memcpy / memset and the overlap of streams by share of the span, with the idle time as a
+    row of its own: each row's share is its time alone on the device, so the shares add up to 100%."""
+    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
 
     t = Table(header_style="bold", box=None, pad_edge=False)
     for col, just in (("share", "right"), ("time", "right"), ("calls", "right"), ("op dtype shapes", "left"),
@@ -123,36 +127,112 @@ def ops_table(work: Any, top: int = TOP) -> Table:
                      ratio=1 if col == "op dtype shapes" else None)
     span = work.span_s or 1.0
     rows: list[tuple[float, list[Any]]] = []
-    idle_label = "idle time"
-    rows.append((work.idle_s, [share(work.idle_s / span), fmt_time(work.idle_s), "", Text(idle_label, style="bold"),
+    rows.append((work.idle_s, [share(work.idle_s / span), fmt_time(work.idle_s), "", Text("idle time", style="bold"),
                                "", "", "", ""]))
+    if work.overlap_s > 0:
+        rows.append((work.overlap_s, [share(work.overlap_s / span), fmt_time(work.overlap_s), "",
+                                      Text("overlap (two or more streams at once)", style="bold"), "", "", "", ""]))
+    for x in work.transfers:
+        label = f"{x.label} {fmt_bytes(x.bytes)}" if x.bytes else x.label
+        rows.append((x.alone_s, [share(x.alone_s / span), fmt_time(x.time_s), str(x.calls), Text(label),
+                                 "", fmt_bandwidth(x.achieved_bandwidth) if x.bytes else "",
+                                 x.level if x.bandwidth else f"no {x.level} roof", share(x.fraction_of_roof)]))
+    flagged = {f.subject for f in work.flags if f.kind == "op"}
     for g in work.groups[:top]:
         i = g.intensity
-        rows.append((g.time_s, [
-            share(g.time_s / span), fmt_time(g.time_s), str(g.calls), Text(op_label(g)),
-            "" if i is None else ("inf" if i == float("inf") else f"{i:.3g}"), achieved_text(g), g.regime,
-            share(g.fraction_of_roof),
+        roof = share(g.fraction_of_roof) + (" !" if g.op in flagged and (g.fraction_of_roof or 0) > 1.1 else "")
+        rows.append((g.alone_s, [
+            share(g.alone_s / span), fmt_time(g.time_s), str(g.calls), Text(op_label(g)),
+            "" if i is None else ("inf" if i == float("inf") else f"{i:.3g}"), achieved_text(g), g.regime, roof,
         ]))
     for _, r in sorted(rows, key=lambda x: -x[0]):
         t.add_row(*r)
     return t
 
 
+IDLE_LEGEND = ("host wait: the CPU issued the next kernel only after the device went idle (busy in that op, in "
+               "a sync or a copy); kernel wait: a gap of about two launches; other: the next kernel was queued, "
+               "waiting on another stream or an event")
+
+
+def idle_lines(work: Any) -> list[Text]:
+    """The idle time by cause (host wait, kernel wait, other), largest first."""
+    from rooftop.models.units import fmt_time
+
+    if not work.idle_causes:
+        return []
+    span = work.span_s or 1.0
+    by: dict[str, float] = {}
+    for c in work.idle_causes:
+        by[c.category] = by.get(c.category, 0.0) + c.time_s
+    head = ", ".join(f"{k} {fmt_time(v)}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
+    out = [Text(f"idle time by cause: {head}", style="bold")]
+    for c in work.idle_causes[:8]:
+        out.append(Text(f"  {share(c.time_s / span):>6} {fmt_time(c.time_s):>9}  {c.category:<11} {clean(c.cause)} "
+                        f"({c.gaps} gap{'s' if c.gaps != 1 else ''})"))
+    out.append(Text(IDLE_LEGEND, style="dim"))
+    return out
+
+
+def kernel_lines(work: Any, n: int = 5) -> list[Text]:
+    """The top kernels by time: name, calls, time, achieved FLOP/s and GB/s (W and Q from their ops)."""
+    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate, fmt_time
+
+    if not work.top_kernels:
+        return []
+    out = [Text("top kernels (W and Q from the ops that launched them):", style="bold")]
+    for k in work.top_kernels[:n]:
+        rate = ", ".join(x for x in (fmt_flops_rate(k.achieved_flops) if k.flops else "",
+                                     fmt_bandwidth(k.achieved_bandwidth) if k.bytes else "") if x)
+        name = short_kernel(k.name)
+        name = name if len(name) <= KERNEL_WIDTH else name[: KERNEL_WIDTH - 1] + "…"
+        out.append(Text(f"  {fmt_time(k.time_s):>9} ×{k.calls:<5} {name}" + (f"  {rate}" if rate else "")))
+    return out
+
+
+def step_lines(work: Any) -> list[Text]:
+    from rooftop.models.units import fmt_time
+
+    if not work.steps:
+        return []
+    out = [Text("per step:", style="bold")]
+    for s in work.steps:
+        what = f"{s.kernels} kernels, busy" if work.on_device else "busy"
+        out.append(Text(f"  {clean(s.name)}: CPU {fmt_time(s.cpu_s)}; {what} {fmt_time(s.busy_s)} of "
+                        f"{fmt_time(s.span_s)}, idle {fmt_time(s.idle_s)}"))
+    return out
+
+
+def mfu_text(work: Any) -> str:
+    """MFU against the main matmul path's roof; above 100% it is not a fact but a low roof, and says so."""
+    from rooftop.models.units import fmt_flops_rate
+
+    if work.mfu is None:
+        return "MFU n/a (no matmul FLOPs on a path this device has)"
+    text = f"MFU {share(work.mfu)} of {work.mfu_path} {fmt_flops_rate(work.device.F(work.mfu_path))}"
+    if work.mfu > 1.0:
+        text += " — above 100%, so that roof is low (not a measured fact: see the flags)"
+    return text
+
+
 def split_lines(work: Any) -> list[Text]:
     """The step split and what each fix would give (Amdahl), then MFU beside bandwidth utilisation."""
-    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate, fmt_ratio, fmt_time
+    from rooftop.models.units import fmt_bandwidth, fmt_ratio, fmt_time
 
     span = work.span_s or 1.0
     what = "kernels" if work.on_device else "ops"
     if not work.on_device:
         idle_why = "Python and framework time between ops"
+    elif work.idle_causes:
+        idle_why = f"mostly {clean(work.idle_causes[0].cause)}"
     elif work.idle_s > work.busy_s:
-        idle_why = "the device waits for the CPU to issue kernels (launch / CPU bound)"
+        idle_why = "the device waits for the CPU to issue kernels"
     else:
         idle_why = "gaps between kernels"
     s = work.summary()
+    overlap = f", overlap {fmt_time(work.overlap_s)}" if work.overlap_s > 0 else ""
     lines = [
-        Text(f"span {fmt_time(work.span_s)}: {what} busy {fmt_time(work.busy_s)} ({share(work.busy_s / span)}), "
+        Text(f"span {fmt_time(work.span_s)}: {what} busy {fmt_time(work.busy_s)} ({share(work.busy_s / span)}){overlap}, "
              f"idle {fmt_time(work.idle_s)} ({share(work.idle_s / span)}) — {idle_why}"
              + (f"; {work.kernels} kernels" if work.on_device else "")),
         Text(f"every op at its roof: {fmt_time(work.at_roof_s)} ({fmt_ratio(s['speedup_at_roof'] or 0)}); "
@@ -160,13 +240,17 @@ def split_lines(work: Any) -> list[Text]:
              f"both: {fmt_time(work.bound_s)} (the sum of the ops' bounds T)"),
     ]
     dev = work.device
-    mfu = (f"MFU {share(work.mfu)} of {work.mfu_path} {fmt_flops_rate(dev.F(work.mfu_path))}"
-           if work.mfu is not None else "MFU n/a (no matmul FLOPs on a path this device has)")
     bw = (f"bandwidth {share(work.bandwidth_utilisation)} of {fmt_bandwidth(dev.B('dram'))}"
           if work.bandwidth_utilisation is not None else "")
-    lines.append(Text(f"{mfu} · {bw} (over the span; roofs of {dev.id})".replace(" ·  (", " (")))
+    lines.append(Text(f"{mfu_text(work)} · {bw} (over the span; roofs of {dev.id})".replace(" ·  (", " (")))
     top = work.largest_share()
     lines.append(Text(f"largest share: {'idle time' if top == 'idle' else clean(top)}", style="bold"))
+    if work.device_note:
+        lines.append(Text(f"device: {clean(work.device_note)}", style="yellow"))
+    from rooftop.models.workload import flag_lines
+
+    for f in flag_lines(work.flags):
+        lines.append(Text(f"flag: {clean(f)}", style="bold red"))
     for n in work.notes:
         lines.append(Text(f"note: {clean(n)}", style="yellow"))
     lines.append(Text("W and Q are estimates from the recorded shapes and dtypes (rooftop's op models); "
@@ -177,7 +261,8 @@ def split_lines(work: Any) -> list[Text]:
 def profile_report(work: Any, top: int = TOP) -> Group:
     head = Text(f"{clean(work.device_name) or ('CPU program' if not work.on_device else 'GPU program')} on the "
                 f"roofs of {work.device.id} ({work.device.name})", style="bold")
-    return Group(head, Text(""), ops_table(work, top), Text(""), *split_lines(work))
+    extra = [x for part in (idle_lines(work), kernel_lines(work), step_lines(work)) if part for x in (Text(""), *part)]
+    return Group(head, Text(""), ops_table(work, top), *extra, Text(""), *split_lines(work))
 
 
 def ncu_report(kernels: Sequence[Any], device: Any, top: int) -> Group:
