@@ -36,6 +36,8 @@ from typing import Any
 
 import msgspec
 
+from .commtrace import CommCall, comm_call
+
 US = 1e-6
 STEP_PREFIX = "ProfilerStep#"
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
@@ -77,6 +79,14 @@ class EventArgs(msgspec.Struct, gc=False):
     dims_old: Any = msgspec.field(default=None, name="Input dims")
     types: Any = msgspec.field(default=None, name="Input type")
     concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    # a collective's message (record_param_comms; rooftop.models.commtrace reads them)
+    coll_name: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    coll_dtype: Any = msgspec.field(default=None, name="dtype")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -177,6 +187,8 @@ class Trace:
     gpu_evidence: bool = False  # runtime calls, device properties or GPU ranges: a GPU program even with 0 kernels
     cpu_threads: int | None = None  # the program's torch threads, when the trace says
     warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted
+    comms: tuple[CommCall, ...] = ()  # the collectives the CPU side recorded, by start (rooftop.models.commtrace)
+    distributed: Mapping[str, Any] = field(default_factory=dict)  # distributedInfo: backend, rank, world_size, …
 
     @property
     def on_device(self) -> bool:
@@ -368,6 +380,7 @@ def parse_trace(data: Any) -> Trace:
     launch_durs: list[float] = []
     names: dict[str, str] = {}
     gpu_evidence = False
+    comms: list[CommCall] = []
     empty_args = EventArgs()
     for i in range(len(events)):
         e, events[i] = events[i], None
@@ -408,6 +421,12 @@ def parse_trace(data: Any) -> Trace:
                 steps.append((ts, ts + dur, name))
             else:
                 gpu_evidence = True
+        elif kind in ("op", "annotation") and (c := comm_call(kind, name, ts * US, dur * US, _thread(e.pid),
+                                                              _thread(e.tid), e.args)) is not None:
+            comms.append(c)
+            if kind == "op":
+                op_raw.append((_thread(e.pid), _thread(e.tid), ts, dur, name, a.external_id,
+                               a.dims if a.dims is not None else a.dims_old, a.types, a.concrete, i))
         elif kind == "op":
             op_raw.append((_thread(e.pid), _thread(e.tid), ts, dur, name, a.external_id,
                            a.dims if a.dims is not None else a.dims_old, a.types, a.concrete, i))
@@ -478,7 +497,8 @@ def parse_trace(data: Any) -> Trace:
         metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
         host_calls=host_calls, launch_s=launch_durs[len(launch_durs) // 2] * US if launch_durs else None,
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
-        warnings=counts.lines(),
+        warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
+        distributed=dict(meta["distributedInfo"]) if isinstance(meta.get("distributedInfo"), Mapping) else {},
     )
 
 
