@@ -39,13 +39,16 @@ def group_sample(g: OpGroup) -> Sample:
 
 
 def save_profile(store: Store, work: Workload, source: str, backend: str,
-                 versions: Mapping[str, Any] | None = None) -> str:
-    """Keep `work` as a complete run; returns its id."""
+                 versions: Mapping[str, Any] | None = None, job: Mapping[str, Any] | None = None) -> str:
+    """Keep `work` as a complete run; returns its id. A distributed job's ranks, straggler and collectives
+    (`rooftop.models.job.Job.to_dict`) are kept beside it under "job"; `work` is its lowest rank's."""
     device_info = {
         "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
         "kind": "gpu" if work.on_device else "cpu",
         "profile": {**work.summary(), "source": source, "notes": list(work.notes), "rows": work.rows()},
     }
+    if job is not None:
+        device_info["profile"]["job"] = dict(job)
     run_id = store.begin_run(device_info, plan=PLAN, backend=backend, versions=versions)
     try:
         store.add_samples(run_id, [group_sample(g) for g in work.groups])

@@ -22,12 +22,16 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from rooftop.probes.torchrun import is_torchrun
+from rooftop.tui.job_cmd import is_job, job_report, print_problems, read_job, trace_files
 from rooftop.tui.jsonout import print_json
 
 EPILOG = """\
 examples:
   rooftop profile -d h100 --steps 3 -- python train.py --epochs 1
   rooftop profile --trace run.trace.json.gz -d h200
+  rooftop profile --trace traces/ -d a100-80g-ds     (one trace per rank: the rank table, the straggler)
+  rooftop profile -- torchrun --nproc-per-node 2 train.py   (one trace per rank, kept as one profile)
   rooftop profile --ncu kernels.csv -d h200 --json
 
 W and Q are estimates: rooftop's op models applied to the shapes and dtypes
@@ -55,7 +59,11 @@ def add_profile_command(sub: Any) -> None:
                           "else this machine's)")
     pr.add_argument("--steps", type=int, default=3, metavar="N",
                     help="steps to record after one warm-up step (a step: one outermost nn.Module call; default 3)")
-    pr.add_argument("--trace", metavar="FILE", help="read a Chrome/Kineto trace (.json or .json.gz) instead")
+    pr.add_argument("--trace", metavar="FILE", nargs="+",
+                    help="read a Chrome/Kineto trace (.json or .json.gz) instead; several files, or a folder of them, "
+                         "are one trace per rank of a distributed job (read one at a time)")
+    pr.add_argument("--link", choices=("nvlink", "pcie", "net"),
+                    help="the link the job's collectives crossed (default: told from the group's ranks)")
     pr.add_argument("--ncu", metavar="FILE", help="read an Nsight Compute `--csv --page raw` export instead")
     pr.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
                     help="two stored profiles side by side: each op group's time, and the step split")
@@ -117,7 +125,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         program = program[1:]
     given = [x for x in (args.trace, args.ncu, args.compare) if x] + (["program"] if program else [])
     if len(given) != 1:
-        raise ProfileError("give one of: -- python script.py ARGS…, --trace FILE, --ncu FILE, or --compare RUN RUN")
+        raise ProfileError("give one of: -- python script.py ARGS…, -- torchrun … script.py, --trace FILE [FILE…|DIR], "
+                           "--ncu FILE, or --compare RUN RUN")
     if args.steps < 1:
         raise ProfileError(f"--steps must be at least 1, got {args.steps}")
     if args.top < 0:
@@ -126,9 +135,13 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         return _ncu(args)
     if args.compare:
         return _compare(args)
+    if args.trace and (is_job(args.trace) or _distributed(args.trace[0])):
+        return _job(args, args.trace, " ".join(args.trace), "trace")
+    if program and is_torchrun(program):
+        return _torchrun(program, args)
     if args.trace:
-        trace = _load(args.trace)
-        source, backend = str(args.trace), "trace"
+        trace = _load(args.trace[0])
+        source, backend = str(args.trace[0]), "trace"
     else:
         trace, source = _run_program(program, args)
         backend = "torch.profiler"
@@ -149,6 +162,71 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if run_id:
         sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
     return 0
+
+
+def _distributed(path: str) -> bool:
+    """A single trace that is one rank of a job of several (its distributedInfo says so)."""
+    from rooftop.models.trace import TraceError
+    from rooftop.store.tracefile import load_trace
+
+    try:
+        world = load_trace(path).distributed.get("world_size")
+    except TraceError:
+        return False  # read again below, where its error is reported
+    return isinstance(world, int) and world > 1
+
+
+def _job(args: argparse.Namespace, paths: list[str], source: str, backend: str) -> int:
+    """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups."""
+    try:
+        files = trace_files(paths)
+    except FileNotFoundError as exc:
+        raise ProfileError(clean(str(exc))) from None
+    job, work, problems = read_job(args, files, lambda t: _trace_device(args, t), sys.stderr)
+    if job is None:
+        print_problems(problems)
+        raise ProfileError("no trace could be read as a rank of the job (each file's problem is above)")
+    print_problems(problems)
+    run_id = None if args.no_save else _save(args, work, source, backend, job.to_dict())
+    if args.json:
+        doc = work.to_dict()
+        doc.update(job.to_dict())
+        doc["run_id"] = run_id
+        print_json(doc)
+        return 0
+    from rooftop.tui.report import make_console
+
+    console = make_console()
+    console.print(job_report(job))
+    console.print(Text(""))
+    console.print(Text(f"rank {job.ranks[0].rank}'s op groups:", style="bold"))
+    console.print(profile_report(work, args.top))
+    if run_id:
+        sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
+    return 0
+
+
+def _torchrun(program: list[str], args: argparse.Namespace) -> int:
+    """`-- torchrun …` (or `python -m torch.distributed.run …`): torch's launcher starts the ranks, each under the
+    profiler, each writing its trace; the traces are then read as one job."""
+    try:
+        import torch  # noqa: F401 - the launcher and the profiler need it
+    except ImportError:
+        raise ProfileError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+    from rooftop.probes.profiler import NotPython, ProgramFailed
+    from rooftop.probes.torchrun import run_torchrun
+
+    with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
+        out = Path(args.save_trace) if args.save_trace else Path(tmp)
+        try:
+            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+                launched = run_torchrun(program, out, steps=args.steps)
+        except (NotPython, ProgramFailed) as exc:
+            raise ProfileError(clean(str(exc))) from None
+        if not launched.traces:
+            raise ProfileError("no rank wrote a trace (the program ended before the profiler wrote one)")
+        args.nproc_per_node = launched.nproc_per_node
+        return _job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler")
 
 
 def _load(path: str) -> Any:
@@ -240,14 +318,14 @@ def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
     return dev, note
 
 
-def _save(args: argparse.Namespace, work: Any, source: str, backend: str) -> str | None:
+def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: Any = None) -> str | None:
     from rooftop.store.db import StoreError
     from rooftop.store.profiles import save_profile
     from rooftop.tui.cli import open_store
 
     try:
         with open_store(args, create=True) as store:
-            return save_profile(store, work, source=source, backend=backend)
+            return save_profile(store, work, source=source, backend=backend, job=job)
     except StoreError as exc:
         sys.stderr.write(f"rooftop profile: warning: not saved: {exc}\n")
         return None

@@ -1,0 +1,243 @@
+"""`rooftop profile --trace A B … | DIR`: a distributed job, one trace per rank, read one rank at a time.
+
+Each trace is read, reduced to its rank's summary (rooftop.models.job) and
+dropped before the next is read, so the job's size does not bound memory. A
+file that does not belong (another job, a rank seen twice, a damaged file) gets
+one line naming it and is left out; the ranks that read well are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
+LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+
+
+def trace_files(paths: list[str]) -> list[Path]:
+    """The trace files given: files as named, a folder's .json / .json.gz files (sorted by name)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(x for x in p.iterdir() if x.is_file() and x.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise FileNotFoundError(f"{p}: a folder with no traces in it (.json or .json.gz)")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out
+
+
+def rank_from_name(path: Path) -> int | None:
+    """The rank a file name gives: `…rank-3…`, `rank_3`, else its last number."""
+    m = RANK_IN_NAME.search(path.name) or LAST_NUMBER.search(path.name.split(".")[0])
+    return int(m.group(1)) if m else None
+
+
+def is_job(paths: list[str]) -> bool:
+    """More than one trace, or a folder of them."""
+    return len(paths) > 1 or any(Path(p).is_dir() for p in paths)
+
+
+def link_roofs(args: argparse.Namespace, device: Any, backend: str) -> dict[str, Any]:
+    """Each link's ceiling: the latest complete `rooftop comm` run of this backend (its best busbw and its α-β
+    fit: measured), else the device profile's link bandwidth (datasheet or measured, as the profile says)."""
+    from rooftop.models.collectives import LINKS, LinkRoof
+    from rooftop.models.workload import roof_source
+
+    roofs: dict[str, LinkRoof] = {}
+    for lvl in LINKS:
+        if lvl in device.bandwidth:
+            roofs[lvl] = LinkRoof(lvl, device.B(lvl), None, roof_source(device, lvl))
+    measured = _measured_link(args, backend)
+    if measured is not None:
+        lvl = "net" if backend == "gloo" else "nvlink"
+        roofs[lvl] = measured
+    return roofs
+
+
+def _measured_link(args: argparse.Namespace, backend: str) -> Any:
+    from rooftop.models.collectives import LinkRoof
+    from rooftop.models.comm import comm_points, fit_points
+    from rooftop.store.comms import is_comm
+    from rooftop.store.db import StoreError
+    from rooftop.tui.cli import open_store
+
+    try:
+        with open_store(args) as store:
+            runs = [r for r in store.runs() if is_comm(r) and r.backend == backend and r.status == "complete"]
+            if not runs:
+                return None
+            run = runs[-1]
+            points = [p for p in comm_points(store.samples(run.id)) if p.collective == "allreduce" and p.busbw]
+    except (StoreError, OSError):
+        return None
+    if not points:
+        return None
+    fit = fit_points(points).get("allreduce")
+    best = max(p.busbw for p in points)  # type: ignore[type-var]
+    return LinkRoof("net" if backend == "gloo" else "nvlink", best, fit.alpha_s if fit else None,
+                    f"measured: rooftop comm run {run.short_id} ({backend}, world {points[0].world})")
+
+
+def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any, err: Any) -> tuple[Any, Any, list[str]]:
+    """Read the traces one at a time: (the job, the first rank's workload, the problems). `device_for(trace)`
+    chooses the device's roofs from the first trace read."""
+    from rooftop.models.job import build_job, summarize
+    from rooftop.models.trace import TraceError
+    from rooftop.models.workload import build_workload
+    from rooftop.store.tracefile import load_trace
+    from rooftop.tui.profile_cmd import clean
+
+    summaries = []
+    problems: list[str] = []
+    seen: dict[int, Path] = {}
+    job_id: tuple | None = None
+    first_path: Path | None = None
+    first_work = device = None
+    for p in paths:
+        try:
+            trace = load_trace(p)
+        except TraceError as exc:
+            problems.append(f"{clean(str(exc))}: left out")
+            continue
+        d = trace.distributed
+        rank = d.get("rank") if isinstance(d.get("rank"), int) else rank_from_name(p)
+        if rank is None:
+            problems.append(f"{p}: no rank in its distributedInfo or its name (name files …rank-N…): left out")
+            continue
+        ident = (d.get("world_size"), d.get("backend"))
+        if job_id is None:
+            job_id, first_path = ident, p
+        elif ident != job_id:
+            problems.append(f"{p}: from another job (world size {ident[0]}, backend {ident[1]}; {first_path} "
+                            f"has world size {job_id[0]}, backend {job_id[1]}): left out")
+            continue
+        if rank in seen:
+            problems.append(f"{p}: rank {rank} again ({seen[rank]} is rank {rank} too): left out")
+            continue
+        seen[rank] = p
+        if device is None:
+            device = device_for(trace)
+        work = build_workload(trace, device[0], device_note=device[1])
+        summaries.append(summarize(trace, work, rank, str(p)))
+        if first_work is None or rank < min(s.rank for s in summaries[:-1]):
+            first_work = work
+        del trace, work
+    if not summaries:
+        return None, None, problems
+    world = job_id[0] if job_id and isinstance(job_id[0], int) else None
+    backend = str(job_id[1] or "") if job_id else ""
+    have = set(seen)
+    if world:
+        missing = [r for r in range(world) if r not in have]
+        if missing:
+            from rooftop.models.job import ranks_text
+
+            problems.append(f"ranks missing: {ranks_text(missing)} of {world} (no trace given for them): "
+                            f"showing {len(have)} of {world}")
+    roofs = link_roofs(args, device[0], backend)
+    job = build_job(summaries, world, backend, roofs, per_node=getattr(args, "nproc_per_node", None),
+                    link=getattr(args, "link", None) or "", problems=problems)
+    return job, first_work, problems
+
+
+# -- the report --------------------------------------------------------------------------------------------------
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:.1f}%"
+
+
+def rank_table(job: Any) -> Table:
+    from rooftop.models.units import fmt_time
+
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for col in ("rank", "step", "busy", "idle", "compute", "comm", "exposed", "MFU"):
+        t.add_column(col, justify="right", no_wrap=True)
+    slow = job.straggler.rank if job.straggler else None
+    for r in job.ranks:
+        t.add_row(Text(f"{r.rank}" + (" ◂" if r.rank == slow else ""), style="bold red" if r.rank == slow else ""),
+                  fmt_time(r.step_s), fmt_time(r.busy_s), fmt_time(r.idle_s), fmt_time(r.compute_s),
+                  fmt_time(r.comm_s), fmt_time(r.comm_exposed_s), _pct(r.mfu) or "n/a")
+    return t
+
+
+def straggler_lines(job: Any) -> list[Text]:
+    from rooftop.models.units import fmt_time
+
+    s = job.straggler
+    if s is None:
+        return [Text("straggler: none (one rank read, or no rank above the median)")]
+    out = [Text(f"straggler: rank {s.rank}, its {s.metric} time {fmt_time(s.value_s)} is {fmt_time(s.by_s)} "
+                f"({_pct(s.by_fraction)}) above the median {fmt_time(s.median_s)}", style="bold")]
+    from rooftop.tui.profile_cmd import clean
+
+    for g, d in s.groups:
+        label = clean(g)
+        out.append(Text(f"  +{fmt_time(d)}  {label[:72] + '…' if len(label) > 73 else label}"))
+    return out
+
+
+def _gbs(x: float | None) -> str:
+    return "" if not x else f"{x / 1e9:.3g}"
+
+
+def collectives_table(job: Any) -> Table:
+    """One row per (collective, size, group): calls, time, the wait for the slowest rank, algbw and busbw in
+    GB/s, the link and the fraction of its roof, the α-β time of one call. Columns with nothing are left out."""
+    from rooftop.models.units import fmt_bytes, fmt_time
+
+    rows = []
+    for g in job.collectives:
+        d = g.to_dict()
+        rows.append({"collective": g.collective, "size": fmt_bytes(g.bytes or 0), "ranks": str(g.group_size),
+                     "calls": str(g.calls), "time": fmt_time(g.time_s),
+                     "wait": fmt_time(d["wait_s"]) if d["wait_s"] is not None else "",
+                     "algbw": _gbs(g.algbw), "busbw": _gbs(g.busbw), "link": g.link,
+                     "of link": _pct(g.fraction_of_link) or "—",
+                     "α-β": fmt_time(g.expected_s) if g.expected_s is not None else ""})
+    cols = [c for c in rows[0] if any(r[c] for r in rows)] if rows else []
+    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("collective", "link") else "right", no_wrap=True,
+                     min_width=max(len(c), *(len(r[c]) for r in rows)))
+    for r in rows:
+        t.add_row(*(r[c] for c in cols))
+    return t
+
+
+def job_report(job: Any) -> Group:
+    from rooftop.tui.profile_cmd import clean
+
+    head = Text(f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
+                + (f" of {job.world}" if job.world else "") + (f" ({job.backend})" if job.backend else "")
+                + ": ranks aligned by their collectives' ends, not by wall clock", style="bold")
+    parts: list[Any] = [head, Text(""), rank_table(job), Text(""), *straggler_lines(job)]
+    if job.collectives:
+        roofs = {g.link: g.roof for g in job.collectives}
+        how = "; ".join(f"{lk}: {r.source}" if r and r.bandwidth else f"{lk}: no roof (give -d with one, or run "
+                        "`rooftop comm`)" for lk, r in roofs.items())
+        parts += [Text(""), Text("collectives on the communication roofline (algbw, busbw in GB/s; busbw = algbw × "
+                                 f"nccl-tests' bus factor; link roofs: {how})", style="bold"), collectives_table(job)]
+        why = dict.fromkeys(g.link_why for g in job.collectives)
+        parts += [Text(f"link: {clean(w)}", style="dim") for w in why]
+        parts.append(Text("wait = the part of the kernel time spent waiting for the slowest rank read (the spread of "
+                          "the aligned starts); α-β = the expected time of one call at that size.", style="dim"))
+    for p in job.problems:
+        parts.append(Text(f"note: {clean(p)}", style="yellow"))
+    return Group(*parts)
+
+
+def print_problems(problems: list[str]) -> None:
+    for p in problems:
+        sys.stderr.write(f"rooftop profile: {p}\n")
