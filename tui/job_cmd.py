@@ -116,9 +116,9 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any, err: 
             problems.append(f"{p}: no rank in its distributedInfo or its name (name files …rank-N…): left out")
             continue
         ident = (d.get("world_size"), d.get("backend"))
-        if job_id is None:
+        if job_id is None or job_id == (None, None):
             job_id, first_path = ident, p
-        elif ident != job_id:
+        elif any(x is not None and y is not None and x != y for x, y in zip(ident, job_id)):
             problems.append(f"{p}: from another job (world size {ident[0]}, backend {ident[1]}; {first_path} "
                             f"has world size {job_id[0]}, backend {job_id[1]}): left out")
             continue
