@@ -13,7 +13,6 @@ comm` reports them), so a collective read from a trace and one measured by
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any

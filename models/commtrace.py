@@ -51,8 +51,7 @@ def collective_name(raw: str) -> str:
     written name where rooftop has none."""
     s = raw.strip()
     for p in BACKEND_PREFIXES + ("c10d::",):
-        if s.startswith(p):
-            s = s[len(p):]
+        s = s.removeprefix(p)
     s = s.rstrip("_")  # c10d's in-place names: allreduce_, _allgather_base_
     return _NAMES.get(s, _NAMES.get(s.lstrip("_"), s.lower()))
 

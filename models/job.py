@@ -19,7 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .collectives import CollectiveGroup, LinkRoof, RankCollective, group_collectives, is_comm_kernel, rank_collectives
+from .collectives import (
+    CollectiveGroup,
+    LinkRoof,
+    RankCollective,
+    group_collectives,
+    is_comm_kernel,
+    rank_collectives,
+)
 from .commtrace import BACKEND_PREFIXES
 from .trace import Trace, union_length
 from .workload import Workload

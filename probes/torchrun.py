@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 RANK_MODULE = "rooftop.probes.rankrun"
 TRACE_NAME = "rank-{rank}.trace.json"

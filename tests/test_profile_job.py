@@ -13,11 +13,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
-from rooftop.models.collectives import bus_factor, rank_collectives
+from rooftop.models.collectives import RankCollective, bus_factor, rank_collectives
 from rooftop.models.commtrace import collective_name
 from rooftop.models.job import RankSummary, align, ranks_text, straggler
-from rooftop.models.collectives import RankCollective
 from rooftop.store.tracefile import load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -28,7 +26,7 @@ DDP = DATA / "ddp_gloo.py"
 
 
 def rooftop(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rooftop.tui.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rooftop.tui.cli", *args], capture_output=True, text=True, check=False,
                           timeout=timeout, env={**os.environ, "COLUMNS": "100", "NO_COLOR": "1"})
 
 
@@ -53,7 +51,7 @@ def expected_split(path: Path) -> dict[str, float]:
     """From the raw JSON: the union of the kernels, of the NCCL kernels, and NCCL time less its overlap with
     the other kernels (seconds)."""
     ks = [e for e in raw_events(path) if e.get("cat") == "kernel"]
-    iv = lambda es: [(e["ts"] * 1e-6, (e["ts"] + e["dur"]) * 1e-6) for e in es]  # noqa: E731
+    iv = lambda es: [(e["ts"] * 1e-6, (e["ts"] + e["dur"]) * 1e-6) for e in es]
     nccl = iv([e for e in ks if e["name"].startswith("nccl")])
     other = iv([e for e in ks if not e["name"].startswith("nccl")])
     overlap = union(nccl) + union(other) - union(nccl + other)

@@ -21,9 +21,14 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-
 from rooftop.probes.torchrun import is_torchrun
-from rooftop.tui.job_cmd import is_job, job_report, print_problems, read_job, trace_files
+from rooftop.tui.job_cmd import (
+    is_job,
+    job_report,
+    print_problems,
+    read_job,
+    trace_files,
+)
 from rooftop.tui.jsonout import print_json
 
 EPILOG = """\
