@@ -351,6 +351,8 @@ def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -
                 t.time_s += k.dur
                 t.alone_s += alone
                 t.bytes += k.bytes or 0.0
+                if oi is not None:  # the op is still a call (its W and Q count), with no kernel time
+                    per_op.setdefault(oi, [0, 0.0, 0.0])
                 continue
             if oi is None:
                 name = GRAPH_REPLAY if ki in trace.graph_kernels else UNATTRIBUTED
@@ -420,7 +422,7 @@ def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -
         if scale < 1.0:
             notes.append(f"ops ran on several threads at once ({(total - busy_s) * 1e3:.3g} ms counted twice): each "
                          "group's share is scaled to the busy time")
-    placed = [place(g, device) for g in groups.values()]
+    placed = [place(g, device) for g in groups.values() if g.time_s > 0 or g.flops > 0 or g.bytes > 0]
     placed.sort(key=lambda g: -g.time_s)
     for t in top:
         place_kernel(t, device)
@@ -432,14 +434,7 @@ def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -
         steps=tuple(steps), device_note=device_note,
     )
     flags = roof_flags(w, trace.cpu_threads)
-    above = [f for f in flags if f.kind == "op"]
-    if above:  # a time under its bound: the roof is not this run's, or the bytes are not all counted
-        top = max(f.ratio for f in above)
-        names = ", ".join(dict.fromkeys(f.subject for f in above[:3])) + (", …" if len(above) > 3 else "")
-        notes.append(f"{len(above)} op group{'s' if len(above) > 1 else ''} ran above the roofs of {device.id} "
-                     f"(up to {100 * (top - 1):.0f}% above: {names}): the roofs were measured under other "
-                     "conditions (threads, clocks) or a cache kept the data, so the bytes are under-counted")
-    return dataclasses.replace(w, flags=tuple(flags), notes=tuple(notes))
+    return dataclasses.replace(w, flags=tuple(flags))
 
 
 def top_kernels(trace: Trace, costs: Sequence[OpCost], n: int = TOP_KERNELS) -> list[TopKernel]:
@@ -684,4 +679,29 @@ def roof_flags(w: Workload, program_threads: int | None = None) -> list[Flag]:
                         f"the CPU roofs of {dev.id} were measured with {dev.threads} thread"
                         f"{'s' if dev.threads > 1 else ''}, the program ran with {program_threads}: its ops can "
                         f"run above them; re-measure with `rooftop measure --threads {program_threads}`"))
+    return out
+
+
+def flag_lines(flags: Sequence[Flag]) -> list[str]:
+    """The flags in a few lines: one per kind and roof (how many, how far above, which, the roof's source);
+    the others (MFU, threads, a model error) as they are."""
+    out: list[str] = []
+    by: dict[tuple[str, str], list[Flag]] = {}
+    for f in flags:
+        if f.kind in ("op", "kernel", "transfer"):
+            by.setdefault((f.kind, f.roof), []).append(f)
+        else:
+            out.append(f.text)
+    what = {"op": "op group", "kernel": "kernel", "transfer": "transfer"}
+    for (kind, roof), fs in by.items():
+        top = max(f.ratio for f in fs)
+        names = ", ".join(dict.fromkeys(f.subject[:50] for f in sorted(fs, key=lambda f: -f.ratio)[:3]))
+        more = ", …" if len({f.subject for f in fs}) > 3 else ""
+        v = fs[0].roof_value
+        value = "" if v is None else (f" {v / 1e12:.4g} TFLOP/s" if roof not in ("dram", "pcie", "nvlink", "l2", "l1")
+                                      else f" {v / 1e9:.4g} GB/s")
+        out.append(f"{len(fs)} {what[kind]}{'s' if len(fs) > 1 else ''} ran above the {roof}{value} roof of "
+                   f"{fs[0].source} (up to {100 * top:.0f}% of it: {names}{more}): faster than the roof, so the "
+                   f"roof is low (measured under other conditions: threads, clocks, TF32, or a cache kept the data); "
+                   f"{REMEASURE}")
     return out

@@ -390,19 +390,24 @@ def test_show_a_profile_whose_roofs_changed_keeps_the_stored_figures(tmp_path, c
     assert "the roofs of h200 have changed" in err and "MFU" not in out
 
 
-def test_an_op_group_above_its_roof_is_named_in_the_notes():
+def test_an_op_group_above_its_roof_is_flagged_with_the_roof_and_its_source():
     """A time under its own bound (fraction of roof > 1.1) is a roof measured elsewhere or bytes not counted:
-    said in the notes, as the op report flags a measured point above the roof."""
+    flagged (it was a note; a flag also names the roof and the run it came from), as the op report flags a
+    measured point above the roof."""
     import dataclasses
 
     from rooftop.models.profile import Ceiling
+    from rooftop.models.workload import flag_lines
 
     h200 = lookup_device("h200")
     slow = dataclasses.replace(h200, id="slow-h200", bandwidth={"dram": Ceiling(1e12, "measured", "test")})
     work = build_workload(load_trace(QWEN), slow)
-    notes = [n for n in work.notes if "above the roofs of slow-h200" in n]
-    assert len(notes) == 1 and "aten::mm" in notes[0]
-    assert not [n for n in build_workload(load_trace(QWEN), h200).notes if "above the roofs" in n]
+    ops = [f for f in work.flags if f.kind == "op"]
+    assert ops and "aten::mm" in {f.subject for f in ops} and {f.roof for f in ops} == {"dram"}
+    assert all(f.ratio > 1.1 and f.source == "slow-h200 (measured, test)" for f in ops)
+    [line] = [x for x in flag_lines(work.flags) if "op group" in x]
+    assert "dram 1000 GB/s roof of slow-h200 (measured, test)" in line and "roof is low" in line
+    assert not [f for f in build_workload(load_trace(QWEN), h200).flags if f.kind == "op"]
 
 
 def test_cli_ncu_without_a_device_uses_the_gpu_it_ran_on(capsys):

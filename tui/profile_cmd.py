@@ -482,10 +482,10 @@ def split_lines(work: Any) -> list[Text]:
     lines.append(Text(f"largest share: {'idle time' if top == 'idle' else clean(top)}", style="bold"))
     if work.device_note:
         lines.append(Text(f"device: {clean(work.device_note)}", style="yellow"))
-    for f in work.flags[:8]:
-        lines.append(Text(f"flag: {clean(f.text)}", style="bold red"))
-    if len(work.flags) > 8:
-        lines.append(Text(f"flag: {len(work.flags) - 8} more above their roofs (--json lists them)", style="bold red"))
+    from rooftop.models.workload import flag_lines
+
+    for f in flag_lines(work.flags):
+        lines.append(Text(f"flag: {clean(f)}", style="bold red"))
     for n in work.notes:
         lines.append(Text(f"note: {clean(n)}", style="yellow"))
     lines.append(Text("W and Q are estimates from the recorded shapes and dtypes (rooftop's op models); "
