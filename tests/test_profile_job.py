@@ -230,23 +230,86 @@ def test_names_and_rank_lists():
 # -- a real distributed program ---------------------------------------------------------------------------------
 
 
-def test_torchrun_gloo_ddp_two_ranks_kept_as_one_profile(tmp_path):
-    from rooftop.store.runs import Store
-
-    db = tmp_path / "p.db"
-    out = rooftop("profile", "--steps", "2", "--json", "--db", str(db), "--",
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory) -> tuple[dict, Path, Path]:
+    """A real 2-rank gloo DDP run under torchrun, its traces kept in a folder, its profile in a store."""
+    tmp = tmp_path_factory.mktemp("ddp")
+    db, traces = tmp / "p.db", tmp / "traces"
+    out = rooftop("profile", "--steps", "2", "--json", "--db", str(db), "--save-trace", str(traces), "--",
                   "torchrun", "--standalone", "--nproc-per-node", "2", str(DDP))
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    return json.loads(out.stdout), db, traces
+
+
+PARAMS = 64 * 256 + 256 + 256 * 8 + 8  # the DDP model's one gradient bucket, fp32
+
+
+def test_torchrun_gloo_ddp_two_ranks_kept_as_one_profile(ddp):
+    from rooftop.store.runs import Store
+
+    doc, db, traces = ddp
     assert [r["rank"] for r in doc["ranks"]] == [0, 1] and doc["backend"] == "gloo" and doc["world"] == 2
-    params = 64 * 256 + 256 + 256 * 8 + 8  # DDP's one gradient bucket, fp32
+    assert sorted(p.name for p in traces.iterdir()) == ["rank-0.trace.json", "rank-1.trace.json"]
     ar = [c for c in doc["collectives"] if c["op"] == "allreduce"]
-    assert len(ar) == 1 and ar[0]["bytes"] == params * 4 and ar[0]["ranks"] == 2 and ar[0]["calls"] >= 2
+    assert len(ar) == 1 and ar[0]["bytes"] == PARAMS * 4 and ar[0]["ranks"] == 2 and ar[0]["calls"] >= 2
     assert ar[0]["link"] == "net" and ar[0]["algbw"] > 0
     assert ar[0]["busbw"] == pytest.approx(ar[0]["algbw"])  # 2(n−1)/n = 1 for two ranks
-    assert all(r["comm_s"] > 0 for r in doc["ranks"])
+    assert all(r["comm_s"] > 0 and r["comm_exposed_s"] <= r["comm_s"] for r in doc["ranks"])
     with Store.open(db) as store:
         runs = [r for r in store.runs() if r.plan == "profile"]
         assert len(runs) == 1 and runs[0].id == doc["run_id"]
         job = runs[0].device["profile"]["job"]
         assert [r["rank"] for r in job["ranks"]] == [0, 1] and job["collectives"]
+
+
+def test_gloo_job_on_the_link_measured_by_rooftop_comm(ddp):
+    """With a `rooftop comm` run of the same backend in the store, the all-reduce sits on its measured link:
+    the best busbw it measured is the roof, its α-β fit gives the expectation."""
+    _, db, traces = ddp
+    comm = rooftop("comm", "--backend", "gloo", "--world", "2", "--max-size", "64K", "--json", "--db", str(db))
+    assert comm.returncode == 0, comm.stderr
+    cdoc = json.loads(comm.stdout)
+    pts = [p for p in cdoc["points"] if p["collective"] == "allreduce" and p["busbw"]]
+    best, alpha = max(p["busbw"] for p in pts), cdoc["fits"]["allreduce"]["alpha_s"]
+    out = rooftop("profile", "--trace", str(traces), "--json", "--no-save", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    [ar] = [c for c in json.loads(out.stdout)["collectives"] if c["op"] == "allreduce"]
+    assert ar["link_bandwidth"] == pytest.approx(best) and ar["link_source"].startswith("measured: rooftop comm run")
+    assert ar["fraction_of_link"] == pytest.approx(ar["busbw"] / best)
+    assert ar["expected_s"] == pytest.approx(alpha + PARAMS * 4 / best)
+
+
+def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):
+    """Streamed: when a rank's trace is read, no earlier rank's trace is still alive."""
+    import argparse
+    import gc
+    import weakref
+
+    import rooftop.store.tracefile as tracefile
+    from rooftop.models.catalog import lookup_device
+    from rooftop.tui.job_cmd import read_job
+
+    doc = json.loads(gzip.decompress(RANK1.read_bytes()))
+    paths = [RANK0, RANK1]
+    for r in (2, 3):
+        doc["distributedInfo"]["rank"] = r
+        p = tmp_path / f"rank-{r}.json"
+        p.write_text(json.dumps(doc))
+        paths.append(p)
+    alive: list[weakref.ref] = []
+    real = tracefile.load_trace
+
+    def load(p):
+        gc.collect()
+        assert all(w() is None for w in alive), "an earlier rank's trace is still held"
+        t = real(p)
+        alive.append(weakref.ref(t))
+        return t
+
+    monkeypatch.setattr(tracefile, "load_trace", load)
+    dev = lookup_device("a100-80g-ds")
+    args = argparse.Namespace(db=str(tmp_path / "none.db"), link=None)
+    job, work, problems = read_job(args, paths, lambda t: (dev, ""))
+    assert [r.rank for r in job.ranks] == [0, 1, 2, 3] and len(alive) == 4
+    assert work.busy_s == pytest.approx(job.ranks[0].busy_s)  # the lowest rank's op groups are the ones kept
+    assert job.ranks[2].comm_s == pytest.approx(job.ranks[1].comm_s)  # the same trace, renumbered

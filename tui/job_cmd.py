@@ -89,9 +89,12 @@ def _measured_link(args: argparse.Namespace, backend: str) -> Any:
                     f"measured: rooftop comm run {run.short_id} ({backend}, world {points[0].world})")
 
 
-def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any, err: Any) -> tuple[Any, Any, list[str]]:
-    """Read the traces one at a time: (the job, the first rank's workload, the problems). `device_for(trace)`
-    chooses the device's roofs from the first trace read."""
+def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
+             read: dict[Path, Any] | None = None) -> tuple[Any, Any, list[str]]:
+    """Read the traces one at a time: (the job, the lowest rank's workload, the problems). `device_for(trace)`
+    chooses the device's roofs from the first trace read; `read` holds traces already read, by path (given
+    up as they are used)."""
+    read = read if read is not None else {}
     from rooftop.models.job import build_job, summarize
     from rooftop.models.trace import TraceError
     from rooftop.models.workload import build_workload
@@ -106,7 +109,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any, err: 
     first_work = device = None
     for p in paths:
         try:
-            trace = load_trace(p)
+            trace = read.pop(p) if p in read else load_trace(p)
         except TraceError as exc:
             problems.append(f"{clean(str(exc))}: left out")
             continue
@@ -231,10 +234,11 @@ def job_report(job: Any) -> Group:
                                  f"nccl-tests' bus factor; link roofs: {how})", style="bold"), collectives_table(job)]
         why = dict.fromkeys(g.link_why for g in job.collectives)
         parts += [Text(f"link: {clean(w)}", style="dim") for w in why]
+        no_alpha = any(r is not None and r.bandwidth and r.alpha_s is None for r in roofs.values())
         parts.append(Text("wait = the part of the kernel time spent waiting for the slowest rank read (the spread of "
-                          "the aligned starts); α-β = the expected time of one call at that size.", style="dim"))
-    for p in job.problems:
-        parts.append(Text(f"note: {clean(p)}", style="yellow"))
+                          "the aligned starts); α-β = the expected time of one call at that size"
+                          + (" (α = 0 where no `rooftop comm` run of this backend measured one)" if no_alpha else "")
+                          + ".", style="dim"))
     return Group(*parts)
 
 

@@ -72,7 +72,8 @@ def add_profile_command(sub: Any) -> None:
     pr.add_argument("--ncu", metavar="FILE", help="read an Nsight Compute `--csv --page raw` export instead")
     pr.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
                     help="two stored profiles side by side: each op group's time, and the step split")
-    pr.add_argument("--save-trace", metavar="FILE", help="keep the trace of a program run here")
+    pr.add_argument("--save-trace", metavar="FILE", help="keep the trace of a program run here (with -- torchrun: "
+                                                             "a folder, one trace per rank)")
     pr.add_argument("--top", type=int, default=TOP, metavar="N", help=f"op groups to list (default {TOP})")
     pr.add_argument("--json", action="store_true",
                     help="print one JSON object: ops and summary (SI units); the program's output goes to stderr")
@@ -140,13 +141,16 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         return _ncu(args)
     if args.compare:
         return _compare(args)
-    if args.trace and (is_job(args.trace) or _distributed(args.trace[0])):
+    if args.trace and is_job(args.trace):
         return _job(args, args.trace, " ".join(args.trace), "trace")
     if program and is_torchrun(program):
         return _torchrun(program, args)
     if args.trace:
         trace = _load(args.trace[0])
         source, backend = str(args.trace[0]), "trace"
+        world = trace.distributed.get("world_size")
+        if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
+            return _job(args, args.trace, source, backend, {Path(source): trace})
     else:
         trace, source = _run_program(program, args)
         backend = "torch.profiler"
@@ -169,25 +173,13 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _distributed(path: str) -> bool:
-    """A single trace that is one rank of a job of several (its distributedInfo says so)."""
-    from rooftop.models.trace import TraceError
-    from rooftop.store.tracefile import load_trace
-
-    try:
-        world = load_trace(path).distributed.get("world_size")
-    except TraceError:
-        return False  # read again below, where its error is reported
-    return isinstance(world, int) and world > 1
-
-
-def _job(args: argparse.Namespace, paths: list[str], source: str, backend: str) -> int:
+def _job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None) -> int:
     """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups."""
     try:
         files = trace_files(paths)
     except FileNotFoundError as exc:
         raise ProfileError(clean(str(exc))) from None
-    job, work, problems = read_job(args, files, lambda t: _trace_device(args, t), sys.stderr)
+    job, work, problems = read_job(args, files, lambda t: _trace_device(args, t), read)
     if job is None:
         print_problems(problems)
         raise ProfileError("no trace could be read as a rank of the job (each file's problem is above)")
