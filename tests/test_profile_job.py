@@ -313,3 +313,17 @@ def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):
     assert [r.rank for r in job.ranks] == [0, 1, 2, 3] and len(alive) == 4
     assert work.busy_s == pytest.approx(job.ranks[0].busy_s)  # the lowest rank's op groups are the ones kept
     assert job.ranks[2].comm_s == pytest.approx(job.ranks[1].comm_s)  # the same trace, renumbered
+
+
+def test_python_api_names_one_trace_per_rank(monkeypatch):
+    from rooftop.probes.profiler import profile, rank_trace_path
+
+    monkeypatch.delenv("RANK", raising=False)
+    assert rank_trace_path("run.trace.json") == Path("run.trace.json")  # not a distributed job
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert rank_trace_path("out/run.trace.json") == Path("out/run.rank-3.trace.json")
+    assert rank_trace_path("out/r{rank}.json") == Path("out/r3.json")
+    assert profile(steps=1).recorder.trace_path == Path("rooftop-profile.rank-3.trace.json")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert rank_trace_path("run.json") == Path("run.json")

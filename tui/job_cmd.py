@@ -50,14 +50,18 @@ def is_job(paths: list[str]) -> bool:
 
 def link_roofs(args: argparse.Namespace, device: Any, backend: str) -> dict[str, Any]:
     """Each link's ceiling: the latest complete `rooftop comm` run of this backend (its best busbw and its α-β
-    fit: measured), else the device profile's link bandwidth (datasheet or measured, as the profile says)."""
+    fit: measured), else the device profile's link bandwidth (datasheet or measured, as the profile says) and
+    its α where the profile keeps one."""
     from rooftop.models.collectives import LINKS, LinkRoof
     from rooftop.models.workload import roof_source
 
     roofs: dict[str, LinkRoof] = {}
+    alphas = dict(device.extra.get("link_alpha_s", {}) or {})  # a measured profile's α per link, where kept
     for lvl in LINKS:
         if lvl in device.bandwidth:
-            roofs[lvl] = LinkRoof(lvl, device.B(lvl), None, roof_source(device, lvl))
+            a = alphas.get(lvl)
+            roofs[lvl] = LinkRoof(lvl, device.B(lvl), float(a) if isinstance(a, (int, float)) else None,
+                                  roof_source(device, lvl))
     measured = _measured_link(args, backend)
     if measured is not None:
         lvl = "net" if backend == "gloo" else "nvlink"
