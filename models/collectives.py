@@ -115,6 +115,7 @@ def rank_collectives(trace: Trace) -> list[RankCollective]:
             j = _enclosing_call(calls, starts, longest, k.launch_ts)
             if j is not None:
                 matched[j].append(k)
+        _match_in_order(calls, matched, [k for k in trace.kernels if is_comm_kernel(k) and k.launch_ts is None])
     out = []
     for c, ks in zip(calls, matched):
         size, label, ranks = _group_of(c, dist)
@@ -126,6 +127,17 @@ def rank_collectives(trace: Trace) -> list[RankCollective]:
             start = end = t = None
         out.append(RankCollective(c.collective, c.message_bytes, size, label, c.ts, start, end, t, len(ks), ranks))
     return out
+
+
+def _match_in_order(calls: Sequence[CommCall], matched: list[list[Kernel]], loose: Sequence[Kernel]) -> None:
+    """Kernels whose launch the trace does not link: each to the next call without a kernel issued before it
+    started (a collective's kernels run in the order they were issued)."""
+    free = [j for j, ks in enumerate(matched) if not ks and calls[j].collective not in NO_WIRE]
+    i = 0
+    for k in sorted(loose, key=lambda k: k.ts):
+        if i < len(free) and calls[free[i]].ts <= k.ts:
+            matched[free[i]].append(k)
+            i += 1
 
 
 def _enclosing_call(calls: Sequence[CommCall], starts: Sequence[float], longest: float, t: float) -> int | None:

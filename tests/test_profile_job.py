@@ -327,3 +327,23 @@ def test_python_api_names_one_trace_per_rank(monkeypatch):
     assert profile(steps=1).recorder.trace_path == Path("rooftop-profile.rank-3.trace.json")
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert rank_trace_path("run.json") == Path("run.json")
+
+
+def test_unlinked_nccl_kernels_match_their_collectives_in_order():
+    """A trace whose kernels name no launch: each NCCL kernel goes to the next collective issued before it."""
+    from rooftop.models.trace import parse_trace
+
+    def comm(ts: float, n: int) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": ts, "dur": 5,
+                "args": {"Collective name": "allreduce", "In msg nelems": n, "Out msg nelems": n, "dtype": "BFloat16",
+                         "Group size": 4, "Process Group Ranks": "[0, 1, 2, 3]"}}
+
+    def kernel(ts: float, dur: float, name: str = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL") -> dict:
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                "args": {"stream": 7, "device": 0}}
+
+    trace = parse_trace({"traceEvents": [comm(100, 1 << 20), comm(200, 1 << 10), kernel(150, 40), kernel(210, 8),
+                                         kernel(120, 500, "gemm")]})
+    colls = rank_collectives(trace)
+    assert [(c.bytes, c.time_s, c.group_size, c.group_ranks) for c in colls] == [
+        (2 << 20, pytest.approx(40e-6), 4, (0, 1, 2, 3)), (2 << 10, pytest.approx(8e-6), 4, (0, 1, 2, 3))]

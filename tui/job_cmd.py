@@ -21,6 +21,7 @@ from rich.text import Text
 TRACE_SUFFIXES = (".json", ".json.gz")
 RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+JOB_FIELDS = ("world size", "backend", "GPU")  # what must agree between the ranks of one job
 
 
 def trace_files(paths: list[str]) -> list[Path]:
@@ -122,12 +123,14 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
         if rank is None:
             problems.append(f"{p}: no rank in its distributedInfo or its name (name files …rank-N…): left out")
             continue
-        ident = (d.get("world_size"), d.get("backend"))
-        if job_id is None or job_id == (None, None):
+        ident = (d.get("world_size"), d.get("backend"), trace.device_name or None)
+        if job_id is None or job_id == (None, None, None):
             job_id, first_path = ident, p
         elif any(x is not None and y is not None and x != y for x, y in zip(ident, job_id)):
-            problems.append(f"{p}: from another job (world size {ident[0]}, backend {ident[1]}; {first_path} "
-                            f"has world size {job_id[0]}, backend {job_id[1]}): left out")
+            what = "; ".join(f"{name} {clean(str(x))} against {clean(str(y))} in {first_path}"
+                             for name, x, y in zip(JOB_FIELDS, ident, job_id) if x is not None and y is not None
+                             and x != y)
+            problems.append(f"{p}: from another job ({what}): left out")
             continue
         if rank in seen:
             problems.append(f"{p}: rank {rank} again ({seen[rank]} is rank {rank} too): left out")
@@ -142,7 +145,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
         del trace, work
     if not summaries:
         return None, None, problems
-    world = job_id[0] if job_id and isinstance(job_id[0], int) else None
+    world = job_id[0] if job_id and isinstance(job_id[0], int) and job_id[0] > 0 else None
     backend = str(job_id[1] or "") if job_id else ""
     have = set(seen)
     if world:
