@@ -57,7 +57,9 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3) -> La
     from .profiler import NotPython, ProgramFailed
 
     try:
-        opts = get_args_parser().parse_args(torchrun_args(argv))
+        parser = get_args_parser()
+        parser.prog = "torchrun"
+        opts = parser.parse_args(torchrun_args(argv))
     except SystemExit:
         raise NotPython("torchrun's options are not valid (see `torchrun --help`)") from None
     if opts.no_python:
@@ -70,10 +72,10 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3) -> La
     try:
         run(opts)
     except ChildFailedError as exc:
-        first = next(iter(exc.failures.values()), None)
+        rank, first = min(exc.failures.items(), key=lambda kv: kv[0]) if exc.failures else ("?", None)
         code = first.exitcode if first is not None else 1
-        raise ProgramFailed(f"{' '.join(script)} failed on rank {first.rank if first else '?'} "
-                            f"(exit status {code}); nothing to show", code or 1) from None
+        raise ProgramFailed(f"{' '.join(script)} failed on rank {rank} (exit status {code}); nothing to show",
+                            code or 1) from None
     finally:
         sys.stdout.flush()
     traces = sorted((p for p in out.iterdir() if _TRACE.search(p.name)), key=lambda p: int(_TRACE.search(p.name)[1]))

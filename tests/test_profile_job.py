@@ -347,3 +347,16 @@ def test_unlinked_nccl_kernels_match_their_collectives_in_order():
     colls = rank_collectives(trace)
     assert [(c.bytes, c.time_s, c.group_size, c.group_ranks) for c in colls] == [
         (2 << 20, pytest.approx(40e-6), 4, (0, 1, 2, 3)), (2 << 10, pytest.approx(8e-6), 4, (0, 1, 2, 3))]
+
+
+def test_torchrun_bad_options_and_missing_script_one_line_exit_2(tmp_path):
+    out = rooftop("profile", "--no-save", "--", "torchrun", "--bogus", str(DDP))
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1] == (
+        "rooftop profile: error: torchrun's options are not valid (see `torchrun --help`)")
+    out = rooftop("profile", "--no-save", "--", "torchrun", "--standalone", "--nproc-per-node", "2",
+                  str(tmp_path / "missing.py"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"{tmp_path / 'missing.py'}: no such script" in out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("rooftop profile: error:") and "failed on rank" in last and "exit status 2" in last
