@@ -285,8 +285,8 @@ def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):
     import gc
     import weakref
 
-    import rooftop.store.tracefile as tracefile
     from rooftop.models.catalog import lookup_device
+    from rooftop.store import tracefile
     from rooftop.tui.job_cmd import read_job
 
     doc = json.loads(gzip.decompress(RANK1.read_bytes()))
@@ -311,6 +311,7 @@ def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):
     args = argparse.Namespace(db=str(tmp_path / "none.db"), link=None)
     job, work, problems = read_job(args, paths, lambda t: (dev, ""))
     assert [r.rank for r in job.ranks] == [0, 1, 2, 3] and len(alive) == 4
+    assert problems == ["ranks missing: 4-127 of 128 (no trace given for them): showing 4 of 128"]
     assert work.busy_s == pytest.approx(job.ranks[0].busy_s)  # the lowest rank's op groups are the ones kept
     assert job.ranks[2].comm_s == pytest.approx(job.ranks[1].comm_s)  # the same trace, renumbered
 
