@@ -165,7 +165,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
 
 
 def _pct(x: float | None) -> str:
-    return "" if x is None else f"{100 * x:.1f}%"
+    return "" if x is None else f"{100 * x:.1f}%" if x >= 0.001 else f"{100 * x:.2g}%"
 
 
 def rank_table(job: Any) -> Table:
