@@ -72,7 +72,9 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3) -> La
     try:
         run(opts)
     except ChildFailedError as exc:
-        rank, first = min(exc.failures.items(), key=lambda kv: kv[0]) if exc.failures else ("?", None)
+        # the rank that failed on its own (exit status > 0) before those the launcher then stopped (a signal)
+        rank, first = min(exc.failures.items(), key=lambda kv: (not (kv[1].exitcode or 0) > 0, kv[0])) \
+            if exc.failures else ("?", None)
         code = first.exitcode if first is not None else 1
         raise ProgramFailed(f"{' '.join(script)} failed on rank {rank} (exit status {code}); nothing to show",
                             code or 1) from None

@@ -9,8 +9,10 @@ one line naming it and is left out; the ranks that read well are kept.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +161,69 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
     job = build_job(summaries, world, backend, roofs, per_node=getattr(args, "nproc_per_node", None),
                     link=getattr(args, "link", None) or "", problems=problems)
     return job, first_work, problems
+
+
+def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None) -> int:
+    """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups."""
+    from rooftop.tui.jsonout import print_json
+    from rooftop.tui.profile_cmd import (
+        ProfileError,
+        _save,
+        _trace_device,
+        clean,
+        profile_report,
+    )
+    from rooftop.tui.report import make_console
+
+    try:
+        files = trace_files(paths)
+    except FileNotFoundError as exc:
+        raise ProfileError(clean(str(exc))) from None
+    job, work, problems = read_job(args, files, lambda t: _trace_device(args, t), read)
+    if job is None:
+        print_problems(problems)
+        raise ProfileError("no trace could be read as a rank of the job (each file's problem is above)")
+    print_problems(problems)
+    run_id = None if args.no_save else _save(args, work, source, backend, job.to_dict())
+    if args.json:
+        doc = work.to_dict()
+        doc.update(job.to_dict())
+        doc["run_id"] = run_id
+        print_json(doc)
+        return 0
+    console = make_console()
+    console.print(job_report(job))
+    console.print(Text(""))
+    console.print(Text(f"rank {job.ranks[0].rank}'s op groups:", style="bold"))
+    console.print(profile_report(work, args.top))
+    if run_id:
+        sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
+    return 0
+
+
+def profile_torchrun(program: list[str], args: argparse.Namespace) -> int:
+    """`-- torchrun …` (or `python -m torch.distributed.run …`): torch's launcher starts the ranks, each under the
+    profiler, each writing its trace; the traces are then read as one job."""
+    from rooftop.tui.profile_cmd import ProfileError, clean
+
+    try:
+        import torch  # noqa: F401 - the launcher and the profiler need it
+    except ImportError:
+        raise ProfileError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+    from rooftop.probes.profiler import NotPython, ProgramFailed
+    from rooftop.probes.torchrun import run_torchrun
+
+    with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
+        out = Path(args.save_trace) if args.save_trace else Path(tmp)
+        try:
+            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+                launched = run_torchrun(program, out, steps=args.steps)
+        except (NotPython, ProgramFailed) as exc:
+            raise ProfileError(clean(str(exc))) from None
+        if not launched.traces:
+            raise ProfileError("no rank wrote a trace (the program ended before the profiler wrote one)")
+        args.nproc_per_node = launched.nproc_per_node
+        return profile_job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler")
 
 
 # -- the report --------------------------------------------------------------------------------------------------

@@ -22,13 +22,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from rooftop.probes.torchrun import is_torchrun
-from rooftop.tui.job_cmd import (
-    is_job,
-    job_report,
-    print_problems,
-    read_job,
-    trace_files,
-)
+from rooftop.tui.job_cmd import is_job, profile_job, profile_torchrun
 from rooftop.tui.jsonout import print_json
 
 EPILOG = """\
@@ -142,15 +136,15 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare(args)
     if args.trace and is_job(args.trace):
-        return _job(args, args.trace, " ".join(args.trace), "trace")
+        return profile_job(args, args.trace, " ".join(args.trace), "trace")
     if program and is_torchrun(program):
-        return _torchrun(program, args)
+        return profile_torchrun(program, args)
     if args.trace:
         trace = _load(args.trace[0])
         source, backend = str(args.trace[0]), "trace"
         world = trace.distributed.get("world_size")
         if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
-            return _job(args, args.trace, source, backend, {Path(source): trace})
+            return profile_job(args, args.trace, source, backend, {Path(source): trace})
     else:
         trace, source = _run_program(program, args)
         backend = "torch.profiler"
@@ -171,59 +165,6 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if run_id:
         sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
     return 0
-
-
-def _job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None) -> int:
-    """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups."""
-    try:
-        files = trace_files(paths)
-    except FileNotFoundError as exc:
-        raise ProfileError(clean(str(exc))) from None
-    job, work, problems = read_job(args, files, lambda t: _trace_device(args, t), read)
-    if job is None:
-        print_problems(problems)
-        raise ProfileError("no trace could be read as a rank of the job (each file's problem is above)")
-    print_problems(problems)
-    run_id = None if args.no_save else _save(args, work, source, backend, job.to_dict())
-    if args.json:
-        doc = work.to_dict()
-        doc.update(job.to_dict())
-        doc["run_id"] = run_id
-        print_json(doc)
-        return 0
-    from rooftop.tui.report import make_console
-
-    console = make_console()
-    console.print(job_report(job))
-    console.print(Text(""))
-    console.print(Text(f"rank {job.ranks[0].rank}'s op groups:", style="bold"))
-    console.print(profile_report(work, args.top))
-    if run_id:
-        sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
-    return 0
-
-
-def _torchrun(program: list[str], args: argparse.Namespace) -> int:
-    """`-- torchrun …` (or `python -m torch.distributed.run …`): torch's launcher starts the ranks, each under the
-    profiler, each writing its trace; the traces are then read as one job."""
-    try:
-        import torch  # noqa: F401 - the launcher and the profiler need it
-    except ImportError:
-        raise ProfileError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
-    from rooftop.probes.profiler import NotPython, ProgramFailed
-    from rooftop.probes.torchrun import run_torchrun
-
-    with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
-        out = Path(args.save_trace) if args.save_trace else Path(tmp)
-        try:
-            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-                launched = run_torchrun(program, out, steps=args.steps)
-        except (NotPython, ProgramFailed) as exc:
-            raise ProfileError(clean(str(exc))) from None
-        if not launched.traces:
-            raise ProfileError("no rank wrote a trace (the program ended before the profiler wrote one)")
-        args.nproc_per_node = launched.nproc_per_node
-        return _job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler")
 
 
 def _load(path: str) -> Any:
