@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from .shapecost import TORCH_TYPES
 
 # c10 ScalarType names (record_param_comms' `dtype`) → bytes per element
@@ -54,6 +56,19 @@ def collective_name(raw: str) -> str:
         s = s.removeprefix(p)
     s = s.rstrip("_")  # c10d's in-place names: allreduce_, _allgather_base_
     return _NAMES.get(s, _NAMES.get(s.lstrip("_"), s.lower()))
+
+
+class CommArgs(msgspec.Struct, gc=False):
+    """The args fields a collective's message is in (record_param_comms'); the trace reader's event args
+    extend this, so the decoder reads them with the rest."""
+
+    coll_name: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    coll_dtype: Any = msgspec.field(default=None, name="dtype")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +150,16 @@ def _type_bytes(types: Any) -> tuple[int | None, str]:
     return None, ""
 
 
+def _json(v: Any) -> Any:
+    """A field the reader keeps as raw JSON (shapes, types), decoded; None where it is not JSON."""
+    if v.__class__ is msgspec.Raw:
+        try:
+            return msgspec.json.decode(v)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+    return v
+
+
 def comm_call(kind: str, name: str, ts: float, dur: float, pid: Any, tid: Any, a: Any) -> CommCall | None:
     """The collective an op or annotation event records (times in seconds), or None when it records none.
     `a` is the event's args (`rooftop.models.trace.EventArgs`)."""
@@ -151,13 +176,13 @@ def comm_call(kind: str, name: str, ts: float, dur: float, pid: Any, tid: Any, a
                         dtype=dt, group_size=_int(a.group_size) or (len(ranks) or None), group_ranks=ranks,
                         group_name=a.pg_name if a.pg_name.__class__ is str else "")
     if kind == "annotation" and name.startswith(BACKEND_PREFIXES):
-        size, dt = _type_bytes(a.types)
-        n = _elements(a.dims if a.dims is not None else a.dims_old)
+        size, dt = _type_bytes(_json(a.types))
+        n = _elements(_json(a.dims if a.dims is not None else a.dims_old))
         return CommCall("backend", collective_name(name), name, ts, dur, pid, tid, in_elems=n, out_elems=None,
                         elem_bytes=size, dtype=dt)
     if kind == "op" and name.startswith("c10d::"):
-        size, dt = _type_bytes(a.types) if a.types.__class__ is list else (None, "")
-        n = _elements(a.dims if a.dims is not None else a.dims_old)
+        size, dt = _type_bytes(_json(a.types))
+        n = _elements(_json(a.dims if a.dims is not None else a.dims_old))
         return CommCall("c10d", collective_name(name), name, ts, dur, pid, tid, in_elems=n, elem_bytes=size,
                         dtype=dt)
     return None

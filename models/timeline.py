@@ -21,13 +21,14 @@ trace, as HTA splits idle time into host wait, kernel wait and other:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .trace import HostCall, Kernel, Trace
+from .trace import ITEM_OPS, HostCall, Kernel, Trace
 
 LAUNCH_GAP_FACTOR = 2.0  # a gap up to this many launch calls long is launch overhead
 DEFAULT_LAUNCH_S = 10e-6  # a launch call's cost when the trace and the device say nothing
@@ -83,25 +84,17 @@ def sweep(acts: Sequence[Kernel]) -> Sweep:
     return Sweep(busy, overlap, tuple(alone))
 
 
-@dataclass(frozen=True)
-class Gap:
-    start: float
-    end: float
-    next_index: int  # the activity that ended the gap
-
-    @property
-    def dur(self) -> float:
-        return self.end - self.start
-
-
-def gaps(acts: Sequence[Kernel]) -> list[Gap]:
-    """The idle intervals between the activities (sorted by start), inside the span."""
-    out: list[Gap] = []
+def gaps(acts: Sequence[Kernel]) -> list[tuple[float, float, int]]:
+    """The idle intervals between the activities (sorted by start), inside the span: (start, end, the index of
+    the activity that ended it)."""
+    out: list[tuple[float, float, int]] = []
     hi = -math.inf
     for i, k in enumerate(acts):
-        if k.ts > hi > -math.inf:
-            out.append(Gap(hi, k.ts, i))
-        hi = max(hi, k.end)
+        ts = k.ts
+        if ts > hi > -math.inf:
+            out.append((hi, ts, i))
+        end = ts + k.dur
+        hi = max(hi, end)
     return out
 
 
@@ -123,11 +116,34 @@ class IdleCause:
         return cls(str(d["cause"]), str(d["category"]), int(d["gaps"]), float(d["time_s"]), str(d.get("detail", "")))
 
 
-def _overlapping(calls: Sequence[HostCall], starts: Sequence[float], lo: float, hi: float) -> list[HostCall]:
-    import bisect
+def _merged(calls: Sequence[HostCall]) -> tuple[list[float], list[float], list[str]]:
+    """The calls' intervals merged (starts, ends, the first call's name and op): a gap is checked by bisection."""
+    starts: list[float] = []
+    ends: list[float] = []
+    names: list[str] = []
+    for c in sorted(calls, key=lambda c: c.ts):
+        if starts and c.ts <= ends[-1]:
+            ends[-1] = max(ends[-1], c.end)
+            if c.op in ITEM_OPS:
+                names[-1] = ".item()"
+        else:
+            starts.append(c.ts)
+            ends.append(c.end)
+            names.append(".item()" if c.op in ITEM_OPS else c.name)
+    return starts, ends, names
 
-    j = bisect.bisect_right(starts, hi)
-    return [c for c in calls[:j] if c.end > lo]
+
+def _covered(merged: tuple[list[float], list[float], list[str]], lo: float, hi: float) -> tuple[float, str]:
+    """How much of [lo, hi] the merged calls cover, and the first one's name."""
+    starts, ends, names = merged
+    j = bisect.bisect_right(starts, hi) - 1
+    total, first = 0.0, ""
+    while j >= 0 and ends[j] > lo:
+        if starts[j] < hi:
+            total += min(ends[j], hi) - max(starts[j], lo)
+            first = names[j]
+        j -= 1
+    return total, first
 
 
 def launch_threshold(trace: Trace, launch_overhead_s: float | None) -> float:
@@ -139,32 +155,32 @@ def launch_threshold(trace: Trace, launch_overhead_s: float | None) -> float:
 def idle_causes(trace: Trace, launch_overhead_s: float | None = None) -> list[IdleCause]:
     """Every gap of the device's timeline with one cause, summed by cause, largest first."""
     acts = trace.kernels
-    syncs = [c for c in trace.host_calls if c.kind == "sync"]
-    copies = [c for c in trace.host_calls if c.kind == "copy"]
-    sync_starts, copy_starts = [c.ts for c in syncs], [c.ts for c in copies]
+    syncs = _merged([c for c in trace.host_calls if c.kind == "sync"])
+    copies = _merged([c for c in trace.host_calls if c.kind == "copy"])
     thr = launch_threshold(trace, launch_overhead_s)
     found: dict[str, list] = {}
-    for g in gaps(acts):
-        nxt = acts[g.next_index]
-        hit = _overlapping(syncs, sync_starts, g.start, g.end)
-        if hit:
-            item = next((c.op for c in hit if c.op in ("aten::item", "aten::_local_scalar_dense")), "")
-            key, cat = "host sync", "host wait"
-            detail = ".item()" if item else hit[0].name
-        elif any(min(c.end, g.end) - max(c.ts, g.start) >= 0.5 * g.dur
-                 for c in _overlapping(copies, copy_starts, g.start, g.end)):
+    any_sync, any_copy = bool(syncs[0]), bool(copies[0])
+    launch_text = f"gaps up to {thr * 1e6:.3g} µs"
+    for lo, hi, nxt_i in gaps(acts):
+        dur = hi - lo
+        synced, name = _covered(syncs, lo, hi) if any_sync else (0.0, "")
+        if synced > 0:
+            key, cat, detail = "host sync", "host wait", name
+        elif any_copy and _covered(copies, lo, hi)[0] >= 0.5 * dur:
             key, cat, detail = "memcpy (host side)", "host wait", "a copy call held the CPU"
-        elif g.dur <= thr:
-            key, cat, detail = "launch overhead", "kernel wait", f"gaps up to {thr * 1e6:.3g} µs"
-        elif nxt.launch_ts is not None and nxt.launch_ts > g.start:
-            oi = trace.kernel_op[g.next_index]
+        elif dur <= thr:
+            key, cat, detail = "launch overhead", "kernel wait", launch_text
+        elif acts[nxt_i].launch_ts is not None and acts[nxt_i].launch_ts > lo:
+            oi = trace.kernel_op[nxt_i]
             name = trace.ops[oi].name if oi is not None else "(no op)"
             key, cat, detail = f"CPU: {name}", "host wait", "the next kernel was launched after the device went idle"
         else:
             key, cat, detail = "queued, waiting", "other", "the next kernel was queued: another stream or an event"
-        e = found.setdefault(key, [cat, 0, 0.0, detail])
+        e = found.get(key)
+        if e is None:
+            e = found[key] = [cat, 0, 0.0, detail]
         e[1] += 1
-        e[2] += g.dur
+        e[2] += dur
     rows = [IdleCause(k, cat, n, t, d) for k, (cat, n, t, d) in found.items()]
     rows.sort(key=lambda r: -r.time_s)
     cpu = [r for r in rows if r.cause.startswith("CPU: ")]

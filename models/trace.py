@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from .commtrace import CommCall, comm_call
+from .commtrace import CommArgs, CommCall, comm_call
 
 US = 1e-6
 STEP_PREFIX = "ProfilerStep#"
@@ -67,7 +68,7 @@ class EmptyTrace(TraceError):
 # -- the schema: only the fields read below (the decoder skips the rest) ----------------------
 
 
-class EventArgs(msgspec.Struct, gc=False):
+class EventArgs(CommArgs, gc=False):  # with a collective's message fields
     external_id: Any = msgspec.field(default=None, name="External id")
     correlation: Any = None
     stream: Any = None
@@ -75,18 +76,11 @@ class EventArgs(msgspec.Struct, gc=False):
     bytes: Any = None
     size: Any = None  # a HIP memcpy call's size, where its gpu_memcpy has no bytes
     kind: Any = None
-    dims: Any = msgspec.field(default=None, name="Input Dims")
-    dims_old: Any = msgspec.field(default=None, name="Input dims")
-    types: Any = msgspec.field(default=None, name="Input type")
-    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
-    # a collective's message (record_param_comms; rooftop.models.commtrace reads them)
-    coll_name: Any = msgspec.field(default=None, name="Collective name")
-    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
-    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
-    coll_dtype: Any = msgspec.field(default=None, name="dtype")
-    group_size: Any = msgspec.field(default=None, name="Group size")
-    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
-    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    # the shapes stay raw JSON (a view of the file's bytes): the few distinct ones are decoded once each
+    dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")
+    dims_old: msgspec.Raw = msgspec.field(default=None, name="Input dims")
+    types: msgspec.Raw = msgspec.field(default=None, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -101,8 +95,40 @@ class Event(msgspec.Struct, gc=False):
     args: EventArgs | None = None
 
 
+class PlainArgs(CommArgs, gc=False):
+    """EventArgs for an event that came as plain JSON (a dict): the shapes already decoded."""
+
+    external_id: Any = msgspec.field(default=None, name="External id")
+    correlation: Any = None
+    stream: Any = None
+    device: Any = None
+    bytes: Any = None
+    size: Any = None
+    kind: Any = None
+    dims: Any = msgspec.field(default=None, name="Input Dims")
+    dims_old: Any = msgspec.field(default=None, name="Input dims")
+    types: Any = msgspec.field(default=None, name="Input type")
+    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+
+
+class PlainEvent(msgspec.Struct, gc=False):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    args: PlainArgs | None = None
+
+
 class TraceDoc(msgspec.Struct, gc=False):
-    traceEvents: list[Event] | None = None
+    """A trace file's top level. Its events stay raw JSON (views of the file's bytes, 48 bytes each) until the
+    reader decodes them one by one into `Event`, so a million events never exist as objects all at once, and
+    one malformed event is skipped without failing the file."""
+
+    traceEvents: list[msgspec.Raw] | None = None
     deviceProperties: Any = None
     distributedInfo: Any = None
     schemaVersion: Any = None
@@ -112,7 +138,7 @@ class TraceDoc(msgspec.Struct, gc=False):
 # -- the result -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Kernel:
     """One device activity: a kernel, a memcpy or a memset (`cat`)."""
 
@@ -133,7 +159,7 @@ class Kernel:
         return self.ts + self.dur
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CpuOp:
     """One dispatched op with its inputs' shapes and types, and its place in the op tree."""
 
@@ -303,6 +329,45 @@ def _strings(v: Any) -> tuple[str, ...] | None:
     return tuple(v)
 
 
+_RAW_DECODE = msgspec.json.Decoder()
+_START_LONGEST = operator.itemgetter(0, 1)  # an op row (ts, -dur, …): by start, the enclosing (longer) first
+_EVENT = msgspec.json.Decoder(Event)
+
+
+def _plain(v: Any) -> Any:
+    """A raw JSON field decoded (None where it is not JSON or nests too deep); anything else as it is."""
+    if v.__class__ is not msgspec.Raw:
+        return v
+    try:
+        return _RAW_DECODE.decode(v)
+    except (msgspec.DecodeError, RecursionError):
+        return _BAD
+
+
+_BAD = object()
+
+
+def shapes_of(dims_v: Any, types_v: Any, conc_v: Any, cache: dict) -> tuple | None:
+    """(dims, types, concrete) checked, or None where they are malformed; the raw ones looked up in `cache`, so
+    a trace's many identical shapes are decoded once and shared."""
+    raw = dims_v.__class__ is msgspec.Raw or types_v.__class__ is msgspec.Raw
+    if raw:
+        key = (bytes(dims_v) if dims_v is not None else b"", bytes(types_v) if types_v is not None else b"",
+               bytes(conc_v) if conc_v is not None else b"")
+        hit = cache.get(key, _BAD)
+        if hit is not _BAD:
+            return hit
+    d, t, c = _plain(dims_v), _plain(types_v), _plain(conc_v)
+    dims, types, conc = _dims(d), _strings(t), _strings(c)
+    if dims is None or types is None or (c is not None and conc is None):
+        out = None
+    else:
+        out = (tuple(dims), types, conc or ())
+    if raw:
+        cache[key] = out
+    return out
+
+
 def _thread(v: Any) -> Any:
     return v if v.__class__ in (int, str) else str(v)
 
@@ -349,19 +414,19 @@ def events_of(data: Any) -> tuple[list, dict[str, Any]]:
         raw, meta = data, {}
     else:
         raise TraceError("not a Chrome trace: expected a JSON object with traceEvents, or a list of events")
-    if all(isinstance(e, Event) for e in raw):
+    if all(e.__class__ is Event or e.__class__ is msgspec.Raw for e in raw):
         return list(raw), meta
     return [_convert(e) for e in raw], meta
 
 
-def _convert(e: Any) -> Event | None:
-    """One plain-JSON event as an Event; None when it is not an object or its args are not one."""
-    if isinstance(e, Event):
+def _convert(e: Any) -> Event | PlainEvent | None:
+    """One plain-JSON event as a PlainEvent; None when it is not an object or its args are not one."""
+    if isinstance(e, (Event, PlainEvent)):
         return e
     if not isinstance(e, Mapping):
         return None
     try:
-        return msgspec.convert(e, Event, strict=False)
+        return msgspec.convert(e, PlainEvent, strict=False)
     except (msgspec.ValidationError, RecursionError, TypeError):
         return None
 
@@ -371,19 +436,26 @@ def parse_trace(data: Any) -> Trace:
     events, meta = events_of(data)
     counts = _Counts()
     dev_raw: list[tuple] = []  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid, tid, kind, event index)
-    op_raw: list[tuple] = []  # (pid, tid, ts, dur, name, ext, dims, types, concrete)
+    op_raw: dict[tuple, list[tuple]] = {}  # (pid, tid) → [(ts, -dur, name, ext, (dims, types, concrete))]
     runtime: dict[int, tuple] = {}  # correlation → (pid, tid, ts, dur, name, ext, size)
     host: list[tuple] = []  # (pid, tid, ts, dur, name, kind)
-    flow_start: dict[Any, tuple] = {}  # flow id → (pid, tid, ts) of the launch
-    flow_end: dict[tuple, Any] = {}  # (pid, tid, ts) of a kernel → flow id
+    flows: list[tuple] = []  # (is the start, flow id, pid, tid, ts): made into look-ups only if a kernel needs them
     steps: list[tuple[float, float, str]] = []
     launch_durs: list[float] = []
     names: dict[str, str] = {}
     gpu_evidence = False
     comms: list[CommCall] = []
     empty_args = EventArgs()
+    shape_cache: dict = {}
+    none3 = ((), (), ())
+    decode_event = _EVENT.decode
     for i in range(len(events)):
         e, events[i] = events[i], None
+        if e.__class__ is msgspec.Raw:
+            try:
+                e = decode_event(e)
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                e = None
         if e is None:
             counts.add("skipped: not a JSON object with object args", f"event {i}")
             continue
@@ -393,11 +465,10 @@ def parse_trace(data: Any) -> Trace:
                 ts = _time(e.ts)
                 fid = e.id if e.id.__class__ in (int, str) else None
                 if ts is not None and fid is not None:
-                    key = (_thread(e.pid), _thread(e.tid), ts)
-                    if ph == "s":
-                        flow_start[fid] = key
-                    else:
-                        flow_end[key] = fid
+                    pid, tid = e.pid, e.tid
+                    key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
+                           ts)
+                    flows.append((ph == "s", fid, key))
             continue
         kind = KINDS.get(cat) if cat.__class__ is str else None
         if kind is None:
@@ -407,33 +478,57 @@ def parse_trace(data: Any) -> Trace:
             if kind is None:
                 continue
         name = e.name if e.name.__class__ is str else ("" if e.name is None else str(e.name))
-        ts, dur = _time(e.ts), _time(e.dur)
+        ts, dur = e.ts, e.dur
+        if ts.__class__ is not float or ts - ts != 0.0:  # not a finite float: an int, text, NaN, …
+            ts = _time(ts)
+        if dur.__class__ is not float or dur - dur != 0.0:
+            dur = _time(dur)
         if ts is None or dur is None or dur < 0:
             counts.add("skipped: a time (ts, dur) that is missing, not finite or negative", _where(i, name))
             continue
         a = e.args or empty_args
         name = names.setdefault(name, name)
+        if (kind == "op" or kind == "annotation") and (c := comm_call(kind, name, ts * US, dur * US, _thread(e.pid),
+                                                                      _thread(e.tid), e.args)) is not None:
+            comms.append(c)  # a collective: kept as one, and read on as an op (or annotation) as any other
         if kind == "kernel" or kind == "memcpy" or kind == "memset":
+            pid, tid = e.pid, e.tid
             dev_raw.append((ts, dur, kind, name, a.external_id, a.correlation, a.stream, a.device, a.bytes,
-                            _thread(e.pid), _thread(e.tid), a.kind, i))
+                            pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
+                            a.kind, i))
         elif name.startswith(STEP_PREFIX):
             if kind in ("op", "annotation"):  # the CPU's step, not its copy on the GPU's timeline
                 steps.append((ts, ts + dur, name))
             else:
                 gpu_evidence = True
-        elif kind in ("op", "annotation") and (c := comm_call(kind, name, ts * US, dur * US, _thread(e.pid),
-                                                              _thread(e.tid), e.args)) is not None:
-            comms.append(c)
-            if kind == "op":
-                op_raw.append((_thread(e.pid), _thread(e.tid), ts, dur, name, a.external_id,
-                               a.dims if a.dims is not None else a.dims_old, a.types, a.concrete, i))
         elif kind == "op":
-            op_raw.append((_thread(e.pid), _thread(e.tid), ts, dur, name, a.external_id,
-                           a.dims if a.dims is not None else a.dims_old, a.types, a.concrete, i))
+            pid, tid = e.pid, e.tid
+            dims_v = a.dims if a.dims is not None else a.dims_old
+            shapes = none3
+            if dims_v is not None:
+                got = shapes_of(dims_v, a.types, a.concrete, shape_cache)
+                if got is None:
+                    counts.add("with shapes that are not lists of non-negative integers (shapes dropped, time kept)",
+                               _where(i, name))
+                else:
+                    shapes = got
+            ext_v = a.external_id
+            ext = ext_v if ext_v.__class__ is int else _id(ext_v)
+            if ext is None and ext_v is not None:
+                counts.add("with an External id that is not an integer (not linked)", _where(i, name))
+            key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
+            rows = op_raw.get(key)
+            if rows is None:
+                rows = op_raw[key] = []
+            rows.append((ts, -dur, name, ext, shapes))
         elif kind == "runtime":
             gpu_evidence = True
             corr = _id(a.correlation)
-            pid, tid = _thread(e.pid), _thread(e.tid)
+            pid, tid = e.pid, e.tid
+            if pid.__class__ is not int:
+                pid = _thread(pid)
+            if tid.__class__ is not int:
+                tid = _thread(tid)
             if corr is not None:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
             if "Launch" in name:
@@ -445,22 +540,31 @@ def parse_trace(data: Any) -> Trace:
         elif kind == "gpu":
             gpu_evidence = True
     del events
+    e = a = None  # the last event's raw fields are views of the file's bytes: let them go
 
-    ops, by_ext, threads, op_thread = _op_tree(op_raw, counts)
+    ops, by_ext, threads, op_thread = _op_tree(op_raw)
     del op_raw
     kernels: list[Kernel] = []
     links: list[int | None] = []
     graph: set[int] = set()
     dev_raw.sort(key=lambda r: r[0])
+    flow_maps: tuple[dict, dict] | None = None
     for ts, dur, cat, name, ext_v, corr_v, stream, device, nbytes, pid, tid, mkind, i in dev_raw:
         corr = _id(corr_v)
         if corr is None and corr_v is not None:
             counts.add("with a correlation that is not an integer (not linked)", _where(i, name))
-        flow = flow_end.get((pid, tid, ts))
-        if corr is None and flow is not None:  # no correlation in the args: the ac2g flow that ends on it
-            corr = _id(flow)
         launch = runtime.get(corr) if corr is not None else None
-        at = (launch[0], launch[1], launch[2]) if launch else flow_start.get(flow if flow is not None else corr)
+        if launch is None:  # no launch by correlation: follow the ac2g flow that ends on this activity
+            if flow_maps is None:
+                flow_maps = _flow_maps(flows)
+            flow_start, flow_end = flow_maps
+            flow = flow_end.get((pid, tid, ts))
+            if corr is None and flow is not None:
+                corr = _id(flow)
+                launch = runtime.get(corr) if corr is not None else None
+            at = (launch[0], launch[1], launch[2]) if launch else flow_start.get(flow if flow is not None else corr)
+        else:
+            at = (launch[0], launch[1], launch[2])
         ext = _id(ext_v)
         if ext_v is not None and ext is None:
             counts.add("with an External id that is not an integer (not linked)", _where(i, name))
@@ -500,6 +604,18 @@ def parse_trace(data: Any) -> Trace:
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=dict(meta["distributedInfo"]) if isinstance(meta.get("distributedInfo"), Mapping) else {},
     )
+
+
+def _flow_maps(flows: Sequence[tuple]) -> tuple[dict, dict]:
+    """flow id → (pid, tid, ts) where it starts (the launch); (pid, tid, ts) where it ends (the kernel) → flow id."""
+    start: dict = {}
+    end: dict = {}
+    for is_start, fid, key in flows:
+        if is_start:
+            start[fid] = key
+        else:
+            end[key] = fid
+    return start, end
 
 
 def _device_props(v: Any) -> tuple[dict[str, Any], str]:
@@ -555,53 +671,51 @@ def _link(ops: Sequence[CpuOp], by_ext: Mapping[int, int], threads: Mapping, op_
     return _enclosing(ops, threads, at)
 
 
-def _op_tree(raw: Sequence[tuple], counts: _Counts) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
+def _op_tree(by_thread: dict[tuple, list[tuple]]) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
     """The ops in (thread, time) order with parent/children links (nesting per thread) and self times; the
-    External id index; per thread, the ops' start times and indices (for finding the op enclosing a launch)."""
-    order = sorted(range(len(raw)), key=lambda i: (str(raw[i][0]), str(raw[i][1]), raw[i][2], -raw[i][3]))
-    parent: list[int | None] = [None] * len(raw)
-    kids: list[list[int]] = [[] for _ in raw]
-    stack: list[int] = []
-    thread = None
-    for i in order:
-        pid, tid, ts, dur = raw[i][:4]
-        t = (pid, tid)
-        if t != thread:
-            stack, thread = [], t
-        while stack and raw[stack[-1]][2] + raw[stack[-1]][3] <= ts:
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-            kids[stack[-1]].append(i)
-        stack.append(i)
-    pos = {i: n for n, i in enumerate(order)}
+    External id index; per thread, the ops' start times and indices (for finding the op enclosing a launch).
+    Each thread's rows are (ts, -dur, name, ext, shapes) in µs, consumed as they are read."""
     ops: list[CpuOp] = []
     by_ext: dict[int, int] = {}
     threads: dict[tuple, tuple[list[float], list[int]]] = {}
     op_thread: list[tuple] = []
-    for i in order:
-        pid, tid, ts, dur, name, ext_v, dims_v, types_v, conc_v, ev = raw[i]
-        dims, types, conc = _dims(dims_v), _strings(types_v), _strings(conc_v)
-        if dims_v is not None and (dims is None or types is None or (conc_v is not None and conc is None)):
-            counts.add("with shapes that are not lists of non-negative integers (shapes dropped, time kept)",
-                       _where(ev, name))
-            dims, types, conc = None, None, None
-        ext = _id(ext_v)
-        if ext_v is not None and ext is None:
-            counts.add("with an External id that is not an integer (not linked)", _where(ev, name))
-        child_dur = sum(raw[c][3] for c in kids[i])
-        op = CpuOp(
-            name=name, ts=ts * US, dur=dur * US, tid=tid, external_id=ext,
-            dims=tuple(dims) if dims else (), types=types or (), concrete=conc or (),
-            parent=pos[parent[i]] if parent[i] is not None else None,
-            children=tuple(pos[c] for c in kids[i]),
-            self_s=max(0.0, dur - child_dur) * US,
-        )
-        if ext not in (None, 0):
-            by_ext[ext] = len(ops)  # the innermost op wins where an id repeats
-        th = threads.setdefault((pid, tid), ([], []))
-        th[0].append(op.ts)
-        th[1].append(len(ops))
-        op_thread.append((pid, tid))
-        ops.append(op)
+    none = ()
+    for key in sorted(by_thread, key=lambda k: (str(k[0]), str(k[1]))):
+        rows = by_thread.pop(key)
+        rows.sort(key=_START_LONGEST)
+        base = len(ops)
+        m = len(rows)
+        parent: list[int | None] = [None] * m
+        kids: dict[int, list[int]] = {}
+        child_dur = [0.0] * m
+        stack: list[int] = []
+        ends: list[float] = []
+        for n, r in enumerate(rows):
+            ts = r[0]
+            while ends and ends[-1] <= ts:
+                stack.pop()
+                ends.pop()
+            if stack:
+                up = stack[-1]
+                parent[n] = up + base
+                kids.setdefault(up, []).append(n + base)
+                child_dur[up] -= r[1]
+            stack.append(n)
+            ends.append(ts - r[1])
+        starts: list[float] = []
+        idx: list[int] = []
+        for n in range(m):
+            ts, negdur, name, ext, (dims, types, conc) = rows[n]
+            rows[n] = None
+            k = kids.get(n)
+            self_us = -negdur - child_dur[n]
+            op = CpuOp(name, ts * US, -negdur * US, key[1], ext, dims, types, conc, parent[n],
+                       tuple(k) if k else none, (self_us if self_us > 0 else 0.0) * US)
+            if ext:
+                by_ext[ext] = base + n  # the innermost op wins where an id repeats
+            starts.append(op.ts)
+            idx.append(base + n)
+            op_thread.append(key)
+            ops.append(op)
+        threads[key] = (starts, idx)
     return ops, by_ext, threads, op_thread

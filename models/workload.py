@@ -301,20 +301,29 @@ def _owner(trace: Trace, work: Sequence[bool], costs: Sequence[OpCost]) -> list[
 NO_WORK_GROUP = "(dispatch and views)"
 
 
-def _costs(trace: Trace, elements: Mapping[int, tuple[str, float]]) -> list[OpCost]:
-    """Each op's W and Q; ops with the same name, shapes, types and arguments are costed once (a long trace
-    repeats a few hundred distinct calls)."""
-    memo: dict[tuple, OpCost] = {}
-    out = []
-    enc = msgspec.json.encode
-    for i, o in enumerate(trace.ops):
-        el = elements.get(i)
-        key = (o.name, enc(o.dims), o.types, o.concrete, el)
-        c = memo.get(key)
+class _Costs:
+    """Each op's W and Q, computed when first asked for (a GPU trace needs only the ops that launched work); ops
+    with the same name, shapes, types and arguments are costed once (a long trace repeats a few hundred distinct
+    calls; the reader shares one object among identical shapes, so their ids key the memo)."""
+
+    def __init__(self, trace: Trace, elements: Mapping[int, tuple[str, float]]) -> None:
+        self.ops, self.elements = trace.ops, elements
+        self.done: list[OpCost | None] = [None] * len(trace.ops)
+        self.memo: dict[tuple, OpCost] = {}
+
+    def __len__(self) -> int:
+        return len(self.done)
+
+    def __getitem__(self, i: int) -> OpCost:
+        c = self.done[i]
         if c is None:
-            c = memo[key] = cost_op(o.name, o.dims, o.types, el, o.concrete)
-        out.append(c)
-    return out
+            o, el = self.ops[i], self.elements.get(i)
+            key = (o.name, id(o.dims), id(o.types), id(o.concrete), el)
+            c = self.memo.get(key)
+            if c is None:
+                c = self.memo[key] = cost_op(o.name, o.dims, o.types, el, o.concrete)
+            self.done[i] = c
+        return c
 
 
 def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -> Workload:
@@ -326,14 +335,14 @@ def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -
             found = element_from_kernel(k.name)
             if found:
                 elements[oi] = found
-    costs = _costs(trace, elements)
+    costs = _Costs(trace, elements)
     groups: dict[tuple, OpGroup] = {}
     notes: list[str] = list(trace.warnings)
     transfers: list[Transfer] = []
     causes: list[IdleCause] = []
     top: list[TopKernel] = []
     overlap_s = 0.0
-    busy_s = trace.busy_s
+    busy_s = 0.0
     if trace.on_device:
         sw = sweep(trace.kernels)
         busy_s, overlap_s = sw.busy_s, sw.overlap_s
@@ -392,6 +401,7 @@ def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -
             notes.append("the trace records no kernels, memcpy or memset (GPU activity was not recorded, or only "
                          "range-profiler events were): the device was busy for 0 s as far as it shows")
     else:
+        busy_s = trace.busy_s
         work = work_ops(trace, costs)
         owners = _owner(trace, work, costs)
         for i, o in enumerate(trace.ops):

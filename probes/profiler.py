@@ -80,10 +80,19 @@ class Recorder:
             acts.append(ProfilerActivity.CUDA)
         return torch_profile(activities=acts, record_shapes=True)
 
+    def _threads_metadata(self) -> None:
+        """The program's torch threads, in the trace: a CPU roof measured with fewer is said to be low."""
+        import torch
+
+        add = getattr(self._prof, "add_metadata", None)
+        if add is not None:
+            add("rooftop_cpu_threads", str(torch.get_num_threads()))
+
     def start(self) -> None:
         self._prof = self._new_profiler()
         with _quiet_stderr():
             self._prof.start()
+        self._threads_metadata()
         if self.skip == 0:
             self._kept_from = 0
 
@@ -102,6 +111,7 @@ class Recorder:
             self._prof = self._new_profiler()
             with _quiet_stderr():
                 self._prof.start()
+            self._threads_metadata()
             self._kept_from = self.seen
         elif self.seen == self.skip + self.steps:
             self._finish()

@@ -17,31 +17,24 @@ import zlib
 from pathlib import Path
 
 import msgspec
-from rooftop.models.trace import (
-    EmptyTrace,
-    Event,
-    Trace,
-    TraceDoc,
-    TraceError,
-    parse_trace,
-)
+from rooftop.models.trace import EmptyTrace, Trace, TraceDoc, TraceError, parse_trace
 
-_DECODER = msgspec.json.Decoder(TraceDoc | list[Event])
+_DECODER = msgspec.json.Decoder(TraceDoc | list[msgspec.Raw])
 MAX_DEPTH = "the JSON nests arrays or objects too deeply to be a trace (over about 1000 levels)"
 
 
 def read_bytes(p: Path) -> bytes:
     """The file's bytes, gunzipped where it is gzip."""
-    with p.open("rb") as f:
+    with p.open("rb", buffering=0) as f:  # unbuffered: the bytes are read once, into one object
         head = f.read(2)
         f.seek(0)
         if head != b"\x1f\x8b":
-            return f.read()
+            return f.readall()
     with gzip.open(p, "rb") as g:
         return g.read()
 
 
-def decode(buf: bytes) -> TraceDoc | list[Event] | object:
+def decode(buf: bytes) -> TraceDoc | object:
     """The trace's events, typed; plain JSON (lenient: NaN, Infinity) where the strict typed decode refuses it."""
     try:
         doc = _DECODER.decode(buf)
@@ -49,7 +42,7 @@ def decode(buf: bytes) -> TraceDoc | list[Event] | object:
     except RecursionError:
         raise TraceError(MAX_DEPTH) from None
     except msgspec.ValidationError:
-        pass  # valid JSON, but an event is not an object (or its args are not): convert event by event
+        pass  # valid JSON of another shape (traceEvents is not a list): the reader says what it is
     except msgspec.DecodeError:
         pass  # not strict JSON: try Python's reader, which takes NaN and Infinity
     try:

@@ -1,0 +1,78 @@
+"""Traces made here with torch's own profiler on the CPU: rooftop reads them without torch, and its figures
+match what the program did (the ops, their shapes, 2·M·N·K for the GEMMs, a split that adds up)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rooftop.models.catalog import lookup_device  # noqa: E402
+from rooftop.models.workload import build_workload  # noqa: E402
+from rooftop.store.tracefile import load_trace  # noqa: E402
+from rooftop.tui.cli import main  # noqa: E402
+
+
+def _record(path, shapes: bool):
+    from torch.profiler import ProfilerActivity, profile
+
+    a, b, bias = torch.randn(64, 32), torch.randn(32, 48), torch.randn(48)
+    x = torch.randn(4, 16, 8)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes) as p:
+        for _ in range(3):
+            torch.mm(a, b)
+            torch.addmm(bias, a, b)
+            torch.bmm(x, x.transpose(1, 2))
+            torch.relu(a).sum()
+    p.export_chrome_trace(str(path))
+    return path
+
+
+def test_a_few_ops_without_shapes(tmp_path, capsys):
+    path = _record(tmp_path / "plain.json", shapes=False)
+    trace = load_trace(path)
+    names = {o.name for o in trace.ops}
+    assert {"aten::mm", "aten::addmm", "aten::bmm", "aten::relu", "aten::sum"} <= names
+    assert not trace.on_device and trace.kernel_count == 0
+    assert all(o.dims == () for o in trace.ops)
+    assert main(["profile", "--trace", str(path), "--json", "--no-save", "-d", "h100"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    s = doc["summary"]
+    assert 0 < s["device_busy_s"] <= s["span_s"]
+    shares = [o["share"] for o in doc["ops"]] + [s["idle_share"]]
+    assert all(0 <= x <= 1 for x in shares) and sum(shares) <= 1 + 1e-9
+
+
+def test_record_shapes_gives_the_gemm_flops(tmp_path):
+    path = _record(tmp_path / "shapes.json", shapes=True)
+    work = build_workload(load_trace(path), lookup_device("h100"))
+    by = {}
+    for g in work.groups:
+        by[g.op] = by.get(g.op, 0.0) + g.flops
+    assert by["aten::mm"] == pytest.approx(3 * 2 * 64 * 32 * 48)
+    assert by["aten::addmm"] == pytest.approx(3 * 2 * 64 * 32 * 48)
+    assert by["aten::bmm"] == pytest.approx(3 * 2 * 4 * 16 * 8 * 16)
+    assert sum(g.alone_s for g in work.groups) <= work.busy_s * (1 + 1e-9)
+    assert work.steps == () and work.overlap_s == 0.0
+
+
+def test_the_cpu_threads_the_program_used_against_the_roofs_threads(tmp_path):
+    """A CPU roof measured with fewer threads than the program used is said so, with the fix."""
+    import dataclasses
+
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as p:
+        p.add_metadata("rooftop_cpu_threads", "4")  # what rooftop's recorder writes for a program it runs
+        torch.mm(torch.randn(64, 64), torch.randn(64, 64))
+    path = tmp_path / "threads.json"
+    p.export_chrome_trace(str(path))
+    trace = load_trace(path)
+    assert trace.cpu_threads == 4
+    cpu = dataclasses.replace(lookup_device("h100"), id="one-thread-cpu", kind="cpu", sm_count=1)
+    [flag] = [f for f in build_workload(trace, cpu).flags if f.kind == "threads"]
+    assert "measured with 1 thread" in flag.text and "ran with 4" in flag.text and "--threads 4" in flag.text
+    four = dataclasses.replace(cpu, sm_count=4)
+    assert not [f for f in build_workload(trace, four).flags if f.kind == "threads"]
