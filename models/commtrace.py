@@ -31,6 +31,7 @@ SCALAR_TYPES: dict[str, int] = {
 }
 BACKEND_PREFIXES = ("nccl:", "gloo:", "rccl:", "mpi:", "ucc:")
 SOURCES = ("record_param_comms", "backend", "c10d")  # richest first
+COMM_NAMES = ("record_param_comms", "c10d::", *BACKEND_PREFIXES)  # the names an event recording a collective has
 
 # the names each writer uses → rooftop's (models.comm's, plus the ones nccl-tests adds)
 _NAMES = {

@@ -37,7 +37,7 @@ from typing import Any
 
 import msgspec
 
-from .commtrace import CommArgs, CommCall, comm_call
+from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
 
 US = 1e-6
 STEP_PREFIX = "ProfilerStep#"
@@ -488,8 +488,8 @@ def parse_trace(data: Any) -> Trace:
             continue
         a = e.args or empty_args
         name = names.setdefault(name, name)
-        if (kind == "op" or kind == "annotation") and (c := comm_call(kind, name, ts * US, dur * US, _thread(e.pid),
-                                                                      _thread(e.tid), e.args)) is not None:
+        if (kind == "op" or kind == "annotation") and name.startswith(COMM_NAMES) and \
+                (c := comm_call(kind, name, ts * US, dur * US, _thread(e.pid), _thread(e.tid), e.args)) is not None:
             comms.append(c)  # a collective: kept as one, and read on as an op (or annotation) as any other
         if kind == "kernel" or kind == "memcpy" or kind == "memset":
             pid, tid = e.pid, e.tid
