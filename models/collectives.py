@@ -62,6 +62,7 @@ class RankCollective:
     time_s: float | None  # its kernels' time (or the backend range's duration)
     kernels: int = 0
     group_ranks: tuple[int, ...] = ()
+    elem_bytes: int | None = None
 
     @property
     def key(self) -> tuple[str, float | None, str]:
@@ -125,7 +126,8 @@ def rank_collectives(trace: Trace) -> list[RankCollective]:
             start, end, t = c.ts, c.end, c.dur
         else:
             start = end = t = None
-        out.append(RankCollective(c.collective, c.message_bytes, size, label, c.ts, start, end, t, len(ks), ranks))
+        out.append(RankCollective(c.collective, c.message_bytes, size, label, c.ts, start, end, t, len(ks), ranks,
+                                  c.elem_bytes))
     return out
 
 
@@ -206,6 +208,7 @@ class CollectiveGroup:
     link_why: str = ""
     roof: LinkRoof | None = None
     group_ranks: tuple[int, ...] = field(default=())
+    elem_bytes: int | None = None
 
     @property
     def mean_s(self) -> float | None:
@@ -254,8 +257,30 @@ class CollectiveGroup:
             return None
         return (self.roof.alpha_s or 0.0) + self.bytes * f / self.roof.bandwidth
 
+    @property
+    def wire_bytes(self) -> float | None:
+        """Q of one call: the bytes each rank puts on its link, S × the bus factor (a ring's traffic)."""
+        f = self.factor
+        return self.bytes * f if self.bytes and f is not None else None
+
+    @property
+    def flops(self) -> float:
+        """W of one call: the reduction's additions ((n−1)/n of the elements for all-reduce and reduce-scatter)."""
+        if not self.bytes or not self.elem_bytes or self.collective not in ("allreduce", "reducescatter"):
+            return 0.0
+        return comm.reduce_flops(self.collective, self.group_size, self.bytes / self.elem_bytes)
+
+    def roofline_point(self) -> tuple[float, float] | None:
+        """(I, W/t) on the roofline: W / Q and the reduction's FLOP/s. It sits on its link's slope B·I at the
+        fraction busbw / B; a collective that adds nothing (all-gather, broadcast) has no such point."""
+        q, t = self.wire_bytes, self.mean_s
+        if not self.flops or not q or not t:
+            return None
+        return self.flops / q, self.flops / t
+
     def to_dict(self) -> dict[str, Any]:
         r = self.roof
+        pt = self.roofline_point()
         return {
             "op": self.collective, "bytes": self.bytes, "group_size": self.group_size, "group": self.group,
             "calls": self.calls, "ranks": self.ranks, "time_s": self.time_s, "mean_s": self.mean_s,
@@ -266,6 +291,8 @@ class CollectiveGroup:
             "link_bandwidth": r.bandwidth if r else None, "link_source": r.source if r else "",
             "alpha_s": r.alpha_s if r else None, "expected_s": self.expected_s,
             "fraction_of_link": self.fraction_of_link,
+            "wire_bytes": self.wire_bytes, "flops": self.flops,
+            "intensity": pt[0] if pt else None, "achieved_flops": pt[1] if pt else None,
         }
 
 
@@ -286,7 +313,8 @@ def group_collectives(per_rank: Mapping[int, Sequence[RankCollective]], waits: M
             if g is None:
                 lk, why = link_of(c.group_size, c.group_ranks, backend, world, per_node, link)
                 g = groups[c.key] = CollectiveGroup(c.collective, c.bytes, c.group_size, c.group, link=lk,
-                                                    link_why=why, roof=roofs.get(lk), group_ranks=c.group_ranks)
+                                                    link_why=why, roof=roofs.get(lk), group_ranks=c.group_ranks,
+                                                    elem_bytes=c.elem_bytes)
             seen.setdefault(c.key, set()).add(rank)
             g.calls += 1
             if c.time_s is not None:

@@ -140,6 +140,9 @@ def test_nccl_trace_allreduce_groups_algbw_and_busbw():
         assert g["link"] == "nvlink" and g["link_bandwidth"] == pytest.approx(300e9)
         assert g["fraction_of_link"] == pytest.approx(g["busbw"] / 300e9)
         assert g["expected_s"] == pytest.approx(nbytes * 2 * (n - 1) / n / 300e9)
+        # on the roofline: W = the adds, Q = the wire bytes; the point sits on the link's slope at busbw / B
+        assert g["flops"] == pytest.approx(nbytes / 4 * (n - 1) / n)
+        assert g["intensity"] * 300e9 * g["fraction_of_link"] == pytest.approx(g["achieved_flops"])
     assert [r["rank"] for r in doc["ranks"]] == [0] and doc["missing_ranks"] == "1"
 
 
