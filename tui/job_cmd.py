@@ -16,8 +16,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -165,6 +163,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
 
 def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None) -> int:
     """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups."""
+    from rooftop.tui.job_report import job_report
     from rooftop.tui.jsonout import print_json
     from rooftop.tui.profile_cmd import (
         ProfileError,
@@ -192,7 +191,7 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
         print_json(doc)
         return 0
     console = make_console()
-    console.print(job_report(job))
+    console.print(job_report(job.to_dict()))
     console.print(Text(""))
     console.print(Text(f"rank {job.ranks[0].rank}'s op groups:", style="bold"))
     console.print(profile_report(work, args.top))
@@ -224,94 +223,6 @@ def profile_torchrun(program: list[str], args: argparse.Namespace) -> int:
             raise ProfileError("no rank wrote a trace (the program ended before the profiler wrote one)")
         args.nproc_per_node = launched.nproc_per_node
         return profile_job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler")
-
-
-# -- the report --------------------------------------------------------------------------------------------------
-
-
-def _pct(x: float | None) -> str:
-    return "" if x is None else f"{100 * x:.1f}%" if x >= 0.001 else f"{100 * x:.2g}%"
-
-
-def rank_table(job: Any) -> Table:
-    from rooftop.models.units import fmt_time
-
-    t = Table(header_style="bold", box=None, pad_edge=False)
-    for col in ("rank", "step", "busy", "idle", "compute", "comm", "exposed", "MFU"):
-        t.add_column(col, justify="right", no_wrap=True)
-    slow = job.straggler.rank if job.straggler else None
-    for r in job.ranks:
-        t.add_row(Text(f"{r.rank}" + (" ◂" if r.rank == slow else ""), style="bold red" if r.rank == slow else ""),
-                  fmt_time(r.step_s), fmt_time(r.busy_s), fmt_time(r.idle_s), fmt_time(r.compute_s),
-                  fmt_time(r.comm_s), fmt_time(r.comm_exposed_s), _pct(r.mfu) or "n/a")
-    return t
-
-
-def straggler_lines(job: Any) -> list[Text]:
-    from rooftop.models.units import fmt_time
-
-    s = job.straggler
-    if s is None:
-        return [Text("straggler: none (one rank read, or no rank above the median)")]
-    out = [Text(f"straggler: rank {s.rank}, its {s.metric} time {fmt_time(s.value_s)} is {fmt_time(s.by_s)} "
-                f"({_pct(s.by_fraction)}) above the median {fmt_time(s.median_s)}", style="bold")]
-    from rooftop.tui.profile_cmd import clean
-
-    for g, d in s.groups:
-        label = clean(g)
-        out.append(Text(f"  +{fmt_time(d)}  {label[:72] + '…' if len(label) > 73 else label}"))
-    return out
-
-
-def _gbs(x: float | None) -> str:
-    return "" if not x else f"{x / 1e9:.3g}"
-
-
-def collectives_table(job: Any) -> Table:
-    """One row per (collective, size, group): calls, time, the wait for the slowest rank, algbw and busbw in
-    GB/s, the link and the fraction of its roof, the α-β time of one call. Columns with nothing are left out."""
-    from rooftop.models.units import fmt_bytes, fmt_time
-
-    rows = []
-    for g in job.collectives:
-        d = g.to_dict()
-        rows.append({"collective": g.collective, "size": fmt_bytes(g.bytes or 0), "ranks": str(g.group_size),
-                     "calls": str(g.calls), "time": fmt_time(g.time_s),
-                     "wait": fmt_time(d["wait_s"]) if d["wait_s"] is not None else "",
-                     "algbw": _gbs(g.algbw), "busbw": _gbs(g.busbw), "link": g.link,
-                     "of link": _pct(g.fraction_of_link) or "—",
-                     "α-β": fmt_time(g.expected_s) if g.expected_s is not None else ""})
-    cols = [c for c in rows[0] if any(r[c] for r in rows)] if rows else []
-    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("collective", "link") else "right", no_wrap=True,
-                     min_width=max(len(c), *(len(r[c]) for r in rows)))
-    for r in rows:
-        t.add_row(*(r[c] for c in cols))
-    return t
-
-
-def job_report(job: Any) -> Group:
-    from rooftop.tui.profile_cmd import clean
-
-    head = Text(f"{len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}"
-                + (f" of {job.world}" if job.world else "") + (f" ({job.backend})" if job.backend else "")
-                + ": ranks aligned by their collectives' ends, not by wall clock", style="bold")
-    parts: list[Any] = [head, Text(""), rank_table(job), Text(""), *straggler_lines(job)]
-    if job.collectives:
-        roofs = {g.link: g.roof for g in job.collectives}
-        how = "; ".join(f"{lk}: {r.source}" if r and r.bandwidth else f"{lk}: no roof (give -d with one, or run "
-                        "`rooftop comm`)" for lk, r in roofs.items())
-        parts += [Text(""), Text("collectives on the communication roofline (algbw, busbw in GB/s; busbw = algbw × "
-                                 f"nccl-tests' bus factor; link roofs: {how})", style="bold"), collectives_table(job)]
-        why = dict.fromkeys(g.link_why for g in job.collectives)
-        parts += [Text(f"link: {clean(w)}", style="dim") for w in why]
-        no_alpha = any(r is not None and r.bandwidth and r.alpha_s is None for r in roofs.values())
-        parts.append(Text("wait = the part of the kernel time spent waiting for the slowest rank read (the spread of "
-                          "the aligned starts); α-β = the expected time of one call at that size"
-                          + (" (α = 0 where no `rooftop comm` run of this backend measured one)" if no_alpha else "")
-                          + ".", style="dim"))
-    return Group(*parts)
 
 
 def print_problems(problems: list[str]) -> None:
