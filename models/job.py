@@ -65,7 +65,8 @@ class RankSummary:
         return {"rank": self.rank, "file": self.path, "step_s": self.step_s, "span_s": self.span_s,
                 "busy_s": self.busy_s, "idle_s": self.idle_s, "compute_s": self.compute_s, "comm_s": self.comm_s,
                 "comm_exposed_s": self.comm_exposed_s, "comm_overlapped_s": self.comm_overlapped_s,
-                "mfu": self.mfu, "collectives": len(self.collectives)}
+                "mfu": self.mfu, "collectives": len(self.collectives),
+                "op_groups": [{"op": k, "time_s": v} for k, v in self.groups.items()]}
 
 
 def is_comm_op(name: str) -> bool:

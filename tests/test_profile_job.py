@@ -75,6 +75,9 @@ def test_two_sampled_ranks_busy_comm_and_exposed_against_the_raw_kernels(sampled
         assert r["comm_exposed_s"] == pytest.approx(want["exposed"], rel=0.01)
         assert 0 < r["comm_exposed_s"] < r["comm_s"] < r["busy_s"] <= r["span_s"]
         assert set(r) >= {"rank", "busy_s", "comm_s", "comm_exposed_s", "step_s", "mfu"}
+        groups = r["op_groups"]  # the rank's own compute op groups, largest first, for opening one rank
+        assert groups and [g["time_s"] for g in groups] == sorted((g["time_s"] for g in groups), reverse=True)
+        assert not any(g["op"].startswith(("record_param_comms", "c10d::", "nccl:")) for g in groups)
 
 
 def test_sampled_ranks_straggler_missing_ranks_and_collectives(sampled):

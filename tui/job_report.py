@@ -116,3 +116,13 @@ def job_report(job: Mapping[str, Any]) -> Group:
     if notes:
         parts += [Text(""), *notes]
     return Group(*parts)
+
+
+def rank_group_rows(job: Mapping[str, Any], rank: int) -> list[tuple[str, str, str]]:
+    """One rank's compute op groups: (share of its span, time, op), largest first; [] for a rank not read."""
+    r = next((x for x in job.get("ranks") or () if x.get("rank") == rank), None)
+    if r is None:
+        return []
+    span = r.get("span_s") or 0.0
+    return [(_pct(g["time_s"] / span) if span else "", _t(g["time_s"]), clean(str(g["op"])))
+            for g in r.get("op_groups") or ()]
