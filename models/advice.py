@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from . import roofline
-from .dtypes import DTYPES, SCALE_GROUP, weight_scale_bytes, weight_size
+from .dtypes import DTYPES, SCALE_GROUP, output_size, weight_scale_bytes, weight_size
 from .ops import Attention, Elementwise, FmaSweep, Gemm, Norm, Softmax
 from .paths import MATMUL_LADDER, PATHS
 from .units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_intensity, fmt_time
@@ -81,7 +81,7 @@ def _memory_advice(a: "Analysis") -> list[str]:
     op = a.op
     out: list[str] = []
     if isinstance(op, Gemm):
-        s, so = DTYPES[op.dtype].size, DTYPES[op.out_dtype].size
+        s, so = DTYPES[op.dtype].size, output_size(op.out_dtype)
         w = weight_size(op.weight_dtype) + weight_scale_bytes(op.weight_dtype, 1)  # bytes per weight, scales in
         m_star = roofline.gemm_ridge_m(op.n, op.k, s, a.ridge, so)
         m_star = m_star * w / s if m_star is not None else None  # the weights' bytes per element scale M*
@@ -272,7 +272,7 @@ def _measured_warnings(a: "Analysis") -> list[str]:
             "mostly launch overhead, not the kernel"
         )
     elif m.fraction_of_roof < 0.5:
-        where = "bandwidth" if a.regime == "memory" else "compute"
+        where = "compute" if a.regime == "compute" else "bandwidth"  # memory, comm, latency: the slope
         out.append(
             f"far below the roof: at {100 * m.fraction_of_roof:.0f}%, the kernel is far from the {where} ceiling — "
             "look outside the model: kernel choice for small M, alignment, padding, throttled clocks, gaps between "

@@ -178,7 +178,8 @@ def analyze(op: Op, device: DeviceProfile, measured_time: float | None = None) -
                 time_s=measured_time,
                 achieved_flops=achieved,
                 achieved_bandwidth=cost.bytes / measured_time,
-                fraction_of_roof=achieved / a.attainable,
+                fraction_of_roof=roofline.fraction_of_roof(cost.flops, cost.bytes, measured_time, a.peak,
+                                                           a.bandwidth),
             ),
         )
     return replace(a, advice=tuple(advise(a)), warnings=tuple(warn(a)))

@@ -32,7 +32,7 @@ from .units import MiB
 ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagged (L2 residency)
 SLOPE_GAIN = 1.5  # an FMA-sweep point is on the slope if one at ≥ 2R runs this much faster
 GPU_DRAM_MIN = 256 * MiB
-PLATEAU = 1.5  # CPU: a DRAM point runs at most this much faster than the best at the largest working sets
+PLATEAU_AGREE = 0.10  # CPU: the two largest working sets' rates agree this well on DRAM's plateaus
 
 
 @dataclass(frozen=True)
@@ -136,25 +136,43 @@ def reads(s: Sample) -> bool:
     return s.family == "fma" and s.shape.get("reps") == 1 and s.conditions.get("method", "triton") == "triton"
 
 
-def on_plateau(cands: Sequence[Sample]) -> list[Sample]:
-    """The points on the DRAM plateau: at most PLATEAU× the best rate at the largest working set.
-
-    A CPU's reported LLC can be a fraction of the cache that serves it (a VM that reports 32 MiB over
-    a host with 480 MiB of L3): a point that cache still holds runs faster than the largest sets
-    and must not stand for DRAM. A cache serves a few cores at 3× DRAM's rate or more (this VM: 95–123
-    GB/s from cache, 23–31 from DRAM), while a shared machine's DRAM figures move by ±25% from minute to
-    minute: 1.5× tells the two apart. The largest sets are those within 10% of the top one (each
-    kernel rounds the working set down to whole arrays)."""
-    if not cands:
-        return []
-    top = max(s.footprint_bytes for s in cands)
-    ref = max(_bw(s) for s in cands if s.footprint_bytes >= 0.9 * top)
-    return [s for s in cands if _bw(s) <= PLATEAU * ref]
+def _size_groups(cands: Sequence[Sample]) -> list[list[Sample]]:
+    """The candidates by working set, largest first; sets within 10% are one (each kernel rounds the
+    working set down to whole arrays)."""
+    groups: list[list[Sample]] = []
+    for s in sorted(cands, key=lambda s: -s.footprint_bytes):
+        if groups and s.footprint_bytes >= 0.9 * groups[-1][0].footprint_bytes:
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    return groups
 
 
-def dram_window(cands: Sequence[Sample], hw: Hardware, win: Windows) -> tuple[list[Sample], str]:
-    """The candidates that count as DRAM, and a note when the window had to be widened: working set
-    ≥ win.dram_min (else the largest one, if above the LLC), and on a CPU on the curve's plateau."""
+def on_plateau(cands: Sequence[Sample]) -> tuple[list[Sample], str]:
+    """The CPU's DRAM points: the two largest working sets when their best rates agree within
+    PLATEAU_AGREE, else the largest alone — then B is an upper estimate, and the note says so.
+
+    A CPU's reported LLC can be a fraction of the cache that serves it: a VM that reports 32 MiB can
+    run 1 GiB sets from its host's cache (75 GB/s where DRAM gave 48–50). Only the largest sets count,
+    and two of them agreeing is what shows the curve has reached DRAM's plateau."""
+    groups = _size_groups(cands)
+    if len(groups) < 2:
+        return [s for g in groups for s in g], ""
+    top, second = groups[0], groups[1]
+    r_top, r_second = max(_bw(s) for s in top), max(_bw(s) for s in second)
+    if abs(r_second / r_top - 1.0) <= PLATEAU_AGREE:
+        return top + second, ""
+    note = (f"B dram is an upper estimate: the two largest working sets disagree by more than "
+            f"{PLATEAU_AGREE:.0%} ({top[0].footprint_bytes / MiB:.0f} MiB at {r_top / 1e9:.1f} GB/s, "
+            f"{second[0].footprint_bytes / MiB:.0f} MiB at {r_second / 1e9:.1f} GB/s): a cache may still "
+            f"serve them, or the machine was busy; measure again on a quiet machine")
+    return top, note
+
+
+def dram_window(cands: Sequence[Sample], hw: Hardware, win: Windows) -> tuple[list[Sample], str, bool]:
+    """The candidates that count as DRAM, a note when the window had to be widened, and whether B from
+    them is an upper estimate: working set ≥ win.dram_min (else the largest one, if above the LLC), and
+    on a CPU the plateau of the largest sets."""
     far = [s for s in cands if s.footprint_bytes >= win.dram_min]
     note = ""
     if not far and cands and hw.l2_bytes:
@@ -164,8 +182,10 @@ def dram_window(cands: Sequence[Sample], hw: Hardware, win: Windows) -> tuple[li
             note = (f"B dram from the largest working set ({top / MiB:.0f} MiB), below the "
                     f"{win.dram_min / MiB:.0f} MiB the definition asks for")
     if hw.kind == "cpu":
-        far = on_plateau(far)
-    return far, note
+        far, plateau_note = on_plateau(far)
+        note = "; ".join(n for n in (note, plateau_note) if n)
+        return far, note, bool(plateau_note)
+    return far, note, False
 
 
 def write_figure(p: DeviceProfile) -> Ceiling | None:
@@ -195,7 +215,7 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
 
     bandwidth: dict[str, Ceiling] = {}
     moving = [s for s in warm if reads(s)]
-    far, note = dram_window(moving, hw, win)
+    far, note, upper = dram_window(moving, hw, win)
     if note:
         notes.append(note)
     dram = _best(far, _bw)
@@ -233,6 +253,8 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     conds = {**ceiling_conditions(warm, _bw, bandwidth, case_of), **ceiling_conditions(warm, _fl, peak, case_of)}
     if conds:  # the GPU's clock and throttling when each ceiling's point ran (models.conditions)
         extra["ceiling_conditions"] = conds
+    if upper and "dram" in bandwidth:
+        extra["dram_upper_estimate"] = True
     if write:  # beside B, never as B
         extra.update(write_bandwidth=write.value, write_case=write.case, write_stable=write.stable)
     if graphs:

@@ -14,6 +14,7 @@ import json
 from importlib import resources
 from typing import Any, Iterable
 
+from .launch import with_launch_figures
 from .profile import Ceiling, DeviceProfile
 from .units import GiB, MiB
 
@@ -149,7 +150,8 @@ def _catalog() -> dict[str, DeviceProfile]:
         _rows(_read_text("reference_launch.csv")),
     )
     ds = datasheet_profiles(json.loads(_read_text("datasheet.json")))
-    return {p.id: p for p in ref + ds}
+    families = {r["target"]: r["family"] for r in _rows(_read_text("device_families.csv"))}
+    return with_launch_figures({p.id: p for p in ref + ds}, families)
 
 
 def catalog() -> dict[str, DeviceProfile]:

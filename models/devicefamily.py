@@ -79,6 +79,11 @@ def place_device(name: str, props: Mapping[str, Any] | None = None,
     if fam is None:
         what = f"{name} ({vendor.upper() if vendor else 'vendor unknown'})" if name else "its GPU"
         return Placement(None, "", vendor, f"rooftop has no reference profile for the trace's {what}")
+    cus = props.get("numSms")
+    if fam.get("cus") and isinstance(cus, int) and cus not in fam["cus"]:  # an MI250X GCD (110 CUs) is no MI210
+        return Placement(None, fam["family"], vendor,
+                         f"rooftop has no reference profile for the trace's {name} with {cus} compute units (the "
+                         f"{fam['family']} family's reference has {', '.join(str(c) for c in fam['cus'])})")
     profile = next((pool[i] for i in fam["profiles"] if i in pool), None)
     if profile is None:
         return Placement(None, fam["family"], vendor, f"rooftop has no profile of the {fam['family']} family "
@@ -86,6 +91,8 @@ def place_device(name: str, props: Mapping[str, Any] | None = None,
     how = f"by its {props['numSms']} compute units" if not any(m in _squash(name) for m in fam["match"]) else "by name"
     note = (f"the trace's {name} is of the {fam['family']} family ({how}): placed on {profile.id}, "
             f"the {profile.source} profile of {profile.name}")
+    if fam.get("note"):
+        note += f" ({fam['note']})"
     mem = props.get("totalGlobalMem")
     if isinstance(mem, (int, float)) and profile.memory_bytes and \
             abs(mem - profile.memory_bytes) > MEMORY_TOLERANCE * profile.memory_bytes:

@@ -31,6 +31,10 @@ DTYPES: dict[str, Dtype] = {
     )
 }
 
+# Output-only formats: what a GEMM may write (`out=`) but never computes in. An int8 GEMM accumulates and
+# writes int32, as torch._int_mm does.
+OUTPUT_ONLY: dict[str, Dtype] = {d.name: d for d in (Dtype("int32", 4, "INT32 (an int8 GEMM's accumulator)"),)}
+
 # Weight-only formats: stored packed, unpacked to the activation dtype inside the GEMM, so they
 # name a GEMM's weights (`wdtype=`) but never the dtype it computes in.
 WEIGHT_ONLY: dict[str, Dtype] = {
@@ -60,6 +64,17 @@ def lookup_dtype(token: str) -> Dtype | None:
     key = token.strip().lower()
     key = ALIASES.get(key, key)
     return DTYPES.get(key)
+
+
+def output_dtype(token: str) -> Dtype | None:
+    """The dtype a GEMM may write (any dtype, or int32), or None."""
+    key = token.strip().lower()
+    return OUTPUT_ONLY.get(key) or lookup_dtype(key)
+
+
+def output_size(name: str) -> float:
+    """Bytes per output element, output-only formats included."""
+    return (OUTPUT_ONLY.get(name) or DTYPES[name]).size
 
 
 def weight_dtype(token: str) -> Dtype | None:

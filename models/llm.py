@@ -28,6 +28,7 @@ from .ops import Attention, Elementwise, Gemm, Norm, Op
 from .profile import DeviceProfile
 
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
+FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
 
 
 class ModelError(ValueError):
@@ -53,6 +54,13 @@ class Arch:
     experts_per_token: int = 0
     moe_intermediate: int = 0
     shared_intermediate: int = 0  # shared-expert MLP width, if any
+    dtype_note: str = ""  # why `dtype` differs from the config's torch_dtype, when it does
+    sliding_window: int = 0  # keys a sliding-window layer attends to (0: none)
+    sliding_layers: int = 0  # how many of the layers use the window (the rest attend to every key)
+
+    @property
+    def full_layers(self) -> int:
+        return self.layers - self.sliding_layers
 
     @property
     def q_dim(self) -> int:
@@ -111,6 +119,23 @@ class Arch:
         """K and V of one token across all layers."""
         return 2 * self.layers * self.kv_dim * DTYPES[kv_dtype or self.dtype].size
 
+    def kv_bytes(self, tokens: int, kv_dtype: str | None = None) -> float:
+        """The KV cache of one request `tokens` long: a sliding-window layer keeps only its window (a
+        rolling cache), every other layer every token."""
+        kept = self.full_layers * tokens + self.sliding_layers * min(tokens, self.sliding_window or tokens)
+        return 2 * kept * self.kv_dim * DTYPES[kv_dtype or self.dtype].size
+
+    def window_line(self) -> str:
+        """The sliding window in words, empty when the model has none."""
+        if not self.sliding_layers:
+            return ""
+        which = "every layer" if self.sliding_layers == self.layers else f"{self.sliding_layers} of {self.layers} layers"
+        return (f"sliding window {self.sliding_window} tokens on {which}: those attend to and keep (a rolling "
+                f"cache) at most the last {self.sliding_window} tokens")
+
+
+# torch_dtype names a config.json may give (torch's names and rooftop's own)
+CONFIG_DTYPES = ("bfloat16", "float16", "float32", "float64", "float8_e4m3fn")
 
 MAX_CONFIG_INT = 2**40  # beyond any real width, layer or vocabulary count; keeps every product finite
 
@@ -172,35 +197,82 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
     if not isinstance(raw_dtype, str):
         raise ModelError(f"config key 'torch_dtype' = {_shown(raw_dtype)} must be a dtype name such as \"bfloat16\"")
     dt = lookup_dtype(raw_dtype.replace("torch.", ""))
+    if dt is None:
+        raise ModelError(f"config key 'torch_dtype' = {_shown(raw_dtype)} is not a dtype rooftop knows; use one of "
+                         f"{', '.join(CONFIG_DTYPES)} (or give --dtype)")
     if heads % kv:
         raise ModelError(f"num_key_value_heads = {kv} must divide num_attention_heads = {heads}")
     if not cfg.get("head_dim") and hidden % heads:
         raise ModelError(f"hidden_size = {hidden} is not a multiple of num_attention_heads = {heads}; give head_dim")
     moe_inter = _config_int(cfg, "moe_intermediate_size", 0, 0)
+    if experts and not (moe_inter or inter):
+        raise ModelError(f"config has {experts} experts but no expert width: give moe_intermediate_size (or "
+                         "intermediate_size, which Mixtral-style configs use for each expert)")
     shared = _config_int(cfg, "shared_expert_intermediate_size", 0, 0)
     if not shared:
         shared = _config_int(cfg, "n_shared_experts", 0, 0) * (moe_inter or inter)
     top_k = _config_int(cfg, "num_experts_per_tok", 0, 0) or _config_int(cfg, "moe_topk", 0, 0) or (2 if experts else 0)
     if experts and not (1 <= top_k <= experts):
         raise ModelError(f"num_experts_per_tok = {top_k} must be between 1 and the {experts} experts")
+    layers = need("num_hidden_layers", "n_layer", "num_layers")
+    window, sliding = sliding_layers(cfg, layers)
     raw_name = cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"
     return Arch(
         name=name or (raw_name if isinstance(raw_name, str) else "model"),
         hidden=hidden,
         intermediate=inter,
-        layers=need("num_hidden_layers", "n_layer", "num_layers"),
+        layers=layers,
         heads=heads,
         kv_heads=kv,
         head_dim=head_dim,
         vocab=need("vocab_size"),
         tied=_config_bool(cfg, "tie_word_embeddings", False),
-        dtype=dt.name if dt else "bf16",
+        dtype=dt.name,
         qkv_bias=_config_bool(cfg, "attention_bias", cfg.get("model_type") == "qwen2"),
         experts=experts,
         experts_per_token=top_k,
         moe_intermediate=moe_inter or (inter if experts else 0),
         shared_intermediate=shared,
+        sliding_window=window,
+        sliding_layers=sliding,
     )
+
+
+LAYER_TYPES = {"sliding_attention": True, "full_attention": False}
+
+
+def sliding_layers(cfg: Mapping[str, Any], layers: int) -> tuple[int, int]:
+    """(window, how many layers use it) from a config: its `layer_types` where it has them, else the
+    family's rule — Gemma-2 alternates sliding and full layers (even layers slide), Gemma-3 and others
+    with `sliding_window_pattern` P have P − 1 sliding to 1 full, Qwen's apply `sliding_window` only with
+    `use_sliding_window`, from layer `max_window_layers` on — else every layer when `sliding_window` is set."""
+    raw = cfg.get("sliding_window")
+    window = 0 if raw is None or raw is False else _config_int(cfg, "sliding_window", 0)
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers or any(t not in LAYER_TYPES for t in types):
+            raise ModelError(f"config key 'layer_types' = {_shown(types)} must list {layers} entries (one per "
+                             f"layer), each {' or '.join(repr(t) for t in LAYER_TYPES)}")
+        sliding = sum(LAYER_TYPES[t] for t in types)
+        if sliding and not window:
+            raise ModelError("config key 'layer_types' names sliding_attention layers but 'sliding_window' is not set")
+        return (window, sliding) if sliding else (0, 0)
+    if not window:
+        return 0, 0
+    family = str(cfg.get("model_type") or "")
+    if family.startswith("qwen"):
+        if not _config_bool(cfg, "use_sliding_window", False):
+            return 0, 0
+        first = _config_int(cfg, "max_window_layers", layers, 0)
+        sliding = max(0, layers - first)
+    elif family == "gemma2":
+        sliding = (layers + 1) // 2  # layers 0, 2, 4, … slide
+    elif cfg.get("sliding_window_pattern") is not None or family.startswith("gemma3"):
+        pattern = _config_int(cfg, "sliding_window_pattern", 6)
+        sliding = layers - layers // pattern  # every pattern-th layer is full
+    else:
+        sliding = layers
+    return (window, sliding) if sliding else (0, 0)
 
 
 def builtin_models() -> dict[str, Mapping[str, Any]]:
@@ -208,10 +280,23 @@ def builtin_models() -> dict[str, Mapping[str, Any]]:
     return json.loads(text)["models"]
 
 
+SERVE_DTYPE = "bf16"  # what people serve a model in when its repository publishes fp32 weights
+
+
 def builtin_arch(name: str) -> Arch | None:
-    """A built-in architecture by name (package data), or None."""
+    """A built-in architecture by name (package data), or None.
+
+    Its config is kept as published; a model published in fp32 (Gemma-2) is served in bf16, as the
+    serving stacks run it, and the Arch says so. `--dtype` (with_dtype) still overrides."""
     cfg = builtin_models().get(name.lower())
-    return arch_from_config(cfg, cfg.get("name", name)) if cfg is not None else None
+    if cfg is None:
+        return None
+    arch = arch_from_config(cfg, cfg.get("name", name))
+    if DTYPES[arch.dtype].size > DTYPES[SERVE_DTYPE].size:
+        note = (f"served in {SERVE_DTYPE}, as serving stacks run it; its config.json publishes "
+                f"{cfg.get('torch_dtype')} (--dtype to change)")
+        arch = replace(arch, dtype=SERVE_DTYPE, dtype_note=note)
+    return arch
 
 
 # -- phases ----------------------------------------------------------------------------
@@ -243,10 +328,17 @@ class LayerOp:
     op: Op
     count: float  # how many times per step (per layer × layers, or once); MoE experts: expected, fractional
     note: str = ""  # how the count was reached, when it is not plain
+    launches: float | None = None  # kernels per step where runs are fused into fewer (MoE experts); None: one a run
 
     @property
     def kernels(self) -> int:
-        """Kernels this op issues per step: one per run (an expert touched in part of the steps counts whole)."""
+        """Kernels this op issues per step as serving stacks run it: one per run, or its fused launches."""
+        return math.ceil((self.count if self.launches is None else self.launches) - 1e-9)
+
+    @property
+    def eager_kernels(self) -> int:
+        """Kernels per step run one by one (HF eager: a kernel per touched expert; an expert touched in part
+        of the steps counts whole)."""
         return math.ceil(self.count - 1e-9)
 
 
@@ -272,8 +364,14 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
     else:
         attn = Attention(dtype=dt, b=phase.batch, h=arch.heads, kv=arch.kv_heads, d=arch.head_dim, q=1,
                          t=phase.kv_len, mode="decode", kvdtype=phase.kv_dtype)
+    if arch.sliding_layers and arch.sliding_window < phase.kv_len:  # a window as long as the context changes nothing
+        note = f"{arch.sliding_layers} of {L} layers attend through a {arch.sliding_window}-token sliding window"
+        ops.append(LayerOp("attention", replace(attn, window=arch.sliding_window), arch.sliding_layers, note))
+        if arch.full_layers:
+            ops.append(LayerOp("attention", attn, arch.full_layers, f"the other {arch.full_layers} attend to every token"))
+    else:
+        ops.append(LayerOp("attention", attn, L))
     ops += [
-        LayerOp("attention", attn, L),
         LayerOp("o", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.q_dim), L),
         LayerOp("residual", Elementwise(dtype=dt, n=m * arch.hidden, flops=1, reads=2, writes=1), 2 * L),
     ]
@@ -287,13 +385,15 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
         each = L * used
         note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
                 f"{rows:.3g} rows each on average ({m} tokens × top-{arch.experts_per_token})")
+        # Launches: a fused-MoE kernel (vLLM's, SGLang's, TensorRT-LLM's) runs every touched expert in one
+        # grouped launch: FUSED_MOE_LAUNCHES a layer, gate+up with the activation, then down.
         ops += [
             LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
-            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),
-            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note),
+            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note, launches=L),
+            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note, launches=0),
             LayerOp("act", Elementwise(dtype=dt, n=rows * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
-                    each, note),
-            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate), each, note),
+                    each, note, launches=0),
+            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate), each, note, launches=L),
         ]
         if arch.shared_intermediate:
             ops += [
@@ -370,7 +470,7 @@ class StepBound:
     device: DeviceProfile
     ops: tuple[tuple[LayerOp, Analysis], ...]
     weights_read_bytes: float  # weight bytes a step must read (no input embedding table)
-    kv_bytes: float  # KV cache read (decode) or written (prefill) per step
+    kv_bytes: float  # KV cache read (decode) or written (prefill) per step; sliding layers: their window
     measured_s: float | None = None
     tp: int = 1  # tensor-parallel ranks: with tp × pp > 1 every figure but the model's is one rank's
     pp: int = 1  # pipeline stages
@@ -409,15 +509,36 @@ class StepBound:
 
     @property
     def kernels(self) -> int:
-        """An estimate of the kernels a step issues: one per modelled op run. Real frameworks issue more
-        (rotary embedding, casts, copies, KV-cache writes): it makes the launch floor a floor."""
+        """An estimate of the kernels a step issues: one per modelled op run, a MoE layer's experts in
+        FUSED_MOE_LAUNCHES fused launches (as serving stacks run them). Real frameworks issue more (rotary
+        embedding, casts, copies, KV-cache writes): it makes the launch floor a floor."""
         return sum(lo.kernels for lo, _ in self.ops)
+
+    @property
+    def eager_kernels(self) -> int:
+        """The kernels HF eager issues: a MoE layer's experts one by one (three GEMMs and an activation each)."""
+        return sum(lo.eager_kernels for lo, _ in self.ops)
+
+    @property
+    def eager_moe_floor_s(self) -> float | None:
+        """The launch floor of the experts run one by one, where that differs (MoE) and the launch is known."""
+        if self.eager_kernels == self.kernels or self.launch_s is None:
+            return None
+        return self.eager_kernels * self.launch_s
 
     @property
     def launch_s(self) -> float | None:
         """Seconds per kernel launched eagerly (one by one), where the profile has the figure."""
         lo = self.device.launch_overhead
         return lo.value if lo else None
+
+    @property
+    def launch_source(self) -> str:
+        """Where the launch figure comes from: the device's own, or whose it borrows (said so)."""
+        lo = self.device.launch_overhead
+        if lo is None:
+            return ""
+        return lo.case if lo.source == "typical" else f"{lo.source} for {self.device.id}"
 
     @property
     def graph_launch_s(self) -> float | None:
@@ -481,8 +602,10 @@ class StepBound:
         return self.lower_bound_s / self.measured_s if self.measured_s else None
 
     def notes(self) -> list[str]:
-        """The launch floor and the memory fit in words: what the CLI report and the app's tab both say."""
-        return [launch_line(self), *([rank_line(self)] if self.ranks > 1 else []), self.memory.describe(self.device.id)]
+        """The model's own terms (dtype served, sliding window), the launch floor and the memory fit in words:
+        what the CLI report and the app's tab both say."""
+        return [*arch_lines(self.arch), launch_line(self), *([rank_line(self)] if self.ranks > 1 else []),
+                self.memory.describe(self.device.id)]
 
     def to_dict(self) -> dict[str, Any]:
         mem = self.memory
@@ -497,6 +620,9 @@ class StepBound:
             "prompt": self.phase.prompt,
             "context": self.phase.kv_len,
             "dtype": self.arch.dtype,
+            "dtype_note": self.arch.dtype_note or None,
+            "sliding_window": self.arch.sliding_window or None,
+            "sliding_layers": self.arch.sliding_layers,
             "kv_dtype": self.phase.kv_dtype or self.arch.dtype,
             "params": self.arch.params,
             "weights_bytes": self.arch.weights_bytes,
@@ -510,6 +636,9 @@ class StepBound:
             "step_compute_s": self.compute_s,
             "kernels": self.kernels,
             "kernels_estimated": True,
+            "kernels_eager_moe": self.eager_kernels,
+            "launch_floor_eager_moe_s": self.eager_moe_floor_s,
+            "launch_source": self.launch_source or None,
             "launch_overhead_s": self.launch_s,
             "launch_floor_s": self.launch_floor_s,
             "graph_launch_s": self.graph_launch_s,
@@ -533,6 +662,11 @@ class StepBound:
         }
 
 
+def arch_lines(arch: Arch) -> list[str]:
+    """What the model's figures assume beyond its shape: the dtype it is served at, its sliding window."""
+    return [line for line in (arch.dtype_note, arch.window_line()) if line]
+
+
 def _ms(t: float) -> str:
     return f"{t * 1e3:.3g} ms"
 
@@ -543,9 +677,15 @@ def launch_line(step: StepBound) -> str:
     head = f"launch: ≈{n} kernels a step (an estimate: one per modelled op; frameworks issue more)"
     if step.launch_floor_s is None:
         return f"{head}; launch overhead not measured for {dev}: T ≥ ΣT {_ms(step.lower_bound_s)}, the roofline alone"
-    line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "
+    if step.eager_kernels != n:
+        head += f", a MoE layer's experts in {FUSED_MOE_LAUNCHES} fused launches"
+    borrowed = f" ({step.launch_source})" if step.device.launch_overhead.source == "typical" else ""
+    line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager{borrowed} = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "
             f"{_ms(step.lower_bound_s)}, launch floor {_ms(step.launch_floor_s)}) = {_ms(step.time_bound_s)}: "
             + ("the launches bind, not the roofline" if step.binds == "launch" else "the roofline binds"))
+    if step.eager_moe_floor_s is not None:
+        line += (f"; HF eager runs each touched expert on its own: ≈{step.eager_kernels} kernels, a floor of "
+                 f"{_ms(step.eager_moe_floor_s)}")
     if step.graph_floor_s is not None:
         line += (f"; from a CUDA graph ({step.graph_launch_s * 1e6:.3g} µs a kernel) the floor would be "
                  f"{_ms(step.graph_floor_s)}")
@@ -616,9 +756,10 @@ def step_bound(arch: Arch, phase: Phase, device: DeviceProfile, measured_s: floa
     the embedding or lm_head."""
     check_parallel(arch, tp, pp)
     rank = shard(arch, tp)
-    ops = [replace(lo, count=lo.count / pp) for lo in phase_ops(rank, phase)]
+    ops = [replace(lo, count=lo.count / pp, launches=None if lo.launches is None else lo.launches / pp)
+           for lo in phase_ops(rank, phase)]
     analysed = tuple((lo, analyze(lo.op, device)) for lo in ops)
-    kv = phase.batch * phase.kv_len * rank.kv_bytes_per_token(phase.kv_dtype) / pp
+    kv = phase.batch * rank.kv_bytes(phase.kv_len, phase.kv_dtype) / pp
     return StepBound(arch, phase, device, analysed, weights_read_bytes(rank, phase) / pp, kv, measured_s, tp, pp)
 
 
@@ -670,4 +811,5 @@ def amdahl(parts: Mapping[str, float], speedups: Mapping[str, float]) -> Amdahl:
 
 
 def with_dtype(arch: Arch, dtype: str) -> Arch:
-    return replace(arch, dtype=dtype)
+    """The same model at another weight dtype (--dtype): what it was served at before no longer applies."""
+    return replace(arch, dtype=dtype, dtype_note="")

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
+import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from .profile import DeviceProfile, NoRoof
 
@@ -125,56 +127,134 @@ def _byte_rate_scale(unit: str) -> float:
 DEVICE_NAME = "device__attribute_display_name"
 
 
-def parse_ncu_csv(text: str) -> list[NcuKernel]:
-    """The kernels of a `ncu --csv --page raw` export; NcuError if it is not one."""
-    rows = list(csv.reader(io.StringIO(text)))
-    head = next((i for i, r in enumerate(rows) if r and r[0].strip() == "ID" and "Kernel Name" in r), None)
-    if head is None:
-        raise NcuError("not an Nsight Compute raw CSV: no header row with ID and Kernel Name "
-                       "(export with `ncu --csv --page raw`)")
-    header = [c.strip() for c in rows[head]]
+FIELD_LIMIT = 4 * 1024 * 1024  # bytes in one CSV field: a long demangled kernel name fits, a runaway one does not
+
+
+@dataclass(frozen=True)
+class NcuExport:
+    """The kernels of one export, and the rows left out with why (one counted warning, not one each)."""
+
+    kernels: list[NcuKernel]
+    skipped: int = 0
+    first_skipped: str = ""  # the first row left out and why, for the warning line
+
+    def warning(self) -> str:
+        if not self.skipped:
+            return ""
+        return f"{self.skipped} kernel row(s) left out: {self.first_skipped}" + (" (and others)" if self.skipped > 1 else "")
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Where each used column is, and its unit's scale: found once, from the header and units rows."""
+
+    col: dict[str, int]
+    width: int
+    t_scale: float
+    dram_scale: float | None
+    l2_scale: float | None
+    tensor: tuple[tuple[int, str], ...]  # (column, ncu's source type), for the known tensor paths
+
+
+def _columns(header_row: list[str], units: list[str] | None) -> _Columns:
+    header = [c.strip() for c in header_row]
     col = {c: i for i, c in enumerate(header)}
     if TIME not in col:
         raise NcuError(f"the CSV has no {TIME} column (collect with --set roofline, or --metrics {TIME},…)")
-    units = rows[head + 1] if len(rows) > head + 1 else []
-    has_units = bool(units) and not (units[0].strip())  # the units row has an empty ID cell
-    data = rows[head + 2:] if has_units else rows[head + 1:]
-    unit = (lambda c: units[col[c]] if has_units and col[c] < len(units) else "")
-    t_scale = _time_scale(unit(TIME) or "ns")
+    unit = (lambda c: units[col[c]] if units and col[c] < len(units) else "")
     dram_scale = _byte_rate_scale(unit(DRAM_RATE) or "byte/s") if DRAM_RATE in col else None
     l2_scale = _byte_rate_scale(unit(L2_RATE) or "byte/s") if L2_RATE in col else None
     if dram_scale is None and l2_scale is None:
         raise NcuError(f"the CSV has neither {DRAM_RATE} nor {L2_RATE}: no bytes to place the kernels by "
                        "(collect with --set roofline)")
-    tensor_cols = [(c, TENSOR_RE.match(c).group(1)) for c in header if TENSOR_RE.match(c)]
-    kernels = []
-    for r in data:
-        if len(r) < len(header) or not r[0].strip():
-            continue
-        t = _number(r[col[TIME]])
-        if t is None:
-            continue
-        t *= t_scale
+    tensor = tuple((i, m.group(1)) for i, c in enumerate(header) if (m := TENSOR_RE.match(c)) and m.group(1) in TENSOR_PATHS)
+    return _Columns(col, len(header), _time_scale(unit(TIME) or "ns"), dram_scale, l2_scale, tensor)
 
-        def rate_bytes(name: str, scale: float | None) -> float | None:
-            if scale is None:
-                return None
-            v = _number(r[col[name]])
-            return None if v is None else v * scale * t
 
-        by_path: dict[str, float] = {}
-        for c, src in tensor_cols:
-            v = _number(r[col[c]]) or 0.0
-            if v and src in TENSOR_PATHS:
-                by_path[TENSOR_PATHS[src]] = by_path.get(TENSOR_PATHS[src], 0.0) + v
-        kernels.append(NcuKernel(
-            id=r[0].strip(), name=r[col["Kernel Name"]], time_s=t,
-            dram_bytes=rate_bytes(DRAM_RATE, dram_scale), l2_bytes=rate_bytes(L2_RATE, l2_scale),
-            tensor_ops=sum(by_path.values()), path=max(by_path, key=by_path.get) if by_path else None,
-            grid=r[col["Grid Size"]] if "Grid Size" in col else "",
-            block=r[col["Block Size"]] if "Block Size" in col else "",
-            device_name=r[col[DEVICE_NAME]].strip() if DEVICE_NAME in col else "",
-        ))
+class _BadRow(ValueError):
+    """A kernel row whose counters are not a kernel's (negative, infinite): left out and counted."""
+
+
+def _counter(r: list[str], i: int, what: str) -> float | None:
+    v = _number(r[i])
+    if v is not None and not (0.0 <= v < math.inf):
+        raise _BadRow(f"{what} = {r[i].strip()[:40]}")
+    return v
+
+
+def _kernel(r: list[str], c: _Columns) -> NcuKernel | None:
+    t = _counter(r, c.col[TIME], TIME)
+    if t is None:
+        return None
+    t *= c.t_scale
+
+    def rate_bytes(name: str, scale: float | None) -> float | None:
+        v = _counter(r, c.col[name], name) if scale is not None else None
+        return None if v is None else v * scale * t  # type: ignore[operator]
+
+    by_path: dict[str, float] = {}
+    for i, src in c.tensor:
+        v = _counter(r, i, "tensor ops") or 0.0
+        if v:
+            by_path[TENSOR_PATHS[src]] = by_path.get(TENSOR_PATHS[src], 0.0) + v
+    get = (lambda name: r[c.col[name]] if name in c.col else "")
+    return NcuKernel(
+        id=r[0].strip(), name=get("Kernel Name"), time_s=t,
+        dram_bytes=rate_bytes(DRAM_RATE, c.dram_scale), l2_bytes=rate_bytes(L2_RATE, c.l2_scale),
+        tensor_ops=sum(by_path.values()), path=max(by_path, key=by_path.__getitem__) if by_path else None,
+        grid=get("Grid Size"), block=get("Block Size"), device_name=get(DEVICE_NAME).strip(),
+    )
+
+
+def _rows(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """CSV rows with their line numbers, one at a time (a 100k-kernel export is a gigabyte of text)."""
+    old = csv.field_size_limit(FIELD_LIMIT)
+    try:
+        reader = csv.reader(lines)
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise NcuError(f"line {reader.line_num}: {exc} (at most {FIELD_LIMIT // 1024 // 1024} MiB a field)") from None
+            yield reader.line_num, row
+    finally:
+        csv.field_size_limit(old)
+
+
+def read_ncu(lines: Iterable[str]) -> NcuExport:
+    """The kernels of a `ncu --csv --page raw` export, read row by row; NcuError if it is not one."""
+    rows = _rows(lines)
+    for _, r in rows:
+        if r and r[0].strip() == "ID" and "Kernel Name" in r:
+            header = r
+            break
+    else:
+        raise NcuError("not an Nsight Compute raw CSV: no header row with ID and Kernel Name "
+                       "(export with `ncu --csv --page raw`)")
+    first = next(rows, None)
+    has_units = first is not None and bool(first[1]) and not first[1][0].strip()  # the units row has no ID
+    c = _columns(header, first[1] if has_units else None)
+    kernels: list[NcuKernel] = []
+    skipped, first_skipped = 0, ""
+    pending = [] if has_units or first is None else [first]
+    for line, r in itertools.chain(pending, rows):
+        if len(r) < c.width or not r[0].strip():
+            continue
+        try:
+            k = _kernel(r, c)
+        except _BadRow as exc:
+            skipped += 1
+            first_skipped = first_skipped or f"line {line} (ID {r[0].strip()[:20]}): {exc}"
+            continue
+        if k is not None:
+            kernels.append(k)
     if not kernels:
-        raise NcuError("the CSV has a header but no kernel rows")
-    return kernels
+        raise NcuError("the CSV has a header but no kernel rows" + (f"; {first_skipped}" if first_skipped else ""))
+    return NcuExport(kernels, skipped, first_skipped)
+
+
+def parse_ncu_csv(text: str) -> list[NcuKernel]:
+    """The kernels of an export held as text (see read_ncu)."""
+    return read_ncu(io.StringIO(text)).kernels

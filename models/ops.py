@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from .dtypes import DTYPES, SCALE_GROUP, weight_scale_bytes, weight_size
+from .dtypes import DTYPES, SCALE_GROUP, output_size, weight_scale_bytes, weight_size
 from .paths import fma_path, matmul_path, vector_path
 
 
@@ -57,7 +57,8 @@ class Op:
 
 # GEMMs whose inputs are this narrow write a wider output in practice: torch._scaled_mm(out_dtype=bf16)
 # for fp8, the block-scaled fp4 GEMMs likewise; an 8-bit output would lose what the accumulator kept.
-NARROW_OUT = {"fp8": "bf16", "fp4": "bf16"}
+# int8 writes its int32 accumulator, as torch._int_mm does (out=int8 for a kernel that requantises).
+NARROW_OUT = {"fp8": "bf16", "fp4": "bf16", "int8": "int32"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Gemm(Op):
     n: int = 1
     k: int = 1
     batch: int = 1
-    out: str | None = None  # output dtype; default: the input dtype, bf16 for fp8 / fp4 inputs
+    out: str | None = None  # output dtype; default: the input dtype, bf16 for fp8 / fp4, int32 for int8
     wdtype: str | None = None  # weight dtype; default: dtype
 
     @property
@@ -89,7 +90,7 @@ class Gemm(Op):
         return self.wdtype or self.dtype
 
     def cost(self) -> Cost:
-        s, so, b = _size(self.dtype), _size(self.out_dtype), self.batch
+        s, so, b = _size(self.dtype), output_size(self.out_dtype), self.batch
         weights = b * self.k * self.n
         x, y = b * s * self.m * self.k, b * so * self.m * self.n
         a = weights * weight_size(self.weight_dtype)
@@ -290,6 +291,7 @@ class Attention(Op):
     mode: str = "flash"
     causal: bool = False
     kvdtype: str | None = None  # KV-cache dtype (fp8 KV halves its bytes); default: dtype
+    window: int = 0  # sliding-window attention: each query sees at most this many keys, its own last (0: all)
 
     @property
     def kv_heads(self) -> int:
@@ -301,19 +303,32 @@ class Attention(Op):
 
     @property
     def pairs(self) -> float:
-        """Query-key pairs scored per head: q·t, or the causal triangle's count."""
+        """Query-key pairs scored per head: q·t, or the causal triangle's count; under a sliding window
+        the query at position p (1-based) scores min(p, window) keys."""
         q, t = self.q_len, self.t
+        if self.window:
+            return float(_windowed(t, self.window) - _windowed(t - q, self.window))
         if self.causal and q <= t:
             return q * t - q * (q - 1) / 2
         return float(q * t)
+
+    @property
+    def kv_read(self) -> int:
+        """Key/value positions read: all t, but decoding under a window reads only the window (a rolling
+        cache holds no more) — the span its q queries see."""
+        if self.window and self.mode == "decode":
+            return min(self.t, self.window + self.q_len - 1)
+        return self.t
 
     def cost(self) -> Cost:
         s, skv = _size(self.dtype), _size(self.kvdtype or self.dtype)
         q = self.q_len
         qo = self.b * self.h * q * self.d * s
-        kvb = 2 * self.b * self.kv_heads * self.t * self.d * skv
+        kvb = 2 * self.b * self.kv_heads * self.kv_read * self.d * skv
         terms = [("Q read", qo), ("K,V read (KV cache)" if self.mode == "decode" else "K,V read", kvb), ("O write", qo)]
         counting = "W = 4·b·h·pairs·d (QKᵀ and PV); Q = Q, K, V read once, O written once"
+        if self.window:
+            counting += f"; each query sees at most the last {self.window} keys (sliding window)"
         if self.mode == "naive":
             sp = 4 * self.b * self.h * q * self.t * s
             terms.append(("S, P materialised (write S, read S, write P, read P)", sp))
@@ -333,12 +348,25 @@ class Attention(Op):
             s += " causal"
         if self.kvdtype and self.kvdtype != self.dtype:
             s += f" kvdtype={self.kvdtype}"
+        if self.window:
+            s += f" window={self.window}"
         return s + self._level_suffix()
 
     def describe(self) -> str:
         gqa = f" kv={self.kv_heads}" if self.kv_heads != self.h else ""
         kvd = f" (KV {self.kvdtype})" if self.kvdtype and self.kvdtype != self.dtype else ""
-        return f"{self.mode} attention b={self.b} h={self.h}{gqa} d={self.d} q={self.q_len} t={self.t} {self.dtype}{kvd}"
+        win = f" window={self.window}" if self.window else ""
+        return (f"{self.mode} attention b={self.b} h={self.h}{gqa} d={self.d} q={self.q_len} t={self.t}{win} "
+                f"{self.dtype}{kvd}")
+
+
+def _windowed(n: int, w: int) -> int:
+    """Σ_{p=1..n} min(p, w): the keys that queries at positions 1..n see under a window of w."""
+    if n <= 0:
+        return 0
+    if n <= w:
+        return n * (n + 1) // 2
+    return w * (w + 1) // 2 + (n - w) * w
 
 
 # Collectives as the op language writes them → models.comm's names (p2p is nccl-tests' sendrecv).

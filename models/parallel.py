@@ -8,7 +8,11 @@ the link's ridge is where the transfer takes as long as the rank's compute.
 
 Counted as Megatron-LM splits a decoder layer: TP all-reduces the activations
 (tokens × hidden) twice per layer, after attention's output projection and
-after the MLP's down projection; each rank holds layers/PP layers. PP sends the
+after the MLP's down projection; each rank holds layers/PP layers. Around the
+layers TP adds two transfers a step: the vocab-parallel embedding's all-reduce
+(tokens × hidden) and the gather of the lm_head's vocab-split logits (one row
+per request × vocab); with PP the first stage has the one, the last the other,
+and the heavier is counted (the busiest rank). PP sends the
 activations once across each stage boundary per step (p2p; each rank at most
 once). Wire bytes per rank follow nccl-tests' bus factors (models.comm).
 """
@@ -25,6 +29,25 @@ from .profile import DeviceProfile
 
 
 @dataclass(frozen=True)
+class Transfer:
+    """A collective a dimension runs besides its per-layer ones (TP's embedding all-reduce, logits gather)."""
+
+    name: str
+    collective: str  # models.comm names
+    calls: int
+    message_bytes: float
+    degree: int
+
+    @property
+    def wire_bytes(self) -> float:
+        return self.calls * wire_bytes(self.collective, self.degree, self.message_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "collective": self.collective, "calls": self.calls,
+                "message_bytes": self.message_bytes, "wire_bytes": self.wire_bytes}
+
+
+@dataclass(frozen=True)
 class CommDim:
     """One parallel dimension's communication per step, as one rank sees it."""
 
@@ -35,11 +58,17 @@ class CommDim:
     message_bytes: float  # S of one call
     flops: float  # W per rank per step
     compute_s: float  # the rank's Σ W/F per step
+    extra: tuple[Transfer, ...] = ()  # the step's other collectives in this dimension
+
+    @property
+    def layer_wire_bytes(self) -> float:
+        """The per-layer collectives' bytes on this rank's link per step."""
+        return self.calls * wire_bytes(self.collective, self.degree, self.message_bytes)
 
     @property
     def wire_bytes(self) -> float:
-        """Q_comm: bytes this rank puts on its link per step."""
-        return self.calls * wire_bytes(self.collective, self.degree, self.message_bytes)
+        """Q_comm: bytes this rank puts on its link per step, the extra transfers included."""
+        return self.layer_wire_bytes + sum(t.wire_bytes for t in self.extra)
 
     @property
     def intensity(self) -> float:
@@ -69,15 +98,17 @@ class CommDim:
     def to_dict(self, device: DeviceProfile) -> dict[str, Any]:
         return {"dim": self.dim, "degree": self.degree, "collective": self.collective, "calls": self.calls,
                 "message_bytes": self.message_bytes, "wire_bytes": self.wire_bytes, "flops": self.flops,
-                "compute_s": self.compute_s, "intensity": self.intensity, "links": self.on_links(device)}
+                "compute_s": self.compute_s, "intensity": self.intensity, "links": self.on_links(device),
+                "layer_wire_bytes": self.layer_wire_bytes, "extra": [t.to_dict() for t in self.extra]}
 
 
 def parallel_comm(layers: int, hidden: int, dtype: str, tokens: int, step_flops: float, step_compute_s: float,
-                  tp: int, pp: int, per_rank: bool = False) -> list[CommDim]:
+                  tp: int, pp: int, per_rank: bool = False, vocab: int = 0, logits_rows: int = 0) -> list[CommDim]:
     """TP's and PP's communication per rank for one step (only the dimensions with degree > 1).
 
     step_flops and step_compute_s are the whole step's, split evenly over the tp·pp ranks; or, with
-    `per_rank`, already one rank's (models.llm's step with tp, pp counts the rank's own ops)."""
+    `per_rank`, already one rank's (models.llm's step with tp, pp counts the rank's own ops). With a
+    `vocab`, TP also counts the embedding all-reduce and the gather of `logits_rows` rows of logits."""
     if tp < 1 or pp < 1:
         raise ValueError(f"--tp {tp} / --pp {pp}: degrees start at 1")
     if pp > layers:
@@ -87,7 +118,13 @@ def parallel_comm(layers: int, hidden: int, dtype: str, tokens: int, step_flops:
     act = tokens * hidden * DTYPES[dtype].size
     out = []
     if tp > 1:
-        out.append(CommDim("tp", tp, "allreduce", 2 * -(-layers // pp), act, flops, compute_s))
+        extra: list[Transfer] = []
+        if vocab:
+            extra = [Transfer("embedding", "allreduce", 1, act, tp),
+                     Transfer("logits", "allgather", 1, logits_rows * vocab * DTYPES[dtype].size, tp)]
+            if pp > 1:  # the first stage embeds, the last gathers the logits: the busier one
+                extra = [max(extra, key=lambda t: t.wire_bytes)]
+        out.append(CommDim("tp", tp, "allreduce", 2 * -(-layers // pp), act, flops, compute_s, tuple(extra)))
     if pp > 1:
         out.append(CommDim("pp", pp, "sendrecv", 1, act, flops, compute_s))
     return out

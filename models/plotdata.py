@@ -62,8 +62,11 @@ def roof_series(
 
 
 def point_series(a: Analysis, label: str | None = None) -> Series:
-    """An op's point: at its attainable P, or at its measured throughput when timed."""
+    """An op's point: at its attainable P, or at its measured throughput when timed. An op that does no
+    arithmetic (a gather, a p2p send) sits at I = 0, off a log-log chart: its series has no point."""
     y = a.measured.achieved_flops if a.measured else a.attainable
+    if not (0 < a.intensity < math.inf and 0 < y < math.inf):
+        return Series(label or a.op.describe(), (), (), "point")
     return Series(label or a.op.describe(), (a.intensity,), (y,), "point")
 
 

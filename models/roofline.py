@@ -25,6 +25,14 @@ def attainable(i: float, peak: float, bandwidth: float) -> float:
     return min(peak, bandwidth * i)
 
 
+def fraction_of_roof(flops: float, nbytes: float, seconds: float, peak: float, bandwidth: float) -> float:
+    """A measured point's share of its roof: (W/t) / P(I). An op that does no arithmetic (a gather, a
+    p2p send) sits at I = 0 where P is 0: its share is its bandwidth's, (Q/t) / B."""
+    if flops > 0:
+        return (flops / seconds) / attainable(intensity(flops, nbytes), peak, bandwidth)
+    return (nbytes / seconds) / bandwidth
+
+
 def time_bound(flops: float, nbytes: float, peak: float, bandwidth: float) -> float:
     """T = max(W/F, Q/B): the time no kernel doing this work can beat."""
     return max(flops / peak, nbytes / bandwidth)

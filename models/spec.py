@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from .dtypes import DTYPES, WEIGHT_ONLY, lookup_dtype, weight_dtype
+from .dtypes import DTYPES, OUTPUT_ONLY, WEIGHT_ONLY, lookup_dtype, output_dtype, weight_dtype
 from .ops import (
     ATTN_MODES, COLLECTIVE_OPS, LINK_LEVELS, NORM_FLOPS, Attention, Collective, Elementwise, FmaSweep, Gemm, Norm,
     Op, Softmax,
@@ -86,8 +86,9 @@ GRAMMARS: dict[str, Grammar] = {
         defaults={"dtype": "bf16"},
     ),
     "attn": Grammar(
-        Attention, "attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [dtype] [flash|naive|decode] [causal] [kvdtype=DTYPE]", (),
-        _keys("b", "h", "kv", "d", "q", "t", "dtype", "kvdtype", "mode", "level",
+        Attention, "attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [dtype] [flash|naive|decode] [causal] [kvdtype=DTYPE] "
+                   "[window=W]", (),
+        _keys("b", "h", "kv", "d", "q", "t", "dtype", "kvdtype", "mode", "level", "window",
               batch="b", heads="h", kv_heads="kv", head_dim="d", q_len="q", kv_len="t", context="t", seq="t"),
         flags={"flash": ("mode", "flash"), "naive": ("mode", "naive"), "decode": ("mode", "decode"),
                "causal": ("causal", True)},
@@ -246,7 +247,12 @@ def _convert(kind: str, g: Grammar, name: str, raw: str) -> Any:
             allowed = [w for w in (*DTYPES, *WEIGHT_ONLY) if w != "tf32"]
             raise SpecError(f"{kind}: wdtype {raw!r} is not allowed; choose one of: {', '.join(allowed)}")
         return d.name
-    if name in ("dtype", "out", "kvdtype"):
+    if name == "out":
+        d = output_dtype(raw)
+        if d is None:
+            raise SpecError(f"{kind}: out {raw!r} is not allowed; choose one of: {', '.join((*DTYPES, *OUTPUT_ONLY))}")
+        return d.name
+    if name in ("dtype", "kvdtype"):
         allowed = g.dtypes if name == "dtype" else tuple(DTYPES)
         return _dtype(raw, allowed, name, kind)
     if name == "level":
@@ -278,6 +284,11 @@ def _finish(kind: str, op: Op) -> Op:
     if isinstance(op, Attention):
         if op.kv_heads > op.h or op.h % op.kv_heads:
             raise SpecError(f"attn: kv={op.kv_heads} must divide h={op.h} (grouped-query attention)")
+        if op.window and not (op.causal or op.mode == "decode"):
+            raise SpecError("attn: window needs causal or decode (a sliding window keeps each query's last "
+                            f"{op.window} keys, its own included)")
+        if op.window and op.q_len > op.t:
+            raise SpecError(f"attn: window needs q ≤ t; q={op.q_len} > t={op.t}")
         if op.mode == "decode" and op.q_len > op.t:
             raise SpecError(f"attn: decode with q={op.q_len} longer than the context t={op.t}")
         if op.causal and op.q_len > op.t:  # the mask aligns the last query with the last key

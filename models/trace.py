@@ -29,9 +29,11 @@ are not lists of non-negative integers are dropped (the op keeps its time).
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,8 +53,6 @@ KINDS = {
     "user_annotation": "annotation", "gpu_user_annotation": "gpu", "cuda_profiler_range": "gpu",
 }
 FLOW_CATS = frozenset(("ac2g", "async_cpu_to_gpu"))
-SYNC_WORDS = ("Synchronize",)  # cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, hip…
-COPY_WORDS = ("Memcpy", "memcpy", "Memset", "memset")
 ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
 DEVICE_CATS = ("kernel", "memcpy", "memset")
 
@@ -95,31 +95,16 @@ class Event(msgspec.Struct, gc=False):
     args: EventArgs | None = None
 
 
-class PlainArgs(CommArgs, gc=False):
+class PlainArgs(EventArgs, gc=False):
     """EventArgs for an event that came as plain JSON (a dict): the shapes already decoded."""
 
-    external_id: Any = msgspec.field(default=None, name="External id")
-    correlation: Any = None
-    stream: Any = None
-    device: Any = None
-    bytes: Any = None
-    size: Any = None
-    kind: Any = None
     dims: Any = msgspec.field(default=None, name="Input Dims")
     dims_old: Any = msgspec.field(default=None, name="Input dims")
     types: Any = msgspec.field(default=None, name="Input type")
     concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
-class PlainEvent(msgspec.Struct, gc=False):
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
+class PlainEvent(Event, gc=False):
     args: PlainArgs | None = None
 
 
@@ -431,8 +416,26 @@ def _convert(e: Any) -> Event | PlainEvent | None:
         return None
 
 
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector held off while millions of small acyclic objects (events, ops, tuples) are
+    made: each collection would walk all of them again, which costs a long trace about half its reading time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def parse_trace(data: Any) -> Trace:
     """Activities, ops and their links from a decoded Chrome trace; TraceError if it is not one."""
+    with paused_gc():
+        return _parse_trace(data)
+
+
+def _parse_trace(data: Any) -> Trace:
     events, meta = events_of(data)
     counts = _Counts()
     dev_raw: list[tuple] = []  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid, tid, kind, event index)
@@ -461,14 +464,16 @@ def parse_trace(data: Any) -> Trace:
             continue
         ph, cat = e.ph, e.cat
         if ph != "X":
-            if cat in FLOW_CATS and ph in ("s", "f", "t"):
-                ts = _time(e.ts)
-                fid = e.id if e.id.__class__ in (int, str) else None
-                if ts is not None and fid is not None:
-                    pid, tid = e.pid, e.tid
-                    key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
-                           ts)
-                    flows.append((ph == "s", fid, key))
+            if cat in FLOW_CATS and (ph == "s" or ph == "f" or ph == "t"):
+                ts, fid, pid, tid = e.ts, e.id, e.pid, e.tid
+                if ts.__class__ is not float:
+                    ts = _time(ts)
+                if ts is not None and (fid.__class__ is int or fid.__class__ is str):
+                    if pid.__class__ is not int:
+                        pid = _thread(pid)
+                    if tid.__class__ is not int:
+                        tid = _thread(tid)
+                    flows.append((ph == "s", fid, (pid, tid, ts)))
             continue
         kind = KINDS.get(cat) if cat.__class__ is str else None
         if kind is None:
@@ -533,9 +538,9 @@ def parse_trace(data: Any) -> Trace:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
             if "Launch" in name:
                 launch_durs.append(dur)
-            elif any(w in name for w in SYNC_WORDS):
+            elif "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
                 host.append((pid, tid, ts, dur, name, "sync"))
-            elif any(w in name for w in COPY_WORDS):
+            elif "emcpy" in name or "emset" in name:  # cudaMemcpyAsync, hipMemsetAsync, cuMemcpyDtoH, …
                 host.append((pid, tid, ts, dur, name, "copy"))
         elif kind == "gpu":
             gpu_evidence = True
@@ -550,7 +555,7 @@ def parse_trace(data: Any) -> Trace:
     dev_raw.sort(key=lambda r: r[0])
     flow_maps: tuple[dict, dict] | None = None
     for ts, dur, cat, name, ext_v, corr_v, stream, device, nbytes, pid, tid, mkind, i in dev_raw:
-        corr = _id(corr_v)
+        corr = corr_v if corr_v.__class__ is int else _id(corr_v)
         if corr is None and corr_v is not None:
             counts.add("with a correlation that is not an integer (not linked)", _where(i, name))
         launch = runtime.get(corr) if corr is not None else None
@@ -565,23 +570,26 @@ def parse_trace(data: Any) -> Trace:
             at = (launch[0], launch[1], launch[2]) if launch else flow_start.get(flow if flow is not None else corr)
         else:
             at = (launch[0], launch[1], launch[2])
-        ext = _id(ext_v)
+        ext = ext_v if ext_v.__class__ is int else _id(ext_v)
         if ext_v is not None and ext is None:
             counts.add("with an External id that is not an integer (not linked)", _where(i, name))
-        if ext in (None, 0) and launch is not None:
+        if not ext and launch is not None:
             ext = _id(launch[5])
-        if cat != "kernel" and (nbytes is None or _time(nbytes) is None) and launch is not None:
-            nbytes = launch[6]  # HIP: the size is on the memcpy call
-        b = _time(nbytes)
+        b = None
         direction = ""
-        if cat == "memcpy":
-            direction = mkind if isinstance(mkind, str) and mkind[:1].isalpha() and "to" in mkind else ""
-            if not direction:
-                parts = name.split()
-                direction = parts[1] if len(parts) > 1 and "to" in parts[1] else "other"
-        k = Kernel(name=name, ts=ts * US, dur=dur * US, cat=cat, external_id=ext, correlation=corr,
-                   stream=_id(stream), device=_id(device), bytes=b if b is not None and b >= 0 else None,
-                   direction=direction, launch_ts=at[2] * US if at else None)
+        if cat != "kernel":
+            if (nbytes is None or _time(nbytes) is None) and launch is not None:
+                nbytes = launch[6]  # HIP: the size is on the memcpy call
+            b = _time(nbytes)
+            if b is not None and b < 0:
+                b = None
+            if cat == "memcpy":
+                direction = mkind if isinstance(mkind, str) and mkind[:1].isalpha() and "to" in mkind else ""
+                if not direction:
+                    parts = name.split()
+                    direction = parts[1] if len(parts) > 1 and "to" in parts[1] else "other"
+        k = Kernel(name, ts * US, dur * US, cat, ext, corr, stream if stream.__class__ is int else _id(stream),
+                   device if device.__class__ is int else _id(device), b, direction, at[2] * US if at else None)
         n = len(kernels)
         kernels.append(k)
         if launch is not None and launch[4] in GRAPH_LAUNCHES:

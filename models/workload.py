@@ -25,7 +25,7 @@ from .paths import MATMUL_LADDER
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
-from .trace import CpuOp, Trace
+from .trace import CpuOp, Trace, paused_gc
 
 UNATTRIBUTED = "(unattributed kernels)"
 GRAPH_REPLAY = "(CUDA graph replay)"
@@ -38,8 +38,24 @@ TRANSFER_LEVEL = {"HtoD": "pcie", "DtoH": "pcie", "HtoH": "pcie", "HtoA": "pcie"
 # -- grouping -------------------------------------------------------------------
 
 
+class Rates:
+    """W / t and Q / t of something with flops, bytes and time_s (an op group, a kernel)."""
+
+    flops: float
+    bytes: float
+    time_s: float
+
+    @property
+    def achieved_flops(self) -> float:
+        return self.flops / self.time_s if self.time_s > 0 else 0.0
+
+    @property
+    def achieved_bandwidth(self) -> float:
+        return self.bytes / self.time_s if self.time_s > 0 else 0.0
+
+
 @dataclass
-class OpGroup:
+class OpGroup(Rates):
     """All calls of one op with the same input shapes and dtype: their time, W and Q, on the roofline."""
 
     op: str
@@ -66,14 +82,6 @@ class OpGroup:
         if self.bytes > 0:
             return self.flops / self.bytes
         return None if self.flops == 0 else math.inf
-
-    @property
-    def achieved_flops(self) -> float:
-        return self.flops / self.time_s if self.time_s > 0 else 0.0
-
-    @property
-    def achieved_bandwidth(self) -> float:
-        return self.bytes / self.time_s if self.time_s > 0 else 0.0
 
     @property
     def fraction_of_roof(self) -> float | None:
@@ -329,6 +337,11 @@ class _Costs:
 def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -> Workload:
     """Group the trace's work by (op, shapes, dtype), cost each group and place it on `device`; on a GPU trace
     also the memcpy / memset rows, the overlap of streams, the idle time by cause, the top kernels, the steps."""
+    with paused_gc():
+        return _build_workload(trace, device, device_note)
+
+
+def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Workload:
     elements: dict[int, tuple[str, float]] = {}
     for k, oi in zip(trace.kernels, trace.kernel_op):
         if oi is not None and oi not in elements and k.cat == "kernel" and "TensorList" in trace.ops[oi].types:
@@ -551,7 +564,7 @@ def place_transfer(t: Transfer, device: DeviceProfile) -> Transfer:
 
 
 @dataclass
-class TopKernel:
+class TopKernel(Rates):
     """One kernel (by name): calls, time, and W and Q from the ops that launched it (estimates)."""
 
     name: str
@@ -562,14 +575,6 @@ class TopKernel:
     path: str = ""
     fraction_of_roof: float | None = None
     roof: str = ""  # the roof that bounds it: a compute path or "dram"
-
-    @property
-    def achieved_flops(self) -> float:
-        return self.flops / self.time_s if self.time_s > 0 else 0.0
-
-    @property
-    def achieved_bandwidth(self) -> float:
-        return self.bytes / self.time_s if self.time_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "calls": self.calls, "time_s": self.time_s, "flops": self.flops,
@@ -666,7 +671,8 @@ def roof_flags(w: Workload, program_threads: int | None = None) -> list[Flag]:
         f = g.fraction_of_roof
         if f is not None and f > ABOVE_ROOF:
             roof = g.path if g.regime == "compute" and g.path in dev.peak else "dram"
-            flag("op", g.op, roof, f, g.op)
+            label = " ".join(x for x in (g.op, g.dtype, g.shapes_text) if x)  # the shape and dtype that ran faster
+            flag("op", g.op, roof, f, label)
     for t in w.top_kernels:
         if t.fraction_of_roof is not None and t.fraction_of_roof > ABOVE_ROOF:
             flag("kernel", t.name, t.roof, t.fraction_of_roof, f"kernel {t.name[:60]}")

@@ -28,6 +28,7 @@ from rooftop.models.comm import COLLECTIVES, COPIES, bus_factor, reduce_flops
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.units import MiB
 
+from .lifeline import die_with_parent
 from .timing import CPU_PROTOCOL, GPU_PROTOCOL, Protocol, TooSlow, measure
 
 DTYPE = "fp32"  # gloo reduces fp32 everywhere; the same on NCCL keeps the two comparable
@@ -188,8 +189,10 @@ def collective_call(name: str, size: int, world: int, rank: int, dist: Any, torc
     raise ValueError(f"unknown collective {name!r}")
 
 
-def rank_main(rank: int, plan: CommPlan, port: int, out: Any) -> None:
+def rank_main(rank: int, plan: CommPlan, port: int, out: Any, parent_pid: int | None = None) -> None:
     """One rank's sweep (the target torch's launcher spawns); rank 0 puts each point on `out`."""
+    if parent_pid is not None:
+        die_with_parent(parent_pid)  # a SIGKILLed `rooftop comm` leaves no rank behind
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the ranks; a terminal's Ctrl-C reaches all
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
                        "WORLD_SIZE": str(plan.world), "LOCAL_RANK": str(rank)})
@@ -329,7 +332,7 @@ def _run_ranks(plan: CommPlan, result: CommResult, on_point: Callable[[Sample, i
     port = plan.port or free_port()
     ctx = tmp.get_context("spawn")
     out = ctx.Queue()
-    procs = tmp.start_processes(rank_main, args=(plan, port, out), nprocs=plan.world, join=False,
+    procs = tmp.start_processes(rank_main, args=(plan, port, out, os.getpid()), nprocs=plan.world, join=False,
                                 start_method="spawn")
     problem: tuple[str, str] | None = None
 

@@ -11,7 +11,8 @@ device's measured profile.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample, TimeStats

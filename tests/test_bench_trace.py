@@ -62,7 +62,7 @@ def replayed(path: Path, events: int) -> int:
 
 def _measure(argv: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one command, in a wrapper process of its own."""
-    r = subprocess.run([sys.executable, "-c", WRAP, *argv], capture_output=True, text=True, timeout=3600,
+    r = subprocess.run([sys.executable, "-c", WRAP, *argv], capture_output=True, text=True, timeout=3600, check=False,
                        env={**os.environ, "NO_COLOR": "1"})
     rc, wall, rss_kib = r.stdout.split()
     assert rc == "0", r.stderr
@@ -81,7 +81,7 @@ def test_a_million_event_trace_against_json_load(tmp_path):
           f"rooftop profile --trace {rt_t:.2f} s, {rt_rss:.0f} MiB peak; "
           f"ratio time {rt_t / jl_t:.2f}, peak RSS {rt_rss / jl_rss:.2f} (target ≤ 0.5 both)")
     r = subprocess.run([sys.executable, "-m", "rooftop.tui.cli", "profile", "--trace", str(path), "-d", "h200",
-                        "--json", "--no-save"], capture_output=True, text=True, timeout=3600)
+                        "--json", "--no-save"], capture_output=True, text=True, timeout=3600, check=True)
     doc = json.loads(r.stdout)  # what was timed is the whole report: every kernel of every copy
     copies = -(-n // 19212)
     assert doc["summary"]["kernels"] == 2620 * copies

@@ -139,6 +139,30 @@ def test_ctrl_c_leaves_no_rank_behind(tmp_path):
             proc.wait()
 
 
+def test_sigkill_of_comm_takes_its_ranks_with_it(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "comm", "--world", "2", "--plan", "full",
+                             "--db", str(tmp_path / "r.db")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+    try:
+        line = ""
+        deadline = time.monotonic() + 90
+        while "[1/" not in line and time.monotonic() < deadline:  # the ranks are up and measuring
+            line = proc.stderr.readline()
+        assert "[1/" in line, "no point measured"
+        ranks = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        assert len(ranks) >= 2
+        proc.kill()  # SIGKILL: the parent runs no cleanup at all
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 5  # without a lifeline they lingered until their collectives timed out
+        while _alive(ranks) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _alive(ranks) == []
+    finally:
+        for pid in _alive([proc.pid, *locals().get("ranks", [])]):
+            psutil.Process(pid).kill()
+        proc.wait()
+
+
 def test_one_gpu_runs_host_device_copies_only():
     plan = build_comm_plan("nccl", None, gpus=1)
     assert plan.collectives == () and plan.copies and plan.world == 1

@@ -3,6 +3,7 @@ whether the model fits in the device's memory at all; a bad config.json is one l
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -26,7 +27,8 @@ from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main
 
 H100 = lookup_device("h100")
-H200 = lookup_device("h200")  # the reference profile: no launch figure
+H200 = lookup_device("h200")  # the reference profile: no launch figure of its own, it takes the H100's
+UNTIMED = dataclasses.replace(H200, id="untimed", launch_overhead=None)  # a profile with no launch figure at all
 GiB = 2**30
 # `rooftop measure --plan full` on one H200 (2026-11-30): launch 10.8 µs plain, 0.85 µs in a CUDA graph.
 H200_MEASURED = DeviceProfile.from_dict(
@@ -118,12 +120,12 @@ def test_a_measured_launch_overhead_sets_a_floor_under_the_step() -> None:
 
 
 def test_without_a_launch_figure_the_step_says_so_and_uses_none() -> None:
-    step = step_bound(load_arch("qwen2.5-7b"), Phase("decode", 8), H200)
+    step = step_bound(load_arch("qwen2.5-7b"), Phase("decode", 8), UNTIMED)
     assert step.launch_floor_s is None and step.graph_floor_s is None
     assert step.time_bound_s == step.lower_bound_s and step.binds == "roofline"
     from rooftop.models.llm import launch_line
 
-    assert "launch overhead not measured for h200" in launch_line(step)
+    assert "launch overhead not measured for untimed" in launch_line(step)
 
 
 def test_cli_llm_shows_the_launch_floor_and_which_binds(capsys: pytest.CaptureFixture[str]) -> None:
@@ -134,7 +136,8 @@ def test_cli_llm_shows_the_launch_floor_and_which_binds(capsys: pytest.CaptureFi
     assert s["binds"] == "roofline" and s["step_time_bound_s"] == s["decode_step_lower_bound_s"]
     assert main(["llm", "qwen2.5-7b", "-d", "h200"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "launch overhead not measured for h200" in out and "T ≥ max(ΣT, launch)" in out
+    assert "h100's measured launch overhead (Hopper, the same family): not measured on h200" in out
+    assert "T ≥ max(ΣT, launch)" in out
 
 
 def test_a_single_op_includes_one_launch_where_the_profile_has_it(capsys: pytest.CaptureFixture[str]) -> None:
@@ -145,16 +148,16 @@ def test_a_single_op_includes_one_launch_where_the_profile_has_it(capsys: pytest
     a = analyze(tiny, H100)
     assert a.time_bound == pytest.approx(4.5e-6) and a.launch_binds
     assert "T includes one kernel launch" in a.launch_note()
-    b = analyze(tiny, H200)
+    b = analyze(tiny, UNTIMED)
     assert b.launch_overhead is None and b.time_bound == b.time_lower_bound
-    assert b.launch_note().startswith("launch overhead not measured for h200")
+    assert b.launch_note().startswith("launch overhead not measured for untimed")
     assert main(["op", "gemm 64 64 64 bf16", "-d", "h100", "--json"]) == 0
     (d,) = json.loads(capsys.readouterr().out)
     assert d["kernels"] == 1 and d["launch_floor_s"] == pytest.approx(4.5e-6) and d["binds"] == "launch"
     assert d["time_bound_s"] == pytest.approx(4.5e-6)
-    assert main(["op", "gemm 64 64 64 bf16", "-d", "h200"]) == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert "launch overhead not measured for h200" in out
+    assert main(["op", "gemm 64 64 64 bf16", "-d", "h200", "--json"]) == 0
+    (d,) = json.loads(capsys.readouterr().out)
+    assert d["launch_floor_s"] == pytest.approx(4.5e-6)  # h200 takes h100's figure
 
 
 # -- memory fit ------------------------------------------------------------------------------------------

@@ -21,9 +21,9 @@ def test_working_sets_reach_the_top_from_a_few_kib():
 
 def test_sweep_goes_far_past_the_last_cache(cpu_backend):
     top = bandwidth.sweep_top(cpu_backend)
-    assert top >= min(1024 * MiB, cpu_backend.free_bytes() // 4)  # past any host cache, memory allowing
+    assert top >= min(4096 * MiB, cpu_backend.free_bytes() // 4)  # past any host cache, memory allowing
     if cpu_backend.info.l2_bytes:
-        assert top >= min(4 * cpu_backend.info.l2_bytes, cpu_backend.free_bytes() // 4)
+        assert top >= min(8 * cpu_backend.info.l2_bytes, cpu_backend.free_bytes() // 4)
 
 
 def test_cpu_sweep_top_is_capped_by_free_memory(cpu_backend, monkeypatch):
@@ -32,9 +32,9 @@ def test_cpu_sweep_top_is_capped_by_free_memory(cpu_backend, monkeypatch):
     monkeypatch.setattr(type(cpu_backend), "free_bytes", lambda self: 800 * MiB)
     assert bandwidth.sweep_top(cpu_backend) == 200 * MiB
     monkeypatch.setattr(type(cpu_backend), "free_bytes", lambda self: 64 * 1024 * MiB)
-    assert bandwidth.sweep_top(cpu_backend) == max(1024 * MiB, 8 * (cpu_backend.info.l2_bytes or 0))
-    big = dataclasses.replace(cpu_backend, info=dataclasses.replace(cpu_backend.info, l2_bytes=512 * MiB))
-    assert bandwidth.sweep_top(big) == 2048 * MiB
+    assert bandwidth.sweep_top(cpu_backend) == max(4096 * MiB, 8 * (cpu_backend.info.l2_bytes or 0))
+    big = dataclasses.replace(cpu_backend, info=dataclasses.replace(cpu_backend.info, l2_bytes=1024 * MiB))
+    assert bandwidth.sweep_top(big) == 8192 * MiB
 
 
 @pytest.mark.parametrize(("family", "arrays"), [("read_reduce", 1), ("copy", 2), ("triad", 3), ("write", 1)])

@@ -66,13 +66,25 @@ def test_gpu_plans_hold_the_cache_steps_and_the_cpu_plan_none(cpu_backend):
 
 
 def test_on_a_cpu_without_the_interpreter_a_cache_step_is_skipped_with_the_reason(cpu_backend, monkeypatch):
-    from rooftop.probes.cache import steps
+    from rooftop.probes import cache
     from rooftop.probes.steps import run_step
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(cache, "triton_available", lambda: True)  # with or without triton installed here
     sweep = CacheSweep(l2_sets=(64 * KiB,), l1_regions=(), chunk=16 * KiB, min_read=64 * KiB)
-    s = run_step(steps(cpu_backend, sweep)[0])
+    s = run_step(cache.steps(cpu_backend, sweep)[0])
     assert s.stats is None and "run on a GPU" in s.skipped
+
+
+def test_without_triton_a_cache_step_is_skipped_with_the_reason(cpu_backend, monkeypatch):
+    from rooftop.probes import cache
+    from rooftop.probes.steps import run_step
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(cache, "triton_available", lambda: False)
+    sweep = CacheSweep(l2_sets=(64 * KiB,), l1_regions=(), chunk=16 * KiB, min_read=64 * KiB)
+    s = run_step(cache.steps(cpu_backend, sweep)[0])
+    assert s.stats is None and "triton is not installed" in s.skipped
 
 
 INTERPRETED = textwrap.dedent(

@@ -36,7 +36,8 @@ def test_tiny_model_gemms_with_exact_flops(tiny):
     assert first["calls"] == second["calls"] == 2
     assert first["flops"] == 2 * (2 * 64 * 256 * 512)
     assert second["flops"] == 2 * (2 * 64 * 512 * 128)
-    assert first["bytes"] == 2 * 4 * (64 * 256 + 256 * 512 + 64 * 512)
+    # x, W and the bias read once (addmm's bias is an input like the others), the output written once
+    assert first["bytes"] == 2 * 4 * (64 * 256 + 256 * 512 + 512 + 64 * 512)
     for g in (first, second):
         assert g["regime"] in ("memory", "compute") and g["bound_s"] > 0 and g["time_s"] > 0
         assert g["intensity"] == pytest.approx(g["flops"] / g["bytes"])
@@ -108,6 +109,7 @@ def test_python_api_context_manager_and_decorator(tmp_path):
             model(x)
             p.step()
     assert p.recording.steps_kept == 2 and p.recording.steps_seen == 5
+    assert load_trace(tmp_path / "cm.json").cpu_threads == torch.get_num_threads()  # for the threads flag
     work = build_workload(load_trace(tmp_path / "cm.json"), lookup_device("h100"))
     [g] = [g for g in work.groups if g.op == "aten::addmm"]
     assert g.calls == 2 and g.flops == 2 * (2 * 4 * 32 * 16)

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from rooftop.tui.cli import main
 
 MI250 = Path(__file__).parent / "data" / "real-traces" / "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from rooftop.tui.cli import main
 
 DATA = Path(__file__).parent / "data"
@@ -206,3 +205,44 @@ def test_the_per_step_split_of_the_a100_trace():
         assert s["cpu_s"] == pytest.approx(e["dur"] * 1e-6)
         assert 0 < s["busy_s"] <= s["span_s"]
     assert sum(s["kernels"] for s in doc["steps"]) <= doc["summary"]["kernels"]
+
+
+def test_a_kept_profile_shows_its_new_rows_as_profile_gave_them(tmp_path, capsys, monkeypatch):
+    """Kept in the store, a profile's memcpy / memset rows, overlap, idle causes, top kernels, steps and flags come
+    back as `rooftop profile --json` gave them, and `rooftop show` prints them."""
+    monkeypatch.setenv("COLUMNS", "200")
+    path = REAL / "trace_filter_sampled_rank-1.json.gz"
+    db = str(tmp_path / "k.db")
+    assert main(["profile", "--trace", str(path), "-d", "a100", "--json", "--db", db]) == 0
+    own = json.loads(capsys.readouterr().out)
+    assert main(["show", own["run_id"][:8], "--json", "--db", db]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    for key in ("transfers", "overlap", "idle_causes", "top_kernels", "steps", "flags"):
+        assert shown[key] == own[key], key
+    assert own["transfers"] and own["overlap"]["time_s"] > 0 and own["idle_causes"] and own["flags"]
+    assert main(["show", own["run_id"][:8], "--db", db]) == 0
+    text = capsys.readouterr().out
+    assert "overlap (two or more streams at once)" in text and "idle time by cause" in text
+    assert "memcpy HtoD" in text and "top kernels" in text and "flag:" in text
+
+
+def test_older_writers_categories_and_async_cpu_to_gpu_flows_link_the_same(tmp_path):
+    """Older torch writes `Operator`, `Kernel`, `Runtime`, `Memcpy` and `async_cpu_to_gpu` flows; a kernel
+    whose args lack both ids is linked through its flow. The attribution is the same as the trace's own."""
+    from rooftop.models.trace import parse_trace
+
+    doc = json.loads(gzip.decompress((REAL / "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz").read_bytes()))
+    mine = parse_trace(doc)
+    old = {"cpu_op": "Operator", "kernel": "Kernel", "cuda_runtime": "Runtime", "gpu_memcpy": "Memcpy",
+           "ac2g": "async_cpu_to_gpu"}
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("kernel", "gpu_memcpy"):
+            e["args"].pop("External id", None)
+            e["args"].pop("correlation", None)
+        if e.get("cat") in old:
+            e["cat"] = old[e["cat"]]
+    theirs = parse_trace(doc)
+    assert theirs.kernel_count == mine.kernel_count == 14
+    assert [mine.ops[i].name if i is not None else None for i in mine.kernel_op] == \
+        [theirs.ops[i].name if i is not None else None for i in theirs.kernel_op]
+    assert all(i is not None for i in theirs.kernel_op)

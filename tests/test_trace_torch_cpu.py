@@ -9,10 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rooftop.models.catalog import lookup_device  # noqa: E402
-from rooftop.models.workload import build_workload  # noqa: E402
-from rooftop.store.tracefile import load_trace  # noqa: E402
-from rooftop.tui.cli import main  # noqa: E402
+from rooftop.models.catalog import lookup_device
+from rooftop.models.workload import build_workload
+from rooftop.store.tracefile import load_trace
+from rooftop.tui.cli import main
 
 
 def _record(path, shapes: bool):

@@ -74,18 +74,42 @@ async def test_m_measures_streams_samples_and_stores_the_run(tmp_path: Path) -> 
         assert run.status == "complete" and run.samples == len(panel.samples)
 
 
+def gated_plan(make, after: int, gate):  # noqa: ANN001, ANN201
+    """`make`'s plan whose step `after` waits for `gate`: the run is still going when the test cancels it,
+    on any machine speed (the test waits on an event, not a clock)."""
+
+    def build():  # noqa: ANN202
+        plan = make()
+        steps = list(plan.steps)
+        held = steps[after]
+
+        def run():  # noqa: ANN202
+            assert gate.wait(30), "the test never opened the gate"
+            return held.run()
+
+        steps[after] = dataclasses.replace(held, run=run)
+        return dataclasses.replace(plan, steps=tuple(steps))
+
+    return build
+
+
 async def test_cancel_keeps_what_was_measured_and_keys_work_meanwhile(tmp_path: Path) -> None:
-    app = make(tmp_path, initial_tab="live", plan=tiny_plan("bandwidth", sets=200))
+    import threading
+
+    gate = threading.Event()
+    plan = gated_plan(tiny_plan("bandwidth", sets=20), after=2, gate=gate)
+    app = make(tmp_path, initial_tab="live", plan=plan)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("m")
         panel = app.query_one(MeasurePanel)
-        await wait_for(pilot, lambda: len(panel.samples) >= 2)
+        await wait_for(pilot, lambda: len(panel.samples) >= 2)  # the third step is held at the gate
         await pilot.press("3")  # the UI answers while the sweep runs
         assert app.query_one(TabbedContent).active == "whatif"
         await pilot.press("c")
+        gate.set()  # the step held at the gate sees the cancel between its samples
         await wait_for(pilot, lambda: "cancelled" in str(app.query_one("#ms-status", Static).render()))
         kept = len(panel.samples)
-        assert 2 <= kept < 800
+        assert kept == 2  # the two before the gate; the point in progress at the cancel is dropped
     with Store.open(tmp_path / "r.db") as store:
         (run,) = store.runs()
         assert run.status == "cancelled" and run.samples == kept

@@ -33,7 +33,8 @@ async def test_profile_tab_lists_op_groups_by_share(tmp_path: Path) -> None:
         await pilot.pause()
         assert app.query_one("#prof-runs", FitTable).row_count == 1
         ops = app.query_one("#prof-ops", FitTable)
-        assert ops.row_count == len(work.groups) + 1
+        # idle time, the overlap of streams and the memset are rows of their own beside the op groups
+        assert ops.row_count == len(work.groups) + 1 + (work.overlap_s > 0) + len(work.transfers)
         first = [str(c) for c in ops.get_row_at(0)]
         assert first[0] == "91.0%" and "idle time" in first
         second = " ".join(str(c) for c in ops.get_row_at(1))
@@ -76,3 +77,26 @@ async def test_roofline_tab_draws_the_newest_profile_on_its_device(tmp_path: Pat
             await pilot.pause()
             labels = [s.label for s in app.query_one("#rl-plot", RooflinePlot).series]
             assert (f"{rid[:8]} profile" in labels) is drawn
+
+
+async def test_profile_tab_shows_memcpy_overlap_idle_causes_kernels_and_flags(tmp_path: Path) -> None:
+    """A 4-stream A100 rank (2023): its memcpy / memset rows, the overlap of streams, the idle time by cause,
+    the top kernels, the steps and the flags (GEMMs above h100's fp32 roof: that roof is low for them)."""
+    rank = Path(__file__).parent / "data" / "real-traces" / "trace_filter_sampled_rank-0.json.gz"
+    work = build_workload(load_trace(rank), lookup_device("h100"))
+    with Store.open(tmp_path / "r.db") as store:
+        save_profile(store, work, source="rank-0.json.gz", backend="trace")
+    app = make(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        rows = [" ".join(str(c) for c in r) for r in
+                (app.query_one("#prof-ops", FitTable).get_row_at(i)
+                 for i in range(app.query_one("#prof-ops", FitTable).row_count))]
+        assert any("overlap" in r for r in rows)
+        assert any("memcpy DtoD" in r and "dram" in r for r in rows) and any("memset" in r for r in rows)
+        shares = [float(r.split("%")[0]) for r in rows if "%" in r.split()[0]]
+        assert sum(shares) <= 100.5  # printed to a tenth of a percent
+        more = str(app.query_one("#prof-more", Static).render())
+        assert "idle time by cause" in more and "top kernels" in more and "ProfilerStep#551" in more
+        assert "flag:" in more and "roof is low" in more

@@ -399,7 +399,7 @@ def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
 
     try:
         return parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
-                             args.tp, args.pp, per_rank=step.ranks > 1)
+                             args.tp, args.pp, per_rank=step.ranks > 1, vocab=arch.vocab, logits_rows=step.phase.batch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

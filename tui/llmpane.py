@@ -10,7 +10,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Static
 
-from rooftop.models.llm import ModelError, Phase, StepBound, builtin_models, compute_bound_batch, step_bound
+from rooftop.models.llm import (
+    ModelError, Phase, StepBound, arch_lines, builtin_models, compute_bound_batch, step_bound,
+)
 from rooftop.store.hfconfig import load_arch
 from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
@@ -116,6 +118,7 @@ class Llm(Widget):
         s.append(f"≤ {fmt_number(step.tokens_per_s)} tokens/s\n", style="bold")
         if flip:
             s.append(f"linear layers compute-bound from batch ≈ {flip}\n", style="dim")
+        s.append("".join(f"{line}\n" for line in arch_lines(arch)), style="dim")
         s.append(step.memory.describe(dev.id), style="bold red" if step.memory.fits is False else "dim")
         self.query_one("#llm-summary", Static).update(s)
         table = self.query_one("#llm-ops", DataTable)

@@ -326,6 +326,11 @@ def ops_table(work: Any, top: int = TOP) -> Table:
     return t
 
 
+IDLE_LEGEND = ("host wait: the CPU issued the next kernel only after the device went idle (busy in that op, in "
+               "a sync or a copy); kernel wait: a gap of about two launches; other: the next kernel was queued, "
+               "waiting on another stream or an event")
+
+
 def idle_lines(work: Any) -> list[Text]:
     """The idle time by cause (host wait, kernel wait, other), largest first."""
     from rooftop.models.units import fmt_time
@@ -339,8 +344,9 @@ def idle_lines(work: Any) -> list[Text]:
     head = ", ".join(f"{k} {fmt_time(v)}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
     out = [Text(f"idle time by cause: {head}", style="bold")]
     for c in work.idle_causes[:8]:
-        out.append(Text(f"  {_pct(c.time_s / span):>6} {fmt_time(c.time_s):>9}  {clean(c.cause)} "
-                        f"({c.gaps} gap{'s' if c.gaps != 1 else ''}; {c.category}: {clean(c.detail)})"))
+        out.append(Text(f"  {_pct(c.time_s / span):>6} {fmt_time(c.time_s):>9}  {c.category:<11} {clean(c.cause)} "
+                        f"({c.gaps} gap{'s' if c.gaps != 1 else ''})"))
+    out.append(Text(IDLE_LEGEND, style="dim"))
     return out
 
 
@@ -437,26 +443,31 @@ def profile_report(work: Any, top: int = TOP) -> Group:
 
 
 def _ncu(args: argparse.Namespace) -> int:
-    from rooftop.models.ncu import NcuError, parse_ncu_csv
+    from rooftop.models.ncu import NcuError, read_ncu
 
     p = Path(args.ncu)
     if not p.is_file():
         raise ProfileError(f"{p}: no such file (give an `ncu --csv --page raw` export)")
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-        kernels = parse_ncu_csv(text)
+        with p.open(encoding="utf-8", errors="replace", newline="") as f:
+            export = read_ncu(f)
     except NcuError as exc:
         raise ProfileError(f"{p}: {exc}") from None
+    if export.skipped:
+        sys.stderr.write(f"rooftop profile: {clean(export.warning())}\n")
+    kernels = export.kernels
     device = _device(args, kernels[0].device_name, "profile")  # no -d: the GPU ncu ran on, as a trace's
     if args.json:
-        print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels]})
+        print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels],
+                    "skipped_rows": export.skipped})
         return 0
+    shown = sorted(kernels, key=lambda k: -k.time_s)[: max(args.top, 1)]  # the longest: a table of 100k helps no one
     from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_time
     from rooftop.tui.report import make_console
 
     cols = ("kernel", "time", "DRAM", "L2→SM", "tensor W", "I dram", "DRAM B/s", "roof")
     rows = []
-    for k in kernels:
+    for k in shown:
         d = {p["level"]: p for p in k.points(device)}.get("dram", {})
         rows.append([
             short_kernel(k.name), fmt_time(k.time_s),
@@ -476,7 +487,9 @@ def _ncu(args: argparse.Namespace) -> int:
         t.add_row(Text(r[0]), *r[1:])
     console = make_console()
     console.print(Group(
-        Text(f"{len(kernels)} kernels from Nsight Compute, on the roofs of {device.id}", style="bold"), Text(""), t,
+        Text(f"{len(kernels)} kernels from Nsight Compute, on the roofs of {device.id}"
+             + (f"; the {len(shown)} longest (--top N, or --json for all)" if len(shown) < len(kernels) else ""),
+             style="bold"), Text(""), t,
         Text(""),
         Text("Bytes are measured: rate × kernel time per level (DRAM; L2→SM). Tensor W is the tensor pipes' "
              "count (sm__ops_path_tensor_src_*), so padding rows are counted too; kernels without tensor work "

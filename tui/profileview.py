@@ -43,7 +43,9 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
     text = Text()
     text.append(f"profile on the roofs of {s.get('device', '?')}: span {fmt_time(span)}, {what} busy "
                 f"{fmt_time(busy)}, idle {fmt_time(idle)} ({_pct(idle / span if span else None)})\n")
-    text.append(f"MFU {_pct(s.get('mfu'))} · bandwidth {_pct(s.get('bandwidth_utilisation'))}; largest share: "
+    mfu = s.get("mfu")
+    low = " (above 100%: the roof is low)" if isinstance(mfu, (int, float)) and mfu > 1 else ""
+    text.append(f"MFU {_pct(mfu)}{low} · bandwidth {_pct(s.get('bandwidth_utilisation'))}; largest share: "
                 f"{'idle time' if s.get('largest_share') == 'idle' else clean(str(s.get('largest_share', '?')))}\n")
     groups = [x.conditions.get("profile", {}) for x in samples]
     groups = sorted((g for g in groups if g), key=lambda g: -(g.get("time_s") or 0.0))

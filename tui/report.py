@@ -475,10 +475,11 @@ def llm_steps_table(steps: list) -> Group:
 def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
     """The launch floor (it scales with the kernels, the same at every batch) and the memory fit:
     each step that does not fit, else the largest that does."""
-    from rooftop.models.llm import launch_line, rank_line
+    from rooftop.models.llm import arch_lines, launch_line, rank_line
 
     s0 = steps[0]
-    out: list[tuple[str | Text, str | Text]] = [(" ·", launch_line(s0))]
+    out: list[tuple[str | Text, str | Text]] = [(" ·", line) for line in arch_lines(s0.arch)]
+    out.append((" ·", launch_line(s0)))
     if s0.ranks > 1:
         out.append((" ·", rank_line(s0)))
     over = [s for s in steps if s.memory.fits is False]
@@ -666,10 +667,13 @@ def parallel_table(dims: Sequence[Any], device: Any, step: Any) -> Any:
         t.add_column(h, justify="left" if h in ("dim", "collective") else "right")
     for d in dims:
         verdicts = {v["level"]: v for v in d.on_links(device)}
-        t.add_row(f"{d.dim.upper()}×{d.degree}", f"{d.calls}× {COLLECTIVES[d.collective].split(' (')[0]} of "
-                  f"{fmt_bytes(d.message_bytes)}", fmt_bytes(d.wire_bytes), fmt_intensity(d.intensity),
+        what = f"{d.calls}× {COLLECTIVES[d.collective].split(' (')[0]} of {fmt_bytes(d.message_bytes)}"
+        t.add_row(f"{d.dim.upper()}×{d.degree}", what, fmt_bytes(d.wire_bytes), fmt_intensity(d.intensity),
                   *[f"{fmt_time(verdicts[lv]['comm_s'])} " + ("comm-bound" if verdicts[lv]["comm_bound"] else "ok")
                     for lv in links])
+        for x in d.extra:  # in the Q_comm above: the transfers beside the layers' collectives
+            t.add_row("", f"+ {x.name} {COLLECTIVES[x.collective].split(' (')[0]} {fmt_bytes(x.message_bytes)}",
+                      f"({fmt_bytes(x.wire_bytes)})", "", *["" for _ in links], style="dim")
     parts: list[Any] = [t]
     if not links:
         parts.append(Prose(f"{device.id} has no link levels (nvlink, pcie, net): pick a profile with them, "

@@ -1,0 +1,77 @@
+"""Each gap of the device's timeline gets one cause from the trace: a host sync, a host-side copy, launch
+overhead, the CPU op that issued the next kernel late, or a kernel queued behind something else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rooftop.models.catalog import lookup_device
+from rooftop.models.timeline import idle_causes, sweep
+from rooftop.models.trace import parse_trace
+from rooftop.models.workload import build_workload
+from rooftop.store.tracefile import load_trace
+
+QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
+
+
+def _ev(cat, name, ts, dur, tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1 if cat not in ("kernel", "gpu_memcpy") else 0,
+            "tid": tid if cat not in ("kernel", "gpu_memcpy") else 7, "ts": ts, "dur": dur, "args": args}
+
+
+def _trace():
+    """Kernels at 0, 100, 110, 300 and 400 µs (10 µs each); the CPU side says why each gap is there."""
+    ev = [
+        _ev("cpu_op", "aten::a", 0, 5, **{"External id": 1}),
+        _ev("cuda_runtime", "cudaLaunchKernel", 1, 5, correlation=1),
+        _ev("kernel", "k1", 0, 10, correlation=1),
+        _ev("cuda_runtime", "cudaDeviceSynchronize", 12, 80),  # gap 10–100: the CPU waits on a sync
+        _ev("cpu_op", "aten::b", 92, 10, **{"External id": 2}),
+        _ev("cuda_runtime", "cudaLaunchKernel", 93, 5, correlation=2),
+        _ev("kernel", "k2", 100, 10, correlation=2),
+        _ev("cuda_runtime", "cudaLaunchKernel", 101, 5, correlation=3),  # inside aten::b
+        _ev("kernel", "k3", 113, 10, correlation=3),  # gap 110–113: about one launch
+        _ev("cpu_op", "aten::slow", 120, 190, **{"External id": 4}),
+        _ev("cuda_runtime", "cudaLaunchKernel", 290, 5, correlation=4),
+        _ev("kernel", "k4", 300, 10, correlation=4),  # gap 123–300: launched late, from aten::slow
+        _ev("cuda_runtime", "cudaLaunchKernel", 296, 5, correlation=5),
+        _ev("kernel", "k5", 400, 10, correlation=5),  # gap 310–400: queued at 296, waited on something else
+    ]
+    return parse_trace({"traceEvents": ev})
+
+
+def test_each_gap_gets_its_cause():
+    t = _trace()
+    got = {c.cause: (c.category, c.gaps, round(c.time_s * 1e6, 3)) for c in idle_causes(t)}
+    assert got == {
+        "host sync": ("host wait", 1, 90.0),
+        "launch overhead": ("kernel wait", 1, 3.0),
+        "CPU: aten::slow": ("host wait", 1, 177.0),
+        "queued, waiting": ("other", 1, 90.0),
+    }
+    assert sum(v[2] for v in got.values()) == pytest.approx((t.span_s - t.busy_s) * 1e6)
+
+
+def test_the_alone_times_overlap_and_idle_make_up_the_span():
+    ev = [_ev("kernel", "a", 0, 10, stream=7), _ev("kernel", "b", 5, 10, stream=8),
+          _ev("kernel", "c", 30, 5, stream=7)]
+    t = parse_trace({"traceEvents": ev})
+    sw = sweep(t.kernels)
+    assert sw.busy_s == pytest.approx(20e-6) and sw.overlap_s == pytest.approx(5e-6)
+    assert sw.alone_s == pytest.approx((5e-6, 5e-6, 5e-6))
+    w = build_workload(t, lookup_device("h100"))
+    s = w.shares()
+    assert s["ops"] + s["overlap"] + s["idle"] + s["transfers"] == pytest.approx(1.0)
+    assert w.idle_s == pytest.approx(15e-6)
+
+
+def test_the_decode_steps_idle_time_is_the_cpu_in_the_attention_op():
+    """On the H200 decode trace most of the idle time is two first-of-step cuDNN attention calls of 37–39 ms
+    of CPU time each: the largest cause is that op, not launch overhead."""
+    w = build_workload(load_trace(QWEN), lookup_device("h200"))
+    top = w.idle_causes[0]
+    assert top.cause == "CPU: aten::_cudnn_attention_forward" and top.category == "host wait"
+    assert top.time_s > 0.5 * w.idle_s and top.time_s > 0.070
+    launch = [c for c in w.idle_causes if c.cause == "launch overhead"]
+    assert launch and launch[0].time_s < 0.05 * w.idle_s
