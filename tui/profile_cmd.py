@@ -29,8 +29,8 @@ EPILOG = """\
 examples:
   rooftop profile -d h100 --steps 3 -- python train.py --epochs 1
   rooftop profile --trace run.trace.json.gz -d h200
-  rooftop profile --trace traces/ -d a100-80g-ds     (one trace per rank: the rank table, the straggler)
-  rooftop profile -- torchrun --nproc-per-node 2 train.py   (one trace per rank, kept as one profile)
+  rooftop profile --trace traces/ -d a100-80g-ds          (one trace per rank)
+  rooftop profile -- torchrun --nproc-per-node 2 train.py  (kept as one profile)
   rooftop profile --ncu kernels.csv -d h200 --json
 
 W and Q are estimates: rooftop's op models applied to the shapes and dtypes
