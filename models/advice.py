@@ -25,7 +25,7 @@ TYPICAL_LAUNCH_S = 5e-6
 ABOVE_ROOF = 1.10  # reference protocol: points more than 10% above the roof are flagged
 
 if TYPE_CHECKING:
-    from .analysis import Analysis
+    from .placement import Analysis
 
 PATH_HINTS = {
     "tf32-tc": "TF32: torch.backends.cuda.matmul.allow_tf32 = True (10-bit mantissa)",

@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 
 from . import hierarchy
 from .conditions import ceiling_conditions
+from .hardware import Hardware
 from .profile import Ceiling, DeviceProfile
 from .sample import CACHE_PROBES, DATA_MOVING, Sample
 from .units import MiB
@@ -33,20 +34,6 @@ ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagge
 SLOPE_GAIN = 1.5  # an FMA-sweep point is on the slope if one at ≥ 2R runs this much faster
 GPU_DRAM_MIN = 256 * MiB
 PLATEAU_AGREE = 0.10  # CPU: the two largest working sets' rates agree this well on DRAM's plateaus
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """What calibration needs to know about the device that produced the samples."""
-
-    kind: str  # "gpu" or "cpu"
-    name: str
-    vendor: str = ""
-    memory_bytes: float | None = None
-    units: int | None = None  # SMs / CUs, or CPU threads
-    l2_bytes: float | None = None  # GPU L2; CPU last-level cache
-    private_cache_bytes: float | None = None  # CPU: the cache level below the LLC, all instances
-    max_clock_hz: float | None = None  # GPU: the maximum SM clock (the L1's physical limit)
 
 
 @dataclass(frozen=True)

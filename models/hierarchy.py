@@ -19,14 +19,12 @@ Pure: no torch, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
+from .hardware import Hardware
 from .profile import Ceiling
 from .sample import DATA_MOVING, Sample
 from .units import fmt_bandwidth
-
-if TYPE_CHECKING:  # calibrate imports this module; Hardware is only a type here
-    from .calibrate import Hardware
 
 L1_BYTES_PER_CLOCK = 128  # per SM per clock: the L1 load limit of NVIDIA SMs (Volta to Hopper)
 
@@ -50,7 +48,7 @@ class Flag:
         return {"value": self.value, "case": self.case, "why": self.why}
 
 
-def candidates(samples: Iterable[Sample], hw: "Hardware") -> dict[str, list[Sample]]:
+def candidates(samples: Iterable[Sample], hw: Hardware) -> dict[str, list[Sample]]:
     """The measured warm samples that may stand for each cache level of this device."""
     out: dict[str, list[Sample]] = {}
     llc = hw.l2_bytes or 0.0
@@ -70,14 +68,14 @@ def candidates(samples: Iterable[Sample], hw: "Hardware") -> dict[str, list[Samp
     return out
 
 
-def l1_limit(hw: "Hardware") -> float | None:
+def l1_limit(hw: Hardware) -> float | None:
     """SMs × 128 B × max SM clock in bytes/s; None when the SM count or the clock is unknown."""
     if hw.kind != "gpu" or not hw.units or not hw.max_clock_hz:
         return None
     return hw.units * L1_BYTES_PER_CLOCK * hw.max_clock_hz
 
 
-def check(bandwidth: Mapping[str, Ceiling], hw: "Hardware") -> tuple[dict[str, Ceiling], list[Flag]]:
+def check(bandwidth: Mapping[str, Ceiling], hw: Hardware) -> tuple[dict[str, Ceiling], list[Flag]]:
     """The levels that pass the physical checks, and a Flag for each one that does not."""
     kept = dict(bandwidth)
     flags: list[Flag] = []

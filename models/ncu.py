@@ -161,7 +161,9 @@ def _columns(header_row: list[str], units: list[str] | None) -> _Columns:
     col = {c: i for i, c in enumerate(header)}
     if TIME not in col:
         raise NcuError(f"the CSV has no {TIME} column (collect with --set roofline, or --metrics {TIME},…)")
-    unit = (lambda c: units[col[c]] if units and col[c] < len(units) else "")
+    def unit(c: str) -> str:
+        return units[col[c]] if units and col[c] < len(units) else ""
+
     dram_scale = _byte_rate_scale(unit(DRAM_RATE) or "byte/s") if DRAM_RATE in col else None
     l2_scale = _byte_rate_scale(unit(L2_RATE) or "byte/s") if L2_RATE in col else None
     if dram_scale is None and l2_scale is None:
@@ -197,7 +199,9 @@ def _kernel(r: list[str], c: _Columns) -> NcuKernel | None:
         v = _counter(r, i, "tensor ops") or 0.0
         if v:
             by_path[TENSOR_PATHS[src]] = by_path.get(TENSOR_PATHS[src], 0.0) + v
-    get = (lambda name: r[c.col[name]] if name in c.col else "")
+    def get(name: str) -> str:
+        return r[c.col[name]] if name in c.col else ""
+
     return NcuKernel(
         id=r[0].strip(), name=get("Kernel Name"), time_s=t,
         dram_bytes=rate_bytes(DRAM_RATE, c.dram_scale), l2_bytes=rate_bytes(L2_RATE, c.l2_scale),

@@ -9,13 +9,19 @@ tensor cores (seed 000 §3, "按 kernel 实际用的路径判断").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+# The kinds of unit a compute path runs on (closed): matrix units, GEMM on vector units, vector FMA.
+Unit = Literal["tensor", "matmul", "fma"]
+# The memory levels and links rooftop knows (closed; a profile from a file may name others, shown last).
+Level = Literal["dram", "llc", "l2", "l1", "nvlink", "pcie", "net"]
 
 
 @dataclass(frozen=True)
 class ComputePath:
     key: str
     label: str
-    unit: str  # "tensor" (matrix units), "matmul" (GEMM on vector units), "fma" (vector FMA)
+    unit: Unit  # "tensor" (matrix units), "matmul" (GEMM on vector units), "fma" (vector FMA)
     dtype: str  # the element type the path computes in
 
 
@@ -40,7 +46,7 @@ PATHS: dict[str, ComputePath] = {
 # The memory levels a slope can belong to, from main memory up (models.hierarchy
 # says which samples measure each). `dram` is the device's main memory (HBM on
 # datacenter GPUs, DDR on a CPU); links carry the communication roofline.
-LEVELS: dict[str, str] = {
+LEVELS: dict[Level, str] = {
     "dram": "device main memory (HBM / GDDR / DDR)",
     "llc": "CPU last-level cache (L3 on most CPUs), all of it",
     "l2": "L2 cache (GPU: the shared L2; CPU: the private per-core caches below the LLC, all cores)",

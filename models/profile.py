@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, asdict
 from typing import Any, Mapping
 
-from . import bounds
+from . import plausible
 from .paths import PATHS, level_sort_key, path_sort_key
 
 # Where a number comes from. Every ceiling carries one, and every view shows it.
@@ -151,13 +151,13 @@ class DeviceProfile:
         def read(kind: str, key: str, v: Any, p: Mapping[str, Any] | None) -> Ceiling | None:
             c = Ceiling.from_dict(v) if isinstance(v, Mapping) else Ceiling.from_dict(
                 {"source": default, **(p or {}), "value": v})
-            problem = bounds.ceiling_problem(kind, key, c.value)
+            problem = plausible.ceiling_problem(kind, key, c.value)
             if problem and strict:
                 raise ValueError(problem)
             return None if problem else c
 
         def fact(name: str) -> Any:
-            problem = bounds.fact_problem(name, d.get(name))
+            problem = plausible.fact_problem(name, d.get(name))
             if problem and strict:
                 raise ValueError(problem)
             return None if problem else d.get(name)
@@ -170,7 +170,7 @@ class DeviceProfile:
             return {k: c for k, c in out.items() if c is not None}
 
         extra = dict(d.get("extra", {}))
-        problem = bounds.free_problem("extra", extra)
+        problem = plausible.free_problem("extra", extra)
         if problem and strict:
             raise ValueError(problem)
         launch = read("launch", "overhead", lo, prov.get("launch_overhead")) if lo else None

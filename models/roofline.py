@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Literal
+
+# Which roof binds an op: the bandwidth slope below the ridge, the compute roof at or above it.
+Regime = Literal["memory", "compute"]
 
 
 def intensity(flops: float, nbytes: float) -> float:
@@ -38,7 +41,7 @@ def time_bound(flops: float, nbytes: float, peak: float, bandwidth: float) -> fl
     return max(flops / peak, nbytes / bandwidth)
 
 
-def regime(i: float, peak: float, bandwidth: float) -> str:
+def regime(i: float, peak: float, bandwidth: float) -> Regime:
     """'memory' below the ridge, 'compute' at or above it."""
     return "memory" if i < ridge(peak, bandwidth) else "compute"
 

@@ -98,7 +98,7 @@ def _run(backend: Backend, family: str, working_set: float) -> Sample:
     dev = backend.torch_device
     bufs = [torch.empty(n, dtype=torch.float32, device=dev).fill_(1.0 + i) for i in range(arrays)]
     backend.sync()
-    stats = backend.measure(lambda: kernel(bufs))
+    stats = backend.measure(lambda: kernel(bufs))  # noqa: F821 - measured before the del below
     del bufs
     return dataclasses.replace(tmpl, stats=stats)
 

@@ -274,7 +274,7 @@ def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: i
                     sys.stderr.write(f"{code}\n")
             except KeyboardInterrupt:
                 raise
-            except BaseException as exc:  # noqa: BLE001 - the user's program's own error
+            except BaseException as exc:  # the user's program's own error
                 _print_user_traceback(exc)
                 status = 1
         recording = rec.stop()
@@ -314,7 +314,7 @@ def rank_trace_path(trace: str | os.PathLike[str]) -> Path:
     return p.with_name(f"{stem}.rank-{rank}{dot}{rest}" if dot else f"{stem}.rank-{rank}")
 
 
-class profile:  # noqa: N801 - used like a function, as torch.profiler.profile is
+class profile:  # used like a function, as torch.profiler.profile is
     """Profile a block or a function and write its Chrome trace (read it with `rooftop profile --trace`).
 
         with profile(steps=3, trace="run.trace.json") as p:

@@ -148,7 +148,7 @@ class _Worker:
             fn, box, done = job
             try:
                 box.append(fn())
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting tick
+            except BaseException as exc:  # handed to the waiting tick
                 box.append(exc)
             finally:
                 self.busy_since = None
@@ -423,7 +423,7 @@ def _field(read: Callable[[], Any]) -> Any:
     """One field's value, or None when reading or converting it fails: one bad value costs one field."""
     try:
         return read()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         log.debug("telemetry field failed: %r", exc)
         return None
 

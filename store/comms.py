@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .runs import Run, Store
+from .runs import COMM_PLAN, Run, Store
 
-PLAN = "comm"
+PLAN = COMM_PLAN
 
 
 def comm_device_info(backend: str, world: int, device_name: str, sweep: str) -> dict[str, Any]:
@@ -28,4 +28,4 @@ def begin_comm(store: Store, device_info: Mapping[str, Any], backend: str,
 
 
 def is_comm(run: Run) -> bool:
-    return run.plan == PLAN
+    return run.kind == "comm"

@@ -23,11 +23,12 @@ Why this module is careful:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Literal, Sequence
 
 APPLICATION_ID = 0x526F6F66  # "Roof": marks a SQLite file as rooftop's
 BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another before giving up
@@ -36,8 +37,67 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 Migration = Callable[[sqlite3.Connection], None]
 
 
+# Why the store failed, for a caller that acts on it (the app retries nothing; a command says it).
+# locked: another process held the write lock past the busy timeout; read-only: this process may
+# not write; damaged: the file is corrupt inside; foreign: not rooftop's (another file or program,
+# a newer rooftop's schema); full: no space left; missing: no database there yet; refused: a request
+# the store turns down (an unknown run, a bad name); unusable: anything else (cannot open or create).
+Reason = Literal["locked", "read-only", "damaged", "foreign", "full", "missing", "refused", "unusable"]
+
+
 class StoreError(Exception):
-    """A problem with the database file, worded for one line: what is wrong and what to do."""
+    """A problem with the database file, worded for one line: what is wrong and what to do.
+
+    The store raises this and nothing else: sqlite3 and OS errors met while using the file
+    become one (`store_error`), with a `reason`.
+    """
+
+    default_reason: Reason = "unusable"  # a subclass names its own (UnknownRun: refused, …)
+
+    def __init__(self, message: str, reason: Reason | None = None) -> None:
+        super().__init__(message)
+        self.reason: Reason = reason or self.default_reason
+
+
+# SQLite's primary result codes (sqlite_errorcode & 0xff) that say why a statement failed
+_SQLITE_REASONS: dict[int, Reason] = {5: "locked", 6: "locked", 8: "read-only", 11: "damaged", 13: "full",
+                                      26: "foreign"}
+
+
+def error_reason(exc: BaseException) -> Reason:
+    """Why a sqlite3 or OS error happened, as a StoreError reason."""
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            return "full"
+        return "read-only" if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else "unusable"
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if isinstance(code, int) and (code & 0xFF) in _SQLITE_REASONS:
+        return _SQLITE_REASONS[code & 0xFF]
+    text = str(exc).lower()
+    for words, reason in (("locked", "locked"), ("readonly", "read-only"), ("read-only", "read-only"),
+                          ("disk is full", "full"), ("not a database", "foreign")):
+        if words in text:
+            return reason  # type: ignore[return-value]
+    return "damaged" if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError) \
+        else "unusable"
+
+
+def store_error(exc: BaseException, path: Path | str) -> StoreError:
+    """A sqlite3 or OS error met while using the store at `path`, as one line saying what to do."""
+    reason = error_reason(exc)
+    if reason == "locked":
+        msg = (f"database {path} is locked: another rooftop held it for over {BUSY_TIMEOUT_MS // 1000} s ({exc}); "
+               "try again when it is done")
+    elif reason == "full":
+        msg = f"database {path} cannot grow: the disk is full ({exc}); free some space, or use another --db PATH"
+    elif reason == "read-only":
+        msg = f"database {path} cannot be written ({exc}); make it writable, or copy it and use --db COPY"
+    elif reason in ("damaged", "foreign"):  # damage found mid-command: name the file
+        msg = (f"database {path} is damaged ({exc}); check it with `sqlite3 FILE 'PRAGMA integrity_check'`, "
+               "or use another --db PATH")
+    else:
+        msg = f"database {path} could not be used: {getattr(exc, 'strerror', None) or exc}"
+    return StoreError(msg, reason)
 
 
 def _script(sql: str) -> Migration:
@@ -150,38 +210,39 @@ def inspect(path: Path) -> bool:
     if not path.exists():
         return True
     if path.is_dir():
-        raise StoreError(f"{path} is a directory, not a database file; {_advice(path)}")
+        raise StoreError(f"{path} is a directory, not a database file; {_advice(path)}", "foreign")
     try:
         with open(path, "rb") as f:
             head = f.read(len(SQLITE_MAGIC))
     except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}; check its permissions") from None
+        raise StoreError(f"cannot read {path}: {exc.strerror}; check its permissions", error_reason(exc)) from None
     if not head:
         return True  # an empty file is an empty SQLite database
     if head != SQLITE_MAGIC:
-        raise StoreError(f"{path} is not an SQLite database (corrupt or another kind of file); {_advice(path)}")
+        raise StoreError(f"{path} is not an SQLite database (corrupt or another kind of file); {_advice(path)}",
+                         "foreign")
     try:
         ro = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot open {path}: {exc}; {_advice(path)}") from None
+        raise StoreError(f"cannot open {path}: {exc}; {_advice(path)}", error_reason(exc)) from None
     try:
         app_id = ro.execute("PRAGMA application_id").fetchone()[0]
         version = ro.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path} is corrupt ({exc}); {_advice(path)}") from None
+        raise StoreError(f"{path} is corrupt ({exc}); {_advice(path)}", "damaged") from None
     finally:
         ro.close()
     if app_id == APPLICATION_ID:
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{path} was written by a newer rooftop (schema {version}; this one knows up to "
-                f"{SCHEMA_VERSION}); upgrade rooftop, or use another file with --db PATH"
+                f"{SCHEMA_VERSION}); upgrade rooftop, or use another file with --db PATH", "foreign"
             )
         return version < SCHEMA_VERSION
     if app_id == 0 and not tables:
         return True  # a fresh SQLite file with nothing in it
-    raise StoreError(f"{path} is an SQLite database but not rooftop's; {_advice(path)}")
+    raise StoreError(f"{path} is an SQLite database but not rooftop's; {_advice(path)}", "foreign")
 
 
 def _writable(folder: Path) -> bool:
@@ -260,7 +321,8 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot open {path}: {exc}; check the directory exists and is writable") from None
+        raise StoreError(f"cannot open {path}: {exc}; check the directory exists and is writable",
+                         error_reason(exc)) from None
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode = WAL")
@@ -270,23 +332,25 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
             migrate(conn, MIGRATIONS)
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise StoreError(f"cannot use {path}: {exc}; {_advice(path)}") from None
+        raise StoreError(f"cannot use {path}: {exc}; {_advice(path)}", error_reason(exc)) from None
     return conn
 
 
 def _connect_read_only(path: Path, why: str) -> sqlite3.Connection:
     if not path.exists():
-        raise StoreError(f"cannot create {path}: {why}; point --db PATH or ROOFTOP_DB at a writable place")
+        raise StoreError(f"cannot create {path}: {why}; point --db PATH or ROOFTOP_DB at a writable place",
+                         "read-only")
     if inspect(path):
         raise StoreError(f"{path} is read-only ({why}) and holds no rooftop data this version can read "
-                         "(it is empty, or must be upgraded by writing it); make it writable, or use another --db PATH")
+                         "(it is empty, or must be upgraded by writing it); make it writable, or use another --db PATH",
+                         "read-only")
     try:
         conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                                isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot read {path} ({why}): {exc}; {_advice(path)}") from None
+        raise StoreError(f"cannot read {path} ({why}): {exc}; {_advice(path)}", error_reason(exc)) from None
     return conn
 
 
@@ -314,7 +378,8 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite already rolled back after some errors (a full disk): say those, not this
+            conn.execute("ROLLBACK")
         raise
     else:
         conn.execute("COMMIT")

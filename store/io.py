@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from rooftop.models import bounds
+from rooftop.models import plausible
 from rooftop.models.calibrate import Hardware, calibrate, case_of
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample
@@ -126,14 +126,14 @@ def _text(d: dict[str, Any], key: str, default: str | None = None) -> str:
     """A text field: a string (JSON has no other way to write one); absent gives `default`."""
     v = d.get(key, default) if default is not None else d[key]
     if not isinstance(v, str):
-        raise Malformed(f"{key} = {bounds.shown(v)} is not text")
+        raise Malformed(f"{key} = {plausible.shown(v)} is not text")
     return v
 
 
 def _mapping(d: dict[str, Any], key: str) -> dict[str, Any]:
     v = d.get(key, {})
     if not isinstance(v, dict):
-        raise Malformed(f"{key} = {bounds.shown(v)} is not an object")
+        raise Malformed(f"{key} = {plausible.shown(v)} is not an object")
     return dict(v)
 
 
@@ -144,7 +144,7 @@ def _json_run(d: dict[str, Any], source: str) -> NewRun:
     what the file says is checked by `run_problem`, not coerced into something it did not say.
     """
     if not isinstance(d, dict):
-        raise Malformed(f"a run must be an object, not {bounds.shown(d)}")
+        raise Malformed(f"a run must be an object, not {plausible.shown(d)}")
     name = d.get("name")
     run = Run(
         id=_text(d, "id").lower(),
@@ -166,12 +166,12 @@ def _json_run(d: dict[str, Any], source: str) -> NewRun:
     samples = [_json_sample(s) for s in d.get("samples", [])]
     profile = d.get("profile")
     if profile is not None and not isinstance(profile, dict):
-        raise Malformed(f"profile = {bounds.shown(profile)} is not an object")
+        raise Malformed(f"profile = {plausible.shown(profile)} is not an object")
     return NewRun(run, samples, telemetry, DeviceProfile.from_dict(profile) if profile else None)
 
 
 def _not_object(what: str, v: Any) -> dict[str, Any]:
-    raise Malformed(f"{what} must be an object, not {bounds.shown(v)}")
+    raise Malformed(f"{what} must be an object, not {plausible.shown(v)}")
 
 
 def _json_sample(d: Any) -> Sample:
@@ -190,37 +190,37 @@ DEVICE_FACTS = ("l2_bytes", "memory_bytes", "sm_count", "power_limit_w")  # what
 def run_problem(item: NewRun) -> str | None:
     """What makes a run from a file impossible to keep, in words; None when it is fine.
 
-    One place for every field (the values' own rules are in models.bounds), used for JSON and
+    One place for every field (the values' own rules are in models.plausible), used for JSON and
     CSV alike, so nothing a view or a formula cannot use reaches the store.
     """
     run, profile = item.run, item.profile
     if len(run.id) != 32 or any(c not in "0123456789abcdef" for c in run.id):
         return f"has a bad id {run.id!r} (32 hex digits expected)"
     if run.status not in STATUSES:
-        return f"has an unknown status {bounds.shown(run.status)} (one of: {', '.join(STATUSES)})"
-    checks = [bounds.when_problem("started_at", run.started_at),
-              bounds.optional(bounds.when_problem("ended_at", run.ended_at), run.ended_at)]
-    checks += [bounds.fact_problem(f"device {k}", run.device.get(k)) if k != "power_limit_w" else
-               bounds.fact_problem(k, run.device.get(k)) for k in DEVICE_FACTS]
-    checks += [bounds.free_problem("device", dict(run.device)), bounds.free_problem("versions", dict(run.versions))]
+        return f"has an unknown status {plausible.shown(run.status)} (one of: {', '.join(STATUSES)})"
+    checks = [plausible.when_problem("started_at", run.started_at),
+              plausible.optional(plausible.when_problem("ended_at", run.ended_at), run.ended_at)]
+    checks += [plausible.fact_problem(f"device {k}", run.device.get(k)) if k != "power_limit_w" else
+               plausible.fact_problem(k, run.device.get(k)) for k in DEVICE_FACTS]
+    checks += [plausible.free_problem("device", dict(run.device)), plausible.free_problem("versions", dict(run.versions))]
     for i, t in enumerate(item.telemetry, start=1):
-        checks += [bounds.free_problem(f"telemetry row {i}", dict(t)),
-                   bounds.when_problem(f"telemetry row {i} t", t["t"]) if "t" in t else None]
+        checks += [plausible.free_problem(f"telemetry row {i}", dict(t)),
+                   plausible.when_problem(f"telemetry row {i} t", t["t"]) if "t" in t else None]
     bad = next((c for c in checks if c), None)
     if bad:
         return f"has an impossible value: {bad}"
     for i, s in enumerate(item.samples, start=1):
-        problem = bounds.sample_problem(s)
+        problem = plausible.sample_problem(s)
         if problem:
             return f"sample {i} has an impossible value: {problem}"
     if profile is not None:
         roofs = [("bandwidth", k, c) for k, c in profile.bandwidth.items()]
         roofs += [("peak", k, c) for k, c in profile.peak.items()]
         roofs += [("launch", "overhead", profile.launch_overhead)] if profile.launch_overhead else []
-        bad = next((p for kind, k, c in roofs if (p := bounds.ceiling_problem(kind, k, c.value))), None)
+        bad = next((p for kind, k, c in roofs if (p := plausible.ceiling_problem(kind, k, c.value))), None)
         if bad:
             return f"has an impossible ceiling: {bad}"
-        bad = next((p for k in bounds.FACTS if (p := bounds.fact_problem(k, getattr(profile, k)))), None)
+        bad = next((p for k in plausible.FACTS if (p := plausible.fact_problem(k, getattr(profile, k)))), None)
         if bad:
             return f"has an impossible device fact: {bad}"
     return None
@@ -254,7 +254,7 @@ def _json_source(p: Path, text: str) -> Source:
             raise ImportFailed(f"{p}: run {i} is malformed (no {exc} field)") from None
         except Malformed as exc:
             raise ImportFailed(f"{p}: run {i} is malformed ({exc})") from None
-        except ValueError as exc:  # a value the checks (models.bounds) refuse, or text that is not a number
+        except ValueError as exc:  # a value the checks (models.plausible) refuse, or text that is not a number
             raise ImportFailed(f"{p}: run {i} has an impossible value: {exc}") from None
         except (TypeError, AttributeError, OverflowError, RecursionError) as exc:
             raise ImportFailed(f"{p}: run {i} is malformed ({type(exc).__name__}: {exc})") from None
@@ -299,7 +299,7 @@ def export_csv(store: Store, runs: Iterable[Run]) -> dict[str, str]:
     for run, target in _targets(runs):
         profile = store.stored_profile(run.id)
         l2 = (profile.l2_bytes if profile else None) or run.device.get("l2_bytes")
-        l2 = None if bounds.fact_problem("l2_bytes", l2) else l2  # a store older than the checks may hold text
+        l2 = None if plausible.fact_problem("l2_bytes", l2) else l2  # a store older than the checks may hold text
         summary += refcsv.summary_rows(target, run.device_name, l2, store.samples(run.id))
         if profile:
             roofs += refcsv.roofs_rows(target, profile)

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from rooftop.models import bounds
+from rooftop.models import plausible
 from rooftop.models.catalog import REFERENCE_DTYPE_PATH
 from rooftop.models.paths import LEVELS, PATHS, fma_path
 from rooftop.models.profile import Ceiling, DeviceProfile
@@ -163,17 +163,17 @@ def _float(row: Mapping[str, str], col: str, line: int, required: bool = True, p
     try:
         v = float(text)
     except ValueError:
-        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(text)} is not a number") from None
+        raise CsvFormatError(f"row {line}: {col} = {plausible.shown(text)} is not a number") from None
     if not math.isfinite(v) or v < 0 or (positive and v == 0):
         want = "a positive number" if positive else "a number ≥ 0"
-        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(text)} is not {want}")
+        raise CsvFormatError(f"row {line}: {col} = {plausible.shown(text)} is not {want}")
     return v
 
 
 def _whole(row: Mapping[str, str], col: str, line: int) -> int | None:
     v = _float(row, col, line, required=False)
     if v is not None and not v.is_integer():
-        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(row[col].strip())} is not a whole number")
+        raise CsvFormatError(f"row {line}: {col} = {plausible.shown(row[col].strip())} is not a whole number")
     return None if v is None else int(v)
 
 
@@ -269,14 +269,14 @@ CSV_SCALE = {"peak": (1e12, "TFLOP/s"), "bandwidth": (1e9, "GB/s")}
 
 
 def _roof(row: Mapping[str, str], col: str, line: int, kind: str, key: str, required: bool) -> float | None:
-    """A roof or slope of a roofs.csv row in SI units, within models.bounds (told in the CSV's own units)."""
+    """A roof or slope of a roofs.csv row in SI units, within models.plausible (told in the CSV's own units)."""
     v = _float(row, col, line, required=required, positive=True)
     if v is None:
         return None
     scale, unit = CSV_SCALE[kind]
-    lo, hi = bounds.CEILING_RANGE[kind]
-    if bounds.ceiling_problem(kind, key, v * scale):
-        raise CsvFormatError(f"row {line}: {col} = {bounds.shown(row[col].strip())} is outside physical sense for {kind} {key} "
+    lo, hi = plausible.CEILING_RANGE[kind]
+    if plausible.ceiling_problem(kind, key, v * scale):
+        raise CsvFormatError(f"row {line}: {col} = {plausible.shown(row[col].strip())} is outside physical sense for {kind} {key} "
                              f"({lo / scale:g} to {hi / scale:g} {unit})")
     return v * scale
 

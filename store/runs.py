@@ -23,6 +23,7 @@ used by two threads at once; give each thread its own `Store.open`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -33,9 +34,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ContextManager, Iterable, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Literal, Mapping, Sequence, get_args
 
-from rooftop.models import bounds
+from rooftop.models import plausible
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.units import fmt_when
@@ -45,8 +46,14 @@ from .db import StoreError
 from .locations import db_path
 from .process import host_name, is_alive, process_token
 
-STATUSES = ("running", "complete", "cancelled", "failed", "interrupted")
-FINAL_STATUSES = ("complete", "cancelled", "failed")
+RunStatus = Literal["running", "complete", "cancelled", "failed", "interrupted"]
+STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+FINAL_STATUSES: tuple[RunStatus, ...] = ("complete", "cancelled", "failed")
+# What a run holds, told by its plan: a measurement of the device's ceilings (plan quick, full, …),
+# a profiled program (plan "profile", store.workloads) or a collectives sweep (plan "comm", store.comms).
+RunKind = Literal["measurement", "profile", "comm"]
+PROFILE_PLAN = "profile"
+COMM_PLAN = "comm"
 SHORT_ID = 8
 MIN_PREFIX = 4
 LOCAL = "local"  # the device id of this machine's latest measured profile (DESIGN.md, vocabulary)
@@ -57,13 +64,19 @@ HEX_RE = re.compile(r"[0-9a-fA-F]+")
 class UnknownRun(StoreError, LookupError):
     """A run reference that matches no run (or more than one)."""
 
+    default_reason = "refused"
+
 
 class ReadOnlyStore(StoreError):
     """A write to a store this process may only read (a read-only file, folder or mount)."""
 
+    default_reason = "read-only"
+
 
 class BadName(StoreError, ValueError):
     """A run name that is malformed, taken, or would shadow a catalog device or read as a run id."""
+
+    default_reason = "refused"
 
 
 def name_problem(name: str) -> str | None:
@@ -96,7 +109,7 @@ class Run:
     backend: str
     plan: str
     started_at: float  # epoch seconds
-    status: str  # one of STATUSES
+    status: RunStatus
     name: str | None = None
     versions: Mapping[str, Any] = field(default_factory=dict)
     ended_at: float | None = None
@@ -116,6 +129,11 @@ class Run:
     @property
     def device_name(self) -> str:
         return str(self.device.get("name") or self.device_key)
+
+    @property
+    def kind(self) -> RunKind:
+        """A profiled program, a collectives sweep, or (any other plan) a measurement of the ceilings."""
+        return "profile" if self.plan == PROFILE_PLAN else "comm" if self.plan == COMM_PLAN else "measurement"
 
 
 @dataclass(frozen=True)
@@ -321,8 +339,8 @@ class Store:
         return problem is not None
 
     def _run_from_row(self, row: tuple) -> Run:
-        started = math.nan if self._unknown(row[0], bounds.when_problem("started_at", row[6])) else row[6]
-        ended = row[10] if row[10] is None or not self._unknown(row[0], bounds.when_problem("ended_at", row[10])) \
+        started = math.nan if self._unknown(row[0], plausible.when_problem("started_at", row[6])) else row[6]
+        ended = row[10] if row[10] is None or not self._unknown(row[0], plausible.when_problem("ended_at", row[10])) \
             else math.nan
         return Run(
             id=row[0], device_key=row[1], host=row[2], device=json.loads(row[3]), backend=row[4], plan=row[5],
@@ -373,7 +391,7 @@ class Store:
                 footprint_bytes=r[6], path=r[7], stats=stats, skipped=r[15], max_error=r[16],
                 conditions=json.loads(r[17]),
             )
-            if not self._unknown(run_id, bounds.sample_problem(sample)):
+            if not self._unknown(run_id, plausible.sample_problem(sample)):
                 out.append(sample)  # a point with impossible numbers is left out, not drawn or exported
         return out
 
@@ -393,12 +411,12 @@ class Store:
         if row is None or row[0] is None:
             return None
         d = json.loads(row[0])
-        ceilings = [c for c in ceilings if not self._unknown(run_id, bounds.ceiling_problem(c[0], c[1], c[2]))]
+        ceilings = [c for c in ceilings if not self._unknown(run_id, plausible.ceiling_problem(c[0], c[1], c[2]))]
         bandwidth = {k: Ceiling(v, s, c, bool(st)) for kind, k, v, s, c, st in ceilings if kind == "bandwidth"}
         peak = {k: Ceiling(v, s, c, bool(st)) for kind, k, v, s, c, st in ceilings if kind == "peak"}
         launch = [Ceiling(v, s, c, bool(st)) for kind, k, v, s, c, st in ceilings if kind == "launch"]
-        for name in bounds.FACTS:
-            self._unknown(run_id, bounds.fact_problem(name, d.get(name)))
+        for name in plausible.FACTS:
+            self._unknown(run_id, plausible.fact_problem(name, d.get(name)))
         base = DeviceProfile.from_dict({**d, "bandwidth": {}, "peak": {}, "launch_overhead": None}, strict=False)
         return dataclasses.replace(
             base, bandwidth=bandwidth, peak=peak, launch_overhead=launch[0] if launch else None
@@ -544,6 +562,33 @@ class Store:
     def integrity_check(self) -> str:
         """SQLite's own check: 'ok' when the file is sound."""
         return "; ".join(r[0] for r in self.conn.execute("PRAGMA integrity_check"))
+
+
+def _guarded(fn: Callable[..., Any], where: Callable[[tuple, dict], Any]) -> Callable[..., Any]:
+    """`fn`, with a sqlite3 or OS error met on the way turned into the store's one error (db.store_error)."""
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except StoreError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise db.store_error(exc, where(args, kwargs)) from exc
+
+    return guarded
+
+
+# Every public method of Store raises StoreError and nothing else: a locked, full or damaged
+# file mid-command is said as what it is, by every caller alike.
+for _name, _member in list(vars(Store).items()):
+    if _name.startswith("_"):
+        continue
+    if isinstance(_member, classmethod):
+        setattr(Store, _name, classmethod(_guarded(
+            _member.__func__, lambda a, k: db_path(a[1] if len(a) > 1 else k.get("path")))))
+    elif callable(_member):
+        setattr(Store, _name, _guarded(_member, lambda a, k: a[0].path))
 
 
 # -- writes inside a caller's transaction ------------------------------------------------

@@ -12,7 +12,7 @@ os.environ["ROOFTOP_HOME"] = tempfile.mkdtemp(prefix="rooftop-tests-")
 os.environ.pop("ROOFTOP_DB", None)
 
 
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture

@@ -14,23 +14,23 @@ class NVMLError(Exception):
     pass
 
 
-class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's names
+class NVMLError_NotSupported(NVMLError):  # pynvml's names
     pass
 
 
-class NVMLError_GpuIsLost(NVMLError):  # noqa: N801
+class NVMLError_GpuIsLost(NVMLError):
     pass
 
 
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
+class NVMLError_LibraryNotFound(NVMLError):
     pass
 
 
-class NVMLError_FunctionNotFound(NVMLError):  # noqa: N801
+class NVMLError_FunctionNotFound(NVMLError):
     pass
 
 
-class NVMLError_Unknown(NVMLError):  # noqa: N801
+class NVMLError_Unknown(NVMLError):
     pass
 
 
@@ -38,7 +38,7 @@ class GpmSupport(SimpleNamespace):
     """nvmlGpmQueryDeviceSupport's answer."""
 
 
-class c_nvmlGpmMetricsGet_t:  # noqa: N801 - pynvml's name; a plain object standing for the ctypes structure
+class c_nvmlGpmMetricsGet_t:  # pynvml's name; a plain object standing for the ctypes structure
     def __init__(self) -> None:
         self.version = 0
         self.numMetrics = 0

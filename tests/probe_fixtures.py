@@ -13,7 +13,7 @@ def cpu_backend():
     return select_backend("cpu")
 
 
-def tiny_sizes():  # noqa: ANN201 - a probes.plan.Sizes
+def tiny_sizes():  # a probes.plan.Sizes
     """A plan's sizes small enough to run every probe on the CPU in a second or two."""
     from rooftop.models.units import KiB
     from rooftop.probes.fma import FmaSweep

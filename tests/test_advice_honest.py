@@ -122,7 +122,7 @@ def _cpu(id_: str, threads: int, gbs: float) -> DeviceProfile:
                          kind="cpu", sm_count=threads)
 
 
-def _printed(renderable) -> str:  # noqa: ANN001
+def _printed(renderable) -> str:
     from rich.console import Console
 
     console = Console(width=100, record=True)
@@ -131,7 +131,7 @@ def _printed(renderable) -> str:  # noqa: ANN001
 
 
 def test_op_output_on_a_cpu_profile_names_its_threads() -> None:
-    from rooftop.tui.report import analysis_table
+    from rooftop.tui.render.report import analysis_table
 
     text = _printed(analysis_table([analyze(parse_spec("gemm 512 512 512 fp32"), _cpu("local", 2, 20))]))
     assert "local is a CPU profile measured with 2 threads" in text
@@ -140,7 +140,7 @@ def test_op_output_on_a_cpu_profile_names_its_threads() -> None:
 
 def test_compare_notes_cpu_profiles_measured_with_different_threads() -> None:
     from rooftop.models.compare import thread_note
-    from rooftop.tui.report import compare_tables
+    from rooftop.tui.render.report import compare_tables
 
     one, two = _cpu("local", 1, 20), _cpu("run-a", 2, 20)
     note = thread_note([one, two])
@@ -152,7 +152,7 @@ def test_compare_notes_cpu_profiles_measured_with_different_threads() -> None:
 
 def test_the_measure_report_says_how_many_threads() -> None:
     from rooftop.models.calibrate import Calibration
-    from rooftop.tui.measure_report import ceilings_table
+    from rooftop.tui.render.measure_report import ceilings_table
 
     cal = Calibration(profile=_cpu("local", 3, 20), unstable=(), skipped=(), above_roof=(), notes=())
     assert "ceilings of AMD EPYC (measured with 3 threads)" in _printed(ceilings_table(cal))

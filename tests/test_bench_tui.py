@@ -37,7 +37,7 @@ print(json.dumps({"import_s": t_import, "first_frame_s": marks.get("ready"), "to
 
 
 @pytest.mark.bench
-def test_first_frame_under_a_second(tmp_path) -> None:  # noqa: ANN001
+def test_first_frame_under_a_second(tmp_path) -> None:
     script = tmp_path / "first_frame.py"  # a file: Textual finds a subclass's CSS beside its source
     script.write_text(FIRST_FRAME)
     runs = []

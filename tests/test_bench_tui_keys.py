@@ -15,7 +15,7 @@ import pytest
 from textual.widgets import TabbedContent
 
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.livepane import MeasurePanel
+from rooftop.tui.app.panes.live import MeasurePanel
 
 
 @pytest.mark.bench

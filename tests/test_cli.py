@@ -178,7 +178,7 @@ def test_the_plot_legend_is_below_the_chart_not_over_it(capsys: pytest.CaptureFi
 def test_legend_lines_pack_within_the_width_and_paint_only_the_swatch() -> None:
     from rooftop.models.catalog import lookup_device
     from rooftop.models.plotdata import roof_series
-    from rooftop.tui.chart import legend_lines, line_colors
+    from rooftop.tui.render.chart import legend_lines, line_colors
 
     series = roof_series(lookup_device("h100"), None, None)
     plain = legend_lines(series, 60)

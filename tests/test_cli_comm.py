@@ -210,7 +210,7 @@ def test_comm_fit_note_hangs_under_itself_at_80_columns():
     from rich.console import Console
 
     from rooftop.models.comm import CommPoint, fit_points
-    from rooftop.tui.comm_cmd import comm_report
+    from rooftop.tui.render.comm import comm_report
 
     points = [CommPoint("allreduce", 2, s, 20e-6 + s / 5e9, 20e-6, 30e-6, 0.1) for s in (8.0, 2.0**20, 2.0**24)]
     console = Console(file=io.StringIO(), width=80, no_color=True)

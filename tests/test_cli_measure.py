@@ -75,7 +75,7 @@ def test_measured_roofline_piped_has_no_escape_codes(monkeypatch: pytest.MonkeyP
     from types import SimpleNamespace
 
     from rooftop.models.catalog import lookup_device
-    from rooftop.tui.measure_cmd import _measure_plot
+    from rooftop.tui.commands.measure import _measure_plot
 
     monkeypatch.delenv("NO_COLOR", raising=False)  # stdout is captured, not a terminal: that alone must do
     chart = _measure_plot(SimpleNamespace(profile=lookup_device("h100")), [], 80, 20)
@@ -90,10 +90,10 @@ def test_plot_size_is_checked() -> None:
 
 def test_ctrl_c_before_the_measurement_starts_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from rooftop.tui import measure_cmd
+    from rooftop.tui.commands import measure as measure_cmd
     from rooftop.tui.cli import main
 
-    def interrupted(args):  # noqa: ANN001, ANN202 - as Ctrl-C while torch is being imported
+    def interrupted(args):  # as Ctrl-C while torch is being imported
         raise KeyboardInterrupt
 
     monkeypatch.setattr(measure_cmd, "cmd_measure", interrupted)

@@ -55,7 +55,7 @@ def test_help_keeps_the_example_blocks_as_written(capsys: pytest.CaptureFixture[
 
 
 @pytest.fixture
-def nvml(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - a function making the fake pynvml
+def nvml(monkeypatch: pytest.MonkeyPatch):  # a function making the fake pynvml
     """Install a fake pynvml (fake_nvml.py) for `rooftop watch`: GPUs by name, or NVML missing."""
     from fake_nvml import FakeNVML, NVMLError_LibraryNotFound
 
@@ -110,7 +110,7 @@ def test_watch_one_gpu_of_two(nvml, capsys: pytest.CaptureFixture[str]) -> None:
 def test_telemetry_lines_fit_80_columns_at_their_widest() -> None:
     """Three-digit figures, every throttle reason, a 128-core CPU: still 80 columns, nothing important lost."""
     from rooftop.probes.telemetry import THROTTLING, CpuSnapshot, GpuSnapshot, Snapshot
-    from rooftop.tui.report import telemetry_lines
+    from rooftop.tui.render.telemetry import telemetry_lines
 
     g = GpuSnapshot(index=7, name="NVIDIA B300", gpu_util_pct=100, mem_util_pct=100, sm_clock_mhz=2100,
                     mem_clock_mhz=3996, sm_clock_max_mhz=2100, power_w=1400, power_limit_w=1400, temperature_c=105,
@@ -132,7 +132,7 @@ def test_telemetry_lines_fit_80_columns_at_their_widest() -> None:
 
 def split_pairs(text: str) -> list[str]:
     """Line ends that part what belongs together: a value from its unit, `I =` from its value."""
-    from rooftop.tui.report import GLUE
+    from rooftop.tui.render.report import GLUE
 
     lines = text.splitlines()
     out = []
@@ -153,7 +153,7 @@ def printed(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 @pytest.fixture
-def runs_db(tmp_path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN001, ANN201
+def runs_db(tmp_path, monkeypatch: pytest.MonkeyPatch):
     """A store with two runs, one with a long hyphenated name; reports at 80 columns, as piped."""
     from tui_helpers import fixed_runs_db
 
@@ -230,8 +230,8 @@ def test_measure_report_indents_what_wraps() -> None:
     from rich.console import Console
 
     from rooftop.models.calibrate import calibrate
-    from rooftop.tui.measure_report import measure_report
-    from rooftop.tui.report import TrimmedLines
+    from rooftop.tui.render.measure_report import measure_report
+    from rooftop.tui.render.report import TrimmedLines
     from test_calibrate import CPU
     from test_measure_report import samples
 
@@ -252,7 +252,7 @@ def test_measure_report_indents_what_wraps() -> None:
 def test_trimmed_lines_drop_only_the_spaces_at_a_line_end() -> None:
     import io
 
-    from rooftop.tui.report import TrimmedLines
+    from rooftop.tui.render.report import TrimmedLines
 
     buf = io.StringIO()
     f = TrimmedLines(buf)
@@ -271,7 +271,7 @@ def test_op_report_never_parts_a_figure_at_any_width(spec: str) -> None:
     from rooftop.models.analysis import analyze
     from rooftop.models.catalog import lookup_device
     from rooftop.models.spec import parse_specs
-    from rooftop.tui.report import TrimmedLines, analysis_table
+    from rooftop.tui.render.report import TrimmedLines, analysis_table
 
     (op,) = parse_specs([spec])
     report = analysis_table([analyze(op, lookup_device("h100"))])
@@ -331,7 +331,7 @@ def test_a_cpu_profile_names_its_cache_and_threads_as_a_cpu_has_them() -> None:
     from rich.console import Console
 
     from rooftop.models.profile import Ceiling, DeviceProfile
-    from rooftop.tui.report import profile_detail
+    from rooftop.tui.render.report import profile_detail
 
     cpu = DeviceProfile("local", "AMD EPYC", "measured", {"dram": Ceiling(30e9, "measured", "triad:268435452")}, {},
                         kind="cpu", sm_count=1, l2_bytes=32 * 2**20)

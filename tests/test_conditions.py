@@ -11,14 +11,14 @@ from rooftop.models.units import MiB
 from test_calibrate import CPU, GPU, gemm, stream
 
 
-def ran(sample, mhz: float, throttle: list[str] = (), snapshots: int = 2):  # noqa: ANN001, ANN201
+def ran(sample, mhz: float, throttle: list[str] = (), snapshots: int = 2):
     """The sample with the conditions the telemetry sampler attaches (an H200 capped at 700 W)."""
     telemetry = {"snapshots": snapshots, "mean_sm_clock_mhz": mhz, "sm_clock_max_mhz": 1980.0,
                  "max_temperature_c": 58.0, "mean_power_w": 620.0, "power_limit_w": 700.0, "throttle": list(throttle)}
     return dataclasses.replace(sample, conditions={**telemetry, **sample.conditions})
 
 
-def h200_run():  # noqa: ANN201
+def h200_run():
     return [
         ran(gemm("bf16", 2048, 8192, 8192, 689, "bf16-tc"), 1747.5, ["power cap"]),
         ran(gemm("bf16", 8192, 8192, 8192, 650, "bf16-tc"), 1590.0, ["power cap"]),  # capped, but not the winner

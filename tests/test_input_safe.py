@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rooftop.models.bounds import finite, sample_problem
+from rooftop.models.plausible import finite, sample_problem
 from rooftop.models.safetext import UNSAFE, safe_text
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.spec import SpecError, parse_count, parse_spec

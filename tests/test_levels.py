@@ -100,7 +100,7 @@ async def test_the_roofline_and_compare_tabs_show_every_level(tmp_path: Path) ->
     from textual.widgets import DataTable
 
     from rooftop.tui.app import AppConfig, create_app
-    from rooftop.tui.widgets import RooflinePlot
+    from rooftop.tui.app.widgets import RooflinePlot
 
     db = stored(tmp_path)
     a = create_app(AppConfig(device="labh200", sampler=None, db_path=Path(db)))

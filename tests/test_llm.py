@@ -24,7 +24,7 @@ LINEAR = ("q", "k", "v", "o", "gate", "up", "down")
 H100 = lookup_device("h100")
 
 
-def ops_by_name(step):  # noqa: ANN001
+def ops_by_name(step):
     return {lo.name: a for lo, a in step.ops}
 
 
@@ -137,7 +137,7 @@ def test_moe_reads_only_routed_experts() -> None:
     assert many.weights_read_bytes == pytest.approx(arch.weights_bytes - arch.embedding_bytes, rel=1e-6)
 
 
-def test_config_json_loading_and_errors(tmp_path) -> None:  # noqa: ANN001
+def test_config_json_loading_and_errors(tmp_path) -> None:
     cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "torch_dtype": "bfloat16"}
     (tmp_path / "config.json").write_text(json.dumps(cfg))

@@ -36,7 +36,7 @@ H200_MEASURED = DeviceProfile.from_dict(
 )
 
 
-def ops_by_name(step):  # noqa: ANN001
+def ops_by_name(step):
     return {lo.name: (lo, a) for lo, a in step.ops}
 
 
@@ -75,8 +75,8 @@ MODELS = sorted(builtin_models())
     tp=st.sampled_from([1, 1, 2, 4, 8]),
     pp=st.sampled_from([1, 1, 2, 4]),
 )
-def test_the_sum_of_op_bounds_is_never_below_the_bytes_bound(model, kind, batch, context, kv_dtype, dtype, device,  # noqa: ANN001
-                                                            tp, pp) -> None:  # noqa: ANN001
+def test_the_sum_of_op_bounds_is_never_below_the_bytes_bound(model, kind, batch, context, kv_dtype, dtype, device,
+                                                            tp, pp) -> None:
     from hypothesis import assume
 
     from rooftop.models.llm import ModelError, check_parallel, with_dtype
@@ -237,7 +237,7 @@ GOOD = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, 
     ('{"text_config": ' + "[" * 2500 + "]" * 2500 + "}", "cannot read"),
 ], ids=["text", "list", "fraction", "nan", "inf", "-inf", "text-top-k", "text_config-list", "text_config-text",
         "dtype-list", "bool-text", "2^70", "5001-digits", "nested-2500", "nested-text_config"])
-def test_a_bad_config_is_one_line_and_exit_2(tmp_path, capsys: pytest.CaptureFixture[str], text: str, word: str) -> None:  # noqa: ANN001
+def test_a_bad_config_is_one_line_and_exit_2(tmp_path, capsys: pytest.CaptureFixture[str], text: str, word: str) -> None:
     path = tmp_path / "config.json"
     path.write_text(text)
     assert main(["llm", str(path), "-d", "h100"]) == 2

@@ -9,8 +9,8 @@ from rich.console import Console
 from rooftop.models.calibrate import calibrate
 from rooftop.models.sample import Sample
 from rooftop.models.units import KiB, MiB
-from rooftop.tui.measure_cmd import _measure_plot
-from rooftop.tui.measure_report import measure_report, point_series
+from rooftop.tui.commands.measure import _measure_plot
+from rooftop.tui.render.measure_report import measure_report, point_series
 
 from test_calibrate import CPU, GPU, fma, gemm, stats, stream
 from test_conditions import h200_run, ran

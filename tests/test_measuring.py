@@ -14,15 +14,15 @@ from rooftop.models.units import KiB
 from rooftop.probes.plan import build_plan
 from rooftop.probes.telemetry import Sampler
 from rooftop.store.runs import Store
-from rooftop.tui.measuring import measure_run
+from rooftop.tui.services.measure import measure_run
 
 
 @pytest.fixture
-def plan(cpu_backend):  # noqa: ANN001, ANN201, F811
+def plan(cpu_backend):
     return build_plan(cpu_backend, "quick", "launch,bandwidth,gemm,fma", sizes=tiny_sizes())
 
 
-def test_run_is_stored_with_samples_ceilings_telemetry_and_conditions(plan, tmp_path: Path) -> None:  # noqa: ANN001
+def test_run_is_stored_with_samples_ceilings_telemetry_and_conditions(plan, tmp_path: Path) -> None:
     nv = FakeNVML()  # the CPU backend, with a (fake) GPU sampled alongside: conditions come from it
     with Sampler(interval=0.05, nvml=nv, cpu=False) as sampler:
         result = measure_run(plan, tmp_path / "r.db", sampler=sampler)
@@ -42,7 +42,7 @@ def test_run_is_stored_with_samples_ceilings_telemetry_and_conditions(plan, tmp_
     assert result.throttled  # flagged: the fake GPU reports a power cap
 
 
-def test_telemetry_is_merged_into_the_probes_own_conditions(plan, tmp_path: Path) -> None:  # noqa: ANN001
+def test_telemetry_is_merged_into_the_probes_own_conditions(plan, tmp_path: Path) -> None:
     """The sampler's conditions join the probe's (`method`, `working_set`, `sweep`), never replace them:
     a CPU torch-chain FMA point that lost its method passed for the compiled kernel and set B dram."""
     with Sampler(interval=0.05, nvml=FakeNVML(), cpu=False) as sampler:
@@ -59,10 +59,10 @@ def test_telemetry_is_merged_into_the_probes_own_conditions(plan, tmp_path: Path
     assert any(s.conditions.get("throttle") == ["power cap"] for s in result.samples)
 
 
-def test_cancel_keeps_what_was_measured(plan, tmp_path: Path) -> None:  # noqa: ANN001
+def test_cancel_keeps_what_was_measured(plan, tmp_path: Path) -> None:
     cancel = threading.Event()
 
-    def after_three(prog, sample, cal) -> None:  # noqa: ANN001
+    def after_three(prog, sample, cal) -> None:
         if prog.done == 3:
             cancel.set()
 
@@ -73,8 +73,8 @@ def test_cancel_keeps_what_was_measured(plan, tmp_path: Path) -> None:  # noqa: 
         assert run.status == "cancelled" and run.samples == 3
 
 
-def test_a_failure_mid_run_keeps_the_samples_before_it(plan, tmp_path: Path) -> None:  # noqa: ANN001
-    def boom(prog, sample, cal) -> None:  # noqa: ANN001
+def test_a_failure_mid_run_keeps_the_samples_before_it(plan, tmp_path: Path) -> None:
+    def boom(prog, sample, cal) -> None:
         if prog.done == 2:
             raise RuntimeError("device fell off the bus")
 
@@ -85,7 +85,7 @@ def test_a_failure_mid_run_keeps_the_samples_before_it(plan, tmp_path: Path) -> 
         assert run.status == "failed" and run.samples == 2
 
 
-def test_an_unusable_store_does_not_stop_the_measurement(plan, tmp_path: Path) -> None:  # noqa: ANN001
+def test_an_unusable_store_does_not_stop_the_measurement(plan, tmp_path: Path) -> None:
     bad = tmp_path / "not-a-db"
     bad.write_text("plain text")
     told: list[str] = []
@@ -95,7 +95,7 @@ def test_an_unusable_store_does_not_stop_the_measurement(plan, tmp_path: Path) -
     assert bad.read_text() == "plain text"
 
 
-def test_telemetry_is_stored_as_it_arrives_not_only_at_the_end(plan, tmp_path: Path) -> None:  # noqa: ANN001
+def test_telemetry_is_stored_as_it_arrives_not_only_at_the_end(plan, tmp_path: Path) -> None:
     """Mid-run, another connection already reads the run's telemetry; and a run longer than the
     sampler's ring buffer keeps every snapshot, not only the buffer's last ones."""
     import time
@@ -103,7 +103,7 @@ def test_telemetry_is_stored_as_it_arrives_not_only_at_the_end(plan, tmp_path: P
     db = tmp_path / "r.db"
     seen_mid_run: list[int] = []
 
-    def slow_third(prog, sample, cal) -> None:  # noqa: ANN001 - a long point: 2.5 s of snapshots
+    def slow_third(prog, sample, cal) -> None:  # a long point: 2.5 s of snapshots
         if prog.done == 3:
             time.sleep(2.5)
             with Store.open(db) as reader:

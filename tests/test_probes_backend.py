@@ -131,7 +131,7 @@ def test_busy_cpus_at_start_mean_fewer_threads(monkeypatch):
         torch.set_num_threads(before)
 
 
-def _cuda_backend(cpu_backend):  # noqa: ANN001, ANN202 - a Backend claiming cuda:0 (nothing here touches CUDA)
+def _cuda_backend(cpu_backend):  # a Backend claiming cuda:0 (nothing here touches CUDA)
     import dataclasses
 
     from rooftop.probes.timing import GPU_PROTOCOL

@@ -42,7 +42,7 @@ def test_an_l1_region_must_hold_two_blocks_to_rotate():
         l1_template(CacheSweep(l2_sets=(), l1_regions=()), 132, 8 * KiB)  # one 2048-element block
 
 
-def _h200(cpu_backend):  # noqa: ANN001, ANN202
+def _h200(cpu_backend):
     info = dataclasses.replace(cpu_backend.info, kind="cuda", index=0, name="NVIDIA H200", units=132,
                                l2_bytes=60 * MiB, memory_bytes=int(139.8 * GiB), compute_capability="9.0")
     return dataclasses.replace(cpu_backend, spec="cuda:0", info=info)

@@ -24,16 +24,16 @@ class FakeLibcuda:
         self.init_result = init_result
         self.devices = devices
 
-    def cuInit(self, flags: int) -> int:  # noqa: N802 - the driver's names
+    def cuInit(self, flags: int) -> int:  # the driver's names
         return self.init_result
 
-    def cuDeviceGet(self, dev: object, ordinal: int) -> int:  # noqa: N802
+    def cuDeviceGet(self, dev: object, ordinal: int) -> int:
         if ordinal >= self.devices:
             return 101  # CUDA_ERROR_INVALID_DEVICE
         dev._obj.value = ordinal  # type: ignore[attr-defined] - a ctypes.byref
         return 0
 
-    def cuDeviceGetAttribute(self, value: object, attrib: int, dev: ctypes.c_int) -> int:  # noqa: N802
+    def cuDeviceGetAttribute(self, value: object, attrib: int, dev: ctypes.c_int) -> int:
         value._obj.value = H200_L2 if attrib == 38 else 0  # type: ignore[attr-defined]
         return 0
 

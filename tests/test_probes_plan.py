@@ -8,12 +8,8 @@ import threading
 import pytest
 
 from rooftop.models.sample import Sample
-from rooftop.models.units import KiB
-from rooftop.probes.fma import FmaSweep
-from rooftop.probes.gemm import GemmSweeps
-from rooftop.probes.plan import PARTS, Plan, PlanError, Sizes, build_plan, parse_only, run_plan
+from rooftop.probes.plan import PARTS, Plan, PlanError, build_plan, parse_only, run_plan
 from rooftop.probes.steps import Step
-from rooftop.probes.timing import Protocol
 
 from probe_fixtures import cpu_backend, tiny_sizes  # noqa: F401 - a fixture
 

@@ -293,7 +293,7 @@ def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):
 
     from rooftop.models.catalog import lookup_device
     from rooftop.store import tracefile
-    from rooftop.tui.job_cmd import read_job
+    from rooftop.tui.commands.job import read_job
 
     doc = json.loads(gzip.decompress(RANK1.read_bytes()))
     paths = [RANK0, RANK1]

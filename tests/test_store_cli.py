@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.store_writer import synthetic_sample
+from helpers.store_writer import damage_pages, synthetic_sample
 from rooftop.models.catalog import catalog
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.store.runs import Store
@@ -291,19 +291,11 @@ def test_a_run_without_ceilings_is_named_as_such(tmp_path: Path, capsys: pytest.
 
 def test_rooftop_database_damaged_inside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A valid header over damaged pages: reading commands fail in one line; the catalog still answers."""
-    import sqlite3
-
     db = tmp_path / "rooftop.db"
     f = tmp_path / "roofs.csv"
     f.write_bytes(ROOFS.read_bytes())
     assert run_cli(capsys, "import", str(f), "--db", str(db))[0] == 0
-    c = sqlite3.connect(db)
-    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    c.close()
-    data = bytearray(db.read_bytes())
-    for i in range(2 * 4096, len(data), 7):
-        data[i] = 0xAB
-    db.write_bytes(bytes(data))
+    damage_pages(db)
     rc, _, err = run_cli(capsys, "runs", "--db", str(db))
     assert rc == 2 and "damaged" in err and str(db) in err and err.count("\n") == 1
     rc, out, err = run_cli(capsys, "devices", "--db", str(db), "--json")

@@ -18,7 +18,7 @@ import pytest
 
 from rooftop.models.calibrate import Hardware, calibrate
 from rooftop.models.catalog import catalog, reference_profiles
-from rooftop.models.profile import Ceiling, DeviceProfile
+from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.units import MiB
 from rooftop.store import refcsv

@@ -154,7 +154,7 @@ def test_a_new_store_is_made_whole_beside_it_and_linked_into_place(tmp_path: Pat
 
 
 def test_a_filesystem_without_hard_links_still_gets_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_links(src, dst):  # noqa: ANN001, ANN202 - as on a filesystem that has none (EPERM)
+    def no_links(src, dst):  # as on a filesystem that has none (EPERM)
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", no_links)

@@ -269,7 +269,7 @@ def test_bad_files_are_refused_in_one_line_and_change_nothing(tmp_path: Path, na
         assert store.runs() == []
 
 
-def _set(path: tuple, value: object):  # noqa: ANN202 - a doc mutator
+def _set(path: tuple, value: object):  # a doc mutator
     def change(doc: dict) -> None:
         node = doc["runs"][0]
         for key in path[:-1]:

@@ -13,7 +13,7 @@ from rooftop.models.sample import FAMILIES, Sample, TimeStats
 from rooftop.store.io import export_json, import_file
 from rooftop.store.runs import Store
 
-pos = st.floats(min_value=1e-12, max_value=1e6, allow_nan=False, allow_infinity=False)  # seconds: models.bounds
+pos = st.floats(min_value=1e-12, max_value=1e6, allow_nan=False, allow_infinity=False)  # seconds: models.plausible
 stats = st.builds(TimeStats, pos, pos, pos, pos, st.floats(0, 5), st.integers(1, 100), st.integers(0, 10_000))
 samples = st.builds(
     Sample,

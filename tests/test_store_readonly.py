@@ -55,7 +55,7 @@ def one_run(db: Path) -> str:
 
 
 @pytest.fixture
-def restore_modes(tmp_path: Path):  # noqa: ANN201 - so pytest can remove what the test made read-only
+def restore_modes(tmp_path: Path):  # so pytest can remove what the test made read-only
     yield
     for p in [tmp_path, *tmp_path.rglob("*")]:
         p.chmod(p.stat().st_mode | stat.S_IWUSR)

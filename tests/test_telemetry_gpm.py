@@ -186,7 +186,7 @@ def test_watch_dict_has_the_keys_as_null_without_a_gpu() -> None:
     assert all(d[k] is None for k in WATCH_KEYS) and d["processes"] == []
 
 
-def test_watch_json_here_carries_the_keys_as_null(tmp_path) -> None:  # noqa: ANN001
+def test_watch_json_here_carries_the_keys_as_null(tmp_path) -> None:
     out = subprocess.run([sys.executable, "-m", "rooftop.tui.cli", "--db", str(tmp_path / "r.db"), "watch",
                           "--count", "2", "--interval", "0.1", "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -196,7 +196,7 @@ def test_watch_json_here_carries_the_keys_as_null(tmp_path) -> None:  # noqa: AN
         assert d["processes"] == []
 
 
-def _wait_for(cond, timeout: float = 20.0) -> None:  # noqa: ANN001
+def _wait_for(cond, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, "timed out"
@@ -207,7 +207,7 @@ def _wait_for(cond, timeout: float = 20.0) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("gpm", [COPY_GPM, None], ids=["gpm", "no-gpm"])
-async def test_live_tab_shows_bandwidth_against_its_roof_and_the_processes(gpm) -> None:  # noqa: ANN001
+async def test_live_tab_shows_bandwidth_against_its_roof_and_the_processes(gpm) -> None:
     from textual.widgets import Static
 
     from test_tui import app
@@ -237,7 +237,7 @@ async def test_live_tab_shows_bandwidth_against_its_roof_and_the_processes(gpm) 
 
 def test_watch_text_has_bandwidth_against_the_roof_and_the_processes(monkeypatch: pytest.MonkeyPatch,
                                                                      capsys: pytest.CaptureFixture[str],
-                                                                     tmp_path) -> None:  # noqa: ANN001
+                                                                     tmp_path) -> None:
     from rooftop.tui.cli import main
 
     nv = FakeNVML(names=["NVIDIA H200", "Tesla V100-SXM2-16GB"], gpm=COPY_GPM)
@@ -257,7 +257,7 @@ def test_watch_text_has_bandwidth_against_the_roof_and_the_processes(monkeypatch
     assert procs and procs[0].strip().startswith(f"procs {os.getpid()} ") and "more" in procs[0]
 
 
-def test_watch_text_says_why_a_gpus_fields_are_missing(monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+def test_watch_text_says_why_a_gpus_fields_are_missing(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     from rooftop.tui.cli import main
 
@@ -279,11 +279,11 @@ def test_watch_text_says_why_a_gpus_fields_are_missing(monkeypatch: pytest.Monke
 # -- runs keep them --------------------------------------------------------------------
 
 
-def test_a_run_keeps_the_gpm_fields_with_its_telemetry(cpu_backend, tmp_path) -> None:  # noqa: ANN001, F811
+def test_a_run_keeps_the_gpm_fields_with_its_telemetry(cpu_backend, tmp_path) -> None:
     from probe_fixtures import tiny_sizes
     from rooftop.probes.plan import build_plan
     from rooftop.store.runs import Store
-    from rooftop.tui.measuring import measure_run
+    from rooftop.tui.services.measure import measure_run
 
     plan = build_plan(cpu_backend, "quick", "bandwidth", sizes=tiny_sizes())
     nv = FakeNVML(gpm=COPY_GPM)
@@ -309,10 +309,10 @@ def test_gpm_fills_the_real_bindings_structure() -> None:
         c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
         NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
 
-        def nvmlGpmSampleAlloc(self):  # noqa: ANN202
+        def nvmlGpmSampleAlloc(self):
             return pynvml.c_nvmlGpmSample_t()
 
-        def nvmlGpmMetricsGet(self, get):  # noqa: ANN001, ANN202
+        def nvmlGpmMetricsGet(self, get):
             self.seen = (get.version, get.numMetrics)
             for i in range(get.numMetrics):
                 m = get.metrics[i]

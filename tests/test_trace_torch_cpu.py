@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
-
 from rooftop.models.catalog import lookup_device
 from rooftop.models.workload import build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
+
+torch = pytest.importorskip("torch")
 
 
 def _record(path, shapes: bool):

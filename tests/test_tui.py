@@ -8,17 +8,17 @@ from textual.widgets import DataTable, Input, Static, TabbedContent
 from fake_nvml import FakeNVML
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.chart import point_markers
-from rooftop.tui.comparepane import Compare
-from rooftop.tui.livepane import TelemetryPanel
-from rooftop.tui.rooflinepane import Roofline
-from rooftop.tui.whatif import WhatIf
-from rooftop.tui.widgets import HelpScreen, RooflinePlot
+from rooftop.tui.render.chart import point_markers
+from rooftop.tui.app.panes.compare import Compare
+from rooftop.tui.app.panes.live import TelemetryPanel
+from rooftop.tui.app.panes.roofline import Roofline
+from rooftop.tui.app.panes.whatif import WhatIf
+from rooftop.tui.app.widgets import HelpScreen, RooflinePlot
 
 SIZE = (110, 36)
 
 
-def app(**kw):  # noqa: ANN001, ANN201
+def app(**kw):
     """The app on a fixed device, no telemetry, and a store of its own (empty)."""
     import tempfile
     from pathlib import Path
@@ -222,13 +222,13 @@ async def test_live_telemetry_falls_back_to_the_cpu() -> None:
 
 
 @pytest.mark.parametrize("tab", ["live", "roofline", "whatif", "compare", "history", "llm", "profile"])
-def test_snapshots(tab: str, snap_compare) -> None:  # noqa: ANN001
+def test_snapshots(tab: str, snap_compare) -> None:
     assert snap_compare(app(initial_tab=tab), terminal_size=(100, 32))
 
 
 async def test_llm_tab_moves_with_batch_and_context() -> None:
     """Issue 7's screen: Qwen2.5-7B decode on H100 — 4.59 ms bound at batch 1, I ≈ batch for the linear layers."""
-    from rooftop.tui.llmpane import Llm
+    from rooftop.tui.app.panes.llm import Llm
 
     a = app(initial_tab="llm")
     async with a.run_test(size=SIZE) as pilot:
@@ -253,7 +253,7 @@ async def test_llm_tab_moves_with_batch_and_context() -> None:
         assert "at least 1" in text_of(a.query_one("#llm-error", Static))
 
 
-async def test_pins_are_kept_in_the_store_and_p_again_unpins(tmp_path) -> None:  # noqa: ANN001
+async def test_pins_are_kept_in_the_store_and_p_again_unpins(tmp_path) -> None:
     from rooftop.store.runs import Store
 
     db = tmp_path / "r.db"
@@ -312,7 +312,7 @@ async def test_number_keys_leave_any_widget_and_the_tabs_keys_work_at_once() -> 
         assert tabs.active == "roofline"
 
 
-async def test_a_saved_attention_pin_unpins_and_a_roofless_pin_is_listed(tmp_path) -> None:  # noqa: ANN001
+async def test_a_saved_attention_pin_unpins_and_a_roofless_pin_is_listed(tmp_path) -> None:
     from rooftop.models.spec import parse_spec
     from rooftop.store.runs import Store
 

@@ -19,8 +19,8 @@ from fake_nvml import FakeNVML
 from rooftop.models.catalog import catalog
 from rooftop.probes.telemetry import Sampler
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.chart import decade_label
-from rooftop.tui.widgets import Col, FitTable
+from rooftop.tui.render.chart import decade_label
+from rooftop.tui.app.widgets import Col, FitTable
 from test_tui_measure import tiny_plan, wait_for
 from tui_helpers import assert_visible, fixed_runs_db, screen_lines
 
@@ -39,7 +39,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def runs_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, utc: None) -> Path:  # noqa: ARG001
+def runs_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, utc: None) -> Path:
     """A store of two fixed runs, opened by a relative path (History prints it: the same in every checkout)."""
     monkeypatch.chdir(tmp_path)
     fixed_runs_db(Path("r.db"))
@@ -53,7 +53,7 @@ def make(db: Path, tab: str, **kw: object) -> App:
 
 
 @pytest.mark.parametrize("tab", TABS)
-def test_snapshots_80x24(tab: str, runs_db: Path, snap_compare) -> None:  # noqa: ANN001
+def test_snapshots_80x24(tab: str, runs_db: Path, snap_compare) -> None:
     assert snap_compare(make(runs_db, tab), terminal_size=SMALL)
 
 

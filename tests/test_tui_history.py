@@ -11,8 +11,8 @@ from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.store.runs import Store
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.historypane import ConfirmScreen, History, NameScreen
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.app.panes.history import ConfirmScreen, History, NameScreen
+from rooftop.tui.app.widgets import RooflinePlot
 
 SIZE = (110, 36)
 
@@ -38,7 +38,7 @@ def seeded_db(path: Path) -> str:
     return rid
 
 
-def make(tmp_path: Path, **kw):  # noqa: ANN003, ANN201
+def make(tmp_path: Path, **kw):
     kw.setdefault("initial_tab", "history")
     return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path, **kw))
 

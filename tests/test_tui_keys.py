@@ -18,8 +18,8 @@ from test_tui_history import seeded_db
 from test_tui_measure import tiny_plan, wait_for
 from rooftop.store.runs import Store
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.historypane import NameScreen
-from rooftop.tui.llmpane import Llm
+from rooftop.tui.app.panes.history import NameScreen
+from rooftop.tui.app.panes.llm import Llm
 
 # Each round starts an app (tabs build once per app): 2–8 s each on a busy 2-core box. Before the
 # tabs read the app's state, 6 of 10 rounds crashed; ROOFTOP_FAST_KEY_ROUNDS=20 for a 20-run check.
@@ -27,7 +27,7 @@ ROUNDS = int(os.environ.get("ROOFTOP_FAST_KEY_ROUNDS", "4"))
 CHARS = {"escape": "\x1b", "enter": "\r", "right_square_bracket": "]"}
 
 
-async def send_keys(app, keys) -> None:  # noqa: ANN001 - keys: a str of one-character keys, or key names
+async def send_keys(app, keys) -> None:  # keys: a str of one-character keys, or key names
     """Send `keys` as a terminal does when they come faster than the app handles them: each as it
     comes, without waiting for the app to finish with the one before (Pilot.press waits)."""
     for k in keys:
@@ -81,14 +81,14 @@ async def test_esc_and_enter_together_in_the_rename_dialog(tmp_path: Path) -> No
         assert store.run(rid).name == "lab"
 
 
-def test_a_crash_inside_the_app_exits_non_zero(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+def test_a_crash_inside_the_app_exits_non_zero(tmp_path: Path, monkeypatch, capsys) -> None:
     """`rooftop` whose app dies of an unhandled exception exits 1, not 0 as if all went well."""
     from textual import constants
 
     from rooftop.tui import cli
     from rooftop.tui.app import RooftopApp
 
-    def broken(self) -> None:  # noqa: ANN001 - a bug anywhere in the app
+    def broken(self) -> None:  # a bug anywhere in the app
         raise RuntimeError("a bug in the app")
 
     monkeypatch.setattr(constants, "DRIVER", "textual.drivers.headless_driver:HeadlessDriver")  # no terminal here
@@ -100,7 +100,7 @@ def test_a_crash_inside_the_app_exits_non_zero(tmp_path: Path, monkeypatch, caps
 def test_the_help_names_every_tab_key() -> None:
     """The help's key table lists each tab the bar has, with its number (it stopped at 6 when Profile came)."""
     from rooftop.tui.app import TABS, RooftopApp
-    from rooftop.tui.widgets import HELP
+    from rooftop.tui.app.widgets import HELP
 
     tab_keys = [b for b in RooftopApp.BINDINGS if getattr(b, "action", "").startswith("tab(")]
     assert len(tab_keys) == len(TABS)
@@ -112,7 +112,7 @@ def test_the_help_names_every_tab_key() -> None:
 async def test_a_tabs_keys_typed_with_its_number_are_not_lost(tmp_path: Path) -> None:
     """`3]]` in one read, from another tab: the two `]` reach What-if (they went to nobody while its focus
     waited for a refresh), so M goes 1 → 4."""
-    from rooftop.tui.whatif import WhatIf
+    from rooftop.tui.app.panes.whatif import WhatIf
 
     app = create_app(AppConfig(sampler=None, db_path=tmp_path / "r.db", device="h100", initial_tab="whatif"))
     async with app.run_test(size=(80, 24)) as pilot:

@@ -11,14 +11,14 @@ from probe_fixtures import tiny_sizes
 from rooftop.models.units import KiB
 from rooftop.store.runs import Store
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.livepane import MeasurePanel
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.app.panes.live import MeasurePanel
+from rooftop.tui.app.widgets import RooflinePlot
 
 SIZE = (110, 36)
 
 
-def tiny_plan(parts: str = "launch,bandwidth,gemm,fma", sets: int = 2):  # noqa: ANN201
-    def make():  # noqa: ANN202
+def tiny_plan(parts: str = "launch,bandwidth,gemm,fma", sets: int = 2):
+    def make():
         from rooftop.probes.backend import select_backend
         from rooftop.probes.plan import build_plan
 
@@ -29,7 +29,7 @@ def tiny_plan(parts: str = "launch,bandwidth,gemm,fma", sets: int = 2):  # noqa:
     return make
 
 
-async def wait_for(pilot, cond, timeout: float = 30.0) -> None:  # noqa: ANN001
+async def wait_for(pilot, cond, timeout: float = 30.0) -> None:
     from textual.css.query import NoMatches
 
     for _ in range(int(timeout / 0.05)):
@@ -42,7 +42,7 @@ async def wait_for(pilot, cond, timeout: float = 30.0) -> None:  # noqa: ANN001
     raise AssertionError("timed out waiting for the app")
 
 
-def make(tmp_path: Path, **kw):  # noqa: ANN003, ANN201
+def make(tmp_path: Path, **kw):
     kw.setdefault("plan", tiny_plan())
     return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", **kw))
 
@@ -74,16 +74,16 @@ async def test_m_measures_streams_samples_and_stores_the_run(tmp_path: Path) -> 
         assert run.status == "complete" and run.samples == len(panel.samples)
 
 
-def gated_plan(make, after: int, gate):  # noqa: ANN001, ANN201
+def gated_plan(make, after: int, gate):
     """`make`'s plan whose step `after` waits for `gate`: the run is still going when the test cancels it,
     on any machine speed (the test waits on an event, not a clock)."""
 
-    def build():  # noqa: ANN202
+    def build():
         plan = make()
         steps = list(plan.steps)
         held = steps[after]
 
-        def run():  # noqa: ANN202
+        def run():
             assert gate.wait(30), "the test never opened the gate"
             return held.run()
 
@@ -126,7 +126,7 @@ async def test_autostart_measures_a_machine_with_no_profile(tmp_path: Path) -> N
 async def test_a_plan_that_cannot_start_is_reported_and_the_app_goes_on(tmp_path: Path) -> None:
     from rooftop.probes.backend import BackendError
 
-    def broken():  # noqa: ANN202
+    def broken():
         raise BackendError("--device cuda:3: no such GPU (this machine has none)")
 
     app = make(tmp_path, initial_tab="live", plan=broken)
@@ -144,7 +144,7 @@ async def test_a_cancel_before_the_first_point_leaves_no_empty_run(tmp_path: Pat
     quick = tiny_plan("bandwidth", sets=50)
     loaded = threading.Event()  # the plan is "loading torch" until the test has pressed c (no race with load)
 
-    def slow_to_start():  # noqa: ANN202 - as loading torch is on a real first measurement
+    def slow_to_start():  # as loading torch is on a real first measurement
         loaded.wait(30)
         return quick()
 
@@ -199,7 +199,7 @@ async def test_a_finished_run_shows_no_time_left(tmp_path: Path) -> None:
 def test_live_ceilings_give_write_beside_b_and_say_which_ran_capped() -> None:
     from rooftop.models.calibrate import calibrate
     from rooftop.models.units import MiB
-    from rooftop.tui.livepane import ceilings_text
+    from rooftop.tui.app.panes.live import ceilings_text
 
     from test_calibrate import GPU, stream
     from test_conditions import h200_run, ran

@@ -7,17 +7,30 @@ from pathlib import Path
 from textual.widgets import Static
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.workload import build_workload
-from rooftop.store.profiles import save_profile
+from rooftop.models.workload import Workload, build_workload
+from rooftop.store.workloads import save_profile
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.widgets import FitTable
+from rooftop.tui.app.widgets import FitTable
 
 QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
 
 
-def make(tmp_path: Path):  # noqa: ANN201
+def keep(tmp_path: Path, trace: Path, device: str) -> Workload:
+    """The trace placed on `device`, kept in the store at tmp_path / r.db."""
+    work = build_workload(load_trace(trace), lookup_device(device))
+    with Store.open(tmp_path / "r.db") as store:
+        save_profile(store, work, source=trace.name, backend="trace")
+    return work
+
+
+async def profile_tab(pilot) -> None:
+    await pilot.press("7")
+    await pilot.pause()
+
+
+def make(tmp_path: Path):
     return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path))
 
 
@@ -53,19 +66,16 @@ async def test_profile_tab_without_profiles_says_how_to_make_one(tmp_path: Path)
 
 
 async def test_profile_tab_at_80x24_keeps_share_time_op_and_roof(tmp_path: Path) -> None:
-    work = build_workload(load_trace(QWEN), lookup_device("h200"))
-    with Store.open(tmp_path / "r.db") as store:
-        save_profile(store, work, source="decode.trace.json.gz", backend="trace")
+    keep(tmp_path, QWEN, "h200")
     app = make(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("7")
-        await pilot.pause()
+        await profile_tab(pilot)
         shown = app.query_one("#prof-ops", FitTable).shown
         assert {"share", "time", "op", "roof"} <= set(shown)
 
 
 async def test_roofline_tab_draws_the_newest_profile_on_its_device(tmp_path: Path) -> None:
-    from rooftop.tui.widgets import RooflinePlot
+    from rooftop.tui.app.widgets import RooflinePlot
 
     work = build_workload(load_trace(QWEN), lookup_device("h200"))
     with Store.open(tmp_path / "r.db") as store:
@@ -82,14 +92,10 @@ async def test_roofline_tab_draws_the_newest_profile_on_its_device(tmp_path: Pat
 async def test_profile_tab_shows_memcpy_overlap_idle_causes_kernels_and_flags(tmp_path: Path) -> None:
     """A 4-stream A100 rank (2023): its memcpy / memset rows, the overlap of streams, the idle time by cause,
     the top kernels, the steps and the flags (GEMMs above h100's fp32 roof: that roof is low for them)."""
-    rank = Path(__file__).parent / "data" / "real-traces" / "trace_filter_sampled_rank-0.json.gz"
-    work = build_workload(load_trace(rank), lookup_device("h100"))
-    with Store.open(tmp_path / "r.db") as store:
-        save_profile(store, work, source="rank-0.json.gz", backend="trace")
+    keep(tmp_path, Path(__file__).parent / "data" / "real-traces" / "trace_filter_sampled_rank-0.json.gz", "h100")
     app = make(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("7")
-        await pilot.pause()
+        await profile_tab(pilot)
         rows = [" ".join(str(c) for c in r) for r in
                 (app.query_one("#prof-ops", FitTable).get_row_at(i)
                  for i in range(app.query_one("#prof-ops", FitTable).row_count))]

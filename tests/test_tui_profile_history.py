@@ -8,11 +8,11 @@ from textual.widgets import DataTable, Static
 
 from rooftop.models.catalog import lookup_device
 from rooftop.models.workload import build_workload
-from rooftop.store.profiles import save_profile
+from rooftop.store.workloads import save_profile
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.app.widgets import RooflinePlot
 
 QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
 

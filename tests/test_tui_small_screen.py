@@ -12,21 +12,20 @@ from textual.widgets import DataTable, Input, Static
 from rooftop.models.catalog import catalog
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
-from rooftop.models.units import KiB
 from rooftop.store.runs import Store
 from rooftop.tui.app import AppConfig, create_app
-from rooftop.tui.chart import FAMILY_MARKERS, point_markers
-from rooftop.tui.comparepane import Compare
-from rooftop.tui.livepane import MeasurePanel
-from rooftop.tui.whatif import WhatIf
-from rooftop.tui.widgets import RooflinePlot
+from rooftop.tui.render.chart import FAMILY_MARKERS, point_markers
+from rooftop.tui.app.panes.compare import Compare
+from rooftop.tui.app.panes.live import MeasurePanel
+from rooftop.tui.app.panes.whatif import WhatIf
+from rooftop.tui.app.widgets import RooflinePlot
 from test_tui_measure import tiny_plan, wait_for
 from tui_helpers import assert_visible, screen_lines
 
 SMALL = (80, 24)
 
 
-def app_on(db: Path, **kw):  # noqa: ANN003, ANN201
+def app_on(db: Path, **kw):
     kw.setdefault("device", "h100")
     return create_app(AppConfig(sampler=None, db_path=db, **kw))
 
@@ -138,12 +137,12 @@ async def test_after_a_restart_live_shows_this_machines_last_run_and_its_ceiling
 
 async def test_live_shows_the_last_measurement_not_a_later_profile_or_comm_run(tmp_path: Path) -> None:
     """A profiled trace or a collectives sweep kept after the measurement is not 'this machine's last run'."""
-    from rooftop.store import comms, profiles
+    from rooftop.store import comms, workloads
 
     db = tmp_path / "r.db"
     rid = measured_here(db, gpu_profile())
     with Store.open(db) as store:
-        for plan, backend in ((profiles.PLAN, "trace"), (comms.PLAN, "gloo")):
+        for plan, backend in ((workloads.PLAN, "trace"), (comms.PLAN, "gloo")):
             other = store.begin_run({"name": "other", "index": 0, "units": 1}, plan, backend)
             store.finish_run(other, "complete")
     app = app_on(db, initial_tab="live")
@@ -154,11 +153,11 @@ async def test_live_shows_the_last_measurement_not_a_later_profile_or_comm_run(t
 
 def test_a_profile_or_comm_run_alone_is_no_measurement_of_this_machine(tmp_path: Path) -> None:
     """Profiling a trace first must not stop the app measuring this machine at start."""
-    from rooftop.store import comms, profiles
+    from rooftop.store import comms, workloads
 
     db = tmp_path / "r.db"
     with Store.open(db) as store:
-        for plan, backend in ((profiles.PLAN, "trace"), (comms.PLAN, "gloo")):
+        for plan, backend in ((workloads.PLAN, "trace"), (comms.PLAN, "gloo")):
             store.finish_run(store.begin_run({"name": "other", "index": 0, "units": 1}, plan, backend), "complete")
     assert not app_on(db).measured_here
 

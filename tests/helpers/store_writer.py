@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
@@ -23,6 +24,19 @@ def synthetic_sample(i: int) -> Sample:
         family="read_reduce", dtype="fp32", shape={"n": n}, flops=float(n), bytes=4.0 * n,
         footprint_bytes=4.0 * n, stats=TimeStats(t, 0.9 * t, 1.1 * t, 0.8 * t, 0.01, 7, 10),
     )
+
+
+def damage_pages(path: Path) -> None:
+    """Overwrite the pages after the first two of a checkpointed store: a valid header over damaged data."""
+    import sqlite3
+
+    c = sqlite3.connect(path)
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.close()
+    data = bytearray(path.read_bytes())
+    for i in range(2 * 4096, len(data), 7):
+        data[i] = 0xAB
+    path.write_bytes(bytes(data))
 
 
 def main() -> None:

@@ -1,0 +1,192 @@
+"""A profiled program kept as a run: plan "profile", one sample per op group.
+
+So `rooftop runs`, `show`, `export` / `import` and the History tab handle it
+like any run: each op group is a Sample of family "profile" (W, Q and the
+per-call time; `shape` holds the op model's dimensions) whose `conditions`
+carry the rest (op name, recorded input shapes, calls, total time, regime,
+bound). The step split (span, device busy, idle, MFU) is kept with the run's
+device facts under "profile". A profile run has no ceilings: it is never a
+device's measured profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict, cast
+
+from rooftop.models.profile import DeviceProfile
+from rooftop.models.sample import Sample, TimeStats
+from rooftop.models.timeline import IdleCause, StepSplit
+from rooftop.models.workload import Flag, OpGroup, TopKernel, Transfer, Workload
+
+from .runs import PROFILE_PLAN, Run, Store
+
+PLAN = PROFILE_PLAN
+FAMILY = "profile"
+
+
+class ProfileSummary(TypedDict, total=False):
+    """The step split a profile run keeps with its device facts (Workload.summary(), then the source and
+    notes). Read from a file or an old store, any of it may be missing: readers say n/a."""
+
+    device: str  # the id of the roofs it was placed on
+    trace_device: str
+    on_device: bool
+    kernels: int
+    span_s: float
+    device_busy_s: float
+    idle_s: float
+    idle_share: float | None
+    op_time_s: float
+    bound_s: float
+    flops: float
+    bytes: float
+    mfu: float | None
+    mfu_path: str
+    bandwidth_utilisation: float | None
+    step_at_roof_s: float
+    step_without_gaps_s: float
+    speedup_at_roof: float | None
+    speedup_without_gaps: float | None
+    largest_share: str  # "idle" or the top op's name
+    overlap_s: float  # time two or more device activities ran at once
+    transfer_time_s: float
+    transfer_bytes: float
+    device_note: str  # how the device was chosen, or that the trace's own has no reference here
+    shares: dict[str, float]  # idle, overlap, ops, transfers: the span's split (adds up to 1)
+    source: str  # the trace file, or the program's command line
+    notes: list[str]
+    rows: dict[str, Any]  # Workload.rows(): transfers, overlap, idle_causes, top_kernels, steps, flags
+
+
+def profile_summary(run: Run) -> ProfileSummary:
+    """The step split of a profile run, as stored ({} when it holds none): the one reader of it."""
+    s = run.device.get("profile")
+    return cast(ProfileSummary, dict(s)) if isinstance(s, Mapping) else {}
+
+
+def placed_on(run: Run) -> str:
+    """The id of the device whose roofs the profile was placed on ('' when not said)."""
+    return str(profile_summary(run).get("device") or "")
+
+
+def group_records(samples: Sequence[Sample]) -> list[Mapping[str, Any]]:
+    """Each sample's op group as `save_profile` stored it (conditions["profile"]); samples without one left out."""
+    out = []
+    for s in samples:
+        g = s.conditions.get("profile") if isinstance(s.conditions, Mapping) else None
+        if isinstance(g, Mapping) and g:
+            out.append(g)
+    return out
+
+
+def group_sample(g: OpGroup) -> Sample:
+    """One op group as a sample: per-call time as the median, the calls as repeats."""
+    per_call = g.time_s / g.calls if g.calls else g.time_s
+    stats = TimeStats(median_s=per_call, p10_s=per_call, p90_s=per_call, min_s=per_call, iqr_ratio=0.0,
+                      repeats=max(1, g.calls), calls=1)
+    return Sample(
+        family=FAMILY, dtype=g.dtype or "", shape={k: int(v) for k, v in g.shape.items()},
+        flops=g.flops / g.calls if g.calls else g.flops, bytes=g.bytes / g.calls if g.calls else g.bytes,
+        cache="warm", stats=stats if per_call > 0 else None, path=g.path or None,
+        skipped="" if per_call > 0 else "no time recorded",
+        conditions={"profile": {k: v for k, v in g.to_dict().items() if k not in ("flops", "bytes")}},
+    )
+
+
+def profile_device_info(work: Workload, source: str, job: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The run's device facts for a profile: the device, and the step split under "profile". A distributed
+    job's ranks, straggler and collectives (`rooftop.models.job.Job.to_dict`) are kept there under "job";
+    `work` is then its lowest rank's."""
+    info = {
+        "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
+        "kind": "gpu" if work.on_device else "cpu",
+        "profile": {**work.summary(), "source": source, "notes": list(work.notes), "rows": work.rows()},
+    }
+    if job is not None:
+        info["profile"]["job"] = dict(job)
+    return info
+
+
+def save_profile(store: Store, work: Workload, source: str, backend: str,
+                 versions: Mapping[str, Any] | None = None) -> str:
+    """Keep a finished `work` as a complete run in one go; returns its id. (`rooftop profile` keeps its
+    runs through tui.services.keeper, with the same device facts and samples.)"""
+    run_id = store.begin_run(profile_device_info(work, source), plan=PLAN, backend=backend, versions=versions)
+    try:
+        store.add_samples(run_id, [group_sample(g) for g in work.groups])
+    except BaseException:
+        store.finish_run(run_id, "failed")
+        raise
+    store.finish_run(run_id, "complete")
+    return run_id
+
+
+def is_profile(run: Run) -> bool:
+    return run.kind == "profile"
+
+
+def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
+    """The op groups of a stored profile, as `save_profile` kept them (W and Q back to all calls), largest first.
+
+    Raises ValueError when a sample's stored group is not one `save_profile` could have written (an edited import).
+    """
+    groups = []
+    for s, g in ((s, g) for s in samples for g in group_records([s])):
+        try:
+            calls = int(g.get("calls") or 0)
+            bound = g.get("bound_s")
+            groups.append(OpGroup(
+                op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []), dtype=str(g.get("dtype") or ""),
+                model=str(g.get("model") or ""), path=str(g.get("path") or ""), counting=str(g.get("counting") or ""),
+                shape={str(k): int(v) for k, v in dict(g.get("shape") or {}).items()}, calls=calls,
+                time_s=float(g.get("time_s") or 0.0), flops=s.flops * calls if calls else s.flops,
+                bytes=s.bytes * calls if calls else s.bytes, kernels=int(g.get("kernels") or 0),
+                bound_s=None if bound is None else float(bound), regime=str(g.get("regime") or ""),
+                alone_s=float(g.get("time_alone_s", g.get("time_s")) or 0.0),
+            ))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"a stored op group is malformed ({exc})") from None
+    return sorted(groups, key=lambda g: -g.time_s)
+
+
+def stored_rows(s: Mapping[str, Any]) -> dict[str, Any]:
+    """The rows beside the op groups (memcpy / memset, overlap, idle causes, top kernels, steps, flags) as
+    `Workload` fields, from a stored profile (none for a profile kept before they were)."""
+    rows = s.get("rows") if isinstance(s.get("rows"), Mapping) else {}
+    overlap = rows.get("overlap") if isinstance(rows.get("overlap"), Mapping) else {}
+    return {
+        "transfers": tuple(Transfer.from_dict(d) for d in rows.get("transfers") or ()),
+        "overlap_s": float(overlap.get("time_s") or 0.0),
+        "idle_causes": tuple(IdleCause.from_dict(d) for d in rows.get("idle_causes") or ()),
+        "top_kernels": tuple(TopKernel.from_dict(d) for d in rows.get("top_kernels") or ()),
+        "steps": tuple(StepSplit.from_dict(d) for d in rows.get("steps") or ()),
+        "flags": tuple(Flag.from_dict(d) for d in rows.get("flags") or ()),
+        "device_note": str(s.get("device_note") or ""),
+    }
+
+
+def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) -> Workload:
+    """The profile as `rooftop profile` reported it, rebuilt from the run on the roofs it was placed on.
+
+    Raises ValueError when the stored split, an op group or a row is malformed.
+    """
+    s = profile_summary(run)
+    try:
+        return Workload(groups=tuple(stored_groups(samples)), device=device, on_device=bool(s.get("on_device")),
+                        kernels=int(s.get("kernels") or 0), span_s=float(s.get("span_s") or 0.0),
+                        busy_s=float(s.get("device_busy_s") or 0.0), device_name=str(s.get("trace_device") or ""),
+                        notes=tuple(str(n) for n in (s.get("notes") or ())), **stored_rows(s))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ValueError(f"the stored profile is malformed ({exc})") from None
+
+
+def profile_json(run: Run, samples: Sequence[Sample]) -> dict[str, Any]:
+    """{ops, summary, notes} as `rooftop profile --json` gave them: the ops from the samples, the split as stored."""
+    s = dict(profile_summary(run))
+    span = s.get("span_s") if isinstance(s.get("span_s"), (int, float)) else 0.0
+    ops = [{**g.to_dict(), "share": g.alone_s / span if span > 0 else None} for g in stored_groups(samples)]
+    notes = list(s.pop("notes", None) or [])
+    rows = s.pop("rows", None)
+    s.pop("source", None)
+    return {"ops": ops, "summary": s, "notes": notes, **(rows if isinstance(rows, Mapping) else {})}

@@ -1,0 +1,328 @@
+"""Live: telemetry sparklines, and the running measurement with its curve growing."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Label, Sparkline, Static
+
+from rooftop.models.units import fmt_count
+from rooftop.probes.telemetry import GpuSnapshot, Snapshot
+from rooftop.tui.app.state import RunView
+from rooftop.tui.app.widgets import watch_app
+
+HISTORY = 120  # points per sparkline
+
+# (key, label, unit, how to read it from a snapshot)
+GPU_TRACES = (
+    ("util", "GPU util", "%", lambda g: g.gpu_util_pct),
+    ("sm", "SM clock", "MHz", lambda g: g.sm_clock_mhz),
+    ("power", "power", "W", lambda g: g.power_w),
+    ("temp", "temp", "°C", lambda g: g.temperature_c),
+    ("mem", "memory", "GiB", lambda g: g.memory_used_bytes / 2**30 if g.memory_used_bytes is not None else None),
+    ("dram", "DRAM", "GB/s", lambda g: g.dram_bandwidth / 1e9 if g.dram_bandwidth is not None else None),
+    ("tensor", "tensor", "%", lambda g: 100 * g.tensor_active if g.tensor_active is not None else None),
+)
+GPM_TRACES = {"dram", "tensor"}  # shown only for a GPU that offers GPM (Hopper and newer)
+CPU_TRACES = (
+    ("util", "CPU util", "%", lambda c: c.util_pct),
+    ("sm", "CPU clock", "MHz", lambda c: c.freq_mhz),
+    ("mem", "memory", "GiB", lambda c: c.memory_used_bytes / 2**30),
+)
+VALUE_FORMAT = {"mem": "{:,.1f}"}
+
+
+class TelemetryPanel(Widget):
+    """Sparklines of the first GPU (or the CPU when there is none)."""
+
+    DEFAULT_CSS = """
+    TelemetryPanel { height: auto; }
+    TelemetryPanel #traces { height: auto; }
+    TelemetryPanel .trace { height: 1; }
+    TelemetryPanel .trace Label { width: 11; }
+    TelemetryPanel .trace Sparkline { width: 1fr; }
+    TelemetryPanel .trace .value { width: 14; text-align: right; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.data: dict[str, deque[float]] = {k: deque(maxlen=HISTORY) for k, *_ in GPU_TRACES}
+        self.source = "waiting for the first sample"
+
+    def on_mount(self) -> None:
+        sampler = getattr(self.app, "sampler", None)  # mounted late (a lazy tab): fill in what was sampled
+        for snap in sampler.history()[-HISTORY:] if sampler is not None else []:
+            self.add(snap)
+        watch_app(self, init=False, telemetry=self.add)  # then each new snapshot
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.source, id="tel-source")
+        with Vertical(id="traces"):  # a grid of two columns on a short screen (app.tcss)
+            for key, label, _, _ in GPU_TRACES:
+                with Horizontal(classes="trace", id=f"tr-{key}") as row:
+                    row.display = key not in GPM_TRACES  # until a GPU with GPM reports
+                    yield Label(label, id=f"lb-{key}")
+                    yield Sparkline([], id=f"sp-{key}")
+                    yield Static("N/A", classes="value", id=f"val-{key}")
+        roofs = Static("", id="tel-roofs")  # DRAM bandwidth and tensor activity against their roofs
+        procs = Static("", id="tel-procs")  # the processes on the GPU
+        roofs.display = procs.display = False
+        yield roofs
+        yield procs
+
+    def _show_roofs(self, g: GpuSnapshot | None) -> None:
+        """The GPU's live DRAM bandwidth against its measured B, tensor and SM activity, and its processes;
+        why they are missing (no GPM on this GPU, NVML not answering); nothing for the CPU."""
+        from rooftop.tui.render.telemetry import gpm_parts, processes_text
+
+        roofs, procs = self.query_one("#tel-roofs", Static), self.query_one("#tel-procs", Static)
+        if g is None:
+            roofs.display = procs.display = False
+            return
+        if g.note:
+            text = Text(g.note, style="yellow")
+        elif gpm_parts(g):
+            text = Text("   ".join(gpm_parts(g)), style="bold")
+        else:
+            text = Text(g.gpm_note or "", style="dim")
+        roofs.update(text)
+        roofs.display = bool(text.plain)
+        line = processes_text(g, width=max(40, self.size.width or 80))
+        procs.update(Text(line or "", style="dim"))
+        procs.display = bool(line)
+
+    def add(self, s: Snapshot) -> None:
+        if s.gpus:
+            g = s.gpus[0]
+            traces, obj = GPU_TRACES, g
+            if g.gpm_note:  # no GPM on this GPU: its note says so once, no empty traces
+                traces = tuple(t for t in GPU_TRACES if t[0] not in GPM_TRACES)
+            throttle = f"  throttle: {', '.join(g.throttling)}" if g.throttling else ""
+            self.source = f"gpu{g.index} {g.name}{' — LOST' if g.lost else ''}{throttle}"
+        elif s.cpu is not None:
+            traces, obj = CPU_TRACES, s.cpu
+            self.source = f"CPU ({len(s.cpu.per_core_pct)} cores) — {s.state}"
+        else:
+            self.query_one("#tel-source", Static).update(s.state)
+            self._show_roofs(None)
+            return
+        self._show_roofs(s.gpus[0] if s.gpus else None)
+        self.query_one("#tel-source", Static).update(Text(self.source, style="bold" if s.gpus else "dim"))
+        shown = {k for k, *_ in traces}
+        for key, label, unit, read in traces:
+            v = read(obj)
+            self.query_one(f"#lb-{key}", Label).update(label)
+            if v is not None:
+                self.data[key].append(float(v))
+                self.query_one(f"#sp-{key}", Sparkline).data = list(self.data[key])
+            fmt = VALUE_FORMAT.get(key, "{:,.0f}")
+            self.query_one(f"#val-{key}", Static).update("N/A" if v is None else f"{fmt.format(v)} {unit}")
+        for key, *_ in GPU_TRACES:
+            self.query_one(f"#tr-{key}").display = key in shown
+
+
+class Live(Widget):
+    """The Live tab: telemetry above, the measurement below."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("telemetry", classes="section")
+            yield TelemetryPanel(id="telemetry")
+            yield Label("measurement", classes="section")
+            yield MeasurePanel(id="measure")
+
+
+class MeasurePanel(Widget):
+    """The running measurement: progress, the bandwidth curve and the roofline growing, ceilings so far."""
+
+    DEFAULT_CSS = """
+    MeasurePanel { height: 1fr; }
+    MeasurePanel #ms-status { height: auto; }
+    MeasurePanel #ms-progress { height: 1; display: none; }
+    MeasurePanel.-running #ms-progress { display: block; }
+    MeasurePanel #ms-charts { height: 1fr; }
+    MeasurePanel #ms-ceilings-scroll { height: auto; max-height: 8; }
+    """
+
+    REDRAW_S = 0.5  # charts redraw at most twice a second: plotext holds the GIL while it draws
+    CURVES = ("bandwidth", "gemm", "fma")  # the left chart: GB/s vs working set, TFLOP/s vs n or M, vs R
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.view = RunView()
+        self._dirty = False
+        self.curve = "bandwidth"
+
+    def show_curve(self, curve: str) -> None:
+        """Show this sweep's curve in the left chart (the app's choice: key v)."""
+        if curve != self.curve:
+            self.curve = curve
+            self._dirty = True
+            self._redraw()
+
+    @property
+    def samples(self) -> list:
+        return self.view.samples
+
+    def on_mount(self) -> None:
+        self.set_interval(self.REDRAW_S, self._redraw)
+        watch_app(self, run_view=self.show_run, curve=self.show_curve)  # mounted late: the run so far
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import ProgressBar
+
+        from rooftop.tui.app.widgets import RooflinePlot
+
+        yield Static(Text("no measurement running — press m to measure this machine (quick plan)", style="dim"),
+                     id="ms-status")
+        yield ProgressBar(id="ms-progress", show_eta=True)
+        with Horizontal(id="ms-charts"):
+            yield RooflinePlot(kind="bandwidth", id="ms-bw")
+            yield RooflinePlot(id="ms-roof")
+        with VerticalScroll(id="ms-ceilings-scroll"):
+            yield Static("", id="ms-ceilings")
+
+    def show_run(self, view: RunView) -> None:
+        """Start showing `view`: a run just started, finished, failed, or one mounted late into."""
+        if not (view.plan or view.starting or view.error):
+            return  # no run yet: the panel says how to start one
+        self.view = view
+        if view.error and not view.plan:
+            self.query_one("#ms-status", Static).update(Text(f"failed: {view.error}", style="bold red"))
+            return
+        self.set_class(view.stored is None, "-running")
+        if view.starting and not view.plan:
+            self.query_one("#ms-status", Static).update(Text(
+                "starting the measurement: loading torch and sizing the plan — c or Esc cancels", style="bold"))
+        elif view.stored is not None:
+            self._stored(view)
+        elif view.result is not None:
+            self._finished(view.result)
+        elif view.progress is not None:
+            self.update_progress(view)
+        else:
+            from textual.widgets import ProgressBar
+
+            bar = self.query_one("#ms-progress", ProgressBar)
+            bar.update(total=view.points, progress=0)
+            self._show_eta(bar, True)
+            self.query_one("#ms-status", Static).update(Text(
+                f"measuring {view.device}: {view.plan} plan, {view.points} points — c or Esc cancels "
+                "(what is measured is kept)", style="bold"))
+
+    @staticmethod
+    def _show_eta(bar: object, shown: bool) -> None:
+        for eta in bar.query("#eta"):  # type: ignore[attr-defined]
+            eta.display = shown
+
+    def update_progress(self, view: RunView) -> None:
+        from textual.widgets import ProgressBar
+
+        progress, sample = view.progress, view.samples[-1]
+        self.query_one("#ms-progress", ProgressBar).update(total=progress.total, progress=progress.done)
+        note = f" — skipped: {sample.skipped}" if sample.skipped else ("" if sample.stable else " — unstable")
+        self.query_one("#ms-status", Static).update(Text(
+            f"[{progress.done}/{progress.total}] {progress.label}{note}  ({progress.elapsed_s:.1f} s) — c cancels"))
+        self._dirty = True
+
+    def _redraw(self) -> None:
+        """The curves and ceilings for the samples so far (coalesced: see REDRAW_S)."""
+        from rooftop.models.plotdata import (
+            bandwidth_curves,
+            fma_curves,
+            gemm_curves,
+            intensity_span,
+            roof_series,
+            sample_series,
+        )
+        from rooftop.tui.app.widgets import RooflinePlot
+
+        calibration = self.view.calibration
+        if not self._dirty or calibration is None:
+            return
+        self._dirty = False
+        samples = self.view.samples
+        curves = {"bandwidth": (bandwidth_curves, "bandwidth"), "gemm": (gemm_curves, "GEMM vs n, M"),
+                  "fma": (fma_curves, "FMA sweep vs R")}
+        make, title = curves[self.curve]  # short: the title goes when wider than an 80-column chart
+        self.query_one("#ms-bw", RooflinePlot).show(make(samples), f"{title} (v: next)", kind=self.curve)
+        prof = calibration.profile
+        points = sample_series(samples, "")
+        series = []
+        if prof.peak and prof.bandwidth:
+            span = intensity_span([prof], [x for p in points for x in p.xs], lo=0.01)
+            series = roof_series(prof, prof.paths(), prof.levels(), span)
+        self.query_one("#ms-roof", RooflinePlot).show(series + points, "measured roofline so far")
+        # Under 30 rows the ceilings get 3 lines: without the case names (History shows them) they fit.
+        self.query_one("#ms-ceilings", Static).update(ceilings_text(calibration, cases=not self.screen.has_class("-short")))
+
+    def _stored(self, view: RunView) -> None:
+        """This machine's last run, from the store: what the tab shows until m measures again."""
+        import time
+
+        run = view.stored
+        self._dirty = True
+        self._redraw()
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))  # type: ignore[attr-defined]
+        text = Text(f"last run of this machine: {run.label}, {run.status}, "  # type: ignore[attr-defined]
+                    f"{fmt_count(len(view.samples), 'point')}, {started}", style="bold")
+        text.append(f"\n{view.device}, {run.plan} plan — m measures again", style="dim")  # type: ignore[attr-defined]
+        self.query_one("#ms-status", Static).update(text)
+
+    def _finished(self, result) -> None:  # noqa: ANN001 - a RunResult
+        from textual.widgets import ProgressBar
+
+        from rooftop.tui.services.threads import cpu_threads
+
+        self.view.calibration = result.calibration
+        self._dirty = True
+        self._redraw()
+        done = len(result.samples)
+        bar = self.query_one("#ms-progress", ProgressBar)
+        bar.update(total=max(self.view.points, done), progress=done)
+        self._show_eta(bar, False)  # the run is over: no time left to estimate
+        saved = f"saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "not saved"
+        style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
+        text = Text(f"{result.status}: {fmt_count(done, 'point')} in {result.wall_s:.1f} s, {saved}",
+                    style=style)
+        threads = cpu_threads(result.calibration.profile)
+        if threads:
+            text.append(f", {fmt_count(threads, 'thread')}", style=style)
+        if result.error:
+            text.append(f" — {result.error}")
+        if result.throttled:
+            text.append(f"\n{fmt_count(len(result.throttled), 'point')} taken while throttled", style="yellow")
+        self.query_one("#ms-status", Static).update(text)
+
+
+def ceilings_text(cal, cases: bool = True) -> Text:  # noqa: ANN001 - a Calibration
+    """The ceilings so far, each with the case that produced it (unless not `cases`); write beside B; which ran capped."""
+    from rooftop.models.calibrate import write_figure
+    from rooftop.models.conditions import capped_line
+    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
+
+    prof = cal.profile
+    t = Text("ceilings: ", style="bold")
+
+    def case(c) -> str:  # noqa: ANN001 - a Ceiling
+        return f" [{c.case}]" if cases else ""
+
+    parts = [f"B {lv} {fmt_bandwidth(c.value)}{case(c)}" for lv, c in prof.bandwidth.items()]
+    write = write_figure(prof)
+    if write:
+        parts.append(f"write {fmt_bandwidth(write.value)}{case(write)}")
+    if cases:
+        parts += [f"F {p} {fmt_flops_rate(c.value)}{case(c)}" for p, c in prof.peak.items()]
+    elif prof.peak:  # packed: the unit once
+        parts.append("F TFLOP/s " + ", ".join(f"{p} {c.value / 1e12:.4g}" for p, c in prof.peak.items()))
+    t.append("; ".join(parts) if parts else "none yet")
+    if cal.unstable:
+        t.append(f"  ({len(cal.unstable)} unstable left out)", style="yellow")
+    capped = capped_line(prof)
+    if capped:
+        t.append(f"\n{capped}", style="yellow")
+    return t

@@ -1,0 +1,228 @@
+"""Profile: the kept profiles of your programs — pick one, read its op groups by time share and its step split.
+
+A profile is made on the command line (`rooftop profile -- python script.py`,
+`--trace FILE`) and kept in the store; this tab only shows it, as stored.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import DataTable, Static
+
+from rooftop.models.units import fmt_time
+from rooftop.store.db import StoreError
+from rooftop.store.runs import Run
+from rooftop.store.workloads import group_records, profile_summary
+from rooftop.tui.render.text import clean
+from rooftop.tui.services.context import store_session
+from rooftop.tui.app.widgets import Col, FitTable, watch_app
+
+RUNS = (Col("run", "run"), Col("device", "device", max_width=22), Col("started", "started"),
+        Col("ops", "ops", drop=1), Col("source", "source", drop=2, max_width=40))
+OPS = (Col("share", "share"), Col("time", "time"), Col("calls", "calls", drop=2),
+       Col("op", "op dtype shapes", max_width=34), Col("I", "I", drop=3), Col("regime", "regime", drop=1),
+       Col("roof", "of roof"))
+
+
+def _pct(x: Any) -> str:
+    return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else ""
+
+
+def run_row(run: Run) -> tuple[str | Text, ...]:
+    started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))
+    source = str(profile_summary(run).get("source", ""))
+    return run.short_id, Text(clean(run.device_name)), started, str(run.samples), Text(clean(source))
+
+
+def _stored_rows(run: Run) -> dict:
+    rows = profile_summary(run).get("rows")
+    return rows if isinstance(rows, dict) else {}
+
+
+def _num(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else 0.0
+
+
+def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | Text, ...]]]:
+    """The idle time, the overlap of streams, memcpy / memset and the op groups, by share of the span (largest
+    first): each row's share is its time alone on the device, so they add up to 100%."""
+    from rooftop.models.units import fmt_bytes
+    from rooftop.models.workload import OpGroup
+    from rooftop.tui.render.profile import op_label
+
+    s = profile_summary(run)
+    span = s.get("span_s") or 0.0
+    more = _stored_rows(run)
+    rows: list[tuple[float, tuple[str | Text, ...]]] = []
+    idle = s.get("idle_s") or 0.0
+    rows.append((idle, (_pct(idle / span if span else None), fmt_time(idle), "", Text("idle time", style="bold"),
+                        "", "", "")))
+    overlap = _num((more.get("overlap") or {}).get("time_s"))
+    if overlap > 0:
+        rows.append((overlap, (_pct(overlap / span if span else None), fmt_time(overlap), "",
+                               Text("overlap (streams at once)", style="bold"), "", "", "")))
+    for x in more.get("transfers") or ():
+        if not isinstance(x, dict):
+            continue
+        alone, nbytes = _num(x.get("time_alone_s")), _num(x.get("bytes"))
+        label = clean(str(x.get("row", "?"))) + (f" {fmt_bytes(nbytes)}" if nbytes else "")
+        rows.append((alone, (_pct(alone / span if span else None), fmt_time(_num(x.get("time_s"))),
+                             str(x.get("calls", "")), Text(label), "", clean(str(x.get("level", ""))),
+                             _pct(x.get("fraction_of_roof")))))
+    for g in groups:
+        t = g.get("time_s") or 0.0
+        alone = _num(g.get("time_alone_s", t))
+        i = g.get("intensity")
+        label = op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
+                                 dtype=str(g.get("dtype", "")), model="", path="", counting=""))
+        rows.append((alone, (_pct(alone / span if span else None), fmt_time(t), str(g.get("calls", "")), Text(label),
+                             f"{i:.3g}" if isinstance(i, (int, float)) else "", str(g.get("regime", "")),
+                             _pct(g.get("fraction_of_roof")))))
+    return [(None, r) for _, r in sorted(rows, key=lambda x: -x[0])]
+
+
+def rows_text(run: Run) -> Text:
+    """Below the table: the idle time by cause, the top kernels, the steps and the flags of a kept profile."""
+    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
+    from rooftop.tui.render.profile import short_kernel
+
+    s = profile_summary(run)
+    span = s.get("span_s") or 0.0
+    more = _stored_rows(run)
+    text = Text()
+    causes = [c for c in more.get("idle_causes") or () if isinstance(c, dict)]
+    if causes:
+        text.append("idle time by cause\n", style="bold")
+        for c in causes[:6]:
+            t = _num(c.get("time_s"))
+            text.append(f"  {_pct(t / span if span else None):>6} {fmt_time(t):>9}  {clean(str(c.get('category', '')))}"
+                        f": {clean(str(c.get('cause', '')))} ({c.get('gaps', 0)} gaps)\n")
+    kernels = [k for k in more.get("top_kernels") or () if isinstance(k, dict)]
+    if kernels:
+        text.append("top kernels\n", style="bold")
+        for k in kernels[:5]:
+            t, w, q = _num(k.get("time_s")), _num(k.get("flops")), _num(k.get("bytes"))
+            rate = ", ".join(x for x in (fmt_flops_rate(w / t) if w and t else "",
+                                         fmt_bandwidth(q / t) if q and t else "") if x)
+            text.append(f"  {fmt_time(t):>9} ×{k.get('calls', 0)} {short_kernel(str(k.get('name', '')))}"
+                        + (f"  {rate}" if rate else "") + "\n")
+    steps = [x for x in more.get("steps") or () if isinstance(x, dict)]
+    for st in steps:
+        text.append(f"  {clean(str(st.get('name', '')))}: busy {fmt_time(_num(st.get('busy_s')))} of "
+                    f"{fmt_time(_num(st.get('span_s')))}, idle {fmt_time(_num(st.get('idle_s')))}\n")
+    flags = [f for f in more.get("flags") or () if isinstance(f, dict)]
+    if flags:
+        from rooftop.models.workload import Flag, flag_lines
+
+        try:
+            lines = flag_lines([Flag.from_dict(f) for f in flags])
+        except (KeyError, TypeError, ValueError):
+            lines = [str(f.get("text", "")) for f in flags]
+        for line in lines:
+            text.append(f"flag: {clean(line)}\n", style="bold red")
+    return text
+
+
+class ProfilePane(Widget):
+    """The Profile tab over the store at `db_path`."""
+
+    BINDINGS = [Binding("f5", "reload", "Reload", show=False)]
+
+    def __init__(self, db_path: Path | None, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.db_path = db_path
+        self.run_ids: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="prof-status")
+        yield FitTable(RUNS, id="prof-runs", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="prof-split")
+        with VerticalScroll(id="prof-ops-scroll"):
+            yield FitTable(OPS, id="prof-ops", zebra_stripes=True)
+            yield Static("", id="prof-more")
+
+    def on_mount(self) -> None:
+        self.reload()
+        watch_app(self, init=False, runs_changed=lambda _: self.reload())  # a run renamed or deleted in History
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        status = self.query_one("#prof-status", Static)
+        table = self.query_one("#prof-runs", FitTable)
+        table.set_rows([])
+        self.run_ids = []
+        try:
+            with store_session(self.db_path) as store:
+                runs = [] if store is None else [r for r in reversed(store.runs()) if r.kind == "profile"]
+        except StoreError as exc:
+            status.update(Text(f"✗ {exc}", style="bold red"))
+            return
+        if not runs:
+            status.update(Text("no profiles kept yet: `rooftop profile -- python script.py ARGS…` runs your program "
+                               "and keeps one (or `rooftop profile --trace FILE.json`)", style="dim"))
+            self.query_one("#prof-split", Static).update("")
+            self.query_one("#prof-ops", FitTable).set_rows([])
+            more = self.query_one("#prof-more", Static)
+            more.update("")
+            more.display = False
+            return
+        table.set_rows((r.id, run_row(r)) for r in runs)
+        self.run_ids = [r.id for r in runs]
+        status.update(Text(f"{len(runs)} profile{'' if len(runs) == 1 else 's'}; the newest first", style="dim"))
+        self.show_run(self.run_ids[0])
+
+    @on(DataTable.RowSelected, "#prof-runs")
+    @on(DataTable.RowHighlighted, "#prof-runs")
+    def _row(self, event: DataTable.RowSelected | DataTable.RowHighlighted) -> None:
+        if event.row_key.value:
+            self.show_run(str(event.row_key.value))
+
+    def show_run(self, run_id: str) -> None:
+        split = self.query_one("#prof-split", Static)
+        try:
+            with store_session(self.db_path) as store:
+                if store is None:
+                    return
+                run = store.run(run_id)
+                groups = group_records(store.samples(run_id))
+        except StoreError as exc:
+            split.update(Text(f"✗ {exc}", style="red"))
+            return
+        split.update(split_text(run))
+        self.query_one("#prof-ops", FitTable).set_rows(op_rows(run, [g for g in groups if g]))
+        more = self.query_one("#prof-more", Static)
+        more.update(rows_text(run))
+        more.display = True
+
+
+def split_text(run: Run) -> Text:
+    """The step split of a kept profile: busy and idle, what each fix would give, MFU, the largest share."""
+    s = profile_summary(run)
+    span, busy, idle = s.get("span_s") or 0.0, s.get("device_busy_s") or 0.0, s.get("idle_s") or 0.0
+    what = "kernels" if s.get("on_device") else "ops"
+    text = Text(f"on the roofs of {s.get('device', '?')}: span {fmt_time(span)}, {what} busy {fmt_time(busy)}, "
+                f"idle {fmt_time(idle)} ({_pct(idle / span if span else None)})\n")
+    at_roof, no_gaps = s.get("step_at_roof_s"), s.get("step_without_gaps_s")
+    if isinstance(at_roof, (int, float)) and isinstance(no_gaps, (int, float)):
+        text.append(f"every op at its roof: {fmt_time(at_roof)}; no gaps: {fmt_time(no_gaps)}; "
+                    f"both: {fmt_time(s.get('bound_s') or 0.0)}\n")
+    top = s.get("largest_share")
+    mfu = s.get("mfu")
+    low = " (above 100%: the roof is low, see the flags)" if isinstance(mfu, (int, float)) and mfu > 1 else ""
+    text.append(f"MFU {_pct(mfu) or 'n/a'}{low} · bandwidth {_pct(s.get('bandwidth_utilisation')) or 'n/a'}; "
+                f"largest share: {'idle time' if top == 'idle' else clean(str(top))}", style="bold")
+    if s.get("device_note"):
+        text.append(f"\ndevice: {clean(str(s['device_note']))}", style="yellow")
+    text.append("\nW and Q estimated from shapes; times measured", style="dim")
+    return text

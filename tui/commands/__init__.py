@@ -1,0 +1,109 @@
+"""The `rooftop` command line: the parser, and the one map from an exception to an exit status.
+
+Each theme's commands live in a module of their own (analyse, llm, measure, profile, comm,
+store, watch, app), with their argparse and handlers only; what they show comes from
+`render`, what they keep and look up from `services`. Imports stay light: `rooftop --help`,
+`rooftop op`, `rooftop devices` and `rooftop plot` never load torch (a test checks it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from typing import Callable, Sequence
+
+from rooftop.models.catalog import UnknownDevice
+from rooftop.models.llm import ModelError
+from rooftop.models.profile import NoRoof
+from rooftop.models.safetext import safe_text
+from rooftop.models.spec import SpecError
+from rooftop.store.db import StoreError
+from rooftop.tui.commands.common import Parser, UsageError, add_db_option
+from rooftop.tui.services import context
+
+# Bad input, found by argparse's checks or later: one line naming what is wrong, exit status 2.
+BAD_INPUT: tuple[type[Exception], ...] = (SpecError, NoRoof, UnknownDevice, UsageError, ModelError, StoreError,
+                                          context.NotAProfile)
+
+
+def build_parser() -> Parser:
+    p = Parser(
+        prog="rooftop",
+        description=(
+            "rooftop — a terminal roofline lab for GPU servers. It places an op (GEMM, attention, "
+            "elementwise, a decode step) on a device's measured or published roofline: the regime that "
+            "bounds it, the time it cannot beat, and what to do about it."
+        ),
+        epilog="With no command, rooftop opens its terminal app:\n"
+               "  1–7 switch tabs, m measures this machine, ? lists the keys, q quits\n"
+               "Run `rooftop COMMAND --help` for each command's options.",
+    )
+    p.add_argument("-d", "--device", metavar="ID",
+                   help="the app's first device, or the device of op/plot/llm (default: this machine's "
+                        "measured profile `local`, else this GPU's reference, else h100)")
+    add_db_option(p, top=True)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    from rooftop.tui.commands import analyse, comm, llm, measure, profile, store, watch
+
+    # the order of --help's list of commands
+    measure.add_measure_command(sub)  # light: torch loads only when measuring
+    profile.add_profile_command(sub)  # light: torch loads only to run a program
+    comm.add_comm_command(sub)  # light: torch loads only when the ranks start
+    analyse.add_analyse_commands(sub)
+    llm.add_llm_command(sub)
+    watch.add_watch_command(sub)
+    store.add_store_commands(sub)
+    analyse.add_compare_command(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = getattr(args, "func", None) or _run_app
+    name = f"rooftop {args.command}" if args.command else "rooftop"
+    context.begin_command()
+    try:
+        return func(args)
+    except BaseException as exc:  # every exception gets its exit status here, and only here
+        return exit_status(exc, name, args)
+
+
+def exit_status(exc: BaseException, name: str, args: argparse.Namespace) -> int:
+    """The one exception → exit-status map: what the user is told on stderr, and the status.
+
+    2: bad input (one line); 130: Ctrl-C; 0: a closed pipe (`rooftop devices | head`);
+    1: a bug (one line, or the traceback with ROOFTOP_DEBUG=1). Anything else is re-raised
+    (SystemExit from argparse or a command).
+    """
+    if isinstance(exc, BAD_INPUT):
+        msg = exc.args[0] if exc.args else str(exc)
+        sys.stderr.write(f"{name}: error: {safe_text(msg)}\n")  # it may quote a stored name
+        return 2
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C outside a measurement's own handling (e.g. while torch loads)
+        sys.stderr.write(f"\n{name}: interrupted\n")
+        return 130
+    if isinstance(exc, BrokenPipeError):  # stop quietly, and let the exit flush go nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    if isinstance(exc, sqlite3.DatabaseError):  # damage found mid-command: name the file, never a traceback
+        sys.stderr.write(f"{name}: error: database {context.db_file(args)} is damaged ({exc}); "
+                         "check it with `sqlite3 FILE 'PRAGMA integrity_check'`, or use another --db PATH\n")
+        return 2
+    if isinstance(exc, OSError):  # a path that cannot be read or written (export -o /nonexistent/x.json, …)
+        sys.stderr.write(f"{name}: error: {exc.strerror or exc}: {exc.filename or ''}\n".replace(": \n", "\n"))
+        return 2
+    if isinstance(exc, Exception):  # a bug, not bad input: one line unless asked for the traceback
+        if os.environ.get("ROOFTOP_DEBUG"):
+            raise exc
+        sys.stderr.write(f"{name}: internal error: {exc!r} (set ROOFTOP_DEBUG=1 for the traceback)\n")
+        return 1
+    raise exc
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    from rooftop.tui.commands.app import run_app  # textual loads only when the app opens
+
+    return run_app(args)

@@ -1,0 +1,157 @@
+"""What every command shares: the parser and its help layout, --db and --device, UsageError,
+and the parsers of option values (lists of ids, counts, times, NAME=NUMBER pairs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rooftop.models.safetext import safe_text
+from rooftop.models.spec import SpecError
+from rooftop.models.units import fmt_count
+
+
+HELP_WIDTH = 80  # columns: --help fits an 80-column terminal, and is no wider on a larger one
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Wraps the prose of descriptions and epilogs, keeps indented lines (example blocks) as written.
+
+    argparse either wraps everything (and flattens the examples) or nothing (and a
+    long paragraph runs off an 80-column screen); here a line that starts at the
+    margin is prose, joined with its neighbours and wrapped, and an indented one is
+    layout. The width is the terminal's, at most HELP_WIDTH.
+    """
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        import shutil
+
+        kwargs.setdefault("width", min(shutil.get_terminal_size().columns, HELP_WIDTH) - 2)
+        super().__init__(prog, **kwargs)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out: list[str] = []
+        prose: list[str] = []
+
+        def wrap_prose() -> None:
+            if prose:
+                out.extend(textwrap.wrap(" ".join(prose), width, initial_indent=indent, subsequent_indent=indent,
+                                         break_on_hyphens=False))
+                prose.clear()
+
+        for line in text.splitlines():
+            if line.strip() and not line[0].isspace():
+                prose.append(line.strip())
+                continue
+            wrap_prose()
+            out.append(indent + line if line.strip() else "")
+        wrap_prose()
+        return "\n".join(out)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad input in one line and exits with 2, and whose help fits 80 columns."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(2)
+
+
+class UsageError(Exception):
+    """Bad input found after parsing; reported in one line with exit code 2."""
+
+
+def _device_list(values: str | list[str] | None, what: str = "-d") -> list[str]:
+    """--device values (repeated, comma-separated; or one string from `rooftop -d ID COMMAND`) as ids.
+
+    An empty one is refused, not skipped: `-d ''` (an unset shell variable) must not quietly mean
+    the default device.
+    """
+    raws = [values] if isinstance(values, str) else values or []
+    for raw in raws:
+        if not all(v.strip() for v in raw.split(",")):
+            raise UsageError(f"{what} {safe_text(raw)!r}: an empty device id; give ids from `rooftop devices` "
+                             "(or run names), comma-separated" + (", or leave out -d for the default" if what == "-d" else ""))
+    return [v.strip() for raw in raws for v in raw.split(",")]
+
+
+def _measured_times(raw: str | None, n_ops: int) -> list[float | None]:
+    if raw is None:
+        return [None] * n_ops
+    try:
+        vals = [float(v) for v in raw.split(",")]
+    except ValueError:
+        raise UsageError(f"--measured-ms {raw!r}: expected milliseconds, e.g. 0.55 or 0.55,1.2 (one per op)") from None
+    if any(not (v > 0 and v < float("inf")) for v in vals):
+        raise UsageError(f"--measured-ms {raw!r}: times must be positive milliseconds")
+    if len(vals) == 1:
+        vals = vals * n_ops
+    if len(vals) != n_ops:
+        raise UsageError(f"--measured-ms gives {fmt_count(len(vals), 'time')} for {fmt_count(n_ops, 'op')}: "
+                         "give one, or one per op")
+    return [v / 1e3 for v in vals]
+
+
+def _path_list(raw: str) -> list[str]:
+    """--paths: compute path names, comma-separated, or 'all'; an empty one is refused."""
+    items = [v.strip() for v in raw.split(",")]
+    if not all(items):
+        raise UsageError(f"--paths {safe_text(raw)!r}: an empty path name; give paths such as bf16-tc,fp32-fma "
+                         "(`rooftop devices ID` lists a device's), or 'all'")
+    return items
+
+
+def _int_list(raw: str, what: str, one: bool = False) -> list[int]:
+    """Comma-separated counts (`one`: a single count); an empty item is an error, not skipped:
+    `--batch 1,,2` is more likely a lost number than a wish for two batches."""
+    from rooftop.models.spec import parse_count
+
+    items = [v.strip() for v in raw.split(",")]
+    if one and (len(items) > 1 or not items[0]):
+        raise UsageError(f"--{what} {raw!r}: give one number, e.g. 128")
+    if not all(items):
+        raise UsageError(f"--{what} {raw!r}: an empty item; give numbers separated by commas, e.g. 1,8,16")
+    try:
+        return [parse_count(v, what) for v in items]
+    except SpecError as exc:
+        raise UsageError(f"--{what} {raw!r}: {exc}") from None
+
+
+def _named_values(raw: str | None, what: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in (raw or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise UsageError(f"--{what}: {item!r} is not NAME=NUMBER (e.g. attention=17.6,mlp=24)") from None
+    return out
+
+
+DB_HELP = "the rooftop database file (default: $ROOFTOP_DB, else rooftop.db in the user data directory)"
+
+
+def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """--db PATH on every command that reads or writes the store, and before the command.
+
+    A command's own --db is left out of the namespace when not given, so that it does not
+    overwrite `rooftop --db PATH COMMAND`'s (argparse's subparser defaults would).
+    """
+    p.add_argument("--db", metavar="PATH", help=DB_HELP, **({} if top else {"default": argparse.SUPPRESS}))
+
+
+def add_device_option(p: argparse.ArgumentParser, help: str) -> None:  # noqa: A002 - argparse's word
+    """-d/--device on a command, repeatable; left out of the namespace when not given, so that it does
+    not overwrite `rooftop -d ID COMMAND`'s (as add_db_option does for --db)."""
+    p.add_argument("-d", "--device", action="append", metavar="ID", default=argparse.SUPPRESS, help=help)

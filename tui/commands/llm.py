@@ -1,0 +1,127 @@
+"""`rooftop llm`: a transformer's prefill or decode step on a device's roofline."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rooftop.tui.commands.common import (
+    UsageError, _device_list, _int_list, _measured_times, _named_values, add_db_option, add_device_option,
+)
+from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.services.context import resolve_devices, store_profiles
+
+
+def cmd_llm(args: argparse.Namespace) -> int:
+    from rooftop.models.dtypes import parse_dtype
+    from rooftop.models.llm import Phase, amdahl, compute_bound_batch, step_bound, with_dtype
+    from rooftop.store.hfconfig import load_arch
+
+    arch = load_arch(args.model)
+    try:
+        if args.dtype:
+            arch = with_dtype(arch, parse_dtype(args.dtype).name)
+        kv_dtype = parse_dtype(args.kv_dtype).name if args.kv_dtype else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    batches = _int_list(args.batch, "batch")
+    (prompt,) = _int_list(args.prompt, "prompt", one=True)
+    contexts = _int_list(args.context, "context") if args.context else [prompt]
+    parts = _named_values(args.parts, "parts")
+    if args.speedup and not parts:
+        raise UsageError("--speedup needs --parts: the end-to-end time table it applies to")
+    split = amdahl(parts, _named_values(args.speedup, "speedup")) if parts else None
+    ids = _device_list(args.device)
+    device = resolve_devices(ids, store_profiles(args, ids))[0]
+    phases = [Phase(args.phase, b, prompt=prompt, context=c, kv_dtype=kv_dtype) for c in contexts for b in batches]
+    times = _measured_times(args.measured_ms, len(phases))
+    # a --tp / --pp the model does not split into is a ModelError: one line, exit 2
+    steps = [step_bound(arch, ph, device, t, tp=args.tp, pp=args.pp) for ph, t in zip(phases, times)]
+    flips = {}
+    if args.phase == "decode":
+        flips = {
+            "linear_layers": compute_bound_batch(arch, device, contexts[0], kv_dtype, linear_only=True),
+            "whole_step": compute_bound_batch(arch, device, contexts[0], kv_dtype),
+        }
+    dims = _parallel(args, arch, steps[0])
+    if args.json:
+        out = {
+            "model": arch.name,
+            "device": device.id,
+            "steps": [s.to_dict() for s in steps],
+            **({"parallel": [d.to_dict(device) for d in dims]} if dims else {}),
+            "compute_bound_batch": flips or None,
+            "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
+            if split else None,
+        }
+        print_json(out)
+        return 0
+    from rooftop.tui.render.llm import amdahl_table, llm_ops_table, llm_steps_table
+    from rooftop.tui.render.report import Prose, make_console
+
+    console = make_console()
+    console.print(llm_steps_table(steps))
+    if flips:
+        lin, whole = flips["linear_layers"], flips["whole_step"]
+        console.print(Prose(
+            f"linear layers turn compute-bound from batch ≈ {lin if lin else 'never'} (their I ≈ batch); "
+            f"the whole step at context {contexts[0]} "
+            + (f"from batch ≈ {whole}" if whole else "never: each request's KV cache keeps attention memory-bound")
+        ))
+    console.print()
+    console.print(llm_ops_table(steps[0]))
+    if split:
+        console.print()
+        console.print(amdahl_table(split))
+    if dims:
+        from rooftop.tui.render.llm import parallel_table
+
+        console.print()
+        console.print(parallel_table(dims, device, steps[0]))
+    return 0
+
+
+def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
+    """--tp / --pp: each dimension's communication for the first step, one rank's (empty when both are 1)."""
+    from rooftop.models.parallel import parallel_comm
+
+    try:
+        return parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
+                             args.tp, args.pp, per_rank=step.ranks > 1, vocab=arch.vocab, logits_rows=step.phase.batch)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def add_llm_command(sub: Any) -> None:
+    """llm."""
+    lm = sub.add_parser(
+        "llm", help="an LLM's prefill or decode step on the roofline",
+        description="Place a transformer's prefill or decode step on a device's roofline: the per-layer ops, the "
+                    "step's lower bound (bytes read over B, and the sum of each op's bound), the tokens/s ceiling, "
+                    "and the batch at which decode turns compute-bound.",
+        epilog="MODEL is a built-in (qwen2.5-7b, llama-3.1-8b, mixtral-8x7b, … — see the error for the list) or a "
+               "Hugging Face config.json (or its folder).\n\nexamples:\n"
+               "  rooftop llm qwen2.5-7b --device h100 --batch 1,8,16 \\\n"
+               "      --measured-ms 11.56,11.9,12.5\n"
+               "  rooftop llm llama-3.1-8b --phase prefill --prompt 2048 --device h200\n"
+               "  rooftop llm ./config.json --context 4096 --kv-dtype fp8 --json\n"
+               "  rooftop llm qwen2.5-7b --parts attention=17.6,mlp=24,runtime=6,comm=10.4 \\\n"
+               "      --speedup attention=1.67",
+    )
+    lm.add_argument("model", metavar="MODEL", help="built-in model name or config.json path")
+    lm.add_argument("--phase", choices=("decode", "prefill"), default="decode", help="default: decode")
+    lm.add_argument("--batch", default="1", metavar="LIST", help="batch sizes, comma-separated (default 1)")
+    lm.add_argument("--prompt", default="128", metavar="N", help="prompt tokens (default 128)")
+    lm.add_argument("--context", metavar="LIST", help="decode: tokens in the KV cache, comma-separated (default: the prompt)")
+    lm.add_argument("--dtype", metavar="DTYPE", help="weight dtype (default: the config's)")
+    lm.add_argument("--kv-dtype", metavar="DTYPE", help="KV-cache dtype, e.g. fp8 (default: the weights')")
+    add_device_option(lm, "device id (default: this machine's measured profile `local`, else this GPU's "
+                          "reference, else h100)")
+    lm.add_argument("--measured-ms", metavar="T", help="measured step times in ms, one per batch × context")
+    lm.add_argument("--parts", metavar="NAME=MS,…", help="an end-to-end time table for an Amdahl breakdown")
+    lm.add_argument("--speedup", metavar="NAME=X,…", help="speed-up factors of some parts")
+    lm.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel ranks: their all-reduces per step")
+    lm.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline stages: their sends per step")
+    lm.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    add_db_option(lm)
+    lm.set_defaults(func=cmd_llm)

@@ -1,0 +1,155 @@
+"""`rooftop measure`: run a probe plan with a progress bar, then the ceilings and the measured roofline.
+
+Kept out of cli.py so the command line's module stays light: torch is imported
+only inside cmd_measure, when a measurement really starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+from rooftop.tui.commands.common import UsageError, add_db_option
+from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.render.chart import plot_size
+from rooftop.tui.services.stopsignals import stop_on_signals
+
+
+def add_measure_command(sub: Any) -> None:
+    """Add the `measure` subcommand to the CLI's subparsers."""
+    ms = sub.add_parser(
+        "measure", help="measure this machine's roofline (bandwidth, GEMM, FMA sweep, launch)",
+        description="Measure the local GPU's (or CPU's) ceilings by the reference protocol, then print the "
+                    "ceilings (value, case, stability) and the measured roofline. Progress goes to stderr.",
+    )
+    ms.add_argument("--plan", choices=("quick", "full"), default="quick", help="quick (default) or full sweeps")
+    ms.add_argument("--device", metavar="DEV", help="cuda:N or cpu (default: the first GPU, else the CPU)")
+    ms.add_argument("--only", metavar="LIST", help="comma-separated subset of: bandwidth,cache,gemm,fma,launch")
+    ms.add_argument("--threads", type=int, metavar="N", help="CPU only: torch threads (default: torch's, one per core)")
+    ms.add_argument("--json", action="store_true", help="print {profile, samples, device_info} as JSON (SI units)")
+    ms.add_argument("--no-plot", action="store_true", help="omit the roofline plot")
+    ms.add_argument("--width", type=plot_size, metavar="COLS", help="plot width (default: the terminal's)")
+    ms.add_argument("--height", type=plot_size, metavar="ROWS", help="plot height (default: the terminal's, ≤ 40)")
+    ms.add_argument("--no-save", action="store_true", help="do not keep this run in the store")
+    add_db_option(ms)
+    ms.set_defaults(func=cmd_measure)
+
+
+def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int | None) -> str:
+    """The measured roofline with the GEMM / FMA points, as text."""
+    from rooftop.models.plotdata import intensity_span, roof_series
+    from rooftop.tui.render.chart import roofline_text
+    from rooftop.tui.render.report import trimmed
+    from rooftop.tui.render.measure_report import point_series
+
+    prof = cal.profile
+    if not prof.peak or not prof.bandwidth:
+        return "(no roofline: the run measured no compute roof or no bandwidth)"
+    points = point_series(samples)
+    span = intensity_span([prof], [x for s in points for x in s.xs], lo=0.01)
+    series = roof_series(prof, prof.paths(), prof.levels(), span) + points
+    return trimmed(roofline_text(series, f"measured roofline: {prof.name}", width, height, max_height=40))
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    cancel = threading.Event()
+    with stop_on_signals(cancel) as stopped:  # from the start: torch alone takes seconds to load
+        status = _measure(args, cancel, stopped)
+        return 128 + stopped[0] if stopped else status  # as a shell reports a death by that signal
+
+
+def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[int]) -> int:
+    """Select the device, build the plan, measure; `cancel` is set, and `stopped` filled, by a stop signal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rooftop.probes.plan import PlanError, parse_only
+
+    try:
+        only = parse_only(args.only)
+    except PlanError as exc:
+        raise UsageError(str(exc)) from None
+    from rooftop.probes.backend import BackendError, select_backend
+    from rooftop.probes.plan import build_plan
+    from rooftop.models.units import fmt_count
+    from rooftop.tui.render.report import make_console
+
+    try:
+        backend = select_backend(args.device, args.threads)
+        plan = build_plan(backend, args.plan, only)
+    except (BackendError, PlanError) as exc:
+        raise UsageError(str(exc)) from None
+    err = make_console(stderr=True)
+    if stopped:  # while torch loaded: nothing was measured, no run begun
+        err.print(f"rooftop measure: stopped by {signal.Signals(stopped[0]).name} before the measurement began")
+        return 1
+    err.print(f"rooftop measure: {plan.name} plan, {fmt_count(len(plan.steps), 'point')} on {backend.spec} "
+              f"({backend.info.name})")
+    for note in plan.notes:
+        if "busy with other work" in note:
+            err.print(f"rooftop measure: note: {note}", style="yellow")
+    from rooftop.probes.telemetry import Sampler
+    from rooftop.tui.services.measure import measure_run
+
+    columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    # piped, a progress bar has nothing to redraw: it would leave only a blank line behind
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar, Sampler() as sampler:
+        task = bar.add_task("starting", total=len(plan.steps))
+        result = measure_run(
+            plan, args.db, store=not args.no_save, sampler=sampler, cancel=cancel,
+            on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
+            on_store_error=lambda msg: err.print(f"rooftop measure: warning: {msg}", style="yellow"),
+        )
+    return _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
+
+
+def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err: Any, stopped_by: str | None) -> int:
+    """The run's summary on stderr, then the report or the JSON on stdout; the exit status (130 for Ctrl-C)."""
+    from rooftop.models.calibrate import label_of
+    from rooftop.models.units import fmt_count
+    from rooftop.tui.render.report import make_console
+
+    samples, cal, wall = result.samples, result.calibration, result.wall_s
+    interrupted = result.status == "cancelled"
+    if result.store_error and result.run_id is not None:  # a failure after the start (the start's was told)
+        err.print(f"rooftop measure: warning: {result.store_error}", style="yellow")
+    skipped = sum(1 for s in samples if s.skipped)
+    err.print(
+        f"rooftop measure: {fmt_count(len(samples), 'point')} in {wall:.1f} s "
+        f"({skipped} skipped, {len(cal.unstable)} unstable)"
+        + ((f" — stopped by {stopped_by}" if stopped_by else " — interrupted") + ", showing what was measured"
+           if interrupted else "")
+        + (f" — failed: {result.error}" if result.status == "failed" else "")
+        + (f"; saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "")
+    )
+    if result.throttled:
+        n = len(result.throttled)
+        err.print(f"rooftop measure: {fmt_count(n, 'point')} {'was' if n == 1 else 'were'} taken while the GPU throttled "
+                  f"({', '.join(sorted({r for s in result.throttled for r in s.conditions['throttle']}))}): "
+                  + ", ".join(label_of(s) for s in result.throttled[:8]), style="yellow")
+    if args.json:
+        print_json({
+            "profile": cal.profile.to_dict(),
+            "samples": [s.to_dict() for s in samples],
+            "device_info": backend.info.to_dict(),
+            "plan": plan.name,
+            "threads": cal.profile.threads,  # CPU: the threads torch measured with (null on a GPU)
+            "notes": list(plan.notes) + list(cal.notes),
+            "above_roof": [label_of(s) for s in cal.above_roof],
+            "wall_s": wall,
+            "interrupted": interrupted,
+            "stopped_by": stopped_by,  # SIGHUP / SIGTERM, else null
+            "status": result.status,
+            "run_id": result.run_id,
+            "throttled": [label_of(s) for s in result.throttled],
+        })
+        return 130 if interrupted else (1 if result.status == "failed" else 0)
+    from rooftop.tui.render.measure_report import measure_report
+
+    console = make_console()
+    console.print(measure_report(cal, samples, list(plan.notes)))
+    if not args.no_plot:
+        sys.stdout.write("\n" + _measure_plot(cal, samples, args.width, args.height) + "\n")
+    return 130 if interrupted else (1 if result.status == "failed" else 0)

@@ -1,0 +1,297 @@
+"""`rooftop profile`: the user's own program on the measured roofline.
+
+Three inputs: a Python program run under torch.profiler (`-- python script.py
+ARGS…`), an existing Chrome/Kineto trace (`--trace FILE`), or an Nsight Compute
+raw CSV (`--ncu FILE`). The first two give the op groups, the step split and
+MFU (rooftop.models.workload) and are kept as a run; the third gives real
+kernels with measured bytes per level (rooftop.models.ncu). torch is imported
+only to run a program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from rooftop.probes.torchrun import is_torchrun
+from rooftop.tui.commands.common import UsageError, add_db_option, add_device_option
+from rooftop.tui.commands.job import is_job, profile_job, profile_torchrun
+from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.render.profile import TOP, profile_report
+from rooftop.tui.render.text import clean
+from rooftop.tui.services.context import tell_interrupted
+from rooftop.tui.services.keeper import RunKeeper
+
+EPILOG = """\
+examples:
+  rooftop profile -d h100 --steps 3 -- python train.py --epochs 1
+  rooftop profile --trace run.trace.json.gz -d h200
+  rooftop profile --trace traces/ -d a100-80g-ds          (one trace per rank)
+  rooftop profile -- torchrun --nproc-per-node 2 train.py  (kept as one profile)
+  rooftop profile --ncu kernels.csv -d h200 --json
+
+W and Q are estimates: rooftop's op models applied to the shapes and dtypes
+the profiler recorded (each array read or written once; an FMA is 2 FLOP).
+Ops without a model keep their time with Q from their tensors' sizes. Times,
+the span and the gaps between kernels are measured.
+"""
+
+
+def add_profile_command(sub: Any) -> None:
+    """Add the `profile` subcommand to the CLI's subparsers."""
+    pr = sub.add_parser(
+        "profile", help="your own program on the roofline: its ops, the gaps between kernels, MFU",
+        description="Run a Python program under torch.profiler (or read a trace it wrote, or an Nsight Compute "
+                    "raw CSV) and place its ops on a device's roofline: time share, achieved FLOP/s and B/s, "
+                    "regime, the bound T and the fraction of the roof; the step split into kernel time and idle "
+                    "time; MFU beside bandwidth utilisation.",
+        epilog=EPILOG,
+    )
+    add_device_option(pr, "the device whose roofs to use (default: the GPU the trace or CSV names, "
+                          "else this machine's)")
+    pr.add_argument("--steps", type=int, default=3, metavar="N",
+                    help="steps to record after one warm-up step (a step: one outermost nn.Module call; default 3)")
+    pr.add_argument("--trace", metavar="FILE", nargs="+",
+                    help="read a Chrome/Kineto trace (.json or .json.gz) instead; several files, or a folder of them, "
+                         "are one trace per rank of a distributed job (read one at a time)")
+    pr.add_argument("--link", choices=("nvlink", "pcie", "net"),
+                    help="the link the job's collectives crossed (default: told from the group's ranks)")
+    pr.add_argument("--ncu", metavar="FILE", help="read an Nsight Compute `--csv --page raw` export instead")
+    pr.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
+                    help="two stored profiles side by side: each op group's time, and the step split")
+    pr.add_argument("--save-trace", metavar="FILE", help="keep the trace of a program run here (with -- torchrun: "
+                                                             "a folder, one trace per rank)")
+    pr.add_argument("--top", type=int, default=TOP, metavar="N", help=f"op groups to list (default {TOP})")
+    pr.add_argument("--json", action="store_true",
+                    help="print one JSON object: ops and summary (SI units); the program's output goes to stderr")
+    pr.add_argument("--no-save", action="store_true", help="do not keep this profile in the store")
+    add_db_option(pr)
+    pr.add_argument("program", nargs=argparse.REMAINDER, help="-- python script.py ARGS… (the program to run)")
+    pr.set_defaults(func=cmd_profile)
+
+
+class ProfileError(UsageError):
+    """Bad input to `rooftop profile`: one line on stderr, exit status 2 (the CLI's exit map)."""
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    program = list(args.program or [])
+    if program and program[0] == "--":
+        program = program[1:]
+    given = [x for x in (args.trace, args.ncu, args.compare) if x] + (["program"] if program else [])
+    if len(given) != 1:
+        raise ProfileError("give one of: -- python script.py ARGS…, -- torchrun … script.py, --trace FILE [FILE…|DIR], "
+                           "--ncu FILE, or --compare RUN RUN")
+    if args.steps < 1:
+        raise ProfileError(f"--steps must be at least 1, got {args.steps}")
+    if args.top < 0:
+        raise ProfileError(f"--top must be 0 or more, got {args.top}")
+    if args.ncu:
+        return _ncu(args)
+    if args.compare:
+        return _compare(args)
+    if args.trace and is_job(args.trace):
+        return profile_job(args, args.trace, " ".join(args.trace), "trace")
+    if program and is_torchrun(program):
+        return profile_torchrun(program, args)
+    if args.trace:
+        trace = _load(args.trace[0])
+        source, backend = str(args.trace[0]), "trace"
+        world = trace.distributed.get("world_size")
+        if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
+            return profile_job(args, args.trace, source, backend, {Path(source): trace})
+    else:
+        trace, source = _run_program(program, args)
+        backend = "torch.profiler"
+    from rooftop.models.workload import build_workload
+
+    device, note = _trace_device(args, trace)
+    work = build_workload(trace, device, device_note=note)
+    run_id = None if args.no_save else _save(args, work, source, backend)
+    if args.json:
+        doc = work.to_dict()
+        doc["run_id"] = run_id
+        print_json(doc)
+        return 0
+    from rooftop.tui.render.report import make_console
+
+    console = make_console()
+    console.print(profile_report(work, args.top))
+    if run_id:
+        sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
+    return 0
+
+
+def _load(path: str) -> Any:
+    from rooftop.models.trace import TraceError
+    from rooftop.store.tracefile import load_trace
+
+    try:
+        return load_trace(path)
+    except TraceError as exc:
+        raise ProfileError(clean(str(exc))) from None
+
+
+def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str]:
+    try:
+        import torch  # noqa: F401 - the profiler needs it; say so in one line when it is missing
+    except ImportError:
+        raise ProfileError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+    from rooftop.models.trace import EmptyTrace, TraceError
+    from rooftop.probes.profiler import NotPython, ProgramFailed, run_script
+    from rooftop.store.tracefile import load_trace
+
+    with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
+        out = Path(args.save_trace) if args.save_trace else Path(tmp) / "trace.json"
+        try:
+            # with --json, stdout carries the one JSON object: the program's own output goes to stderr
+            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+                rec = run_script(program, out, steps=args.steps)
+        except NotPython as exc:
+            raise ProfileError(str(exc)) from None
+        except ProgramFailed as exc:
+            raise ProfileError(str(exc)) from None
+        if not rec.trace_path.is_file():
+            raise ProfileError("the program recorded nothing (it ended before the profiler wrote its trace)")
+        try:
+            trace = load_trace(rec.trace_path)
+        except EmptyTrace:
+            raise ProfileError(f"{clean(' '.join(program))} ran no torch ops: nothing to place on the roofline") from None
+        except TraceError as exc:
+            raise ProfileError(clean(str(exc))) from None
+    if rec.whole_run:
+        sys.stderr.write("rooftop profile: no step seen (no nn.Module call): the whole run was recorded\n")
+    elif rec.warmup_only:
+        sys.stderr.write("rooftop profile: the program ran one step: showing it, first-call costs included\n")
+    elif rec.steps_kept < args.steps:
+        sys.stderr.write(f"rooftop profile: the program ran {rec.steps_seen} steps; recorded {rec.steps_kept} "
+                         "after the warm-up step\n")
+    return trace, " ".join(program)
+
+
+def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") -> Any:
+    from rooftop.models.catalog import find_by_name
+    from rooftop.tui.commands.common import _device_list
+    from rooftop.tui.services.context import resolve_devices, store_profiles
+
+    ids = _device_list(getattr(args, "device", None))
+    if not ids and trace_device:
+        found = find_by_name(trace_device)
+        if found:
+            sys.stderr.write(f"rooftop profile: using {found.id}, the reference profile for the {source}'s "
+                             f"{clean(trace_device)}\n")
+            return found
+    return resolve_devices(ids, store_profiles(args, ids))[0]
+
+
+def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
+    """The device whose roofs to use for a trace, and how it was chosen, in one line for the report: -d; the
+    trace's own GPU's family; or, where rooftop has no reference for it, the default device, said plainly."""
+    from rooftop.models.devicefamily import place_device
+    from rooftop.tui.commands.common import _device_list
+    from rooftop.tui.services.context import resolve_devices, store_profiles
+
+    ids = _device_list(getattr(args, "device", None))
+    if ids:
+        return resolve_devices(ids, store_profiles(args, ids))[0], ""
+    if not trace.on_device:
+        return resolve_devices([], store_profiles(args, []))[0], ""
+    if trace.device_name:
+        placed = place_device(trace.device_name, trace.device_props)
+        if placed.profile is not None:
+            sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {placed.note}") + "\n")
+            return placed.profile, placed.note
+        dev = resolve_devices([], store_profiles(args, []))[0]
+        other = " (another vendor's)" if placed.vendor and dev.vendor and placed.vendor != dev.vendor else ""
+        note = (f"{placed.note}: the roofs shown are {dev.id}'s{other}, not its own; give -d ID (`rooftop devices` "
+                "lists them) or measure on that machine (`rooftop measure`) and give -d local")
+    else:
+        dev = resolve_devices([], store_profiles(args, []))[0]
+        note = (f"the trace does not name its GPU (no deviceProperties): the roofs shown are {dev.id}'s; "
+                "give -d ID for the GPU it ran on")
+    sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
+    return dev, note
+
+
+def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: Any = None) -> str | None:
+    """Keep the profile as a run (plan "profile", one sample per op group); its id, or None when not kept."""
+    from rooftop.store.workloads import PLAN, group_sample, profile_device_info
+
+    def not_saved(exc: Exception, _begun: bool) -> None:
+        sys.stderr.write(f"rooftop profile: warning: not saved: {exc}\n")
+
+    keeper = RunKeeper(getattr(args, "db", None), on_error=not_saved, on_open=tell_interrupted)
+    keeper.begin(profile_device_info(work, source, job), plan=PLAN, backend=backend)
+    keeper.add(group_sample(g) for g in work.groups)
+    run_id = keeper.finish("complete")
+    return run_id if keeper.error is None else None
+
+
+# -- Nsight Compute ---------------------------------------------------------------------
+
+
+def _ncu(args: argparse.Namespace) -> int:
+    from rooftop.models.ncu import NcuError, read_ncu
+
+    p = Path(args.ncu)
+    if not p.is_file():
+        raise ProfileError(f"{p}: no such file (give an `ncu --csv --page raw` export)")
+    try:
+        with p.open(encoding="utf-8", errors="replace", newline="") as f:
+            export = read_ncu(f)
+    except NcuError as exc:
+        raise ProfileError(f"{p}: {exc}") from None
+    if export.skipped:
+        sys.stderr.write(f"rooftop profile: {clean(export.warning())}\n")
+    kernels = export.kernels
+    device = _device(args, kernels[0].device_name, "profile")  # no -d: the GPU ncu ran on, as a trace's
+    if args.json:
+        print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels],
+                    "skipped_rows": export.skipped})
+        return 0
+    from rooftop.tui.render.profile import ncu_report
+    from rooftop.tui.render.report import make_console
+
+    make_console().print(ncu_report(kernels, device, args.top))
+    return 0
+
+
+# -- two stored profiles -------------------------------------------------------------------
+
+
+def _stored(store: Any, ref: str) -> tuple[Any, list[Mapping[str, Any]], dict[str, Any]]:
+    from rooftop.store.workloads import group_records, is_profile, profile_summary
+
+    run = store.run(ref)
+    if not is_profile(run):
+        raise ProfileError(f"run {run.label} is a {run.plan or 'measurement'} run, not a profile "
+                           "(`rooftop runs` lists them; profiles have plan 'profile')")
+    return run, group_records(store.samples(run.id)), dict(profile_summary(run))
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from rooftop.models.profilediff import diff_groups, diff_split
+    from rooftop.store.db import StoreError
+    from rooftop.tui.services.context import open_store
+    from rooftop.tui.render.report import make_console
+
+    try:
+        with open_store(args) as store:
+            (ra, ga, sa), (rb, gb, sb) = (_stored(store, r) for r in args.compare)
+    except StoreError as exc:
+        raise ProfileError(str(exc)) from None
+    diffs = diff_groups(ga, gb)
+    split = diff_split(sa, sb)
+    if args.json:
+        print_json({"a": ra.id, "b": rb.id, "summary": {k: list(v) for k, v in split.items()},
+                   "ops": [d.to_dict() for d in diffs]})
+        return 0
+
+    from rooftop.tui.render.profile import compare_report
+
+    make_console().print(compare_report(ra, rb, split, diffs, args.top))
+    return 0

@@ -1,0 +1,290 @@
+"""`rooftop runs`, `show`, `rename`, `delete`, `export`, `import`: the runs in the store."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from rooftop.models.safetext import safe_text
+from rooftop.models.units import fmt_count
+from rooftop.tui.commands.common import UsageError, add_db_option
+from rooftop.tui.render.jsonout import dumps_json, print_json
+from rooftop.tui.services.context import NotAProfile, open_store, store_profiles
+
+
+def _runs_of(store, refs: Sequence[str]) -> list:  # noqa: ANN001
+    return [store.run(r) for r in refs]
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from rooftop.store.locations import db_path
+
+    if not db_path(args.db).exists():
+        sys.stdout.write("[]\n" if args.json else f"no runs yet: {db_path(args.db)} does not exist; "
+                         "`rooftop import FILE` or a measurement creates it\n")
+        return 0
+    with open_store(args) as store:
+        runs = store.runs()
+        if args.json:
+            print_json([_run_json(r) for r in runs])
+            return 0
+        from rooftop.tui.render.report import Prose, make_console
+        from rooftop.tui.render.runs import runs_table
+
+        console = make_console()
+        if not runs:
+            console.print(Prose(f"no runs in {store.path} yet: `rooftop measure` records one, "
+                                "`rooftop import FILE` adds some"))
+            return 0
+        console.print(runs_table(runs))
+        console.print()
+        console.print(Prose(f"{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex digits) or a "
+                            "name (`rooftop rename RUN NAME`); complete runs with a profile work as --device."))
+    return 0
+
+
+def _run_json(run) -> dict[str, Any]:  # noqa: ANN001
+    import dataclasses
+
+    return {**dataclasses.asdict(run), "short_id": run.short_id}
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One run; a profile or a comm run as `rooftop profile` / `rooftop comm` show theirs, after the facts."""
+    from rooftop.store.comms import is_comm
+    from rooftop.store.workloads import is_profile
+
+    with open_store(args) as store:
+        run = store.run(args.run)
+        samples = store.samples(run.id)
+        if args.json:
+            from rooftop.store.io import run_document
+
+            print_json({**run_document(store, run), **_show_extra_json(run, samples)})
+            return 0
+        from rooftop.tui.render.report import make_console, profile_detail
+        from rooftop.tui.render.runs import run_facts, samples_table
+
+        console = make_console()
+        console.print(run_facts(run))
+        if run.has_ceilings:
+            console.print()
+            console.print(profile_detail(store.profile(run.id)))
+        shown = _show_comm(console, run, samples) if is_comm(run) else (
+            _show_profile(console, args, run, samples) if is_profile(run) else False)
+        if samples and not shown:
+            console.print()
+            console.print(samples_table(samples))
+    return 0
+
+
+def _show_extra_json(run, samples: list) -> dict[str, Any]:  # noqa: ANN001 - a Run
+    """What `rooftop comm --json` / `rooftop profile --json` add for such a run: points and fits, ops and summary."""
+    from rooftop.store.comms import is_comm
+    from rooftop.store.workloads import is_profile, profile_json
+
+    if is_comm(run):
+        from rooftop.models.comm import comm_points, fit_points
+        from rooftop.tui.render.comm import comm_json
+
+        try:
+            points = comm_points(samples)
+            return comm_json(points, fit_points(points))
+        except (KeyError, TypeError, ValueError):  # malformed (an edited import): the samples are in the document
+            return {}
+    if is_profile(run):
+        try:
+            return profile_json(run, samples)
+        except ValueError:
+            return {}
+    return {}
+
+
+def _show_comm(console: Any, run, samples: list) -> bool:  # noqa: ANN001 - a Run
+    from rooftop.models.comm import comm_points, fit_points
+    from rooftop.tui.render.comm import comm_report
+
+    try:
+        points = comm_points(samples)
+        report = comm_report(points, fit_points(points), run.backend) if points else None
+    except (KeyError, TypeError, ValueError) as exc:  # an imported run whose points name no known collective
+        sys.stderr.write(safe_text(f"rooftop show: a stored collective is malformed ({exc}): showing the samples "
+                                   "as stored") + "\n")
+        return False
+    if report is None:
+        return False
+    console.print()
+    console.print(report)
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two stored figures agree (None with None; numbers to a part in 10⁹, as JSON keeps them)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    return a is None and b is None
+
+
+def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) -> bool:  # noqa: ANN001 - a Run
+    """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
+    no longer known or the stored profile is malformed."""
+    from rooftop.store.workloads import placed_on, profile_summary, stored_workload
+    from rooftop.tui.render.profile import profile_report
+    from rooftop.tui.render.profile import profile_device
+
+    placed = placed_on(run)
+    try:  # the roofs may be a measured or named run's: the store knows those
+        extra = store_profiles(args, [placed] if placed else [])
+    except NotAProfile:
+        extra = {}
+    device = profile_device(run, extra)
+    if device is None:
+        sys.stderr.write(safe_text(f"rooftop show: the roofs this profile was placed on "
+                                   f"({placed or '?'}) are not known here: "
+                                   "showing its op groups as stored") + "\n")
+        return False
+    try:
+        work = stored_workload(run, samples, device)
+    except ValueError as exc:
+        sys.stderr.write(safe_text(f"rooftop show: {exc}: showing its op groups as stored") + "\n")
+        return False
+    stored, now = profile_summary(run), work.summary()
+    if any(not _same(stored.get(k), now[k]) for k in ("mfu", "bandwidth_utilisation")):
+        sys.stderr.write(safe_text(f"rooftop show: the roofs of {placed} have changed since this profile was "
+                                   "taken: showing its op groups as stored") + "\n")
+        return False
+    console.print()
+    console.print(profile_report(work))
+    return True
+
+
+def cmd_rename(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        run = store.rename(args.run, args.name)
+        sys.stdout.write(safe_text(f"run {run.short_id} is now {run.name}; use it as --device {run.name}") + "\n")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        run = store.delete(args.run)
+        sys.stdout.write(safe_text(f"deleted run {run.short_id}{f' ({run.name})' if run.name else ''} "
+                                   f"and its {fmt_count(run.samples, 'sample')}") + "\n")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rooftop.store.io import export_csv, export_json
+
+    with open_store(args) as store:
+        runs = store.runs() if args.all else _runs_of(store, args.run)
+        if not runs:
+            raise UsageError("name one or more runs (see `rooftop runs`), or give --all")
+        if args.format == "json":
+            text = dumps_json(export_json(store, runs))
+            if not args.out or args.out == "-":
+                sys.stdout.write(text)
+                return 0
+            out = Path(args.out)
+            _refuse_overwrite([out], args.force)
+            out.write_text(text, encoding="utf-8")
+            sys.stdout.write(safe_text(f"wrote {fmt_count(len(runs), 'run')} to {out}") + "\n")
+            return 0
+        files = export_csv(store, runs)
+    folder = Path(args.out or f"rooftop-{runs[0].short_id if len(runs) == 1 else 'runs'}")
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {folder}: CSV export writes summary.csv and roofs.csv into a folder; {folder} is a file")
+    targets = [folder / name for name in files]
+    _refuse_overwrite(targets, args.force)
+    folder.mkdir(parents=True, exist_ok=True)
+    for t in targets:
+        t.write_text(files[t.name], encoding="utf-8")
+    sys.stdout.write(safe_text(f"wrote {', '.join(str(t) for t in targets)}") + "\n")
+    return 0
+
+
+def _refuse_overwrite(paths: list, force: bool) -> None:
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        raise UsageError(f"{', '.join(existing)} already exists; choose another --out, or add --force to overwrite")
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from rooftop.store.db import inspect
+    from rooftop.store.io import add_sources, read_sources
+    from rooftop.store.locations import db_path
+
+    inspect(db_path(args.db))  # an unusable database is named first (read-only: creates nothing)
+    sources = read_sources(args.files)  # then a refused file stops the import before the database is created
+    with open_store(args, create=True) as store:
+        for res in add_sources(store, sources):
+            names = ", ".join(r.label for r in res.added)
+            line = f"{res.path} ({res.kind}): added {fmt_count(len(res.added), 'run')}"
+            line += f" [{names}]" if names else ""
+            if res.skipped:
+                kept = "it was" if len(res.skipped) == 1 else "they were"
+                line += f"; {len(res.skipped)} already present, left as {kept}"
+            sys.stdout.write(safe_text("; ".join([line, *res.notes])) + "\n")
+    return 0
+
+
+def add_store_commands(sub: Any) -> None:
+    """runs, show, rename, delete, export, import."""
+    from rooftop.store.io import CSV_LIMITS  # their help says what the CSVs cannot carry
+    rn = sub.add_parser("runs", help="list the measured and imported runs in the store",
+                        description="Every run in the store, oldest first: status, device, host, samples.")
+    rn.add_argument("--json", action="store_true", help="print JSON")
+    add_db_option(rn)
+    rn.set_defaults(func=cmd_runs)
+
+    sh = sub.add_parser("show", help="show one run: facts, ceilings, samples",
+                        description="One run: where and how it was measured, its ceilings and every sample point; "
+                                    "a comm run as `rooftop comm` shows it, a profile as `rooftop profile` does.")
+    sh.add_argument("run", metavar="RUN", help="run id (4+ hex digits) or name")
+    sh.add_argument("--json", action="store_true", help="print the run as rooftop JSON (SI units)")
+    add_db_option(sh)
+    sh.set_defaults(func=cmd_show)
+
+    re_ = sub.add_parser("rename", help="give a run a name, usable as --device NAME",
+                         description="Name a run; the name works wherever a device id does.")
+    re_.add_argument("run", metavar="RUN", help="run id or current name")
+    re_.add_argument("name", metavar="NAME", help="letters, digits, '.', '_', '-'; starting with a letter; not hex "
+                                                  "digits only (that reads as a run id), not a device id")
+    add_db_option(re_)
+    re_.set_defaults(func=cmd_rename)
+
+    de = sub.add_parser("delete", help="delete a run and its samples",
+                        description="Delete a run with its samples, ceilings and telemetry (not undoable; "
+                                    "`rooftop export RUN` first to keep a copy).")
+    de.add_argument("run", metavar="RUN", help="run id or name")
+    add_db_option(de)
+    de.set_defaults(func=cmd_delete)
+
+    ex = sub.add_parser("export", help="write runs as rooftop JSON or the reference CSVs",
+                        description="json: rooftop's own complete format (to stdout, or --out FILE). "
+                                    "csv: the reference repository's summary.csv (every measured point) and "
+                                    "roofs.csv (B per memory level, F per compute path), into --out FOLDER "
+                                    "(default rooftop-RUNID); `rooftop import FOLDER` makes each run one run "
+                                    f"again. {CSV_LIMITS}")
+    ex.add_argument("run", nargs="*", metavar="RUN", help="run ids or names")
+    ex.add_argument("--all", action="store_true", help="every run in the store")
+    ex.add_argument("--format", choices=("json", "csv"), default="json", help="json (default) or csv")
+    ex.add_argument("-o", "--out", metavar="PATH", help="json: a file ('-' = stdout); csv: a folder")
+    ex.add_argument("--force", action="store_true", help="overwrite existing files")
+    add_db_option(ex)
+    ex.set_defaults(func=cmd_export)
+
+    im = sub.add_parser("import", help="import rooftop JSON or the reference roofs.csv / summary.csv",
+                        description="Import runs: rooftop JSON exports, or the reference repository's roofs.csv "
+                                    "(ceilings) and summary.csv (sample points). A summary.csv and a roofs.csv from "
+                                    "one folder (give the folder, or both files) are one export: each target becomes "
+                                    "ONE run with the points of the one and the ceilings of the other. Each device "
+                                    "becomes a profile; importing a file again adds nothing. Every file is checked "
+                                    "before anything is stored: if one is refused, nothing is imported. "
+                                    f"{CSV_LIMITS}")
+    im.add_argument("files", nargs="+", metavar="FILE", help="a .json or .csv file, or a folder of a CSV export")
+    add_db_option(im)
+    im.set_defaults(func=cmd_import)

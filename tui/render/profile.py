@@ -1,0 +1,331 @@
+"""A profiled program as text: `rooftop profile`'s report (op groups, step split, MFU), and a stored
+profile run as the app shows it.
+
+The History tab shows a run of plan "profile" with `profile_detail` instead of ceilings
+(a profile has none): the numbers come from the run as stored, nothing is recomputed there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from rooftop.models.catalog import UnknownDevice, lookup_device
+from rooftop.models.profile import DeviceProfile
+from rooftop.models.units import fmt_time
+from rooftop.store.runs import Run
+from rooftop.store.workloads import group_records, placed_on, profile_summary
+from rooftop.tui.render.text import clean
+
+TOP_OPS = 5
+
+
+def _pct(x: Any) -> str:
+    """A stored share: "n/a" when the run holds none."""
+    return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "n/a"
+
+
+def profile_device(run: Run, extra: dict[str, DeviceProfile] | None = None) -> DeviceProfile | None:
+    """The device whose roofs the profile was placed on, when the catalog (or `extra`) still has it."""
+    dev = placed_on(run)
+    if not dev:
+        return None
+    try:
+        return lookup_device(str(dev), extra)
+    except UnknownDevice:
+        return None
+
+
+def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
+    """The step split, MFU and the heaviest op groups of a stored profile."""
+    s = profile_summary(run)
+    span, busy, idle = s.get("span_s") or 0.0, s.get("device_busy_s") or 0.0, s.get("idle_s") or 0.0
+    what = "kernels" if s.get("on_device") else "ops"
+    text = Text()
+    text.append(f"profile on the roofs of {s.get('device', '?')}: span {fmt_time(span)}, {what} busy "
+                f"{fmt_time(busy)}, idle {fmt_time(idle)} ({_pct(idle / span if span else None)})\n")
+    mfu = s.get("mfu")
+    low = " (above 100%: the roof is low)" if isinstance(mfu, (int, float)) and mfu > 1 else ""
+    text.append(f"MFU {_pct(mfu)}{low} · bandwidth {_pct(s.get('bandwidth_utilisation'))}; largest share: "
+                f"{'idle time' if s.get('largest_share') == 'idle' else clean(str(s.get('largest_share', '?')))}\n")
+    groups = sorted(group_records(samples), key=lambda g: -(g.get("time_s") or 0.0))
+    for g in groups[:TOP_OPS]:
+        roof = g.get("fraction_of_roof")
+        text.append(f"  {clean(str(g.get('op', '?')))} {clean(str(g.get('dtype', '')))} ×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"
+                    f" ({_pct((g.get('time_s') or 0) / span if span else None)}), {g.get('regime', '')}"
+                    + (f", {_pct(roof)} of roof" if isinstance(roof, (int, float)) else "") + "\n")
+    text.append("W and Q estimated from shapes; times measured\n", style="dim")
+    return text
+
+
+def sample_label(sample: Any) -> str:
+    """A stored op group as `rooftop profile` lists it (op dtype shapes), for `rooftop show`."""
+    from rooftop.models.workload import OpGroup
+
+    g = sample.conditions.get("profile") or {}
+    return op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
+                            dtype=str(g.get("dtype", "")), model="", path="", counting=""))
+
+
+TOP = 20
+KERNEL_WIDTH = 60  # a kernel's short name in the text report (ROCm's Tensile names run to 400 characters)
+
+
+def share(x: float | None) -> str:
+    """A share of the span or of a roof as `rooftop profile` prints it ("" for none; 2 digits below 0.1%)."""
+    return "" if x is None else f"{100 * x:.1f}%" if x >= 0.001 else f"{100 * x:.2g}%"
+
+
+def _drop_nested(text: str, open_: str, close: str) -> str:
+    out, depth = [], 0
+    for ch in text:
+        if ch == open_:
+            depth += 1
+        elif ch == close and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_kernel(name: str) -> str:
+    """A kernel's name without its return type, template arguments, parameters and namespaces:
+    `void at::native::reduce_kernel<512, 1, …>(…)` → `reduce_kernel`."""
+    s = clean(name).replace("(anonymous namespace)", "anon")
+    s = _drop_nested(_drop_nested(s, "<", ">"), "(", ")").strip()
+    s = s.split(" ")[-1] if " " in s else s
+    return s.split("::")[-1] or clean(name)
+
+
+def op_label(g: Any) -> str:
+    """How an op group reads in a table: torch's name (without `aten::`), dtype, input shapes."""
+    name = g.op[6:] if g.op.startswith("aten::") else g.op
+    return clean(" ".join(x for x in (name, g.dtype, g.shapes_text) if x))
+
+
+def achieved_text(g: Any) -> str:
+    """What the group achieved on its limiting resource: B/s when memory-bound, FLOP/s otherwise."""
+    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
+
+    if g.flops > 0 and g.regime == "compute":
+        return fmt_flops_rate(g.achieved_flops)
+    return fmt_bandwidth(g.achieved_bandwidth) if g.bytes > 0 else ""
+
+
+def ops_table(work: Any, top: int = TOP) -> Table:
+    """The op groups, memcpy / memset and the overlap of streams by share of the span, with the idle time as a
+    row of its own: each row's share is its time alone on the device, so the shares add up to 100%."""
+    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
+
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for col, just in (("share", "right"), ("time", "right"), ("calls", "right"), ("op dtype shapes", "left"),
+                      ("I", "right"), ("achieved", "right"), ("regime", "left"), ("of roof", "right")):
+        t.add_column(col, justify=just, no_wrap=col != "op dtype shapes", overflow="fold",
+                     ratio=1 if col == "op dtype shapes" else None)
+    span = work.span_s or 1.0
+    rows: list[tuple[float, list[Any]]] = []
+    rows.append((work.idle_s, [share(work.idle_s / span), fmt_time(work.idle_s), "", Text("idle time", style="bold"),
+                               "", "", "", ""]))
+    if work.overlap_s > 0:
+        rows.append((work.overlap_s, [share(work.overlap_s / span), fmt_time(work.overlap_s), "",
+                                      Text("overlap (two or more streams at once)", style="bold"), "", "", "", ""]))
+    for x in work.transfers:
+        label = f"{x.label} {fmt_bytes(x.bytes)}" if x.bytes else x.label
+        rows.append((x.alone_s, [share(x.alone_s / span), fmt_time(x.time_s), str(x.calls), Text(label),
+                                 "", fmt_bandwidth(x.achieved_bandwidth) if x.bytes else "",
+                                 x.level if x.bandwidth else f"no {x.level} roof", share(x.fraction_of_roof)]))
+    flagged = {f.subject for f in work.flags if f.kind == "op"}
+    for g in work.groups[:top]:
+        i = g.intensity
+        roof = share(g.fraction_of_roof) + (" !" if g.op in flagged and (g.fraction_of_roof or 0) > 1.1 else "")
+        rows.append((g.alone_s, [
+            share(g.alone_s / span), fmt_time(g.time_s), str(g.calls), Text(op_label(g)),
+            "" if i is None else ("inf" if i == float("inf") else f"{i:.3g}"), achieved_text(g), g.regime, roof,
+        ]))
+    for _, r in sorted(rows, key=lambda x: -x[0]):
+        t.add_row(*r)
+    return t
+
+
+IDLE_LEGEND = ("host wait: the CPU issued the next kernel only after the device went idle (busy in that op, in "
+               "a sync or a copy); kernel wait: a gap of about two launches; other: the next kernel was queued, "
+               "waiting on another stream or an event")
+
+
+def idle_lines(work: Any) -> list[Text]:
+    """The idle time by cause (host wait, kernel wait, other), largest first."""
+    from rooftop.models.units import fmt_time
+
+    if not work.idle_causes:
+        return []
+    span = work.span_s or 1.0
+    by: dict[str, float] = {}
+    for c in work.idle_causes:
+        by[c.category] = by.get(c.category, 0.0) + c.time_s
+    head = ", ".join(f"{k} {fmt_time(v)}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
+    out = [Text(f"idle time by cause: {head}", style="bold")]
+    for c in work.idle_causes[:8]:
+        out.append(Text(f"  {share(c.time_s / span):>6} {fmt_time(c.time_s):>9}  {c.category:<11} {clean(c.cause)} "
+                        f"({c.gaps} gap{'s' if c.gaps != 1 else ''})"))
+    out.append(Text(IDLE_LEGEND, style="dim"))
+    return out
+
+
+def kernel_lines(work: Any, n: int = 5) -> list[Text]:
+    """The top kernels by time: name, calls, time, achieved FLOP/s and GB/s (W and Q from their ops)."""
+    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate, fmt_time
+
+    if not work.top_kernels:
+        return []
+    out = [Text("top kernels (W and Q from the ops that launched them):", style="bold")]
+    for k in work.top_kernels[:n]:
+        rate = ", ".join(x for x in (fmt_flops_rate(k.achieved_flops) if k.flops else "",
+                                     fmt_bandwidth(k.achieved_bandwidth) if k.bytes else "") if x)
+        name = short_kernel(k.name)
+        name = name if len(name) <= KERNEL_WIDTH else name[: KERNEL_WIDTH - 1] + "…"
+        out.append(Text(f"  {fmt_time(k.time_s):>9} ×{k.calls:<5} {name}" + (f"  {rate}" if rate else "")))
+    return out
+
+
+def step_lines(work: Any) -> list[Text]:
+    from rooftop.models.units import fmt_time
+
+    if not work.steps:
+        return []
+    out = [Text("per step:", style="bold")]
+    for s in work.steps:
+        what = f"{s.kernels} kernels, busy" if work.on_device else "busy"
+        out.append(Text(f"  {clean(s.name)}: CPU {fmt_time(s.cpu_s)}; {what} {fmt_time(s.busy_s)} of "
+                        f"{fmt_time(s.span_s)}, idle {fmt_time(s.idle_s)}"))
+    return out
+
+
+def mfu_text(work: Any) -> str:
+    """MFU against the main matmul path's roof; above 100% it is not a fact but a low roof, and says so."""
+    from rooftop.models.units import fmt_flops_rate
+
+    if work.mfu is None:
+        return "MFU n/a (no matmul FLOPs on a path this device has)"
+    text = f"MFU {share(work.mfu)} of {work.mfu_path} {fmt_flops_rate(work.device.F(work.mfu_path))}"
+    if work.mfu > 1.0:
+        text += " — above 100%, so that roof is low (not a measured fact: see the flags)"
+    return text
+
+
+def split_lines(work: Any) -> list[Text]:
+    """The step split and what each fix would give (Amdahl), then MFU beside bandwidth utilisation."""
+    from rooftop.models.units import fmt_bandwidth, fmt_ratio, fmt_time
+
+    span = work.span_s or 1.0
+    what = "kernels" if work.on_device else "ops"
+    if not work.on_device:
+        idle_why = "Python and framework time between ops"
+    elif work.idle_causes:
+        idle_why = f"mostly {clean(work.idle_causes[0].cause)}"
+    elif work.idle_s > work.busy_s:
+        idle_why = "the device waits for the CPU to issue kernels"
+    else:
+        idle_why = "gaps between kernels"
+    s = work.summary()
+    overlap = f", overlap {fmt_time(work.overlap_s)}" if work.overlap_s > 0 else ""
+    lines = [
+        Text(f"span {fmt_time(work.span_s)}: {what} busy {fmt_time(work.busy_s)} ({share(work.busy_s / span)}){overlap}, "
+             f"idle {fmt_time(work.idle_s)} ({share(work.idle_s / span)}) — {idle_why}"
+             + (f"; {work.kernels} kernels" if work.on_device else "")),
+        Text(f"every op at its roof: {fmt_time(work.at_roof_s)} ({fmt_ratio(s['speedup_at_roof'] or 0)}); "
+             f"no gaps: {fmt_time(work.no_gaps_s)} ({fmt_ratio(s['speedup_without_gaps'] or 0)}); "
+             f"both: {fmt_time(work.bound_s)} (the sum of the ops' bounds T)"),
+    ]
+    dev = work.device
+    bw = (f"bandwidth {share(work.bandwidth_utilisation)} of {fmt_bandwidth(dev.B('dram'))}"
+          if work.bandwidth_utilisation is not None else "")
+    lines.append(Text(f"{mfu_text(work)} · {bw} (over the span; roofs of {dev.id})".replace(" ·  (", " (")))
+    top = work.largest_share()
+    lines.append(Text(f"largest share: {'idle time' if top == 'idle' else clean(top)}", style="bold"))
+    if work.device_note:
+        lines.append(Text(f"device: {clean(work.device_note)}", style="yellow"))
+    from rooftop.models.workload import flag_lines
+
+    for f in flag_lines(work.flags):
+        lines.append(Text(f"flag: {clean(f)}", style="bold red"))
+    for n in work.notes:
+        lines.append(Text(f"note: {clean(n)}", style="yellow"))
+    lines.append(Text("W and Q are estimates from the recorded shapes and dtypes (rooftop's op models); "
+                      "times are measured.", style="dim"))
+    return lines
+
+
+def profile_report(work: Any, top: int = TOP) -> Group:
+    head = Text(f"{clean(work.device_name) or ('CPU program' if not work.on_device else 'GPU program')} on the "
+                f"roofs of {work.device.id} ({work.device.name})", style="bold")
+    extra = [x for part in (idle_lines(work), kernel_lines(work), step_lines(work)) if part for x in (Text(""), *part)]
+    return Group(head, Text(""), ops_table(work, top), *extra, Text(""), *split_lines(work))
+
+
+def ncu_report(kernels: Sequence[Any], device: Any, top: int) -> Group:
+    """Nsight Compute's kernels on the roofs of `device`: measured bytes per level, tensor work, the DRAM roof's
+    share; the `top` longest (a table of 100k kernels helps no one: --json has them all)."""
+    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_time
+
+    cols = ("kernel", "time", "DRAM", "L2→SM", "tensor W", "I dram", "DRAM B/s", "roof")
+    shown = sorted(kernels, key=lambda k: -k.time_s)[: max(top, 1)]
+    rows = []
+    for k in shown:
+        d = {p["level"]: p for p in k.points(device)}.get("dram", {})
+        rows.append([
+            short_kernel(k.name), fmt_time(k.time_s),
+            fmt_bytes(k.dram_bytes) if k.dram_bytes is not None else "",
+            fmt_bytes(k.l2_bytes) if k.l2_bytes is not None else "",
+            fmt_flops(k.tensor_ops) if k.tensor_ops else "",
+            f"{d['intensity']:.3g}" if d.get("intensity") else "",
+            fmt_bandwidth(d.get("achieved_bandwidth", 0.0)) if d else "", share(d.get("fraction_of_roof")),
+        ])
+    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
+    for j, col in enumerate(cols):
+        if col == "kernel":
+            t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=16)
+        else:  # numbers are never squeezed: the kernel's name gives way
+            t.add_column(col, justify="right", no_wrap=True, min_width=max(len(col), *(len(r[j]) for r in rows)))
+    for r in rows:
+        t.add_row(Text(r[0]), *r[1:])
+    return Group(
+        Text(f"{len(kernels)} kernels from Nsight Compute, on the roofs of {device.id}"
+             + (f"; the {len(shown)} longest (--top N, or --json for all)" if len(shown) < len(kernels) else ""),
+             style="bold"), Text(""), t,
+        Text(""),
+        Text("Bytes are measured: rate × kernel time per level (DRAM; L2→SM). Tensor W is the tensor pipes' "
+             "count (sm__ops_path_tensor_src_*), so padding rows are counted too; kernels without tensor work "
+             "are placed by bandwidth.", style="dim"),
+    )
+
+
+def compare_report(ra: Any, rb: Any, split: dict[str, Any], diffs: Sequence[Any], top: int) -> Group:
+    """Two stored profiles side by side: the step split, then each op group's time in A and in B."""
+    from rooftop.models.units import fmt_ratio, fmt_time
+    from rooftop.models.workload import OpGroup
+
+    def both(key: str, fmt: Any) -> str:
+        a, b = split[key]
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+            return "n/a"
+        return f"{fmt(a)} → {fmt(b)}" + (f" ({fmt_ratio(b / a)})" if a else "")
+
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for col, just in (("op dtype shapes", "left"), ("A", "right"), ("B", "right"), ("B / A", "right")):
+        t.add_column(col, justify=just, no_wrap=col != "op dtype shapes", overflow="fold",
+                     ratio=1 if col == "op dtype shapes" else None)
+    for d in diffs[:top]:
+        label = op_label(OpGroup(op=d.op, shapes=d.shapes, dtype=d.dtype, model="", path="", counting=""))
+        t.add_row(Text(label), fmt_time(d.time_a_s) if d.time_a_s is not None else "—",
+                  fmt_time(d.time_b_s) if d.time_b_s is not None else "—",
+                  fmt_ratio(d.ratio) if d.ratio is not None else "")
+    return Group(
+        Text(f"A = run {ra.label} ({clean(ra.device_name)}), B = run {rb.label} ({clean(rb.device_name)})", style="bold"),
+        Text(f"span {both('span_s', fmt_time)}; busy {both('device_busy_s', fmt_time)}; "
+             f"idle {both('idle_s', fmt_time)}; bound {both('bound_s', fmt_time)}"),
+        Text(f"MFU {both('mfu', share)}; bandwidth {both('bandwidth_utilisation', share)}"),
+        Text(""), t,
+    )

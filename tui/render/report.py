@@ -1,0 +1,330 @@
+"""Text reports for the command line: the layout they share (prose that wraps, hanging notes, trimmed
+charts, the console), analyses, the device catalog, comparisons (rich)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import IO, Iterator, Sequence
+
+from rich.cells import cell_len, chop_cells
+from rich.console import Console, ConsoleOptions, Group
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from rooftop.models.analysis import Analysis
+from rooftop.models.calibrate import write_figure
+from rooftop.models.conditions import capped_line
+from rooftop.models.paths import PATHS
+from rooftop.models.profile import SOURCES, DeviceProfile
+from rooftop.models.safetext import safe_text
+from rooftop.models.units import (
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_count,
+    fmt_flops,
+    fmt_flops_rate,
+    fmt_intensity,
+    fmt_ratio,
+    fmt_time,
+)
+
+NBSP = "\xa0"  # joins what a line must not split; printed as an ordinary space
+# Spaces that only look like spaces: between a number and its unit (256 MiB, 87.1 µs, 1 FLOP/elem; not the
+# 16 of bf16), around a relation (I = 4.00, T ≥ 1 ms) and inside a reference (seed 000 §6).
+GLUE = re.compile(
+    r"(?<![\w.])\d[\d.,]* (?=(?:[kMGTP]?FLOP|[KMGT]i?B|B|[nµm]?s|W|[MG]Hz)(?:/\w+)?(?!\w))"
+    r"| (?=[=≈≥≤<>] )|(?<= [=≈≥≤<>]) "
+    r"|(?<=\bseed) (?=\d)|(?<=\d) (?=§)"
+)
+WORD = re.compile(r"[^ ]+ *| +")  # a break may follow a run of ordinary spaces
+WORD_OR_HYPHEN = re.compile(r"[^ -]+-+(?=[^ -])|[^ ]+ *| +")  # … or a '-' inside a name
+
+
+def glued(text: str | Text) -> Text:
+    """The text with its value–unit pairs (GLUE) joined by no-break spaces; styles kept."""
+    t = Text(text) if isinstance(text, str) else text
+    plain = GLUE.sub(lambda m: m.group().replace(" ", NBSP), t.plain)  # as long as before: spans still fit
+    return Text(plain, style=t.style, spans=list(t.spans), end=t.end)
+
+
+def break_offsets(plain: str, width: int, hyphens: bool = False) -> list[int]:
+    """Where to break one line of text to fit `width` cells: after ordinary spaces, never at a
+    no-break space; after a '-' too with `hyphens`; inside a word only when it is wider than the line."""
+    offsets: list[int] = []
+    col = 0
+    for m in (WORD_OR_HYPHEN if hyphens else WORD).finditer(plain):
+        word, start = m.group(), m.start()
+        seen = cell_len(word.rstrip(" "))
+        if col and col + seen > width:
+            offsets.append(start)
+            col = 0
+        if seen > width:
+            pieces = chop_cells(word, width)
+            for piece in pieces[:-1]:
+                start += len(piece)
+                offsets.append(start)
+            col = cell_len(pieces[-1])
+        else:
+            col += cell_len(word)
+    return offsets
+
+
+class Prose:
+    """Text that wraps between items only: a value keeps its unit, a name breaks at its '-'.
+
+    Rich wraps at any whitespace (a no-break space too), so "I = 1.000 FLOP/B" could end
+    a line with "I" and a printed report would read "1.000 FLOP/B" as the next item. This
+    wraps at ordinary spaces (GLUE marks the others) and prints the glue as spaces. In a
+    grid column it gives a hanging indent.
+    """
+
+    def __init__(self, text: str | Text, style: str = "", hyphens: bool = False) -> None:
+        """`style` is for a str (a Text brings its own); `hyphens` lets a name break after a '-'."""
+        self.text = glued(Text(text, style=style) if isinstance(text, str) else text)
+        self.hyphens = hyphens
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        width = max(options.max_width, 1)
+        for para in self.text.split("\n", allow_blank=True):
+            for line in para.divide(break_offsets(para.plain, width, self.hyphens)):
+                line.rstrip()
+                yield Text(line.plain.replace(NBSP, " "), style=line.style, spans=list(line.spans), no_wrap=True)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        plain = self.text.plain
+        words = [cell_len(m.group().rstrip(" ")) for m in (WORD_OR_HYPHEN if self.hyphens else WORD).finditer(plain)]
+        widest = max((cell_len(line) for line in plain.split("\n")), default=0)
+        return Measurement(min(max(words, default=0), widest), widest).clamp(max_width=options.max_width)
+
+
+def hanging(rows: Sequence[tuple[str | Text, str | Text]]) -> Table:
+    """Marked items (a marker, then text that wraps under itself): a grid of two columns."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for marker, text in rows:
+        grid.add_row(marker, Prose(text))
+    return grid
+
+
+SOURCE_TAG = {"measured": "measured", "reference": "ref", "datasheet": "datasheet", "imported": "imported", "typical": "typical"}
+
+
+def device_heading(p: DeviceProfile) -> str:
+    return safe_text(f"{p.id} ({SOURCE_TAG.get(p.source, p.source)})")
+
+
+def analysis_table(rows: list[Analysis]) -> Group:
+    """One op on one or more devices, the devices side by side."""
+    first = rows[0]
+    figures = (f"{name} {value}".replace(" ", NBSP) for name, value in (
+        ("W", fmt_flops(first.flops)), ("Q", fmt_bytes(first.bytes)), ("I", fmt_intensity(first.intensity))))
+    head = Text.assemble((first.op.describe(), "bold"), "   " + "   ".join(figures))
+    terms = ", ".join(f"{name} {fmt_bytes(v)}" for name, v in first.cost.terms)
+    how = Text(f"{first.cost.counting}  [{terms}]", style="dim")
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    t.add_column("")
+    for a in rows:
+        t.add_column(device_heading(a.device), justify="right")
+
+    def row(label: str, fn) -> None:  # noqa: ANN001 - a small local formatter
+        t.add_row(label, *[Prose(fn(a)) for a in rows])
+
+    row("path", lambda a: a.path)
+    row("F", lambda a: f"{fmt_flops_rate(a.peak)} ({SOURCE_TAG.get(a.device.peak[a.path].source, '')})")
+    row(f"B ({first.level})", lambda a: f"{fmt_bandwidth(a.bandwidth)} ({SOURCE_TAG.get(a.device.bandwidth[a.level].source, '')})")
+    row("ridge I*", lambda a: fmt_intensity(a.ridge))
+    row("regime", lambda a: f"{a.regime}-bound")
+    row("T ≥", lambda a: fmt_time(a.time_bound) + (" (launch)" if a.launch_binds else ""))
+    row("  Q/B, W/F", lambda a: f"{fmt_time(a.time_memory)}, {fmt_time(a.time_compute)}")
+    if first.is_collective:
+        row("  α (in Q/B)", lambda a: fmt_time(a.alpha_s))
+    row("  launch", lambda a: fmt_time(a.launch_overhead) if a.launch_overhead is not None else "not measured")
+    row("P", lambda a: f"{fmt_flops_rate(a.attainable)} ({100 * a.attainable / a.peak:.3g}% of F)")
+    if any(a.measured for a in rows):
+        row("measured t", lambda a: fmt_time(a.measured.time_s) if a.measured else "")
+        row("  achieved", lambda a: f"{fmt_flops_rate(a.measured.achieved_flops)}, {fmt_bandwidth(a.measured.achieved_bandwidth)}" if a.measured else "")
+        row("  of roof", lambda a: f"{100 * a.measured.fraction_of_roof:.1f}%" if a.measured else "")
+    notes: list[tuple[str | Text, str | Text]] = []
+    for a in rows:
+        prefix = f"{a.device.id}: " if len(rows) > 1 else ""
+        notes += [(" →", safe_text(prefix + line)) for line in a.advice]  # advice may name the device
+        notes.append((" ·", Text(safe_text(prefix + a.launch_note()), style="dim")))
+        if a.device.threads:
+            notes.append((" ·", Text(safe_text(f"{prefix}{a.device.id} is a CPU profile measured with "
+                                               f"{fmt_count(a.device.threads, 'thread')}"), style="dim")))
+        notes += [(Text(" !", style="yellow"), Text(safe_text(prefix + line), style="yellow")) for line in a.warnings]
+    parts = [Prose(head), Prose(how), t, hanging(notes)]
+    if len(rows) > 1:
+        parts.append(comparison_line(rows))
+    return Group(*parts)
+
+
+def comparison_line(rows: list[Analysis]) -> Table:
+    """Which device is faster for this op, and where the first two devices' roofs cross."""
+    from rooftop.models.compare import compare_path
+
+    best = min(rows, key=lambda a: a.time_lower_bound)
+    others = [a for a in rows if a is not best]
+    ratio = min(a.time_lower_bound for a in others) / best.time_lower_bound
+    msg = f"fastest bound: {safe_text(best.device.id)} ({fmt_time(best.time_lower_bound)}, {fmt_ratio(ratio)} ahead)"
+    a, b = rows[0], rows[1]
+    if a.path == b.path and a.level == b.level:
+        x = compare_path(a.device, b.device, a.path, a.level).crossover
+        if x.intensity is None:
+            msg += f"; on {a.path} {safe_text(x.higher_below)}'s roof is never lower than the other's"
+        else:
+            side = x.higher_below if a.intensity < x.intensity else x.higher_above
+            msg += (f"; {a.path} roofs cross at I = {x.intensity:.3g}: {safe_text(x.higher_below)} higher below, "
+                    f"{safe_text(x.higher_above)} above — this op (I = {a.intensity:.3g}) favours {safe_text(side)}")
+    return hanging([(" =", Text(msg, style="bold"))])
+
+
+def devices_table(profiles: list[DeviceProfile]) -> Table:
+    """The catalog at a glance; units in the headers keep it within 80 columns."""
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    widths = {"id": 12, "source": 9}
+    for col, just in (("id", "left"), ("source", "left"), ("B GB/s", "right"), ("16-bit TF/s", "right"),
+                      ("fp64 TF/s", "right"), ("I* 16-bit", "right"), ("name", "left")):
+        if col == "name":  # the one column Rich may narrow (a no_wrap column is never); its cells end in "…"
+            t.add_column(col, overflow="ellipsis", ratio=1)
+        else:
+            t.add_column(col, justify=just, no_wrap=True, min_width=widths.get(col, len(col)))
+    for p in profiles:
+        half = next((k for k in ("bf16-tc", "fp16-tc") if k in p.peak), None)
+        fp64 = next((k for k in ("fp64-tc", "fp64-fma") if k in p.peak), None)
+        dram = "dram" in p.bandwidth
+        t.add_row(
+            safe_text(p.id),
+            safe_text(p.source),
+            f"{p.B('dram') / 1e9:.0f}" if dram else "",
+            f"{p.F(half) / 1e12:.4g}" if half else "",
+            f"{p.F(fp64) / 1e12:.3g}" if fp64 else "",
+            f"{p.ridge(half):.3g}" if half and dram else "",
+            Text(safe_text(p.name), no_wrap=True, overflow="ellipsis"),
+        )
+    return t
+
+
+def profile_detail(p: DeviceProfile) -> Group:
+    """Every roof and slope of one device with its provenance."""
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for col in ("roof", "value", "ridge (dram)", "source", "case"):
+        t.add_column(col)
+    for level in p.levels():
+        c = p.bandwidth[level]
+        t.add_row(*map(safe_text, (f"B {level}", fmt_bandwidth(c.value), "", c.source, c.case)))
+    write = write_figure(p)
+    if write:  # a memset's rate: beside B, never B
+        t.add_row(*map(safe_text, ("write", fmt_bandwidth(write.value), "", write.source, write.case)))
+    for path in p.paths():
+        c = p.peak[path]
+        ridge = fmt_intensity(p.ridge(path)) if "dram" in p.bandwidth else ""
+        t.add_row(*map(safe_text, (f"F {path}", fmt_flops_rate(c.value), ridge, c.source, c.case)))
+    facts = [safe_text(f"{p.name} — {SOURCES.get(p.source, p.source)}")]
+    if p.memory_bytes:
+        facts.append(f"memory {fmt_bytes(p.memory_bytes)}")
+    cpu = p.kind == "cpu"
+    if p.l2_bytes:  # on a CPU the last-level cache (the `llc` level): the L3 on most CPUs
+        facts.append(f"{'last-level cache (the llc level)' if cpu else 'L2'} {fmt_bytes(p.l2_bytes)}")
+    if p.sm_count:
+        facts.append(f"measured with {fmt_count(p.sm_count, 'thread')}" if cpu else f"{p.sm_count} SMs/CUs")
+    if p.power_limit_w:
+        facts.append(f"{p.power_limit_w:g} W")
+    flagged = [Prose(safe_text(f"B {lv} {fmt_bandwidth(float(f['value']))} ({f['case']}) left out: {f['why']}"),
+                     style="yellow")
+               for lv, f in dict(p.extra.get("flagged") or {}).items()
+               if isinstance(f, dict) and isinstance(f.get("value"), (int, float))]
+    capped = capped_line(p)
+    return Group(Text(safe_text(p.id), style="bold"), Prose(", ".join(facts)), t, *flagged,
+                 *([Prose(safe_text(capped), style="yellow")] if capped else []))
+
+
+def path_legend() -> str:
+    return "; ".join(f"{k}: {v.label}" for k, v in PATHS.items())
+
+
+class TrimmedLines:
+    """A text file that drops the spaces at the end of each line written to it.
+
+    Rich pads every table cell and wrapped line to its width; on a terminal that is
+    invisible, in a file it is noise (and `diff` shows it). Spaces are held back
+    until the line goes on, so only those at a line's end are lost.
+    """
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.held = ""
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.out, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        lines = (self.held + text).split("\n")
+        last = lines.pop()
+        body = last.rstrip(" ")
+        self.held = last[len(body):]
+        self.out.write("".join(line.rstrip(" ") + "\n" for line in lines) + body)
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def trimmed(text: str) -> str:
+    """The text without spaces at its lines' ends (a chart pads every row to its width)."""
+    return "\n".join(line.rstrip(" ") for line in text.split("\n"))
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console for the reports; piped or redirected, its lines carry no trailing spaces."""
+    out = sys.stderr if stderr else sys.stdout
+    tty = getattr(out, "isatty", lambda: False)()
+    # no markup, no emoji codes: a stored name like "[/bold]" or ":x:" is printed as it is
+    return Console(file=None if tty else TrimmedLines(out), stderr=stderr, highlight=False, soft_wrap=False,
+                   markup=False, emoji=False)
+
+
+def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
+    """Profiles side by side (B per level, F per path, ridges), then where each pair's roofs cross."""
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    t.add_column("")
+    for p in profiles:
+        t.add_column(device_heading(p), justify="right")
+    levels = list(dict.fromkeys(lv for p in profiles for lv in p.levels()))
+    paths = sorted({k for p in profiles for k in p.peak}, key=lambda k: list(PATHS).index(k) if k in PATHS else 99)
+    for lv in levels:
+        t.add_row(safe_text(f"B {lv}"), *[fmt_bandwidth(p.B(lv)) if lv in p.bandwidth else "" for p in profiles])
+    for path in paths:
+        t.add_row(safe_text(f"F {path}"), *[fmt_flops_rate(p.F(path)) if path in p.peak else "" for p in profiles])
+    for path in paths:
+        t.add_row(safe_text(f"I* {path}"), *[
+            fmt_intensity(p.ridge(path)) if path in p.peak and "dram" in p.bandwidth else "" for p in profiles
+        ])
+    x = Table(header_style="bold", box=None, pad_edge=False)
+    for col, just in (("pair", "left"), ("path", "left"), ("crossover I", "right"), ("below it", "left"),
+                      ("above it", "left")):
+        x.add_column(col, justify=just)
+    for a, b, c in pairs:
+        cx = c.crossover
+        if cx.intensity is None:  # one roof is at least as high everywhere: no crossover
+            x.add_row(*map(safe_text, (f"{a.id} vs {b.id}", c.path, "none",
+                                       f"{cx.higher_above} at least as high everywhere", "")))
+        else:
+            x.add_row(*map(safe_text, (f"{a.id} vs {b.id}", c.path, fmt_intensity(cx.intensity),
+                                       f"{cx.higher_below} higher", f"{cx.higher_above} higher")))
+    legend = Prose("B: dram bandwidth per level; F: peak per compute path; I* = F/B (dram). "
+                  "Below the crossover intensity the bandwidth-richer roof is higher, above it the "
+                  "compute-richer one.", style="dim")
+    from rooftop.models.compare import thread_note
+
+    threads = thread_note(profiles)
+    return Group(t, Text(""), x, legend, *([Prose(threads, style="yellow")] if threads else []))
+
+

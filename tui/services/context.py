@@ -1,0 +1,246 @@
+"""The context a command or the app works in: the store, opened with one error policy, the profiles
+it offers beside the catalog, and the default device.
+
+No textual, no rich: both front ends use these, and word what they say themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Literal, Mapping, Sequence
+
+from rooftop.models.catalog import catalog, lookup_device
+from rooftop.models.profile import DeviceProfile
+from rooftop.models.safetext import safe_text
+from rooftop.store.db import StoreError
+
+if TYPE_CHECKING:  # types only: the store and the plot data load when a command reads them
+    from rooftop.models.plotdata import Series
+    from rooftop.store.runs import Store
+
+
+class NotAProfile(Exception):
+    """A device id that names a run of the store, but one with no ceilings (or `local` with none measured)."""
+
+
+# -- the store: one opener, one error policy ----------------------------------------------
+#
+# The store raises StoreError and nothing else (with a reason: locked, read-only, damaged, …),
+# so every caller here and in the app catches exactly that; what it then says is its own.
+
+
+def open_db(db: str | Path | None, *, create: bool = True, recover: bool = True) -> Store | None:
+    """The one way tui opens the store: at `db` (--db), else ROOFTOP_DB, else the user data directory.
+
+    None when `create` is off and there is no database there yet (reading never creates one).
+    `recover` marks the runs of dead processes interrupted (`store.interrupted` lists them).
+    """
+    from rooftop.store.db import store_error
+    from rooftop.store.locations import db_path
+    from rooftop.store.runs import Store
+
+    try:
+        path = db_path(db)
+        if not create and not path.exists():
+            return None
+    except OSError as exc:  # the data directory cannot be made or read
+        raise store_error(exc, db or "the data directory") from exc
+    return Store.open(path, recover=recover)
+
+
+@contextlib.contextmanager
+def store_session(db: str | Path | None, *, create: bool = False) -> Iterator[Store | None]:
+    """`open_db` as a context: the store (None when there is none and `create` is off), closed after."""
+    store = open_db(db, create=create)
+    try:
+        yield store
+    finally:
+        if store is not None:
+            store.close()
+
+
+@contextlib.contextmanager
+def open_store(args: argparse.Namespace, create: bool = False) -> Iterator[Store]:
+    """A command's store at --db / ROOFTOP_DB / the data dir, as a context; StoreError if unusable.
+
+    Only commands that add data create the file; the others say there is none yet. Runs found
+    cut off are named on stderr; values read as unknown (see `warn_unreadable`) when the command
+    is done.
+    """
+    path = Path(db_file(args))
+    if not create and path.is_file() and path.stat().st_size == 0:
+        raise StoreError(f"{path} is an empty file, not a rooftop database; point --db PATH / ROOFTOP_DB at one",
+                         "foreign")
+    store = open_db(path, create=create)
+    if store is None:
+        raise StoreError(f"no rooftop database at {path} yet: `rooftop import FILE` or a measurement creates it "
+                         "(or point --db PATH / ROOFTOP_DB at one)", "missing")
+    tell_interrupted(store)
+    try:
+        yield store
+    finally:
+        warn_unreadable(store)
+        store.close()
+
+
+def tell_interrupted(store: Store) -> None:
+    """Name on stderr the runs this open found cut off (their process is gone)."""
+    for rid in store.interrupted:
+        sys.stderr.write(f"rooftop: run {rid[:8]} was cut off (its process is gone); marked interrupted, samples kept\n")
+
+
+def db_file(args: argparse.Namespace) -> str:
+    """The database file a command's --db (or ROOFTOP_DB, or the data dir) names."""
+    from rooftop.store.locations import db_path
+
+    return str(db_path(getattr(args, "db", None)))
+
+
+# -- the default device ----------------------------------------------------------------------
+
+FALLBACK_DEVICE = "h100"
+DefaultWhy = Literal["local", "reference", "fallback"]
+
+
+@dataclass(frozen=True)
+class DefaultDevice:
+    """The device shown when none is named, and why it is that one (each front end words it)."""
+
+    profile: DeviceProfile
+    why: DefaultWhy  # local: this host's measured profile; reference: the GPU found here; fallback: none found
+
+
+def default_device(profiles: Mapping[str, DeviceProfile] | None = None) -> DefaultDevice:
+    """The one default-device rule: this host's latest measured profile (`local`, when it is a whole
+    roofline), else the reference profile of the GPU found here, else FALLBACK_DEVICE."""
+    local = (profiles or {}).get("local")
+    if local is not None and local.is_roofline():
+        return DefaultDevice(local, "local")
+    from rooftop.probes.identify import local_reference_profile
+
+    found = local_reference_profile()
+    if found is not None:
+        return DefaultDevice(found, "reference")
+    return DefaultDevice(lookup_device(FALLBACK_DEVICE, dict(profiles or {})), "fallback")
+
+
+def resolve_devices(ids: list[str], extra: dict[str, DeviceProfile] | None = None) -> list[DeviceProfile]:
+    """Profiles for --device ids; with none, the default device, said on stderr."""
+    if ids:
+        return [lookup_device(i, extra) for i in ids]
+    chosen = default_device(extra)
+    p = chosen.profile
+    if chosen.why == "local":
+        sys.stderr.write(safe_text(f"rooftop: using local, this machine's latest measured profile ({p.name})") + "\n")
+    elif chosen.why == "reference":
+        sys.stderr.write(f"rooftop: using {p.id}, the reference profile for this machine's {p.name}\n")
+    else:
+        sys.stderr.write(
+            f"rooftop: no --device given and no known GPU found; using {FALLBACK_DEVICE} (reference measurement)\n"
+        )
+    return [p]
+
+
+# -- what a command reads from the store -----------------------------------------------------
+
+_TOLD: set[str] = set()  # runs warned about by this command; begin_command() starts it afresh
+
+
+def begin_command() -> None:
+    """A new command starts: its warnings about unreadable runs are told afresh."""
+    _TOLD.clear()
+
+
+def warn_unreadable(store: Store) -> None:
+    """One line for the values a store holds that no import would accept now (written by an older
+    rooftop): they were shown as unknown or left out, so the command still did its work. Each run
+    is named once per command, however often the store was opened."""
+    new = {rid: problems for rid, problems in store.unreadable.items() if rid not in _TOLD and problems}
+    store.unreadable.clear()
+    if not new:
+        return
+    _TOLD.update(new)
+    first, more = next(iter(new.values()))[0], sum(map(len, new.values())) > 1
+    sys.stderr.write(safe_text(
+        f"rooftop: warning: run{'s' if len(new) > 1 else ''} {', '.join(rid[:8] for rid in new)} in {store.path} "
+        f"hold{'s' if len(new) == 1 else ''} values no import accepts ({first}{', …' if more else ''}); shown as "
+        "unknown or left out (`rooftop delete RUN` removes a run)") + "\n")
+
+
+def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[str, DeviceProfile]:
+    """Measured and imported profiles for --device, plus any run named in `ids` by id or prefix.
+
+    A missing database means none; an unusable one is reported in one line and the
+    catalog still works, so `rooftop op --device h100` never depends on the store.
+    """
+    from rooftop.store.runs import UnknownRun
+
+    path = Path(db_file(args))
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return {}  # nothing stored (an empty file is left alone: reading never creates a database)
+    not_profiles: list[str] = []
+    try:
+        with store_session(path) as store, contextlib.ExitStack() as later:
+            if store is None:  # removed since the check above
+                return {}
+            later.callback(warn_unreadable, store)
+            found = store.profiles()
+            local = store.local_profile()  # the default device, and one of the ids an unknown one is told of
+            if local is not None:
+                found["local"] = local
+            known = {k.lower() for k in [*found, *catalog()]}
+            for i in ids:
+                if i.lower() in known:
+                    continue
+                if i.lower() == "local":
+                    not_profiles.append(f"no complete run measured on this host yet, so there is no device "
+                                        f"'local' in {path}; measure one, or name a device from `rooftop devices`")
+                    continue
+                try:
+                    run = store.run(i)
+                except UnknownRun:
+                    continue  # not a run either: lookup_device names what exists
+                try:
+                    found[i] = store.profile(run.id)
+                except StoreError as exc:  # a run without ceilings (running, failed, points only)
+                    not_profiles.append(str(exc))
+    except StoreError as exc:
+        sys.stderr.write(safe_text(f"rooftop: warning: {exc}; showing the built-in catalog only") + "\n")
+        return {}
+    if not_profiles:
+        raise NotAProfile(not_profiles[0])
+    return found
+
+
+def store_points(args: argparse.Namespace, devices: list[DeviceProfile]) -> list[Series]:
+    """Sample points of the devices that are store runs (their profile names the run), as plot series."""
+    from rooftop.models.plotdata import sample_series
+
+    runs = [(d.id, d.extra["run_id"]) for d in devices if d.source in ("measured", "imported") and "run_id" in d.extra]
+    if not runs:
+        return []
+    with open_store(args) as store:
+        return [s for label, rid in runs for s in sample_series(store.samples(rid), label)]
+
+
+def latest_profile_points(db: str | Path | None, device_id: str) -> list[Series]:
+    """The op groups of the newest kept profile placed on `device_id`, as points for its roofline ([] if none)."""
+    from rooftop.models.plotdata import sample_series
+    from rooftop.store.workloads import placed_on
+
+    try:
+        with store_session(db) as store:
+            if store is None:
+                return []
+            runs = [r for r in store.runs() if r.kind == "profile" and r.status == "complete"
+                    and placed_on(r) == device_id]
+            if not runs:
+                return []
+            run = max(runs, key=lambda r: r.started_at)
+            return sample_series(store.samples(run.id), run.label)
+    except StoreError:
+        return []

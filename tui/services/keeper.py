@@ -1,0 +1,95 @@
+"""Keep one run in the store as it goes: begun, its samples added as they come, its ceilings, finished.
+
+The one keeper of `rooftop measure` (and the app's Live tab), `rooftop comm` and `rooftop profile`.
+Its policy: the store never stops the work. A store that cannot be opened or written is told
+once, through `on_error`, and from then on nothing more is written (what was committed stays;
+a run left `running` is marked interrupted by the next rooftop that opens the store). A run
+cancelled before its first sample is deleted, so no empty run shows in History.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from rooftop.models.profile import DeviceProfile
+from rooftop.models.sample import Sample
+from rooftop.store.db import StoreError
+from rooftop.store.runs import RunStatus, Store
+from rooftop.tui.services.context import open_db
+
+OnError = Callable[[StoreError, bool], None]  # the error, and whether the run had begun
+
+
+class RunKeeper:
+    """One run in the store at `db` (--db / ROOFTOP_DB / the data dir); with `save` off, keeps nothing."""
+
+    def __init__(self, db: str | Path | None, *, save: bool = True, on_error: OnError | None = None,
+                 on_open: Callable[[Store], None] | None = None) -> None:
+        self.db, self.save, self.on_error, self.on_open = db, save, on_error, on_open
+        self.store: Store | None = None
+        self.run_id: str | None = None
+        self.error: StoreError | None = None  # the first failure; nothing is written after it
+        self.added = 0
+
+    @property
+    def keeping(self) -> bool:
+        return self.store is not None and self.run_id is not None
+
+    def begin(self, device_info: Mapping[str, Any], plan: str, backend: str,
+              versions: Mapping[str, Any] | None = None) -> str | None:
+        """Open the store and begin the run; its id, or None when nothing will be kept."""
+        if not self.save:
+            return None
+        try:
+            self.store = open_db(self.db)
+            if self.on_open is not None:
+                self.on_open(self.store)
+            self.run_id = self.store.begin_run(dict(device_info), plan=plan, backend=backend, versions=versions)
+        except StoreError as exc:
+            self._drop(exc, begun=False)
+        return self.run_id
+
+    def add(self, samples: Iterable[Sample]) -> None:
+        """Commit `samples` now (a crash later loses none of them)."""
+        batch = list(samples)
+        if self.keeping and batch:
+            self._write(lambda s: s.add_samples(self.run_id, batch))
+            self.added += len(batch) if self.keeping else 0
+
+    def set_ceilings(self, profile: DeviceProfile) -> None:
+        if self.keeping and (profile.peak or profile.bandwidth):
+            self._write(lambda s: s.set_ceilings(self.run_id, profile))
+
+    def finish(self, status: RunStatus) -> str | None:
+        """End the run as `status` and close the store; the run's id, or None when none was kept."""
+        if self.keeping:
+            self._write(lambda s: s.finish_run(self.run_id, status))
+        if self.keeping and status == "cancelled" and not self.added:  # before its first point: nothing to keep
+            self._write(lambda s: s.delete(self.run_id))
+            if self.keeping:
+                self.run_id = None
+        self.close()
+        return self.run_id
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def _write(self, write: Callable[[Store], Any]) -> None:
+        assert self.store is not None
+        try:
+            write(self.store)
+        except StoreError as exc:
+            self._drop(exc, begun=True)
+
+    def _drop(self, exc: StoreError, begun: bool) -> None:
+        """The first failure: told once, then nothing more is written."""
+        if self.error is None:
+            self.error = exc
+            if self.on_error is not None:
+                self.on_error(exc, begun)
+        self.close()
+        if not begun:
+            self.run_id = None
