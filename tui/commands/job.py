@@ -18,6 +18,8 @@ from typing import Any
 
 from rich.text import Text
 
+from rooftop.tui.commands.common import UsageError
+
 TRACE_SUFFIXES = (".json", ".json.gz")
 RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
@@ -161,29 +163,31 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
     return job, first_work, problems
 
 
-def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None) -> int:
-    """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups."""
+class JobError(UsageError):
+    """Bad input to `rooftop profile` for a job: one line on stderr, exit status 2 (the CLI's exit map)."""
+
+
+def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None, *,
+                device_for: Any, save: Any) -> int:
+    """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups.
+    `device_for(args, trace)` picks the roofs (as for one trace), `save(args, work, source, backend, job)` keeps
+    the run."""
     from rooftop.tui.render.job import job_report
     from rooftop.tui.render.jsonout import print_json
-    from rooftop.tui.commands.profile import (
-        ProfileError,
-        _save,
-        _trace_device,
-        clean,
-        profile_report,
-    )
+    from rooftop.tui.render.profile import profile_report
     from rooftop.tui.render.report import make_console
+    from rooftop.tui.render.text import clean
 
     try:
         files = trace_files(paths)
     except FileNotFoundError as exc:
-        raise ProfileError(clean(str(exc))) from None
-    job, work, problems = read_job(args, files, lambda t: _trace_device(args, t), read)
+        raise JobError(clean(str(exc))) from None
+    job, work, problems = read_job(args, files, lambda t: device_for(args, t), read)
     if job is None:
         print_problems(problems)
-        raise ProfileError("no trace could be read as a rank of the job (each file's problem is above)")
+        raise JobError("no trace could be read as a rank of the job (each file's problem is above)")
     print_problems(problems)
-    run_id = None if args.no_save else _save(args, work, source, backend, job.to_dict())
+    run_id = None if args.no_save else save(args, work, source, backend, job.to_dict())
     if args.json:
         doc = work.to_dict()
         doc.update(job.to_dict())
@@ -200,15 +204,15 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     return 0
 
 
-def profile_torchrun(program: list[str], args: argparse.Namespace) -> int:
+def profile_torchrun(program: list[str], args: argparse.Namespace, *, device_for: Any, save: Any) -> int:
     """`-- torchrun …` (or `python -m torch.distributed.run …`): torch's launcher starts the ranks, each under the
     profiler, each writing its trace; the traces are then read as one job."""
-    from rooftop.tui.commands.profile import ProfileError, clean
+    from rooftop.tui.render.text import clean
 
     try:
         import torch  # noqa: F401 - the launcher and the profiler need it
     except ImportError:
-        raise ProfileError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+        raise JobError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
     from rooftop.probes.profiler import NotPython, ProgramFailed
     from rooftop.probes.torchrun import run_torchrun
 
@@ -218,11 +222,12 @@ def profile_torchrun(program: list[str], args: argparse.Namespace) -> int:
             with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
                 launched = run_torchrun(program, out, steps=args.steps)
         except (NotPython, ProgramFailed) as exc:
-            raise ProfileError(clean(str(exc))) from None
+            raise JobError(clean(str(exc))) from None
         if not launched.traces:
-            raise ProfileError("no rank wrote a trace (the program ended before the profiler wrote one)")
+            raise JobError("no rank wrote a trace (the program ended before the profiler wrote one)")
         args.nproc_per_node = launched.nproc_per_node
-        return profile_job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler")
+        return profile_job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler",
+                           device_for=device_for, save=save)
 
 
 def print_problems(problems: list[str]) -> None:

@@ -95,15 +95,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare(args)
     if args.trace and is_job(args.trace):
-        return profile_job(args, args.trace, " ".join(args.trace), "trace")
+        return profile_job(args, args.trace, " ".join(args.trace), "trace", device_for=_trace_device, save=_save)
     if program and is_torchrun(program):
-        return profile_torchrun(program, args)
+        return profile_torchrun(program, args, device_for=_trace_device, save=_save)
     if args.trace:
         trace = _load(args.trace[0])
         source, backend = str(args.trace[0]), "trace"
         world = trace.distributed.get("world_size")
         if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
-            return profile_job(args, args.trace, source, backend, {Path(source): trace})
+            return profile_job(args, args.trace, source, backend, {Path(source): trace}, device_for=_trace_device,
+                               save=_save)
     else:
         trace, source = _run_program(program, args)
         backend = "torch.profiler"
