@@ -51,7 +51,10 @@ def expected_split(path: Path) -> dict[str, float]:
     """From the raw JSON: the union of the kernels, of the NCCL kernels, and NCCL time less its overlap with
     the other kernels (seconds)."""
     ks = [e for e in raw_events(path) if e.get("cat") == "kernel"]
-    iv = lambda es: [(e["ts"] * 1e-6, (e["ts"] + e["dur"]) * 1e-6) for e in es]
+
+    def iv(es: list[dict]) -> list[tuple[float, float]]:
+        return [(e["ts"] * 1e-6, (e["ts"] + e["dur"]) * 1e-6) for e in es]
+
     nccl = iv([e for e in ks if e["name"].startswith("nccl")])
     other = iv([e for e in ks if not e["name"].startswith("nccl")])
     overlap = union(nccl) + union(other) - union(nccl + other)
@@ -367,3 +370,27 @@ def test_torchrun_bad_options_and_missing_script_one_line_exit_2(tmp_path):
     assert f"{tmp_path / 'missing.py'}: no such script" in out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("rooftop profile: error:") and "failed on rank" in last and "exit status 2" in last
+
+
+async def test_profile_tab_shows_a_kept_jobs_rank_table_and_straggler(tmp_path):
+    import io
+
+    from rich.console import Console
+    from textual.widgets import Static
+
+    from rooftop.tui.app import AppConfig, create_app
+
+    db = tmp_path / "r.db"
+    out = rooftop("profile", "--trace", str(RANK0), str(RANK1), "-d", "a100-80g-ds", "--json", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    slow = json.loads(out.stdout)["straggler"]["rank"]
+    app = create_app(AppConfig(device="h100", sampler=None, db_path=db, export_dir=tmp_path))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        pane = app.query_one("#prof-job", Static)
+        console = Console(width=100, file=io.StringIO(), record=True)
+        console.print(pane.content)
+        text = console.export_text()
+        assert pane.display and "2 ranks of 128 (nccl)" in text and f"straggler: rank {slow}" in text
+        assert "exposed" in text and "op groups below: rank 0's" in text
