@@ -148,7 +148,9 @@ class ProfilePane(Widget):
         yield FitTable(RUNS, id="prof-runs", cursor_type="row", zebra_stripes=True)
         yield Static("", id="prof-split")
         with VerticalScroll(id="prof-ops-scroll"):
-            yield Static("", id="prof-job")  # a distributed job: its rank table and straggler
+            job = Static("", id="prof-job")  # a distributed job: its rank table and straggler
+            job.display = False
+            yield job
             yield FitTable(OPS, id="prof-ops", zebra_stripes=True)
             yield Static("", id="prof-more")
 
