@@ -39,6 +39,8 @@ from typing import Any
 
 import msgspec
 
+from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
+
 US = 1e-6
 STEP_PREFIX = "ProfilerStep#"
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
@@ -66,7 +68,7 @@ class EmptyTrace(TraceError):
 # -- the schema: only the fields read below (the decoder skips the rest) ----------------------
 
 
-class EventArgs(msgspec.Struct, gc=False):
+class EventArgs(CommArgs, gc=False):  # with a collective's message fields
     external_id: Any = msgspec.field(default=None, name="External id")
     correlation: Any = None
     stream: Any = None
@@ -196,6 +198,8 @@ class Trace:
     gpu_evidence: bool = False  # runtime calls, device properties or GPU ranges: a GPU program even with 0 kernels
     cpu_threads: int | None = None  # the program's torch threads, when the trace says
     warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted
+    comms: tuple[CommCall, ...] = ()  # the collectives the CPU side recorded, by start (rooftop.models.commtrace)
+    distributed: Mapping[str, Any] = field(default_factory=dict)  # distributedInfo: backend, rank, world_size, …
 
     @property
     def on_device(self) -> bool:
@@ -443,6 +447,7 @@ def _parse_trace(data: Any) -> Trace:
     launch_durs: list[float] = []
     names: dict[str, str] = {}
     gpu_evidence = False
+    comms: list[CommCall] = []
     empty_args = EventArgs()
     shape_cache: dict = {}
     none3 = ((), (), ())
@@ -488,6 +493,9 @@ def _parse_trace(data: Any) -> Trace:
             continue
         a = e.args or empty_args
         name = names.setdefault(name, name)
+        if (kind == "op" or kind == "annotation") and name.startswith(COMM_NAMES) and \
+                (c := comm_call(kind, name, ts * US, dur * US, _thread(e.pid), _thread(e.tid), e.args)) is not None:
+            comms.append(c)  # a collective: kept as one, and read on as an op (or annotation) as any other
         if kind == "kernel" or kind == "memcpy" or kind == "memset":
             pid, tid = e.pid, e.tid
             dev_raw.append((ts, dur, kind, name, a.external_id, a.correlation, a.stream, a.device, a.bytes,
@@ -601,7 +609,8 @@ def _parse_trace(data: Any) -> Trace:
         metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
         host_calls=host_calls, launch_s=launch_durs[len(launch_durs) // 2] * US if launch_durs else None,
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
-        warnings=counts.lines(),
+        warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
+        distributed=dict(meta["distributedInfo"]) if isinstance(meta.get("distributedInfo"), Mapping) else {},
     )
 
 

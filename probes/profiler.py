@@ -299,6 +299,21 @@ def _print_user_traceback(exc: BaseException) -> None:
     sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))
 
 
+def rank_trace_path(trace: str | os.PathLike[str]) -> Path:
+    """Inside a rank of a distributed job (torchrun sets RANK and WORLD_SIZE), one trace per rank:
+    `{rank}` in the name is the rank, and a name without it gets `.rank-N` before its suffix
+    (run.trace.json → run.rank-3.trace.json), so `rooftop profile --trace DIR` reads them as one job."""
+    text = os.fspath(trace)
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if "{rank}" in text:
+        return Path(text.replace("{rank}", rank or "0"))
+    if rank is None or not world or not world.isdigit() or int(world) < 2:
+        return Path(text)
+    p = Path(text)
+    stem, dot, rest = p.name.partition(".")
+    return p.with_name(f"{stem}.rank-{rank}{dot}{rest}" if dot else f"{stem}.rank-{rank}")
+
+
 class profile:  # used like a function, as torch.profiler.profile is
     """Profile a block or a function and write its Chrome trace (read it with `rooftop profile --trace`).
 
@@ -312,12 +327,13 @@ class profile:  # used like a function, as torch.profiler.profile is
         def step(batch): ...        # each call is one step
 
     The trace is the one `rooftop profile -- python script.py` records; `rooftop profile --trace FILE`
-    places it on a device's roofline and keeps it in the store.
+    places it on a device's roofline and keeps it in the store. In a rank of a distributed job each rank
+    writes its own trace (`rank_trace_path`); `rooftop profile --trace DIR` reads them as one job.
     """
 
     def __init__(self, steps: int = 3, trace: str | os.PathLike[str] = "rooftop-profile.trace.json",
                  skip: int = SKIP_STEPS) -> None:
-        self.recorder = Recorder(trace, steps, skip)
+        self.recorder = Recorder(rank_trace_path(trace), steps, skip)
         self.recording: Recording | None = None
 
     def __enter__(self) -> "profile":

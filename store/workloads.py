@@ -94,13 +94,18 @@ def group_sample(g: OpGroup) -> Sample:
     )
 
 
-def profile_device_info(work: Workload, source: str) -> dict[str, Any]:
-    """The run's device facts for a profile: the device, and the step split under "profile"."""
-    return {
+def profile_device_info(work: Workload, source: str, job: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The run's device facts for a profile: the device, and the step split under "profile". A distributed
+    job's ranks, straggler and collectives (`rooftop.models.job.Job.to_dict`) are kept there under "job";
+    `work` is then its lowest rank's."""
+    info = {
         "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
         "kind": "gpu" if work.on_device else "cpu",
         "profile": {**work.summary(), "source": source, "notes": list(work.notes), "rows": work.rows()},
     }
+    if job is not None:
+        info["profile"]["job"] = dict(job)
+    return info
 
 
 def save_profile(store: Store, work: Workload, source: str, backend: str,

@@ -17,7 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import UsageError, add_db_option, add_device_option
+from rooftop.tui.commands.job import is_job, profile_job, profile_torchrun
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.profile import TOP, profile_report
 from rooftop.tui.render.text import clean
@@ -28,6 +30,8 @@ EPILOG = """\
 examples:
   rooftop profile -d h100 --steps 3 -- python train.py --epochs 1
   rooftop profile --trace run.trace.json.gz -d h200
+  rooftop profile --trace traces/ -d a100-80g-ds          (one trace per rank)
+  rooftop profile -- torchrun --nproc-per-node 2 train.py  (kept as one profile)
   rooftop profile --ncu kernels.csv -d h200 --json
 
 W and Q are estimates: rooftop's op models applied to the shapes and dtypes
@@ -51,11 +55,16 @@ def add_profile_command(sub: Any) -> None:
                           "else this machine's)")
     pr.add_argument("--steps", type=int, default=3, metavar="N",
                     help="steps to record after one warm-up step (a step: one outermost nn.Module call; default 3)")
-    pr.add_argument("--trace", metavar="FILE", help="read a Chrome/Kineto trace (.json or .json.gz) instead")
+    pr.add_argument("--trace", metavar="FILE", nargs="+",
+                    help="read a Chrome/Kineto trace (.json or .json.gz) instead; several files, or a folder of them, "
+                         "are one trace per rank of a distributed job (read one at a time)")
+    pr.add_argument("--link", choices=("nvlink", "pcie", "net"),
+                    help="the link the job's collectives crossed (default: told from the group's ranks)")
     pr.add_argument("--ncu", metavar="FILE", help="read an Nsight Compute `--csv --page raw` export instead")
     pr.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
                     help="two stored profiles side by side: each op group's time, and the step split")
-    pr.add_argument("--save-trace", metavar="FILE", help="keep the trace of a program run here")
+    pr.add_argument("--save-trace", metavar="FILE", help="keep the trace of a program run here (with -- torchrun: "
+                                                             "a folder, one trace per rank)")
     pr.add_argument("--top", type=int, default=TOP, metavar="N", help=f"op groups to list (default {TOP})")
     pr.add_argument("--json", action="store_true",
                     help="print one JSON object: ops and summary (SI units); the program's output goes to stderr")
@@ -75,7 +84,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         program = program[1:]
     given = [x for x in (args.trace, args.ncu, args.compare) if x] + (["program"] if program else [])
     if len(given) != 1:
-        raise ProfileError("give one of: -- python script.py ARGS…, --trace FILE, --ncu FILE, or --compare RUN RUN")
+        raise ProfileError("give one of: -- python script.py ARGS…, -- torchrun … script.py, --trace FILE [FILE…|DIR], "
+                           "--ncu FILE, or --compare RUN RUN")
     if args.steps < 1:
         raise ProfileError(f"--steps must be at least 1, got {args.steps}")
     if args.top < 0:
@@ -84,9 +94,17 @@ def cmd_profile(args: argparse.Namespace) -> int:
         return _ncu(args)
     if args.compare:
         return _compare(args)
+    if args.trace and is_job(args.trace):
+        return profile_job(args, args.trace, " ".join(args.trace), "trace", device_for=_trace_device, save=_save)
+    if program and is_torchrun(program):
+        return profile_torchrun(program, args, device_for=_trace_device, save=_save)
     if args.trace:
-        trace = _load(args.trace)
-        source, backend = str(args.trace), "trace"
+        trace = _load(args.trace[0])
+        source, backend = str(args.trace[0]), "trace"
+        world = trace.distributed.get("world_size")
+        if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
+            return profile_job(args, args.trace, source, backend, {Path(source): trace}, device_for=_trace_device,
+                               save=_save)
     else:
         trace, source = _run_program(program, args)
         backend = "torch.profiler"
@@ -200,7 +218,7 @@ def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
     return dev, note
 
 
-def _save(args: argparse.Namespace, work: Any, source: str, backend: str) -> str | None:
+def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: Any = None) -> str | None:
     """Keep the profile as a run (plan "profile", one sample per op group); its id, or None when not kept."""
     from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 
@@ -208,7 +226,7 @@ def _save(args: argparse.Namespace, work: Any, source: str, backend: str) -> str
         sys.stderr.write(f"rooftop profile: warning: not saved: {exc}\n")
 
     keeper = RunKeeper(getattr(args, "db", None), on_error=not_saved, on_open=tell_interrupted)
-    keeper.begin(profile_device_info(work, source), plan=PLAN, backend=backend)
+    keeper.begin(profile_device_info(work, source, job), plan=PLAN, backend=backend)
     keeper.add(group_sample(g) for g in work.groups)
     run_id = keeper.finish("complete")
     return run_id if keeper.error is None else None

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.console import Group
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -147,6 +148,9 @@ class ProfilePane(Widget):
         yield FitTable(RUNS, id="prof-runs", cursor_type="row", zebra_stripes=True)
         yield Static("", id="prof-split")
         with VerticalScroll(id="prof-ops-scroll"):
+            job = Static("", id="prof-job")  # a distributed job: its rank table and straggler
+            job.display = False
+            yield job
             yield FitTable(OPS, id="prof-ops", zebra_stripes=True)
             yield Static("", id="prof-more")
 
@@ -200,10 +204,24 @@ class ProfilePane(Widget):
             split.update(Text(f"✗ {exc}", style="red"))
             return
         split.update(split_text(run))
+        job = profile_summary(run).get("job")
+        pane = self.query_one("#prof-job", Static)
+        pane.display = isinstance(job, dict) and bool(job.get("ranks"))
+        pane.update(job_text(job) if pane.display else "")
         self.query_one("#prof-ops", FitTable).set_rows(op_rows(run, [g for g in groups if g]))
         more = self.query_one("#prof-more", Static)
         more.update(rows_text(run))
         more.display = True
+
+
+def job_text(job: dict[str, Any]) -> Group:
+    """A kept job's rank table and straggler above the lowest rank's op groups (the collectives are in
+    `rooftop show` / `--json`)."""
+    from rooftop.tui.render.job import job_head, rank_table, straggler_lines
+
+    first = job["ranks"][0]["rank"]
+    return Group(job_head(job), rank_table(job), *straggler_lines(job),
+                 Text(f"op groups below: rank {first}'s", style="dim"))
 
 
 def split_text(run: Run) -> Text:

@@ -1,0 +1,276 @@
+"""A distributed job: one small summary per rank, the ranks aligned by their collectives, the straggler.
+
+Pure. A rank's trace is reduced to a `RankSummary` (times, its top op groups,
+its collectives) as soon as it is read, so a job of a thousand ranks never
+holds more than one trace. Ranks run on hosts whose clocks differ, so they are
+aligned by their collectives, not by wall clock: the i-th matching collective
+ends at about the same moment on every rank of its group (none can finish
+before the slowest has joined), so each rank's clock offset is the median gap
+between its collectives' ends and the reference rank's. After that shift, the
+spread of one collective's starts is the time the early ranks waited for the
+slowest: that part of its kernel time is waiting, the rest is the transfer.
+"""
+
+from __future__ import annotations
+
+import difflib
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .collectives import (
+    CollectiveGroup,
+    LinkRoof,
+    RankCollective,
+    group_collectives,
+    is_comm_kernel,
+    rank_collectives,
+)
+from .commtrace import BACKEND_PREFIXES
+from .trace import Trace, union_length
+from .workload import Workload
+
+TOP_GROUPS = 40  # op groups kept per rank for the straggler's diff
+STRAGGLER_GROUPS = 3
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One rank, reduced: the step split into compute and communication, MFU, its op groups' times, its
+    collectives."""
+
+    rank: int
+    path: str
+    step_s: float  # median profiler step (the span where the trace marks no steps)
+    span_s: float
+    busy_s: float
+    compute_s: float  # union of the non-collective kernels (a CPU trace: its top-level ops outside collectives)
+    comm_s: float  # union of the collective kernels (a CPU backend: its ranges on the worker threads)
+    comm_exposed_s: float  # communication with no compute running at the same time
+    mfu: float | None
+    on_device: bool
+    groups: Mapping[str, float] = field(default_factory=dict)  # compute op group → time, the largest TOP_GROUPS
+    collectives: tuple[RankCollective, ...] = ()
+
+    @property
+    def idle_s(self) -> float:
+        return max(0.0, self.span_s - self.busy_s)
+
+    @property
+    def comm_overlapped_s(self) -> float:
+        return max(0.0, self.comm_s - self.comm_exposed_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "file": self.path, "step_s": self.step_s, "span_s": self.span_s,
+                "busy_s": self.busy_s, "idle_s": self.idle_s, "compute_s": self.compute_s, "comm_s": self.comm_s,
+                "comm_exposed_s": self.comm_exposed_s, "comm_overlapped_s": self.comm_overlapped_s,
+                "mfu": self.mfu, "collectives": len(self.collectives),
+                "op_groups": [{"op": k, "time_s": v} for k, v in self.groups.items()]}
+
+
+def is_comm_op(name: str) -> bool:
+    """An op group that is a collective (its time is in the collectives, not in compute)."""
+    return name == "record_param_comms" or name.startswith(("c10d::",) + BACKEND_PREFIXES)
+
+
+def group_label(g: Any) -> str:
+    """An op group as the rank table names it: op, dtype, shapes."""
+    return " ".join(x for x in (g.op, g.dtype, g.shapes_text) if x)
+
+
+def exposed(comm: Sequence[tuple[float, float]], compute: Sequence[tuple[float, float]]) -> tuple[float, float, float]:
+    """(communication, compute, communication not overlapped by compute): unions, and comm − |comm ∩ compute|."""
+    c, k = union_length(comm), union_length(compute)
+    both = union_length([*comm, *compute])
+    return c, k, c - (c + k - both)
+
+
+def summarize(trace: Trace, work: Workload, rank: int, path: str) -> RankSummary:
+    """The rank's summary; the trace can be dropped after this."""
+    colls = rank_collectives(trace)
+    if trace.on_device:
+        comm = [(k.ts, k.end) for k in trace.kernels if is_comm_kernel(k)]
+        compute = [(k.ts, k.end) for k in trace.kernels if k.cat == "kernel" and not is_comm_kernel(k)]
+    else:
+        comm = [(c.start, c.end) for c in colls if c.start is not None and c.end is not None]
+        compute = [(o.ts, o.end) for o in trace.ops if o.parent is None and not o.name.startswith("c10d::")]
+    comm_s, compute_s, exposed_s = exposed(comm, compute)
+    steps = [e - s for s, e in trace.steps]
+    compute_groups = [g for g in work.groups if not is_comm_op(g.op)]
+    groups = {group_label(g): g.time_s for g in compute_groups[:TOP_GROUPS]}
+    return RankSummary(rank=rank, path=path, step_s=statistics.median(steps) if steps else trace.span_s,
+                       span_s=trace.span_s, busy_s=work.busy_s, compute_s=compute_s, comm_s=comm_s,
+                       comm_exposed_s=exposed_s, mfu=work.mfu, on_device=trace.on_device, groups=groups,
+                       collectives=tuple(colls))
+
+
+# -- alignment ---------------------------------------------------------------------------------------------------
+
+
+def _pairs(ref: Sequence[RankCollective], other: Sequence[RankCollective]) -> list[tuple[int, int]]:
+    """Matching collectives of two ranks, in order: by (collective, size, group), else by collective alone
+    (all-to-all sizes differ per rank)."""
+    ri = [i for i, c in enumerate(ref) if c.end is not None]
+    oi = [j for j, c in enumerate(other) if c.end is not None]
+    for key in (lambda c: c.key, lambda c: (c.collective, c.group)):
+        sm = difflib.SequenceMatcher(None, [key(ref[i]) for i in ri], [key(other[j]) for j in oi], autojunk=False)
+        pairs = [(ri[b.a + n], oi[b.b + n]) for b in sm.get_matching_blocks() for n in range(b.size)]
+        if len(pairs) * 2 >= min(len(ri), len(oi)) and pairs:
+            return pairs
+    return []
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Each rank's clock offset to the reference rank, and each collective's wait for the slowest rank."""
+
+    reference: int | None
+    offsets: Mapping[int, float]  # rank → seconds to add to its clock
+    matched: Mapping[int, int]  # rank → collectives matched with the reference's
+    waits: Mapping[int, tuple[float | None, ...]]  # rank → per collective: wait for the slowest rank
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reference_rank": self.reference, "by": "collective ends",
+                "offsets_s": {str(r): o for r, o in self.offsets.items()},
+                "matched": {str(r): n for r, n in self.matched.items()}}
+
+
+def align(ranks: Sequence[RankSummary]) -> Alignment:
+    """Align every rank to the first (lowest) one by its collectives' ends; the waits from the aligned starts."""
+    if not ranks:
+        return Alignment(None, {}, {}, {})
+    ref = ranks[0]
+    offsets: dict[int, float] = {ref.rank: 0.0}
+    matched: dict[int, int] = {ref.rank: len(ref.collectives)}
+    # reference collective index → [(rank, its index, aligned start)]
+    at: dict[int, list[tuple[int, int, float]]] = {}
+    for i, c in enumerate(ref.collectives):
+        if c.start is not None:
+            at[i] = [(ref.rank, i, c.start)]
+    for r in ranks[1:]:
+        pairs = _pairs(ref.collectives, r.collectives)
+        matched[r.rank] = len(pairs)
+        if not pairs:
+            continue
+        off = statistics.median(ref.collectives[i].end - r.collectives[j].end for i, j in pairs)  # type: ignore[operator]
+        offsets[r.rank] = off
+        for i, j in pairs:
+            s = r.collectives[j].start
+            if i in at and s is not None:
+                at[i].append((r.rank, j, s + off))
+    waits: dict[int, list[float | None]] = {r.rank: [None] * len(r.collectives) for r in ranks}
+    for entries in at.values():
+        if len(entries) < 2:
+            continue
+        latest = max(s for *_, s in entries)
+        for rank, j, s in entries:
+            waits[rank][j] = latest - s
+    return Alignment(ref.rank, offsets, matched, {r: tuple(w) for r, w in waits.items()})
+
+
+# -- the straggler -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The rank furthest above the median, on compute or step time, and the op groups where it lost time."""
+
+    rank: int
+    metric: str  # "compute" or "step"
+    value_s: float
+    median_s: float
+    groups: tuple[tuple[str, float], ...]  # (op group, its time on this rank less the median), largest first
+
+    @property
+    def by_s(self) -> float:
+        return self.value_s - self.median_s
+
+    @property
+    def by_fraction(self) -> float | None:
+        return self.by_s / self.median_s if self.median_s > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "metric": self.metric, "value_s": self.value_s, "median_s": self.median_s,
+                "by_s": self.by_s, "by_fraction": self.by_fraction,
+                "groups": [{"op": g, "excess_s": d} for g, d in self.groups]}
+
+
+def straggler(ranks: Sequence[RankSummary]) -> Straggler | None:
+    """The rank whose compute or step time is furthest above the median (relative); None for fewer than 2."""
+    if len(ranks) < 2:
+        return None
+    best: tuple[float, RankSummary, str, float, float] | None = None
+    for metric in ("compute", "step"):
+        vals = [getattr(r, f"{metric}_s") for r in ranks]
+        med = statistics.median(vals)
+        if med <= 0:
+            continue
+        for r, v in zip(ranks, vals):
+            rel = (v - med) / med
+            if best is None or rel > best[0]:
+                best = (rel, r, metric, v, med)
+    if best is None or best[0] <= 0:
+        return None
+    _, r, metric, v, med = best
+    labels = {k for x in ranks for k in x.groups}
+    diff = []
+    for k in labels:
+        d = r.groups.get(k, 0.0) - statistics.median(x.groups.get(k, 0.0) for x in ranks)
+        if d > 0:
+            diff.append((k, d))
+    diff.sort(key=lambda kd: -kd[1])
+    return Straggler(r.rank, metric, v, med, tuple(diff[:STRAGGLER_GROUPS]))
+
+
+# -- the job -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """The ranks read, aligned; the straggler; the collectives on the communication roofline."""
+
+    ranks: tuple[RankSummary, ...]  # by rank
+    world: int | None
+    backend: str
+    alignment: Alignment
+    straggler: Straggler | None
+    collectives: tuple[CollectiveGroup, ...]
+    problems: tuple[str, ...] = ()  # one line per file left out, and the ranks missing
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        if not self.world:
+            return ()
+        have = {r.rank for r in self.ranks}
+        return tuple(r for r in range(self.world) if r not in have)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"world": self.world, "backend": self.backend, "ranks": [r.to_dict() for r in self.ranks],
+                "straggler": self.straggler.to_dict() if self.straggler else None,
+                "collectives": [g.to_dict() for g in self.collectives], "alignment": self.alignment.to_dict(),
+                "missing_ranks": ranks_text(self.missing), "problems": list(self.problems)}
+
+
+def ranks_text(ranks: Sequence[int]) -> str:
+    """0-3, 7, 9-127: a list of ranks in a line."""
+    out: list[str] = []
+    i = 0
+    rs = sorted(ranks)
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def build_job(ranks: Sequence[RankSummary], world: int | None, backend: str, roofs: Mapping[str, LinkRoof],
+              per_node: int | None = None, link: str = "", problems: Sequence[str] = ()) -> Job:
+    """Align the ranks, find the straggler and place the collectives of all ranks on their links."""
+    ordered = tuple(sorted(ranks, key=lambda r: r.rank))
+    al = align(ordered)
+    groups = group_collectives({r.rank: r.collectives for r in ordered}, al.waits, backend, world, roofs,
+                               per_node, link)
+    return Job(ordered, world, backend, al, straggler(ordered), tuple(groups), tuple(problems))

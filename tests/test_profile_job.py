@@ -1,0 +1,396 @@
+"""A distributed job: one trace per rank (real traces of public jobs), its collectives on the comm roofline,
+the straggler, bad input, and a real 2-rank gloo DDP run under `rooftop profile -- torchrun …`."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from rooftop.models.collectives import RankCollective, bus_factor, rank_collectives
+from rooftop.models.commtrace import collective_name
+from rooftop.models.job import RankSummary, align, ranks_text, straggler
+from rooftop.store.tracefile import load_trace
+
+DATA = Path(__file__).parent / "data"
+REAL = DATA / "real-traces"
+RANK0, RANK1 = REAL / "trace_filter_sampled_rank-0.json.gz", REAL / "trace_filter_sampled_rank-1.json.gz"
+NCCL2 = REAL / "nccl_parser_config_nccl_data.json.gz"
+DDP = DATA / "ddp_gloo.py"
+
+
+def rooftop(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rooftop.tui.cli", *args], capture_output=True, text=True, check=False,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "100", "NO_COLOR": "1"})
+
+
+def raw_events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def union(iv: list[tuple[float, float]]) -> float:
+    total, cur = 0.0, None
+    for s, e in sorted(iv):
+        if cur is None or s > cur[1]:
+            if cur is not None:
+                total += cur[1] - cur[0]
+            cur = [s, e]
+        else:
+            cur[1] = max(cur[1], e)
+    return total + (cur[1] - cur[0] if cur else 0.0)
+
+
+def expected_split(path: Path) -> dict[str, float]:
+    """From the raw JSON: the union of the kernels, of the NCCL kernels, and NCCL time less its overlap with
+    the other kernels (seconds)."""
+    ks = [e for e in raw_events(path) if e.get("cat") == "kernel"]
+
+    def iv(es: list[dict]) -> list[tuple[float, float]]:
+        return [(e["ts"] * 1e-6, (e["ts"] + e["dur"]) * 1e-6) for e in es]
+
+    nccl = iv([e for e in ks if e["name"].startswith("nccl")])
+    other = iv([e for e in ks if not e["name"].startswith("nccl")])
+    overlap = union(nccl) + union(other) - union(nccl + other)
+    return {"busy": union(iv(ks)), "comm": union(nccl), "exposed": union(nccl) - overlap}
+
+
+@pytest.fixture(scope="module")
+def sampled() -> tuple[dict, subprocess.CompletedProcess]:
+    out = rooftop("profile", "--trace", str(RANK0), str(RANK1), "-d", "a100-80g-ds", "--json", "--no-save")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout), out
+
+
+def test_two_sampled_ranks_busy_comm_and_exposed_against_the_raw_kernels(sampled):
+    doc, _ = sampled
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]  # from distributedInfo
+    for r, path in zip(doc["ranks"], (RANK0, RANK1)):
+        want = expected_split(path)
+        assert r["busy_s"] == pytest.approx(want["busy"], rel=0.01)
+        assert r["comm_s"] == pytest.approx(want["comm"], rel=0.01)
+        assert r["comm_exposed_s"] == pytest.approx(want["exposed"], rel=0.01)
+        assert 0 < r["comm_exposed_s"] < r["comm_s"] < r["busy_s"] <= r["span_s"]
+        assert set(r) >= {"rank", "busy_s", "comm_s", "comm_exposed_s", "step_s", "mfu"}
+        groups = r["op_groups"]  # the rank's own compute op groups, largest first, for opening one rank
+        assert groups and [g["time_s"] for g in groups] == sorted((g["time_s"] for g in groups), reverse=True)
+        assert not any(g["op"].startswith(("record_param_comms", "c10d::", "nccl:")) for g in groups)
+
+
+def test_sampled_ranks_straggler_missing_ranks_and_collectives(sampled):
+    doc, out = sampled
+    s = doc["straggler"]
+    by = {r["rank"]: r for r in doc["ranks"]}
+    slow, other = by[s["rank"]], by[1 - s["rank"]]
+    assert slow[f"{s['metric']}_s"] == pytest.approx(s["value_s"])
+    assert s["value_s"] > other[f"{s['metric']}_s"] and s["by_s"] > 0
+    assert s["groups"] and all(g["excess_s"] > 0 for g in s["groups"])
+    assert not any(g["op"].startswith("record_param_comms") for g in s["groups"])  # compute groups only
+    assert doc["missing_ranks"] == "2-127" and "ranks missing: 2-127 of 128" in out.stderr
+    kinds = {c["op"] for c in doc["collectives"]}
+    assert kinds == {"allreduce", "alltoall", "allgather"}
+    assert sum(c["calls"] for c in doc["collectives"]) == 20  # 10 NCCL kernels per rank, each a collective
+    for c in doc["collectives"]:
+        assert set(c) >= {"op", "bytes", "calls", "time_s", "algbw", "busbw", "link", "fraction_of_link"}
+        assert c["link"] == "net" and c["group_size"] == 128  # a 128-rank group spans nodes
+        assert c["busbw"] == pytest.approx(c["algbw"] * bus_factor(c["op"], 128))
+    assert set(doc["alignment"]["offsets_s"]) == {"0", "1"} and doc["alignment"]["matched"]["1"] >= 5
+
+
+def test_text_report_has_the_rank_table_straggler_and_collectives():
+    out = rooftop("profile", "--trace", str(RANK0), str(RANK1), "--no-save", "--top", "3")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "rank" in text and "exposed" in text and "straggler: rank" in text
+    assert "collectives on the communication roofline" in text and "allreduce" in text
+
+
+def test_nccl_trace_27_collectives_with_their_sizes():
+    trace = load_trace(NCCL2)
+    raw = [e["args"] for e in sorted(raw_events(NCCL2), key=lambda e: e.get("ts", 0))
+           if e.get("name") == "record_param_comms"]
+    colls = rank_collectives(trace)
+    assert len(colls) == len(raw) == 27
+    size = {"Float": 4, "Long": 8, "Byte": 1}
+    for c, a in zip(colls, raw):
+        assert c.collective == collective_name(a["Collective name"])
+        assert c.bytes == max(a["In msg nelems"], a["Out msg nelems"]) * size[a["dtype"]]
+    assert sum(1 for c in colls if c.kernels == 1) == 21  # 15 all-reduces and 6 broadcasts ran a kernel; 6 waits none
+
+
+def test_nccl_trace_allreduce_groups_algbw_and_busbw():
+    out = rooftop("profile", "--trace", str(NCCL2), "-d", "a100-80g-ds", "--json", "--no-save")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    # the test's own grouping: the NCCL kernels carry their message in their args
+    times: dict[int, list[float]] = defaultdict(list)
+    for e in raw_events(NCCL2):
+        if e.get("cat") == "kernel" and e["args"].get("Collective name") == "allreduce":
+            times[e["args"]["In msg nelems"] * 4].append(e["dur"] * 1e-6)
+    groups = {c["bytes"]: c for c in doc["collectives"] if c["op"] == "allreduce"}
+    assert set(groups) == set(times) and len(groups) == 5
+    n = 2
+    for nbytes, ts in times.items():
+        g = groups[nbytes]
+        algbw = nbytes / (sum(ts) / len(ts))
+        assert g["calls"] == len(ts) == 3
+        assert g["time_s"] == pytest.approx(sum(ts), rel=1e-9)
+        assert g["algbw"] == pytest.approx(algbw, rel=1e-9)
+        assert g["busbw"] == pytest.approx(algbw * 2 * (n - 1) / n, rel=1e-9)
+        assert g["link"] == "nvlink" and g["link_bandwidth"] == pytest.approx(300e9)
+        assert g["fraction_of_link"] == pytest.approx(g["busbw"] / 300e9)
+        assert g["expected_s"] == pytest.approx(nbytes * 2 * (n - 1) / n / 300e9)
+        # on the roofline: W = the adds, Q = the wire bytes; the point sits on the link's slope at busbw / B
+        assert g["flops"] == pytest.approx(nbytes / 4 * (n - 1) / n)
+        assert g["intensity"] * 300e9 * g["fraction_of_link"] == pytest.approx(g["achieved_flops"])
+    assert [r["rank"] for r in doc["ranks"]] == [0] and doc["missing_ranks"] == "1"
+
+
+def test_link_given_on_the_command_line():
+    out = rooftop("profile", "--trace", str(NCCL2), "-d", "a100-80g-ds", "--link", "pcie", "--json", "--no-save")
+    doc = json.loads(out.stdout)
+    assert {c["link"] for c in doc["collectives"]} == {"pcie"}
+    assert all(c["link_bandwidth"] == pytest.approx(32e9) for c in doc["collectives"])
+
+
+def test_bad_input_each_file_named_in_one_line_the_good_ranks_kept(tmp_path):
+    d = tmp_path / "job"
+    d.mkdir()
+    shutil.copy(RANK0, d / "a_rank-0.json.gz")
+    shutil.copy(RANK0, d / "b_again.json.gz")  # rank 0 again (its distributedInfo says so)
+    shutil.copy(NCCL2, d / "c_other_job.json.gz")  # world 2, not 128
+    data = RANK1.read_bytes()
+    (d / "d_rank-1.json.gz").write_bytes(data[: len(data) // 2])  # truncated
+    out = rooftop("profile", "--trace", str(d), "--json", "--no-save")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0]
+    lines = out.stderr.splitlines()
+    again = [x for x in lines if "b_again.json.gz" in x]
+    other = [x for x in lines if "c_other_job.json.gz" in x]
+    cut = [x for x in lines if "d_rank-1.json.gz" in x]
+    assert len(again) == 1 and "rank 0 again" in again[0] and "left out" in again[0]
+    assert len(other) == 1 and "another job" in other[0] and "world size 2" in other[0]
+    assert len(cut) == 1 and "truncated" in cut[0]
+    assert any("ranks missing: 1-127 of 128" in x for x in lines)
+    assert "Traceback" not in out.stderr
+
+
+def test_no_readable_rank_is_one_error_and_exit_2(tmp_path):
+    d = tmp_path / "job"
+    d.mkdir()
+    (d / "rank-0.json").write_text("{\"traceEvents\": [")
+    out = rooftop("profile", "--trace", str(d), "--no-save")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("rooftop profile: error: no trace could be read")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = rooftop("profile", "--trace", str(empty), "--no-save")
+    assert out.returncode == 2 and "a folder with no traces in it" in out.stderr
+
+
+def test_rank_from_the_file_name_when_the_trace_does_not_say(tmp_path):
+    doc = json.loads(gzip.decompress(RANK1.read_bytes()))
+    del doc["distributedInfo"]
+    (tmp_path / "worker_rank7.json").write_text(json.dumps(doc))
+    shutil.copy(RANK0, tmp_path / "r0.json.gz")
+    out = rooftop("profile", "--trace", str(tmp_path / "r0.json.gz"), str(tmp_path / "worker_rank7.json"),
+                  "--json", "--no-save")
+    assert out.returncode == 0, out.stderr
+    assert [r["rank"] for r in json.loads(out.stdout)["ranks"]] == [0, 7]
+
+
+# -- the alignment, on ranks whose clocks differ ---------------------------------------------------------------
+
+
+def _rank(rank: int, shift: float, late: float) -> RankSummary:
+    """Three all-reduces; this rank's clock is `shift` ahead and it joins the second one `late` s after the rest."""
+    colls = []
+    for i, (start, end) in enumerate(((1.0, 1.2), (2.0, 2.5), (3.0, 3.1))):
+        s = start + (late if i == 1 else 0.0)
+        colls.append(RankCollective("allreduce", 1e6, 2, "0", s + shift, s + shift, end + shift, end - s))
+    return RankSummary(rank, f"r{rank}", 1.0, 3.0, 2.0, 1.0 + late, 1.0, 0.5, None, True,
+                       {"aten::mm": 0.5 + late}, tuple(colls))
+
+
+def test_align_by_collective_ends_not_wall_clock():
+    ranks = [_rank(0, 0.0, 0.0), _rank(1, 123.0, 0.3)]
+    al = align(ranks)
+    assert al.offsets[1] == pytest.approx(-123.0)
+    assert al.waits[0] == pytest.approx((0.0, 0.3, 0.0))  # rank 0 waited 0.3 s for rank 1 in the second one
+    assert al.waits[1] == pytest.approx((0.0, 0.0, 0.0))
+    s = straggler(ranks)
+    assert s.rank == 1 and s.groups[0][0] == "aten::mm" and s.groups[0][1] == pytest.approx(0.15)
+
+
+def test_names_and_rank_lists():
+    assert [collective_name(x) for x in ("nccl:all_reduce", "c10d::_allgather_base_", "gloo:broadcast",
+                                         "reduce_scatter_tensor", "nccl:all_to_all")] == [
+        "allreduce", "allgather", "broadcast", "reducescatter", "alltoall"]
+    assert ranks_text([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+
+
+# -- a real distributed program ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory) -> tuple[dict, Path, Path]:
+    """A real 2-rank gloo DDP run under torchrun, its traces kept in a folder, its profile in a store."""
+    tmp = tmp_path_factory.mktemp("ddp")
+    db, traces = tmp / "p.db", tmp / "traces"
+    out = rooftop("profile", "--steps", "2", "--json", "--db", str(db), "--save-trace", str(traces), "--",
+                  "torchrun", "--standalone", "--nproc-per-node", "2", str(DDP))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout), db, traces
+
+
+PARAMS = 64 * 256 + 256 + 256 * 8 + 8  # the DDP model's one gradient bucket, fp32
+
+
+def test_torchrun_gloo_ddp_two_ranks_kept_as_one_profile(ddp):
+    from rooftop.store.runs import Store
+
+    doc, db, traces = ddp
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1] and doc["backend"] == "gloo" and doc["world"] == 2
+    assert sorted(p.name for p in traces.iterdir()) == ["rank-0.trace.json", "rank-1.trace.json"]
+    ar = [c for c in doc["collectives"] if c["op"] == "allreduce"]
+    assert len(ar) == 1 and ar[0]["bytes"] == PARAMS * 4 and ar[0]["ranks"] == 2 and ar[0]["calls"] >= 2
+    assert ar[0]["link"] == "net" and ar[0]["algbw"] > 0
+    assert ar[0]["busbw"] == pytest.approx(ar[0]["algbw"])  # 2(n−1)/n = 1 for two ranks
+    assert all(r["comm_s"] > 0 and r["comm_exposed_s"] <= r["comm_s"] for r in doc["ranks"])
+    with Store.open(db) as store:
+        runs = [r for r in store.runs() if r.plan == "profile"]
+        assert len(runs) == 1 and runs[0].id == doc["run_id"]
+        job = runs[0].device["profile"]["job"]
+        assert [r["rank"] for r in job["ranks"]] == [0, 1] and job["collectives"]
+
+
+def test_gloo_job_on_the_link_measured_by_rooftop_comm(ddp):
+    """With a `rooftop comm` run of the same backend in the store, the all-reduce sits on its measured link:
+    the best busbw it measured is the roof, its α-β fit gives the expectation."""
+    _, db, traces = ddp
+    comm = rooftop("comm", "--backend", "gloo", "--world", "2", "--max-size", "64K", "--json", "--db", str(db))
+    assert comm.returncode == 0, comm.stderr
+    cdoc = json.loads(comm.stdout)
+    pts = [p for p in cdoc["points"] if p["collective"] == "allreduce" and p["busbw"]]
+    best, alpha = max(p["busbw"] for p in pts), cdoc["fits"]["allreduce"]["alpha_s"]
+    out = rooftop("profile", "--trace", str(traces), "--json", "--no-save", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    [ar] = [c for c in json.loads(out.stdout)["collectives"] if c["op"] == "allreduce"]
+    assert ar["link_bandwidth"] == pytest.approx(best) and ar["link_source"].startswith("measured: rooftop comm run")
+    assert ar["fraction_of_link"] == pytest.approx(ar["busbw"] / best)
+    assert ar["expected_s"] == pytest.approx(alpha + PARAMS * 4 / best)
+
+
+def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):
+    """Streamed: when a rank's trace is read, no earlier rank's trace is still alive."""
+    import argparse
+    import gc
+    import weakref
+
+    from rooftop.models.catalog import lookup_device
+    from rooftop.store import tracefile
+    from rooftop.tui.commands.job import read_job
+
+    doc = json.loads(gzip.decompress(RANK1.read_bytes()))
+    paths = [RANK0, RANK1]
+    for r in (2, 3):
+        doc["distributedInfo"]["rank"] = r
+        p = tmp_path / f"rank-{r}.json"
+        p.write_text(json.dumps(doc))
+        paths.append(p)
+    alive: list[weakref.ref] = []
+    real = tracefile.load_trace
+
+    def load(p):
+        gc.collect()
+        assert all(w() is None for w in alive), "an earlier rank's trace is still held"
+        t = real(p)
+        alive.append(weakref.ref(t))
+        return t
+
+    monkeypatch.setattr(tracefile, "load_trace", load)
+    dev = lookup_device("a100-80g-ds")
+    args = argparse.Namespace(db=str(tmp_path / "none.db"), link=None)
+    job, work, problems = read_job(args, paths, lambda t: (dev, ""))
+    assert [r.rank for r in job.ranks] == [0, 1, 2, 3] and len(alive) == 4
+    assert problems == ["ranks missing: 4-127 of 128 (no trace given for them): showing 4 of 128"]
+    assert work.busy_s == pytest.approx(job.ranks[0].busy_s)  # the lowest rank's op groups are the ones kept
+    assert job.ranks[2].comm_s == pytest.approx(job.ranks[1].comm_s)  # the same trace, renumbered
+
+
+def test_python_api_names_one_trace_per_rank(monkeypatch):
+    from rooftop.probes.profiler import profile, rank_trace_path
+
+    monkeypatch.delenv("RANK", raising=False)
+    assert rank_trace_path("run.trace.json") == Path("run.trace.json")  # not a distributed job
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert rank_trace_path("out/run.trace.json") == Path("out/run.rank-3.trace.json")
+    assert rank_trace_path("out/r{rank}.json") == Path("out/r3.json")
+    assert profile(steps=1).recorder.trace_path == Path("rooftop-profile.rank-3.trace.json")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert rank_trace_path("run.json") == Path("run.json")
+
+
+def test_unlinked_nccl_kernels_match_their_collectives_in_order():
+    """A trace whose kernels name no launch: each NCCL kernel goes to the next collective issued before it."""
+    from rooftop.models.trace import parse_trace
+
+    def comm(ts: float, n: int) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": ts, "dur": 5,
+                "args": {"Collective name": "allreduce", "In msg nelems": n, "Out msg nelems": n, "dtype": "BFloat16",
+                         "Group size": 4, "Process Group Ranks": "[0, 1, 2, 3]"}}
+
+    def kernel(ts: float, dur: float, name: str = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL") -> dict:
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                "args": {"stream": 7, "device": 0}}
+
+    trace = parse_trace({"traceEvents": [comm(100, 1 << 20), comm(200, 1 << 10), kernel(150, 40), kernel(210, 8),
+                                         kernel(120, 500, "gemm")]})
+    colls = rank_collectives(trace)
+    assert [(c.bytes, c.time_s, c.group_size, c.group_ranks) for c in colls] == [
+        (2 << 20, pytest.approx(40e-6), 4, (0, 1, 2, 3)), (2 << 10, pytest.approx(8e-6), 4, (0, 1, 2, 3))]
+
+
+def test_torchrun_bad_options_and_missing_script_one_line_exit_2(tmp_path):
+    out = rooftop("profile", "--no-save", "--", "torchrun", "--bogus", str(DDP))
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1] == (
+        "rooftop profile: error: torchrun's options are not valid (see `torchrun --help`)")
+    out = rooftop("profile", "--no-save", "--", "torchrun", "--standalone", "--nproc-per-node", "2",
+                  str(tmp_path / "missing.py"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"{tmp_path / 'missing.py'}: no such script" in out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("rooftop profile: error:") and "failed on rank" in last and "exit status 2" in last
+
+
+async def test_profile_tab_shows_a_kept_jobs_rank_table_and_straggler(tmp_path):
+    import io
+
+    from rich.console import Console
+    from textual.widgets import Static
+
+    from rooftop.tui.app import AppConfig, create_app
+
+    db = tmp_path / "r.db"
+    out = rooftop("profile", "--trace", str(RANK0), str(RANK1), "-d", "a100-80g-ds", "--json", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    slow = json.loads(out.stdout)["straggler"]["rank"]
+    app = create_app(AppConfig(device="h100", sampler=None, db_path=db, export_dir=tmp_path))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        pane = app.query_one("#prof-job", Static)
+        console = Console(width=100, file=io.StringIO(), record=True)
+        console.print(pane.content)
+        text = console.export_text()
+        assert pane.display and "2 ranks of 128 (nccl)" in text and f"straggler: rank {slow}" in text
+        assert "exposed" in text and "op groups below: rank 0's" in text

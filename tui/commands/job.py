@@ -1,0 +1,235 @@
+"""`rooftop profile --trace A B … | DIR` and `-- torchrun …`: a distributed job, read one rank at a time.
+
+Each trace is read, reduced to its rank's summary (rooftop.models.job) and
+dropped before the next is read, so the job's size does not bound memory. A
+file that does not belong (another job, a rank seen twice, a damaged file) gets
+one line naming it and is left out; the ranks that read well are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+
+from rooftop.tui.commands.common import UsageError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
+LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+JOB_FIELDS = ("world size", "backend", "GPU")  # what must agree between the ranks of one job
+
+
+def trace_files(paths: list[str]) -> list[Path]:
+    """The trace files given: files as named, a folder's .json / .json.gz files (sorted by name)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(x for x in p.iterdir() if x.is_file() and x.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise FileNotFoundError(f"{p}: a folder with no traces in it (.json or .json.gz)")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out
+
+
+def rank_from_name(path: Path) -> int | None:
+    """The rank a file name gives: `…rank-3…`, `rank_3`, else its last number."""
+    m = RANK_IN_NAME.search(path.name) or LAST_NUMBER.search(path.name.split(".")[0])
+    return int(m.group(1)) if m else None
+
+
+def is_job(paths: list[str]) -> bool:
+    """More than one trace, or a folder of them."""
+    return len(paths) > 1 or any(Path(p).is_dir() for p in paths)
+
+
+def link_roofs(args: argparse.Namespace, device: Any, backend: str) -> dict[str, Any]:
+    """Each link's ceiling: the latest complete `rooftop comm` run of this backend (its best busbw and its α-β
+    fit: measured), else the device profile's link bandwidth (datasheet or measured, as the profile says) and
+    its α where the profile keeps one."""
+    from rooftop.models.collectives import LINKS, LinkRoof
+    from rooftop.models.workload import roof_source
+
+    roofs: dict[str, LinkRoof] = {}
+    alphas = dict(device.extra.get("link_alpha_s", {}) or {})  # a measured profile's α per link, where kept
+    for lvl in LINKS:
+        if lvl in device.bandwidth:
+            a = alphas.get(lvl)
+            roofs[lvl] = LinkRoof(lvl, device.B(lvl), float(a) if isinstance(a, (int, float)) else None,
+                                  roof_source(device, lvl))
+    measured = _measured_link(args, backend)
+    if measured is not None:
+        lvl = "net" if backend == "gloo" else "nvlink"
+        roofs[lvl] = measured
+    return roofs
+
+
+def _measured_link(args: argparse.Namespace, backend: str) -> Any:
+    from rooftop.models.collectives import LinkRoof
+    from rooftop.models.comm import comm_points, fit_points
+    from rooftop.store.comms import is_comm
+    from rooftop.store.db import StoreError
+    from rooftop.tui.services.context import open_store
+
+    try:
+        with open_store(args) as store:
+            runs = [r for r in store.runs() if is_comm(r) and r.backend == backend and r.status == "complete"]
+            if not runs:
+                return None
+            run = runs[-1]
+            points = [p for p in comm_points(store.samples(run.id)) if p.collective == "allreduce" and p.busbw]
+    except (StoreError, OSError):
+        return None
+    if not points:
+        return None
+    fit = fit_points(points).get("allreduce")
+    best = max(p.busbw for p in points)  # type: ignore[type-var]
+    return LinkRoof("net" if backend == "gloo" else "nvlink", best, fit.alpha_s if fit else None,
+                    f"measured: rooftop comm run {run.short_id} ({backend}, world {points[0].world})")
+
+
+def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
+             read: dict[Path, Any] | None = None) -> tuple[Any, Any, list[str]]:
+    """Read the traces one at a time: (the job, the lowest rank's workload, the problems). `device_for(trace)`
+    chooses the device's roofs from the first trace read; `read` holds traces already read, by path (given
+    up as they are used)."""
+    read = read if read is not None else {}
+    from rooftop.models.job import build_job, summarize
+    from rooftop.models.trace import TraceError
+    from rooftop.models.workload import build_workload
+    from rooftop.store.tracefile import load_trace
+    from rooftop.tui.render.text import clean
+
+    summaries = []
+    problems: list[str] = []
+    seen: dict[int, Path] = {}
+    job_id: tuple | None = None
+    first_path: Path | None = None
+    first_work = device = None
+    for p in paths:
+        try:
+            trace = read.pop(p) if p in read else load_trace(p)
+        except TraceError as exc:
+            problems.append(f"{clean(str(exc))}: left out")
+            continue
+        d = trace.distributed
+        rank = d.get("rank") if isinstance(d.get("rank"), int) else rank_from_name(p)
+        if rank is None:
+            problems.append(f"{p}: no rank in its distributedInfo or its name (name files …rank-N…): left out")
+            continue
+        ident = (d.get("world_size"), d.get("backend"), trace.device_name or None)
+        if job_id is None or job_id == (None, None, None):
+            job_id, first_path = ident, p
+        elif any(x is not None and y is not None and x != y for x, y in zip(ident, job_id)):
+            what = "; ".join(f"{name} {clean(str(x))} against {clean(str(y))} in {first_path}"
+                             for name, x, y in zip(JOB_FIELDS, ident, job_id) if x is not None and y is not None
+                             and x != y)
+            problems.append(f"{p}: from another job ({what}): left out")
+            continue
+        if rank in seen:
+            problems.append(f"{p}: rank {rank} again ({seen[rank]} is rank {rank} too): left out")
+            continue
+        seen[rank] = p
+        if device is None:
+            device = device_for(trace)
+        work = build_workload(trace, device[0], device_note=device[1])
+        summaries.append(summarize(trace, work, rank, str(p)))
+        if first_work is None or rank < min(s.rank for s in summaries[:-1]):
+            first_work = work
+        del trace, work
+    if not summaries:
+        return None, None, problems
+    world = job_id[0] if job_id and isinstance(job_id[0], int) and job_id[0] > 0 else None
+    backend = str(job_id[1] or "") if job_id else ""
+    have = set(seen)
+    if world:
+        missing = [r for r in range(world) if r not in have]
+        if missing:
+            from rooftop.models.job import ranks_text
+
+            problems.append(f"ranks missing: {ranks_text(missing)} of {world} (no trace given for them): "
+                            f"showing {len(have)} of {world}")
+    roofs = link_roofs(args, device[0], backend)
+    job = build_job(summaries, world, backend, roofs, per_node=getattr(args, "nproc_per_node", None),
+                    link=getattr(args, "link", None) or "", problems=problems)
+    return job, first_work, problems
+
+
+class JobError(UsageError):
+    """Bad input to `rooftop profile` for a job: one line on stderr, exit status 2 (the CLI's exit map)."""
+
+
+def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None, *,
+                device_for: Any, save: Any) -> int:
+    """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups.
+    `device_for(args, trace)` picks the roofs (as for one trace), `save(args, work, source, backend, job)` keeps
+    the run."""
+    from rooftop.tui.render.job import job_report
+    from rooftop.tui.render.jsonout import print_json
+    from rooftop.tui.render.profile import profile_report
+    from rooftop.tui.render.report import make_console
+    from rooftop.tui.render.text import clean
+
+    try:
+        files = trace_files(paths)
+    except FileNotFoundError as exc:
+        raise JobError(clean(str(exc))) from None
+    job, work, problems = read_job(args, files, lambda t: device_for(args, t), read)
+    if job is None:
+        print_problems(problems)
+        raise JobError("no trace could be read as a rank of the job (each file's problem is above)")
+    print_problems(problems)
+    run_id = None if args.no_save else save(args, work, source, backend, job.to_dict())
+    if args.json:
+        doc = work.to_dict()
+        doc.update(job.to_dict())
+        doc["run_id"] = run_id
+        print_json(doc)
+        return 0
+    console = make_console()
+    console.print(job_report(job.to_dict()))
+    console.print(Text(""))
+    console.print(Text(f"rank {job.ranks[0].rank}'s op groups:", style="bold"))
+    console.print(profile_report(work, args.top))
+    if run_id:
+        sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
+    return 0
+
+
+def profile_torchrun(program: list[str], args: argparse.Namespace, *, device_for: Any, save: Any) -> int:
+    """`-- torchrun …` (or `python -m torch.distributed.run …`): torch's launcher starts the ranks, each under the
+    profiler, each writing its trace; the traces are then read as one job."""
+    from rooftop.tui.render.text import clean
+
+    try:
+        import torch  # noqa: F401 - the launcher and the profiler need it
+    except ImportError:
+        raise JobError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+    from rooftop.probes.profiler import NotPython, ProgramFailed
+    from rooftop.probes.torchrun import run_torchrun
+
+    with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
+        out = Path(args.save_trace) if args.save_trace else Path(tmp)
+        try:
+            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+                launched = run_torchrun(program, out, steps=args.steps)
+        except (NotPython, ProgramFailed) as exc:
+            raise JobError(clean(str(exc))) from None
+        if not launched.traces:
+            raise JobError("no rank wrote a trace (the program ended before the profiler wrote one)")
+        args.nproc_per_node = launched.nproc_per_node
+        return profile_job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler",
+                           device_for=device_for, save=save)
+
+
+def print_problems(problems: list[str]) -> None:
+    for p in problems:
+        sys.stderr.write(f"rooftop profile: {p}\n")

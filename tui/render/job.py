@@ -1,0 +1,128 @@
+"""A distributed job as text (Rich, no textual): the rank table, the straggler, the collectives on their links.
+
+Every function reads the job as JSON (`rooftop.models.job.Job.to_dict`, as `--json` prints it and a stored
+profile keeps it under "job"), so the command line, a kept run and the app show the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from rooftop.models.safetext import safe_text as clean
+from rooftop.models.units import fmt_bytes, fmt_time
+
+RANK_COLUMNS = ("rank", "step", "busy", "idle", "compute", "comm", "exposed", "MFU")
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:.1f}%" if x >= 0.001 else f"{100 * x:.2g}%"
+
+
+def _t(x: Any) -> str:
+    return fmt_time(x) if isinstance(x, (int, float)) else ""
+
+
+def rank_rows(job: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """One row per rank, as RANK_COLUMNS; the straggler's rank marked ◂."""
+    slow = (job.get("straggler") or {}).get("rank")
+    return [(f"{r['rank']}" + (" ◂" if r["rank"] == slow else ""), _t(r.get("step_s")), _t(r.get("busy_s")),
+             _t(r.get("idle_s")), _t(r.get("compute_s")), _t(r.get("comm_s")), _t(r.get("comm_exposed_s")),
+             _pct(r.get("mfu")) or "n/a") for r in job.get("ranks") or ()]
+
+
+def rank_table(job: Mapping[str, Any]) -> Table:
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for col in RANK_COLUMNS:
+        t.add_column(col, justify="right", no_wrap=True)
+    for row in rank_rows(job):
+        t.add_row(Text(row[0], style="bold red" if "◂" in row[0] else ""), *row[1:])
+    return t
+
+
+def straggler_lines(job: Mapping[str, Any]) -> list[Text]:
+    s = job.get("straggler")
+    if not s:
+        return [Text("straggler: none (one rank read, or no rank above the median)")]
+    out = [Text(f"straggler: rank {s['rank']}, its {s['metric']} time {_t(s['value_s'])} is {_t(s['by_s'])} "
+                f"({_pct(s.get('by_fraction'))}) above the median {_t(s['median_s'])}", style="bold")]
+    for g in s.get("groups") or ():
+        label = clean(str(g["op"]))
+        out.append(Text(f"  +{_t(g['excess_s'])}  {label[:72] + '…' if len(label) > 73 else label}"))
+    return out
+
+
+def _gbs(x: float | None) -> str:
+    return "" if not x else f"{x / 1e9:.3g}"
+
+
+def collective_rows(job: Mapping[str, Any]) -> list[dict[str, str]]:
+    """One row per (collective, size, group): calls, time, the wait for the slowest rank, algbw and busbw in
+    GB/s, the link and the fraction of its roof, the α-β time of one call."""
+    return [{"collective": c["op"], "size": fmt_bytes(c.get("bytes") or 0), "ranks": str(c.get("group_size", "")),
+             "calls": str(c["calls"]), "time": _t(c["time_s"]), "wait": _t(c.get("wait_s")),
+             "algbw": _gbs(c.get("algbw")), "busbw": _gbs(c.get("busbw")), "link": c.get("link", ""),
+             "of link": _pct(c.get("fraction_of_link")) or "—", "α-β": _t(c.get("expected_s"))}
+            for c in job.get("collectives") or ()]
+
+
+def collectives_table(job: Mapping[str, Any]) -> Table:
+    """The collectives' rows; columns with nothing in them are left out."""
+    rows = collective_rows(job)
+    cols = [c for c in rows[0] if any(r[c] for r in rows)] if rows else []
+    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("collective", "link") else "right", no_wrap=True,
+                     min_width=max(len(c), *(len(r[c]) for r in rows)))
+    for r in rows:
+        t.add_row(*(r[c] for c in cols))
+    return t
+
+
+def job_head(job: Mapping[str, Any]) -> Text:
+    n, world, backend = len(job.get("ranks") or ()), job.get("world"), job.get("backend")
+    return Text(f"{n} rank{'s' if n != 1 else ''}" + (f" of {world}" if world else "")
+                + (f" ({backend})" if backend else "") + ": ranks aligned by their collectives' ends, not by wall clock",
+                style="bold")
+
+
+def collective_notes(job: Mapping[str, Any]) -> list[Text]:
+    """Where each link's roof came from, why each group is on its link, and what wait and α-β mean."""
+    colls = job.get("collectives") or ()
+    if not colls:
+        return []
+    roofs: dict[str, tuple[Any, str, Any]] = {}
+    for c in colls:
+        roofs.setdefault(c.get("link", ""), (c.get("link_bandwidth"), c.get("link_source", ""), c.get("alpha_s")))
+    how = "; ".join(f"{lk}: {src}" if bw else f"{lk}: no roof (give -d with one, or run `rooftop comm`)"
+                    for lk, (bw, src, _) in roofs.items())
+    out = [Text("collectives on the communication roofline (algbw, busbw in GB/s; busbw = algbw × nccl-tests' bus "
+                f"factor; link roofs: {clean(how)})", style="bold")]
+    tail = [Text(f"link: {clean(str(w))}", style="dim") for w in dict.fromkeys(c.get("link_why", "") for c in colls)]
+    no_alpha = any(bw and a is None for bw, _, a in roofs.values())
+    tail.append(Text("wait = the part of the kernel time spent waiting for the slowest rank read (the spread of the "
+                     "aligned starts); α-β = the expected time of one call at that size"
+                     + (" (α = 0 where no `rooftop comm` run of this backend measured one)" if no_alpha else "") + ".",
+                     style="dim"))
+    return [out[0], collectives_table(job), *tail]
+
+
+def job_report(job: Mapping[str, Any]) -> Group:
+    parts: list[Any] = [job_head(job), Text(""), rank_table(job), Text(""), *straggler_lines(job)]
+    notes = collective_notes(job)
+    if notes:
+        parts += [Text(""), *notes]
+    return Group(*parts)
+
+
+def rank_group_rows(job: Mapping[str, Any], rank: int) -> list[tuple[str, str, str]]:
+    """One rank's compute op groups: (share of its span, time, op), largest first; [] for a rank not read."""
+    r = next((x for x in job.get("ranks") or () if x.get("rank") == rank), None)
+    if r is None:
+        return []
+    span = r.get("span_s") or 0.0
+    return [(_pct(g["time_s"] / span) if span else "", _t(g["time_s"]), clean(str(g["op"])))
+            for g in r.get("op_groups") or ()]
