@@ -112,17 +112,23 @@ def _alive(pids):
     return out
 
 
-def test_ctrl_c_leaves_no_rank_behind(tmp_path):
+def start_measuring_ranks(tmp_path):
+    """`rooftop comm` with 2 gloo ranks, once its first point is measured; the process and its ranks' pids."""
     proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "comm", "--world", "2", "--plan", "full",
                              "--db", str(tmp_path / "r.db")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=ENV)
+    line = ""
+    deadline = time.monotonic() + 90
+    while "[1/" not in line and time.monotonic() < deadline:  # the ranks are up and measuring
+        line = proc.stderr.readline()
+    ranks = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+    return proc, ranks, "[1/" in line
+
+
+def test_ctrl_c_leaves_no_rank_behind(tmp_path):
+    proc, ranks, measuring = start_measuring_ranks(tmp_path)
     try:
-        line = ""
-        deadline = time.monotonic() + 90
-        while "[1/" not in line and time.monotonic() < deadline:  # the ranks are up and measuring
-            line = proc.stderr.readline()
-        assert "[1/" in line, "no point measured"
-        ranks = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        assert measuring, "no point measured"
         assert len(ranks) >= 2
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
@@ -140,16 +146,9 @@ def test_ctrl_c_leaves_no_rank_behind(tmp_path):
 
 
 def test_sigkill_of_comm_takes_its_ranks_with_it(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "comm", "--world", "2", "--plan", "full",
-                             "--db", str(tmp_path / "r.db")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)
+    proc, ranks, measuring = start_measuring_ranks(tmp_path)
     try:
-        line = ""
-        deadline = time.monotonic() + 90
-        while "[1/" not in line and time.monotonic() < deadline:  # the ranks are up and measuring
-            line = proc.stderr.readline()
-        assert "[1/" in line, "no point measured"
-        ranks = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        assert measuring, "no point measured"
         assert len(ranks) >= 2
         proc.kill()  # SIGKILL: the parent runs no cleanup at all
         proc.wait(timeout=30)
@@ -158,7 +157,7 @@ def test_sigkill_of_comm_takes_its_ranks_with_it(tmp_path):
             time.sleep(0.1)
         assert _alive(ranks) == []
     finally:
-        for pid in _alive([proc.pid, *locals().get("ranks", [])]):
+        for pid in _alive([proc.pid, *ranks]):
             psutil.Process(pid).kill()
         proc.wait()
 
