@@ -10,11 +10,13 @@ import os
 import sys
 from pathlib import Path
 
+from .lifeline import die_with_parent
 from .profiler import NotPython, ProgramFailed, run_script
 from .torchrun import TRACE_NAME
 
 
 def main(argv: list[str]) -> int:
+    die_with_parent(os.getppid())  # a killed launcher must not leave this rank waiting on its peers forever
     if len(argv) < 3 or not argv[1].isdigit():
         sys.stderr.write("usage: python -m rooftop.probes.rankrun DIR STEPS script.py ARGS…\n")
         return 2

@@ -394,3 +394,51 @@ async def test_profile_tab_shows_a_kept_jobs_rank_table_and_straggler(tmp_path):
         text = console.export_text()
         assert pane.display and "2 ranks of 128 (nccl)" in text and f"straggler: rank {slow}" in text
         assert "exposed" in text and "op groups below: rank 0's" in text
+
+
+WAITING_RANK = """
+import os, sys, time
+from pathlib import Path
+import torch.distributed as dist
+dist.init_process_group("gloo")
+Path(sys.argv[1], f"rank{dist.get_rank()}.pid").write_text(str(os.getpid()))
+time.sleep(120)  # a rank stuck on its peers: only its launcher's end can stop it
+"""
+
+
+def test_sigkill_of_profile_takes_its_torchrun_ranks_with_it(tmp_path):
+    import signal
+    import time
+
+    script = tmp_path / "waits.py"
+    script.write_text(WAITING_RANK)
+    proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "profile", "--no-save", "--", "torchrun",
+                             "--standalone", "--nproc-per-node", "2", str(script), str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(pids) < 2 and time.monotonic() < deadline:
+            pids = [int(p.read_text()) for p in tmp_path.glob("rank*.pid") if p.read_text()]
+            time.sleep(0.2)
+        assert len(pids) == 2, "the ranks never started"
+        proc.kill()  # SIGKILL to rooftop alone, as `kill -9` would: no cleanup runs
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
