@@ -44,3 +44,6 @@ def test_bench_all_gpus_wall_time_against_one_gpu(tmp_path):
     shared = [f["text"] for f in every["flags"] if f["kind"] == "shared"]
     print(f"\n--all-gpus on {len(every['rows'])} GPUs: {every['wall_s']:.1f} s; one GPU's quick plan "
           f"{one['wall_s']:.1f} s: {ratio:.2f}x (target 1.2x); lowered by sharing: {shared or 'nothing'}")
+    assert one["wall_s"] > 0 and every["wall_s"] > 0  # both plans ran; the ratio is a figure, not a gate
+    assert len(every["rows"]) == torch.cuda.device_count()
+    assert not [f for f in every["flags"] if f["kind"] in ("lost", "failed")]  # every GPU gave its row
