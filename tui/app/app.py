@@ -33,6 +33,7 @@ from rooftop.tui.app.panes.roofline import Roofline
 from rooftop.tui.app.panes.whatif import WhatIf
 from rooftop.tui.app.state import AppConfig, RunView, measured_here
 from rooftop.tui.app.widgets import HelpScreen
+from rooftop.tui.app.widgets.base import closing
 from rooftop.tui.services.context import FALLBACK_DEVICE, default_device, store_session
 from rooftop.tui.services.stopsignals import leave_terminal, on_stop_signals
 from textual import on, work
@@ -245,6 +246,8 @@ class RooftopApp(App[None]):
     @on(TabbedContent.TabActivated)
     def _build_tab(self, event: TabbedContent.TabActivated) -> None:
         tab = event.pane.id or ""
+        if closing(self) or not event.pane.is_mounted:
+            return  # quitting: a tab key typed just before `q` must not mount into a pane being removed
         make = self._unbuilt.pop(tab, None)
         if make is not None:
             event.pane.mount(make())
@@ -300,6 +303,16 @@ class RooftopApp(App[None]):
             leave_terminal()  # the terminal is gone: the screen's last writes go nowhere instead of failing
         self.workers.cancel_group(self, "measure")
         self.exit(return_code=128 + signum)
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Once quit was asked for, a widget that finds its children already removed (a tab mounted by a
+        key typed just before `q`: its Mount arrives during teardown) is not a crash; anything else is."""
+        from textual.css.query import NoMatches
+        from textual.widget import MountError
+
+        if closing(self) and isinstance(error, (NoMatches, MountError)):
+            return
+        super()._handle_exception(error)
 
     def on_unmount(self) -> None:
         self._unsignal()

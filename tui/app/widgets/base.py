@@ -27,6 +27,12 @@ class ErrorLine(Static):
 
 
 
+def closing(widget: Widget) -> bool:
+    """The app is quitting: a pane whose Mount arrives now finds its children already removed, so it
+    fills nothing (keys typed just before `q` mounted it)."""
+    return bool(getattr(widget.app, "_exit", False))
+
+
 def watch_app(widget: Widget, init: bool = True, **callbacks: Callable[..., object]) -> None:
     """Call each callback with the app's state of that name now (unless not `init`), and again
     whenever it changes.
