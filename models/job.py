@@ -32,6 +32,8 @@ from .trace import Trace, union_length
 from .workload import Workload
 
 TOP_GROUPS = 40  # op groups kept per rank for the straggler's diff
+# what a rank keeps of each of those groups, so that any rank's op groups can be opened, not only the lowest's
+ROW_KEYS = ("time_s", "time_alone_s", "calls", "intensity", "regime", "fraction_of_roof")
 STRAGGLER_GROUPS = 3
 
 
@@ -52,6 +54,7 @@ class RankSummary:
     on_device: bool
     groups: Mapping[str, float] = field(default_factory=dict)  # compute op group → time, the largest TOP_GROUPS
     collectives: tuple[RankCollective, ...] = ()
+    rows: tuple[Mapping[str, Any], ...] = ()  # those groups as the Profile tab lists them (ROW_KEYS), largest first
 
     @property
     def idle_s(self) -> float:
@@ -66,7 +69,7 @@ class RankSummary:
                 "busy_s": self.busy_s, "idle_s": self.idle_s, "compute_s": self.compute_s, "comm_s": self.comm_s,
                 "comm_exposed_s": self.comm_exposed_s, "comm_overlapped_s": self.comm_overlapped_s,
                 "mfu": self.mfu, "collectives": len(self.collectives),
-                "op_groups": [{"op": k, "time_s": v} for k, v in self.groups.items()]}
+                "op_groups": [dict(r) for r in self.rows] or [{"op": k, "time_s": v} for k, v in self.groups.items()]}
 
 
 def is_comm_op(name: str) -> bool:
@@ -99,10 +102,12 @@ def summarize(trace: Trace, work: Workload, rank: int, path: str) -> RankSummary
     steps = [e - s for s, e in trace.steps]
     compute_groups = [g for g in work.groups if not is_comm_op(g.op)]
     groups = {group_label(g): g.time_s for g in compute_groups[:TOP_GROUPS]}
+    rows = tuple({"op": group_label(g), **{k: d[k] for k in ROW_KEYS}}
+                 for g, d in ((g, g.to_dict()) for g in compute_groups[:TOP_GROUPS]))
     return RankSummary(rank=rank, path=path, step_s=statistics.median(steps) if steps else trace.span_s,
                        span_s=trace.span_s, busy_s=work.busy_s, compute_s=compute_s, comm_s=comm_s,
                        comm_exposed_s=exposed_s, mfu=work.mfu, on_device=trace.on_device, groups=groups,
-                       collectives=tuple(colls))
+                       collectives=tuple(colls), rows=rows)
 
 
 # -- alignment ---------------------------------------------------------------------------------------------------

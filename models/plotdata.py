@@ -7,7 +7,9 @@ means the same thing everywhere.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .analysis import Analysis
 from .profile import DeviceProfile
@@ -138,3 +140,65 @@ def fma_curves(samples: list[Sample]) -> list[Series]:
             groups.setdefault(f"fma {s.dtype}", []).append((float(s.shape["reps"]), rate))
     return [Series(name, tuple(x for x, _ in sorted(p)), tuple(y for _, y in sorted(p)), "curve")
             for name, p in groups.items()]
+
+
+# -- a kept job's collectives on the link slopes ------------------------------------------------------------------
+
+COLLECTIVE_POINTS = 6  # the collective groups drawn, by total time: more crowd the points legend off the screen
+
+
+def _number(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def collective_points(collectives: Sequence[Mapping[str, Any]]) -> list[Series]:
+    """A kept job's collective groups (`CollectiveGroup.to_dict`) as points at (W/Q, W/t): W the reduction's
+    additions, Q the bytes each rank put on its link. Such a point sits on its link's slope B·I at the fraction
+    busbw / B. Groups that add nothing (all-gather, all-to-all, broadcast) have no W, so no point: they are left
+    out here (the Profile tab and `rooftop show` list them). The largest COLLECTIVE_POINTS by time."""
+    from .units import fmt_bytes
+
+    out: list[Series] = []
+    for c in collectives:
+        i, p = _number(c.get("intensity")), _number(c.get("achieved_flops"))
+        if i is None or p is None or i <= 0 or p <= 0:
+            continue
+        frac = _number(c.get("fraction_of_link"))
+        size = _number(c.get("bytes"))
+        link = str(c.get("link", "") or "")
+        on = (f"{100 * frac:.0f}%" if frac >= 0.01 else f"{100 * frac:.1g}%") + f" of {link}" if frac is not None \
+            else link
+        label = " ".join(x for x in (str(c.get("op", "?")), fmt_bytes(size) if size else "", on) if x)
+        out.append((_number(c.get("time_s")) or 0.0, Series(label, (i,), (p,), "point")))
+    out.sort(key=lambda ts: -ts[0])
+    return [s for _, s in out[:COLLECTIVE_POINTS]]
+
+
+def job_links(collectives: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The ceiling (bytes/s) of each link a kept job's collectives crossed, as the job placed them."""
+    links: dict[str, float] = {}
+    for c in collectives:
+        b = _number(c.get("link_bandwidth"))
+        if b and b > 0 and c.get("link"):
+            links.setdefault(str(c["link"]), b)
+    return links
+
+
+def link_slopes(profile: DeviceProfile, links: Mapping[str, float], span: tuple[float, float],
+                paths: Sequence[str] = ()) -> list[Series]:
+    """The slope of each link a job crossed, up to the highest roof shown, unless the device's chart draws that
+    level already at the same B (within 1%)."""
+    shown = [p for p in paths if p in profile.peak] or profile.paths()
+    if not shown:
+        return []
+    top = max(profile.F(p) for p in shown)
+    lo, hi = span
+    out = []
+    for lv, b in links.items():
+        have = profile.bandwidth.get(lv)
+        if have is not None and abs(have.value - b) <= 0.01 * b:
+            continue
+        x_end = min(hi, top / b)
+        what = "" if have is None else " (the job's)"
+        out.append(Series(f"{profile.id} {lv} {b / 1e9:.3g} GB/s{what}", (lo, x_end), (b * lo, b * x_end), "slope"))
+    return out

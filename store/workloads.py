@@ -70,6 +70,13 @@ def placed_on(run: Run) -> str:
     return str(profile_summary(run).get("device") or "")
 
 
+def job_collectives(run: Run) -> list[Mapping[str, Any]]:
+    """A kept distributed job's collective groups (`CollectiveGroup.to_dict`), [] for a profile of one program."""
+    job = profile_summary(run).get("job")
+    colls = job.get("collectives") if isinstance(job, Mapping) else None
+    return [c for c in colls if isinstance(c, Mapping)] if isinstance(colls, list) else []
+
+
 def group_records(samples: Sequence[Sample]) -> list[Mapping[str, Any]]:
     """Each sample's op group as `save_profile` stored it (conditions["profile"]); samples without one left out."""
     out = []

@@ -13,6 +13,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
+from rooftop.models.units import fmt_time
 from rooftop.models.collectives import RankCollective, bus_factor, rank_collectives
 from rooftop.models.commtrace import collective_name
 from rooftop.models.job import RankSummary, align, ranks_text, straggler
@@ -271,13 +273,19 @@ def test_torchrun_gloo_ddp_two_ranks_kept_as_one_profile(ddp):
         assert [r["rank"] for r in job["ranks"]] == [0, 1] and job["collectives"]
 
 
-def test_gloo_job_on_the_link_measured_by_rooftop_comm(ddp):
+@pytest.fixture(scope="module")
+def ddp_comm(ddp) -> dict:
+    """A `rooftop comm` run of the DDP job's backend (gloo, world 2), kept in the job's store."""
+    comm = rooftop("comm", "--backend", "gloo", "--world", "2", "--max-size", "64K", "--json", "--db", str(ddp[1]))
+    assert comm.returncode == 0, comm.stderr
+    return json.loads(comm.stdout)
+
+
+def test_gloo_job_on_the_link_measured_by_rooftop_comm(ddp, ddp_comm):
     """With a `rooftop comm` run of the same backend in the store, the all-reduce sits on its measured link:
     the best busbw it measured is the roof, its α-β fit gives the expectation."""
     _, db, traces = ddp
-    comm = rooftop("comm", "--backend", "gloo", "--world", "2", "--max-size", "64K", "--json", "--db", str(db))
-    assert comm.returncode == 0, comm.stderr
-    cdoc = json.loads(comm.stdout)
+    cdoc = ddp_comm
     pts = [p for p in cdoc["points"] if p["collective"] == "allreduce" and p["busbw"]]
     best, alpha = max(p["busbw"] for p in pts), cdoc["fits"]["allreduce"]["alpha_s"]
     out = rooftop("profile", "--trace", str(traces), "--json", "--no-save", "--db", str(db))
@@ -372,18 +380,21 @@ def test_torchrun_bad_options_and_missing_script_one_line_exit_2(tmp_path):
     assert last.startswith("rooftop profile: error:") and "failed on rank" in last and "exit status 2" in last
 
 
-async def test_profile_tab_shows_a_kept_jobs_rank_table_and_straggler(tmp_path):
+async def test_profile_tab_shows_a_kept_jobs_rank_table_and_opens_each_ranks_op_groups(tmp_path):
     import io
 
     from rich.console import Console
     from textual.widgets import Static
 
     from rooftop.tui.app import AppConfig, create_app
+    from rooftop.tui.app.widgets import FitTable
 
     db = tmp_path / "r.db"
     out = rooftop("profile", "--trace", str(RANK0), str(RANK1), "-d", "a100-80g-ds", "--json", "--db", str(db))
     assert out.returncode == 0, out.stderr
-    slow = json.loads(out.stdout)["straggler"]["rank"]
+    doc = json.loads(out.stdout)
+    slow = doc["straggler"]["rank"]
+    by = {r["rank"]: r for r in doc["ranks"]}
     app = create_app(AppConfig(device="h100", sampler=None, db_path=db, export_dir=tmp_path))
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot.press("7")
@@ -393,7 +404,27 @@ async def test_profile_tab_shows_a_kept_jobs_rank_table_and_straggler(tmp_path):
         console.print(pane.content)
         text = console.export_text()
         assert pane.display and "2 ranks of 128 (nccl)" in text and f"straggler: rank {slow}" in text
-        assert "exposed" in text and "op groups below: rank 0's" in text
+        ranks = app.query_one("#prof-ranks", FitTable)
+        assert ranks.display and ranks.row_count == 2 and "exposed" in ranks.shown
+        assert [str(c) for c in ranks.get_row_at(slow)][0] == f"{slow} ◂"
+        ops = app.query_one("#prof-ops", FitTable)
+        title = app.query_one("#prof-ops-title", Static)
+        assert "rank 0's op groups" in str(title.render())
+        whole = ops.row_count  # rank 0: its op groups as kept, with the memcpy / memset and overlap rows
+        ranks.focus()
+        await pilot.press("down")  # rank 1
+        await pilot.pause()
+        assert "rank 1's op groups" in str(title.render())
+        rows = [[str(c) for c in ops.get_row_at(i)] for i in range(ops.row_count)]
+        r1 = by[1]
+        assert rows[0][3] == "idle time" and rows[1][3].startswith("communication (exposed")  # by share
+        assert len(rows) == 2 + len(r1["op_groups"]) and whole != len(rows)
+        top = max(r1["op_groups"], key=lambda g: g["time_alone_s"])
+        assert top["op"].removeprefix("aten::").startswith(rows[2][3].rstrip("…"))
+        assert rows[2][1] == fmt_time(top["time_s"]) and rows[2][0] == f"{100 * top['time_alone_s'] / r1['span_s']:.1f}%"
+        await pilot.press("up")
+        await pilot.pause()
+        assert "rank 0's op groups" in str(title.render()) and ops.row_count == whole
 
 
 WAITING_RANK = """
@@ -442,3 +473,49 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ")[1][0] != "Z"
     except (FileNotFoundError, IndexError):
         return False
+
+
+async def _roofline_series(db: Path, device: str, tmp_path: Path) -> list:
+    from rooftop.tui.app import AppConfig, create_app
+    from rooftop.tui.app.widgets import RooflinePlot
+
+    app = create_app(AppConfig(device=device, sampler=None, db_path=db, export_dir=tmp_path, initial_tab="roofline"))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        return list(app.query_one("#rl-plot", RooflinePlot).series)
+
+
+async def test_roofline_tab_draws_a_kept_jobs_allreduces_on_their_link_slope(tmp_path):
+    """Each all-reduce group sits on the device's NVLink slope B·I at its fraction of the link."""
+    db = tmp_path / "r.db"
+    out = rooftop("profile", "--trace", str(NCCL2), "-d", "a100-80g-ds", "--json", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    groups = [c for c in json.loads(out.stdout)["collectives"] if c["op"] == "allreduce"]
+    series = await _roofline_series(db, "a100-80g-ds", tmp_path)
+    [slope] = [s for s in series if s.kind == "slope" and " nvlink " in s.label]  # the datasheet's: not twice
+    b = slope.ys[0] / slope.xs[0]
+    assert b == pytest.approx(300e9)
+    points = {s.label: s for s in series if s.kind == "point" and s.label.startswith("allreduce ")}
+    assert len(points) == len(groups) == 5
+    for g in groups:
+        [p] = [p for p in points.values() if p.ys[0] == pytest.approx(g["achieved_flops"])]
+        assert p.xs[0] == pytest.approx(g["intensity"])
+        assert p.ys[0] == pytest.approx(b * p.xs[0] * g["fraction_of_link"])
+        pct = float(p.label.removesuffix("% of nvlink").rsplit(" ", 1)[1])  # "allreduce 25.0 MiB 2% of nvlink"
+        assert pct == pytest.approx(100 * g["fraction_of_link"], abs=0.5)
+
+
+async def test_roofline_tab_draws_the_link_a_gloo_job_crossed(ddp, ddp_comm, tmp_path):
+    """A gloo job crossed sockets (net), a level the device's chart has none of: the link `rooftop comm` measured
+    is drawn, and the job's all-reduce sits on it at busbw / B."""
+    _, db, traces = ddp
+    out = rooftop("profile", "--trace", str(traces), "--json", "--db", str(db))  # kept after the comm run
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    [ar] = [c for c in doc["collectives"] if c["op"] == "allreduce"]
+    assert ar["link_source"].startswith("measured: rooftop comm run")
+    series = await _roofline_series(db, doc["summary"]["device"], tmp_path)
+    [slope] = [s for s in series if s.kind == "slope" and " net " in s.label]
+    assert slope.ys[0] / slope.xs[0] == pytest.approx(ar["link_bandwidth"])
+    [p] = [s for s in series if s.kind == "point" and s.label.startswith("allreduce ")]
+    assert p.ys[0] == pytest.approx(ar["link_bandwidth"] * p.xs[0] * ar["fraction_of_link"])

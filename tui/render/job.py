@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from rooftop.models.safetext import safe_text as clean
 from rooftop.models.units import fmt_bytes, fmt_time
+from rooftop.tui.render.profile import op_name
 
 RANK_COLUMNS = ("rank", "step", "busy", "idle", "compute", "comm", "exposed", "MFU")
 
@@ -118,11 +119,27 @@ def job_report(job: Mapping[str, Any]) -> Group:
     return Group(*parts)
 
 
-def rank_group_rows(job: Mapping[str, Any], rank: int) -> list[tuple[str, str, str]]:
-    """One rank's compute op groups: (share of its span, time, op), largest first; [] for a rank not read."""
+def _share(t: Any, span: float) -> str:
+    return _pct(t / span) if span and isinstance(t, (int, float)) else ""
+
+
+def rank_group_rows(job: Mapping[str, Any], rank: int) -> list[tuple[str, ...]]:
+    """One rank's step as the Profile tab lists a profile: (share of its span, time, calls, op, I, regime, of roof),
+    by share: its idle time, its communication (the share is the exposed part, as an op group's share is its time
+    alone) and its compute op groups as kept; [] for a rank not read."""
     r = next((x for x in job.get("ranks") or () if x.get("rank") == rank), None)
     if r is None:
         return []
     span = r.get("span_s") or 0.0
-    return [(_pct(g["time_s"] / span) if span else "", _t(g["time_s"]), clean(str(g["op"])))
-            for g in r.get("op_groups") or ()]
+    idle, comm, exposed = r.get("idle_s"), r.get("comm_s"), r.get("comm_exposed_s")
+    rows = [(idle, (_share(idle, span), _t(idle), "", "idle time", "", "", ""))]
+    if comm:
+        rows.append((exposed, (_share(exposed, span), _t(comm), str(r.get("collectives") or ""),
+                               f"communication (exposed {_t(exposed)})", "", "", "")))
+    for g in r.get("op_groups") or ():
+        t, i = g.get("time_s"), g.get("intensity")
+        alone = g.get("time_alone_s", t)
+        rows.append((alone, (_share(alone, span), _t(t), str(g.get("calls", "")),
+                             clean(op_name(str(g.get("op", "?")))), f"{i:.3g}" if isinstance(i, (int, float)) else "",
+                             clean(str(g.get("regime", ""))), _pct(g.get("fraction_of_roof")))))
+    return [row for _, row in sorted(rows, key=lambda x: -(x[0] if isinstance(x[0], (int, float)) else 0.0))]

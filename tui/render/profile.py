@@ -100,10 +100,14 @@ def short_kernel(name: str) -> str:
     return s.split("::")[-1] or clean(name)
 
 
+def op_name(op: str) -> str:
+    """torch's name of an op as a table shows it: without `aten::`."""
+    return op.removeprefix("aten::")
+
+
 def op_label(g: Any) -> str:
     """How an op group reads in a table: torch's name (without `aten::`), dtype, input shapes."""
-    name = g.op[6:] if g.op.startswith("aten::") else g.op
-    return clean(" ".join(x for x in (name, g.dtype, g.shapes_text) if x))
+    return clean(" ".join(x for x in (op_name(g.op), g.dtype, g.shapes_text) if x))
 
 
 def achieved_text(g: Any) -> str:

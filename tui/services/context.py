@@ -227,20 +227,23 @@ def store_points(args: argparse.Namespace, devices: list[DeviceProfile]) -> list
         return [s for label, rid in runs for s in sample_series(store.samples(rid), label)]
 
 
-def latest_profile_points(db: str | Path | None, device_id: str) -> list[Series]:
-    """The op groups of the newest kept profile placed on `device_id`, as points for its roofline ([] if none)."""
-    from rooftop.models.plotdata import sample_series
-    from rooftop.store.workloads import placed_on
+def latest_profile_points(db: str | Path | None, device_id: str) -> tuple[list[Series], dict[str, float]]:
+    """The newest kept profile placed on `device_id`, for its roofline: its op groups as points and, for a
+    distributed job, its collectives as points on their links' slopes; and the ceiling (bytes/s) of each link
+    those crossed. ([], {}) when there is none."""
+    from rooftop.models.plotdata import collective_points, job_links, sample_series
+    from rooftop.store.workloads import job_collectives, placed_on
 
     try:
         with store_session(db) as store:
             if store is None:
-                return []
+                return [], {}
             runs = [r for r in store.runs() if r.kind == "profile" and r.status == "complete"
                     and placed_on(r) == device_id]
             if not runs:
-                return []
+                return [], {}
             run = max(runs, key=lambda r: r.started_at)
-            return sample_series(store.samples(run.id), run.label)
+            colls = job_collectives(run)
+            return sample_series(store.samples(run.id), run.label) + collective_points(colls), job_links(colls)
     except StoreError:
-        return []
+        return [], {}

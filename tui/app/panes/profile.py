@@ -19,10 +19,12 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from rooftop.models.job import TOP_GROUPS
 from rooftop.models.units import fmt_time
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, profile_summary
+from rooftop.tui.render.job import rank_group_rows, rank_rows
 from rooftop.tui.render.text import clean
 from rooftop.tui.services.context import store_session
 from rooftop.tui.app.widgets import Col, FitTable, watch_app
@@ -32,6 +34,8 @@ RUNS = (Col("run", "run"), Col("device", "device", max_width=22), Col("started",
 OPS = (Col("share", "share"), Col("time", "time"), Col("calls", "calls", drop=2),
        Col("op", "op dtype shapes", max_width=34), Col("I", "I", drop=3), Col("regime", "regime", drop=1),
        Col("roof", "of roof"))
+RANKS = (Col("rank", "rank"), Col("step", "step", drop=3), Col("busy", "busy", drop=2), Col("idle", "idle", drop=4),
+         Col("compute", "compute"), Col("comm", "comm"), Col("exposed", "exposed"), Col("mfu", "MFU", drop=1))
 
 
 def _pct(x: Any) -> str:
@@ -142,15 +146,20 @@ class ProfilePane(Widget):
         super().__init__(id=id)
         self.db_path = db_path
         self.run_ids: list[str] = []
+        self.shown: tuple[Run, list[dict]] | None = None  # the run on show and its op groups (its lowest rank's)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="prof-status")
         yield FitTable(RUNS, id="prof-runs", cursor_type="row", zebra_stripes=True)
         yield Static("", id="prof-split")
         with VerticalScroll(id="prof-ops-scroll"):
-            job = Static("", id="prof-job")  # a distributed job: its rank table and straggler
+            job = Static("", id="prof-job")  # a distributed job: its ranks and straggler; a rank opens below
             job.display = False
             yield job
+            ranks = FitTable(RANKS, id="prof-ranks", cursor_type="row", zebra_stripes=True)
+            ranks.display = False
+            yield ranks
+            yield Static("", id="prof-ops-title")
             yield FitTable(OPS, id="prof-ops", zebra_stripes=True)
             yield Static("", id="prof-more")
 
@@ -204,24 +213,65 @@ class ProfilePane(Widget):
             split.update(Text(f"✗ {exc}", style="red"))
             return
         split.update(split_text(run))
-        job = profile_summary(run).get("job")
-        pane = self.query_one("#prof-job", Static)
-        pane.display = isinstance(job, dict) and bool(job.get("ranks"))
-        pane.update(job_text(job) if pane.display else "")
-        self.query_one("#prof-ops", FitTable).set_rows(op_rows(run, [g for g in groups if g]))
+        self.shown = (run, [dict(g) for g in groups if g])
+        job = stored_job(run)
+        pane, ranks = self.query_one("#prof-job", Static), self.query_one("#prof-ranks", FitTable)
+        pane.display = ranks.display = job is not None
+        try:
+            pane.update(job_text(job) if job else "")
+            ranks.set_rows([(str(r["rank"]), row) for r, row in zip(job["ranks"], rank_rows(job))] if job else [])
+        except (KeyError, TypeError, ValueError):  # an edited import: say so, show the op groups still
+            pane.update(Text("this run's job is not one rooftop kept (edited?): its rank table is left out",
+                             style="yellow"))
+            ranks.display = False
+        self.show_rank(None)
         more = self.query_one("#prof-more", Static)
         more.update(rows_text(run))
         more.display = True
 
+    @on(DataTable.RowSelected, "#prof-ranks")
+    @on(DataTable.RowHighlighted, "#prof-ranks")
+    def _rank(self, event: DataTable.RowSelected | DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self.show_rank(int(event.row_key.value))
+
+    def show_rank(self, rank: int | None) -> None:
+        """The op groups of one rank of the job on show (None: its lowest, whose op groups are kept whole)."""
+        if self.shown is None:
+            return
+        run, groups = self.shown
+        job = stored_job(run)
+        title = self.query_one("#prof-ops-title", Static)
+        table = self.query_one("#prof-ops", FitTable)
+        ranks = [r["rank"] for r in job["ranks"]] if job else []
+        if not ranks or rank is None or rank == ranks[0]:
+            table.set_rows(op_rows(run, groups))
+            more = " (↑↓ in the rank table opens another rank's)" if len(ranks) > 1 else ""
+            title.update(Text(f"rank {ranks[0]}'s op groups{more}", style="dim") if ranks else "")
+            title.display = bool(ranks)
+            return
+        table.set_rows((None, row) for row in rank_group_rows(job, rank))
+        title.update(Text(f"rank {rank}'s op groups: its {TOP_GROUPS} largest compute groups, shares of its span",
+                          style="dim"))
+        title.display = True
+
+
+def stored_job(run: Run) -> dict[str, Any] | None:
+    """A kept job (its ranks with a rank number each, lowest first), or None for a profile of one program."""
+    job = profile_summary(run).get("job")
+    if not isinstance(job, dict):
+        return None
+    ranks = sorted((r for r in job.get("ranks") or () if isinstance(r, dict) and isinstance(r.get("rank"), int)
+                    and not isinstance(r.get("rank"), bool)), key=lambda r: r["rank"])
+    return {**job, "ranks": ranks} if ranks else None
+
 
 def job_text(job: dict[str, Any]) -> Group:
-    """A kept job's rank table and straggler above the lowest rank's op groups (the collectives are in
-    `rooftop show` / `--json`)."""
-    from rooftop.tui.render.job import job_head, rank_table, straggler_lines
+    """A kept job's head and straggler, above its rank table (the collectives are in the Roofline tab, on their
+    links, and in `rooftop show` / `--json`)."""
+    from rooftop.tui.render.job import job_head, straggler_lines
 
-    first = job["ranks"][0]["rank"]
-    return Group(job_head(job), rank_table(job), *straggler_lines(job),
-                 Text(f"op groups below: rank {first}'s", style="dim"))
+    return Group(job_head(job), *straggler_lines(job))
 
 
 def split_text(run: Run) -> Text:

@@ -10,7 +10,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Select, SelectionList, Static
 
 from rooftop.models.analysis import Analysis, analyze
-from rooftop.models.plotdata import Series, intensity_span, point_series, roof_series
+from rooftop.models.plotdata import Series, intensity_span, link_slopes, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.tui.render.chart import line_colors
 from rooftop.tui.services.threads import threads_note
@@ -54,6 +54,7 @@ class Roofline(Widget):
         self.overlay_id = overlay if overlay in profiles else None
         self.current: Analysis | None = None
         self.measured: dict[str, list[Series]] = {}  # device id → measured sample points
+        self.links: dict[str, dict[str, float]] = {}  # device id → the links a kept job crossed → their B
 
     def compose(self) -> ComposeResult:
         ids = device_options(self.profiles)
@@ -112,6 +113,7 @@ class Roofline(Widget):
             return
         self.profiles = profiles
         self.measured.clear()  # a re-measured profile has new points
+        self.links.clear()
         refresh_select(self.query_one("#rl-device", Select), list(profiles))
         refresh_select(self.query_one("#rl-overlay", Select), list(profiles), [NO_OVERLAY])
         self.device_id = str(self.query_one("#rl-device", Select).value)
@@ -145,18 +147,22 @@ class Roofline(Widget):
                 points.append(point_series(analyze(op, dev)))
             except NoRoof:
                 roofless.append(op.describe())
+        if dev.id not in self.measured:  # read once: a stored run's sample points, the newest profile's ops
+            from rooftop.tui.services.context import latest_profile_points
+
+            stored = self.app.run_points(dev) if dev.extra.get("run_id") else []
+            kept, self.links[dev.id] = latest_profile_points(self.app.config.db_path, dev.id)
+            self.measured[dev.id] = stored + kept
+        points = self.measured.get(dev.id, []) + points
         devices = [dev] + ([self.profiles[self.overlay_id]] if self.overlay_id else [])
-        span = intensity_span(devices, [p.xs[0] for p in points])
+        span = intensity_span(devices, [x for p in points for x in p.xs])  # an op that adds nothing has no x
         series: list[Series] = []
         for d in devices:
             shown = [p for p in paths if p in d.peak] or d.paths()[:1]
             series += roof_series(d, shown, d.levels(), span)
-        if dev.id not in self.measured:  # read once: a stored run's sample points, and the newest profile's ops
-            from rooftop.tui.services.context import latest_profile_points
-
-            stored = self.app.run_points(dev) if dev.extra.get("run_id") else []
-            self.measured[dev.id] = stored + latest_profile_points(self.app.config.db_path, dev.id)
-        series += self.measured.get(dev.id, []) + points
+            if d is dev:  # a kept job's collectives sit on the slopes of its links: those the chart lacks, drawn
+                series += link_slopes(dev, self.links.get(dev.id, {}), span, shown)
+        series += points
         title = dev.id + (f" vs {self.overlay_id}" if self.overlay_id else "") + f" ({dev.source})"
         self.query_one("#rl-plot", RooflinePlot).show(series, title, legend="points")
         self.query_one("#rl-legend", Static).update(side_legend(series, devices, roofless, dev.id))
