@@ -33,6 +33,11 @@ BACKEND_PREFIXES = ("nccl:", "gloo:", "rccl:", "mpi:", "ucc:")
 SOURCES = ("record_param_comms", "backend", "c10d")  # richest first
 COMM_NAMES = ("record_param_comms", "c10d::", *BACKEND_PREFIXES)  # the names an event recording a collective has
 
+
+def is_comm_op(name: str) -> bool:
+    """An op that is a collective: its time is communication, its roof a link's, not the DRAM's."""
+    return name.startswith(COMM_NAMES)
+
 # the names each writer uses → rooftop's (models.comm's, plus the ones nccl-tests adds)
 _NAMES = {
     "allreduce": "allreduce", "all_reduce": "allreduce", "allreduce_coalesced": "allreduce",

@@ -27,7 +27,7 @@ from .collectives import (
     is_comm_kernel,
     rank_collectives,
 )
-from .commtrace import BACKEND_PREFIXES
+from .commtrace import is_comm_op
 from .trace import Trace, union_length
 from .workload import Workload
 
@@ -70,11 +70,6 @@ class RankSummary:
                 "comm_exposed_s": self.comm_exposed_s, "comm_overlapped_s": self.comm_overlapped_s,
                 "mfu": self.mfu, "collectives": len(self.collectives),
                 "op_groups": [dict(r) for r in self.rows] or [{"op": k, "time_s": v} for k, v in self.groups.items()]}
-
-
-def is_comm_op(name: str) -> bool:
-    """An op group that is a collective (its time is in the collectives, not in compute)."""
-    return name == "record_param_comms" or name.startswith(("c10d::",) + BACKEND_PREFIXES)
 
 
 def group_label(g: Any) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from . import roofline
+from .commtrace import is_comm_op
 from .calibrate import ABOVE_ROOF
 from .paths import MATMUL_LADDER
 from .profile import Ceiling, DeviceProfile, NoRoof
@@ -486,7 +487,12 @@ def top_kernels(trace: Trace, costs: Sequence[OpCost], n: int = TOP_KERNELS) -> 
 
 
 def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
-    """Set the group's bound T = max(W/F, Q/B) and regime against the device (analysis's rule)."""
+    """Set the group's bound T = max(W/F, Q/B) and regime against the device (analysis's rule). A collective's
+    roof is its link's, not the DRAM's: it gets regime "comm" and no bound here (its time counts as it is; the
+    job's collectives table places it on its link)."""
+    if is_comm_op(g.op):
+        g.regime, g.bound_s = "comm", None
+        return g
     if g.model == "unattributed" or (g.flops == 0 and g.bytes == 0):
         g.regime = "none" if g.model != "unattributed" else "unknown"
         g.bound_s = None if g.model == "unattributed" else 0.0

@@ -103,6 +103,10 @@ def test_sampled_ranks_straggler_missing_ranks_and_collectives(sampled):
         assert c["link"] == "net" and c["group_size"] == 128  # a 128-rank group spans nodes
         assert c["busbw"] == pytest.approx(c["algbw"] * bus_factor(c["op"], 128))
     assert set(doc["alignment"]["offsets_s"]) == {"0", "1"} and doc["alignment"]["matched"]["1"] >= 5
+    # among the op groups a collective is communication, not an op on the DRAM roof (its link is in the table)
+    comm = [o for o in doc["ops"] if o["op"].startswith(("record_param_comms", "c10d::"))]
+    assert comm and all(o["regime"] == "comm" and o["bound_s"] is None and o["fraction_of_roof"] is None
+                        for o in comm)
 
 
 def test_text_report_has_the_rank_table_straggler_and_collectives():
