@@ -294,6 +294,11 @@ def test_gloo_job_on_the_link_measured_by_rooftop_comm(ddp, ddp_comm):
     best, alpha = max(p["busbw"] for p in pts), cdoc["fits"]["allreduce"]["alpha_s"]
     out = rooftop("profile", "--trace", str(traces), "--json", "--no-save", "--db", str(db))
     assert out.returncode == 0, out.stderr
+    # no CPU was measured into this store: a CPU job on a GPU's roofs is said so, with what to do
+    from rooftop.tui.services.context import FALLBACK_DEVICE
+
+    assert f"the trace ran on the CPU: the roofs shown are {FALLBACK_DEVICE}'s, a GPU's" in out.stderr
+    assert "rooftop measure --device cpu" in json.loads(out.stdout)["summary"]["device_note"]
     [ar] = [c for c in json.loads(out.stdout)["collectives"] if c["op"] == "allreduce"]
     assert ar["link_bandwidth"] == pytest.approx(best) and ar["link_source"].startswith("measured: rooftop comm run")
     assert ar["fraction_of_link"] == pytest.approx(ar["busbw"] / best)

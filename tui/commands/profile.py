@@ -200,7 +200,13 @@ def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
     if ids:
         return resolve_devices(ids, store_profiles(args, ids))[0], ""
     if not trace.on_device:
-        return resolve_devices([], store_profiles(args, []))[0], ""
+        dev = resolve_devices([], store_profiles(args, []))[0]
+        if dev.kind == "cpu":
+            return dev, ""
+        note = (f"the trace ran on the CPU: the roofs shown are {dev.id}'s, a GPU's; measure this CPU "
+                "(`rooftop measure --device cpu`) and give -d local, or give -d ID")
+        sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
+        return dev, note
     if trace.device_name:
         placed = place_device(trace.device_name, trace.device_props)
         if placed.profile is not None:
