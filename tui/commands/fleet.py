@@ -133,23 +133,28 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None)
         raise UsageError(str(exc)) from None
     t0 = time.perf_counter()
     try:
-        from rooftop.tui.services.fleet import measure_member
-
         sys.stderr.write(f"rooftop measure: rank {env.rank} of {env.world}: {args.plan} plan on {job['device']}"
                          + (f" ({len(job['cpus'])} CPUs)" if job.get("cpus") else "") + "\n")
-        try:
-            payload = measure_member(env.rank, job, cancel)  # torchrun stops its ranks with SIGTERM
-        except Exception as exc:  # this rank's failure is its row, not the fleet's end
-            import socket
-
-            payload = {"rank": env.rank, "local_rank": env.local_rank, "host": socket.gethostname(),
-                       "device": job["device"], "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        payload = _rank_payload(env, job, group, args.wait, cancel)
+        if payload.get("status") == "lost":
+            sys.stderr.write(f"rooftop measure: rank {env.rank}: no result: {payload.get('error')}\n")
         payloads = group.gather(payload)
     finally:
         group.close()
     if payloads is None:  # not rank 0: its row went there
         return 0
     return _report(args, payloads, "torchrun", args.plan, time.perf_counter() - t0)
+
+
+def _rank_payload(env: Any, job: dict[str, Any], group: Any, wait_s: float, cancel: Any) -> dict[str, Any]:
+    """Measure in a child process (torch's starter, one job), so a measurement that dies (a signal, a CUDA
+    fault, os._exit) or hangs leaves this rank alive to send a row naming how: torchrun would otherwise end
+    the whole job, and rank 0 could keep none of the others' rows. A stop signal (cancel) stops the child."""
+    from rooftop.probes.fleet import run_local
+    from rooftop.tui.services.fleet import measure_member
+
+    (payload,) = run_local(measure_member, [job], wait_s=wait_s, cancel=cancel, peers_done=group.peers_done)
+    return {"device": job["device"], **payload, "rank": env.rank, "local_rank": env.local_rank}
 
 
 # -- rooftop check ---------------------------------------------------------------------------
