@@ -91,16 +91,33 @@ def members_of(run: Run) -> list[Mapping[str, Any]]:
     return [m for m in members if isinstance(m, Mapping)]
 
 
+def with_members(store: Store, runs: Iterable[Run]) -> list[Run]:
+    """The runs, each fleet run preceded by its members that the store holds, each run once: what an
+    export writes, so that importing it restores the fleet with its members (their ids, and so the
+    fleet's references to them, travel unchanged)."""
+    out: dict[str, Run] = {}
+    for run in runs:
+        for rid in _member_run_ids(run):
+            try:
+                member = store.run(rid)
+            except StoreError:  # deleted since: the fleet keeps its entry, the export has no run for it
+                continue
+            out.setdefault(member.id, member)
+        out.setdefault(run.id, run)
+    return list(out.values())
+
+
+def _member_run_ids(run: Run) -> list[str]:
+    """The ids of a fleet run's member runs; none for another run, or a fleet run without its members."""
+    try:
+        return [str(m["run_id"]) for m in members_of(run) if m.get("run_id")] if is_fleet(run) else []
+    except StoreError:
+        return []
+
+
 def member_ids(store: Store) -> set[str]:
     """Every run that is a member of some fleet run."""
-    out = set()
-    for r in store.runs():
-        if is_fleet(r):
-            try:
-                out |= {str(m["run_id"]) for m in members_of(r) if m.get("run_id")}
-            except StoreError:
-                continue
-    return out
+    return {rid for r in store.runs() for rid in _member_run_ids(r)}
 
 
 def fleet_of(store: Store, run: Run) -> FleetReport:
