@@ -6,10 +6,12 @@ Two ways in, one result (one payload per rank, or why there is none):
   `torch.multiprocessing.start_processes` (spawn), each ending with its parent (lifeline). Each
   puts its payload on a queue; a rank that dies is named by its exit code, one that hangs by the
   bounded wait, and the others' payloads are kept.
-- `gather_ranks` (`torchrun … rooftop measure --fleet`): the ranks torchrun (or `srun torchrun`)
+- `RankGroup` (`torchrun … rooftop measure --fleet`): the ranks torchrun (or `srun torchrun`)
   started meet on a gloo group; each posts its host at once and its payload when done, and rank 0
-  gathers them with `gather_object`. If that does not complete within the wait (a rank hung or
-  died), rank 0 reads what was posted and names the ranks that posted nothing.
+  gathers them with `gather_object`. Each rank measures in a child of its own (`run_local`, one
+  job), so a measurement that dies or hangs costs its row, not the rank: the rank posts a "lost"
+  payload saying how. If the gather still does not complete within the wait (a whole rank hung
+  or died), rank 0 reads what was posted and names the ranks that posted nothing.
 
 A payload is plain data (a dict), so it crosses processes and hosts by pickle. What a rank does
 is the caller's (`target`): this module only starts, waits and collects.
@@ -31,6 +33,7 @@ from .comm import stop_ranks
 from .lifeline import die_with_parent
 
 DEFAULT_WAIT_S = 300.0  # once the first rank is done, how long the others may take
+PEERS_POLL_S = 1.0  # how often a rank asks whether its peers are done (one store request each time)
 KEY = "rooftop-fleet"
 
 
@@ -116,12 +119,15 @@ def _local_main(rank: int, target: Callable[..., dict[str, Any]], jobs: Sequence
 
 def run_local(target: Callable[..., dict[str, Any]], jobs: Sequence[Any], wait_s: float = DEFAULT_WAIT_S,
               cancel: Any = None, poll_s: float = 0.2,
-              on_payload: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+              on_payload: Callable[[int, dict[str, Any]], None] | None = None,
+              peers_done: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
     """Start one process per job at once; returns one payload per rank, in rank order.
 
     `target(rank, job)` runs in each (a module-level function: spawn pickles it by name). A rank
     that exits without a payload is reported with its exit code; one still running `wait_s` after
     the first payload arrived is stopped and reported as hung. `cancel` (an Event) stops them all.
+    `peers_done` says whether a rank elsewhere has finished (a torchrun rank's peers): from then
+    on the same bounded wait runs, so a process of one job that hangs is stopped too.
     """
     import torch.multiprocessing as tmp
 
@@ -136,6 +142,7 @@ def run_local(target: Callable[..., dict[str, Any]], jobs: Sequence[Any], wait_s
                                 join=False, start_method="spawn")
     got: dict[int, dict[str, Any]] = {}
     first_done: float | None = None
+    asked_peers = 0.0
 
     def drain(block_s: float) -> None:
         nonlocal first_done
@@ -161,6 +168,9 @@ def run_local(target: Callable[..., dict[str, Any]], jobs: Sequence[Any], wait_s
                     if r not in got:
                         got[r] = lost(r, host, _device(jobs[r]), _death(procs.processes[r].exitcode))
                         first_done = first_done or time.monotonic()
+            if first_done is None and peers_done is not None and time.monotonic() - asked_peers >= PEERS_POLL_S:
+                asked_peers = time.monotonic()
+                first_done = asked_peers if peers_done() else None
             if first_done is not None and time.monotonic() - first_done > wait_s:
                 for r in range(n):
                     if r not in got:
@@ -222,9 +232,17 @@ class RankGroup:
         except Exception:  # a store that went away: nothing posted
             return None
 
+    def peers_done(self) -> bool:
+        """Whether another rank has posted its payload (asked before this rank posts its own)."""
+        try:
+            return int(self.store.add(f"{KEY}/done", 0)) > 0
+        except Exception:  # a store that went away: the gather's own timeout decides
+            return False
+
     def gather(self, payload: dict[str, Any]) -> list[dict[str, Any]] | None:
         """Rank 0: every rank's payload in rank order (lost ones named); other ranks: None."""
         self.post("payload", payload)
+        self.store.add(f"{KEY}/done", 1)
         dist = self._dist
         result: list[Any] | None = [None] * self.env.world if self.env.rank == 0 else None
         try:

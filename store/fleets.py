@@ -5,11 +5,12 @@ device facts hold, under "fleet", how it was started (`all-gpus` or `torchrun`) 
 member: rank, host, device, model, status, why it gave no result, what it ran under, and the id of
 its run. `rooftop measure --all-gpus` keeps each GPU's run as it is measured, on this host; a
 torchrun job's rank 0 keeps every rank's run when it gathers them (each with its own host), in one
-transaction together with the fleet run.
+transaction together with the fleet run (`fleet_runs` makes them; the CLI keeps them through the run keeper).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -18,7 +19,8 @@ from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample
 
 from .db import StoreError
-from .runs import FLEET_PLAN, NewRun, Run, Store, device_key_for
+from .process import host_name
+from .runs import FLEET_PLAN, NewRun, Run, Store, default_versions, device_key_for
 
 PLAN = FLEET_PLAN
 MEMBER_KEYS = ("rank", "local_rank", "host", "device", "model", "status", "error", "run_id", "sm_clock_mhz",
@@ -46,24 +48,22 @@ def _member_run(p: Mapping[str, Any]) -> NewRun:
     return NewRun(run, samples, (), profile, measured=True)
 
 
-def save_fleet(store: Store, payloads: Sequence[Mapping[str, Any]], mode: str, plan: str,
-               started_at: float | None = None) -> str:
-    """Keep a fleet (one payload per rank, in rank order) as one run; returns its id.
+def fleet_runs(payloads: Sequence[Mapping[str, Any]], mode: str, plan: str,
+               started_at: float | None = None) -> list[NewRun]:
+    """A fleet (one payload per rank, in rank order) as whole runs to keep together: the member runs
+    measured elsewhere, then the fleet run (last), which refers to every member.
 
     A payload that carries its samples (a torchrun rank's) becomes a member run here; one with a
     `run_id` (an --all-gpus rank's, kept as it measured) is referred to. Lost ranks stay as entries.
     """
-    new = [(i, _member_run(p)) for i, p in enumerate(payloads)
-           if not p.get("run_id") and p.get("started_at") is not None and (p.get("samples") or p.get("profile"))]
-    if new:
-        store.insert_runs([item for _, item in new])
-    ids = {i: item.run.id for i, item in new}
+    new = {i: _member_run(p) for i, p in enumerate(payloads)
+           if not p.get("run_id") and p.get("started_at") is not None and (p.get("samples") or p.get("profile"))}
     members = []
     for i, p in enumerate(payloads):
         entry = {k: p.get(k) for k in MEMBER_KEYS}
         # its ceilings as it measured them: a run of the launch floor alone keeps no profile of its own
         entry["profile"] = p.get("profile")
-        entry["run_id"] = ids.get(i) or p.get("run_id")
+        entry["run_id"] = new[i].run.id if i in new else p.get("run_id")
         entry["rank"] = int(p.get("rank", i))
         members.append(entry)
     models: dict[str, int] = {}
@@ -74,13 +74,24 @@ def save_fleet(store: Store, payloads: Sequence[Mapping[str, Any]], mode: str, p
     info = {
         "name": "fleet: " + (", ".join(f"{n} × {k}" for k, n in models.items()) or f"{len(members)}, none measured"),
         "kind": kinds.pop() if len(kinds) == 1 else "mixed",
-        "fleet": {"mode": mode, "world": len(members), "members": members,
+        "fleet": {"mode": mode, "plan": plan, "world": len(members), "members": members,
                   "hosts": sorted({str(m.get("host") or "") for m in members})},
     }
-    run_id = store.begin_run(info, plan=PLAN, backend=mode)
     measured = sum(1 for m in members if m.get("run_id") and m.get("status") == "complete")
-    store.finish_run(run_id, "complete" if measured else "failed")
-    return run_id
+    now, host = time.time(), host_name()
+    fleet = Run(id=uuid.uuid4().hex, device_key=device_key_for(info, host), host=host, device=info, backend=mode,
+                plan=PLAN, started_at=started_at or now, ended_at=now, status="complete" if measured else "failed",
+                versions=default_versions())
+    return [*new.values(), NewRun(fleet, measured=True)]
+
+
+def save_fleet(store: Store, payloads: Sequence[Mapping[str, Any]], mode: str, plan: str,
+               started_at: float | None = None) -> str:
+    """Keep a fleet in ONE transaction (its members and the fleet run, or nothing); the fleet run's id.
+    The CLI keeps it through the run keeper instead, which words a store's failure as for other runs."""
+    runs = fleet_runs(payloads, mode, plan, started_at)
+    store.insert_runs(runs)
+    return runs[-1].run.id
 
 
 def members_of(run: Run) -> list[Mapping[str, Any]]:
@@ -91,16 +102,33 @@ def members_of(run: Run) -> list[Mapping[str, Any]]:
     return [m for m in members if isinstance(m, Mapping)]
 
 
+def with_members(store: Store, runs: Iterable[Run]) -> list[Run]:
+    """The runs, each fleet run preceded by its members that the store holds, each run once: what an
+    export writes, so that importing it restores the fleet with its members (their ids, and so the
+    fleet's references to them, travel unchanged)."""
+    out: dict[str, Run] = {}
+    for run in runs:
+        for rid in _member_run_ids(run):
+            try:
+                member = store.run(rid)
+            except StoreError:  # deleted since: the fleet keeps its entry, the export has no run for it
+                continue
+            out.setdefault(member.id, member)
+        out.setdefault(run.id, run)
+    return list(out.values())
+
+
+def _member_run_ids(run: Run) -> list[str]:
+    """The ids of a fleet run's member runs; none for another run, or a fleet run without its members."""
+    try:
+        return [str(m["run_id"]) for m in members_of(run) if m.get("run_id")] if is_fleet(run) else []
+    except StoreError:
+        return []
+
+
 def member_ids(store: Store) -> set[str]:
     """Every run that is a member of some fleet run."""
-    out = set()
-    for r in store.runs():
-        if is_fleet(r):
-            try:
-                out |= {str(m["run_id"]) for m in members_of(r) if m.get("run_id")}
-            except StoreError:
-                continue
-    return out
+    return {rid for r in store.runs() for rid in _member_run_ids(r)}
 
 
 def fleet_of(store: Store, run: Run) -> FleetReport:

@@ -42,6 +42,7 @@ from rooftop.models.sample import Sample
 
 from . import refcsv
 from .db import StoreError
+from .fleets import with_members
 from .runs import HEX_RE, SHORT_ID, STATUSES, NewRun, Run, Store, name_problem
 
 FORMAT = "rooftop-runs"
@@ -114,11 +115,12 @@ def run_document(store: Store, run: Run) -> dict[str, Any]:
 
 
 def export_json(store: Store, runs: Iterable[Run]) -> dict[str, Any]:
+    """The runs as one document; a fleet run brings its member runs (see `fleets.with_members`)."""
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "exported_at": time.time(),
-        "runs": [run_document(store, r) for r in runs],
+        "runs": [run_document(store, r) for r in with_members(store, runs)],
     }
 
 
@@ -293,10 +295,11 @@ def _targets(runs: Iterable[Run]) -> list[tuple[Run, str]]:
 
 
 def export_csv(store: Store, runs: Iterable[Run]) -> dict[str, str]:
-    """The reference pair for the runs: {'summary.csv': text, 'roofs.csv': text}. `target`: see csv_target."""
+    """The reference pair for the runs: {'summary.csv': text, 'roofs.csv': text}. `target`: see csv_target.
+    A fleet run has no points or ceilings of its own: its members' are written."""
     summary: list[dict[str, str]] = []
     roofs: list[dict[str, str]] = []
-    for run, target in _targets(runs):
+    for run, target in _targets(with_members(store, runs)):
         profile = store.stored_profile(run.id)
         l2 = (profile.l2_bytes if profile else None) or run.device.get("l2_bytes")
         l2 = None if plausible.fact_problem("l2_bytes", l2) else l2  # a store older than the checks may hold text

@@ -27,6 +27,12 @@ def rank1_hangs(rank: int, job: dict) -> dict:
     return quick(rank, job)
 
 
+def hangs(rank: int, job: dict) -> dict:
+    """A measurement stuck on its device: it never gives a result."""
+    time.sleep(600)
+    return quick(rank, job)
+
+
 def rank0_raises(rank: int, job: dict) -> dict:
     if rank == 0:
         raise RuntimeError("CUDA error: an illegal memory access was encountered")

@@ -5,14 +5,19 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from rooftop.models.fleet import STRAGGLER_RATIO, short_of
+from rooftop.store.fleets import members_of
+from rooftop.store.runs import Store
 
 ENV = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1",
        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -69,6 +74,54 @@ def test_torchrun_fleet_two_cpu_ranks(tmp_path):
     imported = _import(tmp_path, db, base)
     bad = rooftop("check", doc["run_id"], "--against", imported, "--db", str(db))
     assert bad.returncode == 1 and "launch" in bad.stdout and "SHORT" in bad.stdout
+
+
+def _measuring_child(launcher: psutil.Process, local_rank: str) -> psutil.Process | None:
+    """The process rank `local_rank` measures in: the rank's spawned child (not multiprocessing's tracker)."""
+    for proc in launcher.children(recursive=True):
+        try:
+            if proc.environ().get("LOCAL_RANK") != local_rank or "measure" not in proc.cmdline():
+                continue
+            kids = [k for k in proc.children() if "spawn_main" in " ".join(k.cmdline())]
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if kids:
+            return kids[0]
+    return None
+
+
+def test_torchrun_fleet_keeps_the_rows_of_a_rank_whose_measurement_dies(tmp_path):
+    """Rank 1's measuring process is SIGKILLed (as a segfault or the OOM killer would end it): rank 1 lives on to
+    say so, rank 0's gather completes, and the fleet is kept with rank 0's row; the exit status says one was lost."""
+    db = tmp_path / "f.db"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python",
+           "rooftop", "measure", "--fleet", "--device", "cpu", "--only", "launch", "--json", "--wait", "60",
+           "--db", str(db)]
+    launcher = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.monotonic() + 120
+        while (child := _measuring_child(psutil.Process(launcher.pid), "1")) is None:
+            assert launcher.poll() is None and time.monotonic() < deadline, "rank 1 never started measuring"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        out, err = launcher.communicate(timeout=240)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.communicate()
+    assert launcher.returncode != 0, err  # a member was lost, as for a rank that hangs
+    doc = json.loads(out)
+    rows = doc["rows"]
+    assert [(r["rank"], r["status"]) for r in rows] == [(0, "complete"), (1, "lost")]
+    assert rows[0]["ceilings"]["launch"] > 0 and rows[1]["host"] and "SIGKILL" in rows[1]["error"]
+    assert "1 without a result" in err and "rank 1: no result: it died of SIGKILL" in err
+    assert doc["run_id"] is not None and any(f["rank"] == 1 and f["kind"] == "lost" for f in doc["flags"])
+    with Store.open(db) as store:
+        fleet = store.run(doc["run_id"])
+        members = members_of(fleet)
+        assert [(m["rank"], m["status"]) for m in members] == [(0, "complete"), (1, "lost")]
+        assert store.run(members[0]["run_id"]).status == "complete" and members[1]["run_id"] is None
+        assert len(store.runs()) == 2  # the fleet and rank 0's run
 
 
 def _doc_run(run: dict, name: str, dram=None, launch=None) -> dict:

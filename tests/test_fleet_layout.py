@@ -50,6 +50,22 @@ def test_a_rank_that_hangs_is_stopped_after_the_bounded_wait():
     assert _no_children_left()
 
 
+def test_a_lone_rank_that_hangs_is_stopped_once_its_peers_elsewhere_are_done():
+    """A torchrun rank measures in one child: the bounded wait starts when a peer rank (another process, another
+    host) says it is done, so a stuck measurement is stopped and reported instead of holding the job."""
+    asked: list[float] = []
+
+    def peers_done() -> bool:
+        asked.append(time.monotonic())
+        return len(asked) >= 2  # the peers finish while this rank still measures
+
+    t0 = time.monotonic()
+    (out,) = run_local(fleet_targets.hangs, [{"device": "cpu"}], wait_s=1, peers_done=peers_done)
+    assert time.monotonic() - t0 < 60 and out["status"] == "lost" and "no result within 1 s" in out["error"]
+    assert len(asked) == 2  # asked once a second until they were done, then no more
+    assert _no_children_left()
+
+
 def test_a_rank_that_raises_reports_its_error():
     out = run_local(fleet_targets.rank0_raises, [{"device": "cpu"}] * 2, wait_s=60)
     assert out[0]["status"] == "failed" and "illegal memory access" in out[0]["error"]

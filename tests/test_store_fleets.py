@@ -3,13 +3,20 @@ members kept as they measured referred to, and each member against the same devi
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
-from rooftop.store.fleets import fleet_of, is_fleet, member_ids, save_fleet
+from rooftop.store import db as dbmod
+from rooftop.store.fleets import fleet_of, is_fleet, member_ids, members_of, save_fleet
+from rooftop.store.io import export_json
 from rooftop.store.runs import NewRun, Run, Store
+from rooftop.tui.cli import main
 from rooftop.tui.services.fleet import device_processes
 
 
@@ -90,3 +97,101 @@ def test_profiles_by_device_key(tmp_path):
         save_fleet(store, [payload(0, "n", 4.6e12, "GPU-a"), payload(1, "n", 2.3e12, "GPU-b")], "all-gpus", "quick")
         by = profiles_by_device(store)
     assert by["GPU-a"].B("dram") == 4.6e12 and by["GPU-b"].B("dram") == 2.3e12
+
+
+def _report_rows(report) -> list:
+    return [(m.rank, m.host, m.status, m.profile.B("dram") if m.profile else None) for m in report.members]
+
+
+def test_a_fleet_export_carries_its_members_and_import_restores_the_fleet(tmp_path, capsys, monkeypatch):
+    """`rooftop export FLEET` writes the member runs too; importing the file into another store gives the same
+    fleet (same report, members listed under it), and exporting it there gives the same document."""
+    a, b, f = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "fleet.json"
+    with Store.open(a) as store:
+        solo = save_fleet(store, [payload(0, "node9", 4.6e12, "GPU-z")], "all-gpus", "quick")  # not exported
+        ps = [payload(0, "node0", 4.6e12, "GPU-a"), payload(1, "node1", 3.9e12, "GPU-b"),
+              {"rank": 2, "host": "node2", "device": "", "status": "lost", "error": "it died of SIGKILL"}]
+        fid = save_fleet(store, ps, "torchrun", "quick")
+        member_runs = {str(m["run_id"]) for m in members_of(store.run(fid)) if m.get("run_id")}
+        before = fleet_of(store, store.run(fid))
+    assert main(["export", fid[:8], "--out", str(f), "--db", str(a)]) == 0
+    assert "wrote 3 runs" in (told := capsys.readouterr().out) and "2 of them a fleet's members" in told
+    doc = json.loads(f.read_text())
+    assert [r["id"] for r in doc["runs"]][-1] == fid and {r["id"] for r in doc["runs"][:-1]} == member_runs
+    assert solo not in {r["id"] for r in doc["runs"]}
+
+    assert main(["import", str(f), "--db", str(b)]) == 0
+    assert "added 3 runs" in capsys.readouterr().out
+    with Store.open(b) as store:
+        assert {r.id for r in store.runs()} == {fid, *member_runs}
+        after = fleet_of(store, store.run(fid))
+        assert member_ids(store) == member_runs and all(store.samples(rid) for rid in member_runs)
+        again = export_json(store, [store.run(fid)])
+    assert _report_rows(after) == _report_rows(before) and len(member_runs) == 2
+    assert [(s.rank, s.ceiling) for s in after.stragglers] == [(1, "B dram")]
+    assert _same(again) == _same(doc)
+    assert main(["import", str(f), "--db", str(b)]) == 0 and "3 already present" in capsys.readouterr().out
+
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["runs", "--db", str(b)]) == 0
+    rows = [line.split()[:3] for line in capsys.readouterr().out.splitlines()[1:4]]
+    assert rows[0] == [fid[:8], "complete", "fleet:"]  # the members listed under their fleet, as where measured
+    assert [r[1:] for r in rows[1:]] == [["rank", "0"], ["rank", "1"]]
+    assert {r[0] for r in rows[1:]} == {rid[:8] for rid in member_runs}
+
+
+def _same(doc: dict) -> dict:
+    """An export as compared across stores: when it was written and where each run came from aside."""
+    return {**doc, "exported_at": None, "runs": [{**r, "imported_from": None} for r in doc["runs"]]}
+
+
+def _keep_and_report(db, capsys) -> tuple[int, dict, str]:
+    """The CLI's end of a fleet run (keep it, then report) in this process, on two gathered rows."""
+    from argparse import Namespace
+
+    from rooftop.tui.commands.fleet import _report
+
+    ps = [payload(0, "node0", 4.6e12, "GPU-a"), payload(1, "node1", 2.3e12, "GPU-b")]
+    rc = _report(Namespace(db=str(db), no_save=False, json=True), ps, "torchrun", "quick", 1.0)
+    out = capsys.readouterr()
+    return rc, json.loads(out.out), out.err
+
+
+def test_a_fleet_is_kept_through_the_run_keeper(tmp_path, capsys):
+    rc, doc, err = _keep_and_report(tmp_path / "f.db", capsys)
+    assert rc == 0 and f"saved as run {doc['run_id'][:8]}" in err and "warning" not in err
+    with Store.open(tmp_path / "f.db") as store:
+        assert len(store.runs()) == 3 and store.run(doc["run_id"]).status == "complete"
+        fleet = store.run(doc["run_id"])
+        assert fleet.host and fleet.imported_from is None and fleet.device["fleet"]["plan"] == "quick"
+
+
+@pytest.mark.parametrize("failure", ["locked", "foreign"])
+def test_a_store_that_fails_keeps_nothing_and_the_report_is_still_printed(tmp_path, capsys, monkeypatch, failure):
+    """A locked store, or a file that is not rooftop's: told in one warning line worded as for any run, nothing
+    half-kept (no member without its fleet), the report printed whole, and the exit status 1."""
+    monkeypatch.setenv("COLUMNS", "300")
+    db = tmp_path / "f.db"
+    holder = None
+    if failure == "locked":
+        monkeypatch.setattr(dbmod, "BUSY_TIMEOUT_MS", 100)
+        Store.open(db).close()
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+    else:
+        db.write_bytes(b"not a database at all\n")
+    try:
+        rc, doc, err = _keep_and_report(db, capsys)
+    finally:
+        if holder is not None:
+            holder.execute("ROLLBACK")
+            holder.close()
+    assert rc == 1 and doc["run_id"] is None
+    assert [(r["rank"], r["status"]) for r in doc["rows"]] == [(0, "complete"), (1, "complete")]
+    assert doc["stragglers"] == [1]  # the report as measured: B dram 2.3 TB/s, its peer's 4.6
+    (warning,) = [line for line in err.splitlines() if "warning" in line]
+    assert warning.startswith("rooftop measure: warning: the fleet run is not kept: ") and str(db) in warning
+    assert ("is locked" if failure == "locked" else "another kind of file") in warning and "not kept" in err.splitlines()[-1]
+    if failure == "locked":
+        with Store.open(db) as store:
+            assert store.runs() == []  # all or none

@@ -29,30 +29,45 @@ def members_from_payloads(payloads: Sequence[Mapping[str, Any]]) -> list[Any]:
     return out
 
 
+def _keep(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, plan: str,
+          err: Any) -> tuple[str | None, Any]:
+    """Keep the fleet through the run keeper, as other runs are kept; its id (None when it could not be
+    kept: the error told once) and, read back as kept, its report (None when not read)."""
+    from rooftop.store.db import StoreError
+    from rooftop.store.fleets import fleet_of, fleet_runs
+    from rooftop.tui.services.keeper import RunKeeper
+
+    keeper = RunKeeper(args.db, on_error=lambda exc, _begun: err.print(
+        f"rooftop measure: warning: the fleet run is not kept: {exc}", style="yellow"))
+    try:
+        run_id = keeper.keep_whole(fleet_runs(payloads, mode, plan))
+        if run_id is None or keeper.store is None:
+            return None, None
+        try:  # as kept, the report also knows each device alone (earlier runs): what sharing the budget cost
+            return run_id, fleet_of(keeper.store, keeper.store.run(run_id))
+        except StoreError as exc:
+            err.print(f"rooftop measure: warning: run {run_id[:8]} is kept, but reading it back failed: {exc}",
+                      style="yellow")
+            return run_id, None
+    finally:
+        keeper.close()
+
+
 def _report(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, plan: str, wall: float) -> int:
-    """Keep the fleet (unless --no-save), then print its report or JSON; 1 when a member gave no result."""
+    """Keep the fleet (unless --no-save), then print its report or JSON; 1 when a member gave no result or the
+    fleet run could not be kept (the report is printed either way)."""
     from rooftop.models.fleet import fleet_report
     from rooftop.tui.render.report import make_console
 
     err = make_console(stderr=True)
-    run_id, report = None, fleet_report(members_from_payloads(payloads))
-    if not args.no_save:
-        from rooftop.store.db import StoreError
-        from rooftop.store.fleets import fleet_of, save_fleet
-        from rooftop.store.runs import Store
-
-        try:
-            with Store.open(args.db) as store:
-                run_id = save_fleet(store, payloads, mode, plan)
-                # as kept, the report also knows each device alone (earlier runs): what sharing the budget cost
-                report = fleet_of(store, store.run(run_id))
-        except (StoreError, OSError) as exc:
-            err.print(f"rooftop measure: warning: the fleet was not saved: {exc}", style="yellow")
+    run_id, report = _keep(args, payloads, mode, plan, err) if not args.no_save else (None, None)
+    if report is None:
+        report = fleet_report(members_from_payloads(payloads))
     bad = [m for m in report.members if m.profile is None]
     err.print(f"rooftop measure: fleet of {len(report.members)} in {wall:.1f} s"
               + (f", {len(bad)} without a result" if bad else "")
-              + (f"; saved as run {run_id[:8]}" if run_id else ""))
-    status = 1 if bad else 0
+              + (f"; saved as run {run_id[:8]}" if run_id else "; not kept" if not args.no_save else ""))
+    status = 1 if bad or (run_id is None and not args.no_save) else 0
     if args.json:
         print_json({"mode": mode, "plan": plan, "run_id": run_id, "wall_s": wall, **report.to_dict()})
         return status
@@ -133,23 +148,28 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None)
         raise UsageError(str(exc)) from None
     t0 = time.perf_counter()
     try:
-        from rooftop.tui.services.fleet import measure_member
-
         sys.stderr.write(f"rooftop measure: rank {env.rank} of {env.world}: {args.plan} plan on {job['device']}"
                          + (f" ({len(job['cpus'])} CPUs)" if job.get("cpus") else "") + "\n")
-        try:
-            payload = measure_member(env.rank, job, cancel)  # torchrun stops its ranks with SIGTERM
-        except Exception as exc:  # this rank's failure is its row, not the fleet's end
-            import socket
-
-            payload = {"rank": env.rank, "local_rank": env.local_rank, "host": socket.gethostname(),
-                       "device": job["device"], "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        payload = _rank_payload(env, job, group, args.wait, cancel)
+        if payload.get("status") == "lost":
+            sys.stderr.write(f"rooftop measure: rank {env.rank}: no result: {payload.get('error')}\n")
         payloads = group.gather(payload)
     finally:
         group.close()
     if payloads is None:  # not rank 0: its row went there
         return 0
     return _report(args, payloads, "torchrun", args.plan, time.perf_counter() - t0)
+
+
+def _rank_payload(env: Any, job: dict[str, Any], group: Any, wait_s: float, cancel: Any) -> dict[str, Any]:
+    """Measure in a child process (torch's starter, one job), so a measurement that dies (a signal, a CUDA
+    fault, os._exit) or hangs leaves this rank alive to send a row naming how: torchrun would otherwise end
+    the whole job, and rank 0 could keep none of the others' rows. A stop signal (cancel) stops the child."""
+    from rooftop.probes.fleet import run_local
+    from rooftop.tui.services.fleet import measure_member
+
+    (payload,) = run_local(measure_member, [job], wait_s=wait_s, cancel=cancel, peers_done=group.peers_done)
+    return {"device": job["device"], **payload, "rank": env.rank, "local_rank": env.local_rank}
 
 
 # -- rooftop check ---------------------------------------------------------------------------

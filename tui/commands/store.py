@@ -195,14 +195,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not runs:
             raise UsageError("name one or more runs (see `rooftop runs`), or give --all")
         if args.format == "json":
-            text = dumps_json(export_json(store, runs))
+            doc = export_json(store, runs)
+            text = dumps_json(doc)
             if not args.out or args.out == "-":
                 sys.stdout.write(text)
                 return 0
             out = Path(args.out)
             _refuse_overwrite([out], args.force)
             out.write_text(text, encoding="utf-8")
-            sys.stdout.write(safe_text(f"wrote {fmt_count(len(runs), 'run')} to {out}") + "\n")
+            brought = len(doc["runs"]) - len({r.id for r in runs})  # a fleet run's members come with it
+            sys.stdout.write(safe_text(f"wrote {fmt_count(len(doc['runs']), 'run')} to {out}"
+                                       + (f" ({brought} of them a fleet's members)" if brought else "")) + "\n")
             return 0
         files = export_csv(store, runs)
     folder = Path(args.out or f"rooftop-{runs[0].short_id if len(runs) == 1 else 'runs'}")

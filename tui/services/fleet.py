@@ -1,8 +1,8 @@
 """One fleet member: measure this rank's device and say what came of it as plain data (a payload).
 
 The same for both launchers: `rooftop measure --all-gpus` spawns one process per GPU that runs
-`member_main`, and each rank of a torchrun job (`rooftop measure --fleet`) calls `measure_member`
-itself. A payload crosses processes and hosts by pickle, so it holds dicts, not objects; it
+`measure_member`, and each rank of a torchrun job (`rooftop measure --fleet`) spawns one child that
+runs it (so a measurement that dies leaves the rank alive to say so). A payload crosses processes and hosts by pickle, so it holds dicts, not objects; it
 carries the samples when the run is not kept here (a torchrun rank's: rank 0 keeps them all).
 No textual, no rich: a service both front ends could use.
 """
@@ -27,12 +27,12 @@ def device_processes(snapshot: Any, nvml_index: int | None, skip: set[int]) -> t
     return ()
 
 
-def measure_member(rank: int, job: Mapping[str, Any], cancel: Any = None) -> dict[str, Any]:
+def measure_member(rank: int, job: Mapping[str, Any]) -> dict[str, Any]:
     """Measure `job["device"]` with `job["plan"]` (and `only`, `threads`, CPU share `cpus`); the payload.
 
     `job["store"]` keeps the run as it measures, in `job["db"]`; otherwise the payload carries the
-    samples, for whoever gathers it to keep. `cancel` (an Event) ends the measurement early (a stop
-    signal), as it ends `rooftop measure`: the payload holds what was measured.
+    samples, for whoever gathers it to keep. It runs in a process of its own, which its starter
+    stops (and reports) when asked to stop.
     """
     from rooftop.probes.backend import select_backend
     from rooftop.probes.plan import build_plan
@@ -51,8 +51,7 @@ def measure_member(rank: int, job: Mapping[str, Any], cancel: Any = None) -> dic
     skip = {os.getpid(), os.getppid(), *[int(p) for p in job.get("fleet_pids", ())]}
     with Sampler() as sampler:
         processes = device_processes(sampler.sample_once(), backend.info.nvml_index, skip) if backend.is_cuda else ()
-        result = measure_run(plan, job.get("db"), store=bool(job.get("store")), sampler=sampler,
-                             cancel=cancel)
+        result = measure_run(plan, job.get("db"), store=bool(job.get("store")), sampler=sampler)
     prof = result.calibration.profile
     has_ceilings = bool(prof.peak or prof.bandwidth or prof.launch_overhead)
     payload: dict[str, Any] = {

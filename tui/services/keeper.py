@@ -1,6 +1,7 @@
 """Keep one run in the store as it goes: begun, its samples added as they come, its ceilings, finished.
 
-The one keeper of `rooftop measure` (and the app's Live tab), `rooftop comm` and `rooftop profile`.
+The one keeper of `rooftop measure` (and the app's Live tab, and a fleet's runs), `rooftop comm` and
+`rooftop profile`.
 Its policy: the store never stops the work. A store that cannot be opened or written is told
 once, through `on_error`, and from then on nothing more is written (what was committed stays;
 a run left `running` is marked interrupted by the next rooftop that opens the store). A run
@@ -10,12 +11,12 @@ cancelled before its first sample is deleted, so no empty run shows in History.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample
 from rooftop.store.db import StoreError
-from rooftop.store.runs import RunStatus, Store
+from rooftop.store.runs import NewRun, RunStatus, Store
 from rooftop.tui.services.context import open_db
 
 OnError = Callable[[StoreError, bool], None]  # the error, and whether the run had begun
@@ -48,6 +49,24 @@ class RunKeeper:
             self.run_id = self.store.begin_run(dict(device_info), plan=plan, backend=backend, versions=versions)
         except StoreError as exc:
             self._drop(exc, begun=False)
+        return self.run_id
+
+    def keep_whole(self, items: Sequence[NewRun]) -> str | None:
+        """Keep whole runs made elsewhere (a fleet: the members its ranks sent, then the fleet run) in one
+        transaction; the last one's id, or None when nothing was kept (all or none). The store stays open
+        for reading them back until `close`."""
+        if not self.save or not items:
+            return None
+        try:
+            if self.store is None:
+                self.store = open_db(self.db)
+                if self.on_open is not None:
+                    self.on_open(self.store)
+            self.store.insert_runs(items)
+        except StoreError as exc:
+            self._drop(exc, begun=False)
+            return None
+        self.run_id = items[-1].run.id
         return self.run_id
 
     def add(self, samples: Iterable[Sample]) -> None:
