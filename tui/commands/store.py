@@ -21,8 +21,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from rooftop.store.locations import db_path
 
     if not db_path(args.db).exists():
-        sys.stdout.write("[]\n" if args.json else f"no runs yet: {db_path(args.db)} does not exist; "
-                         "`rooftop import FILE` or a measurement creates it\n")
+        sys.stdout.write("[]\n" if args.json else safe_text(f"no runs yet: {db_path(args.db)} does not exist; "
+                                                             "`rooftop import FILE` or a measurement creates it") + "\n")
         return 0
     with open_store(args) as store:
         runs = store.runs()
@@ -34,13 +34,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
         console = make_console()
         if not runs:
-            console.print(Prose(f"no runs in {store.path} yet: `rooftop measure` records one, "
-                                "`rooftop import FILE` adds some"))
+            console.print(Prose(safe_text(f"no runs in {store.path} yet: `rooftop measure` records one, "
+                                          "`rooftop import FILE` adds some")))
             return 0
         console.print(runs_table(runs))
         console.print()
-        console.print(Prose(f"{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex digits) or a "
-                            "name (`rooftop rename RUN NAME`); complete runs with a profile work as --device."))
+        console.print(Prose(safe_text(f"{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex "
+                                      "digits) or a name (`rooftop rename RUN NAME`); complete runs with a profile "
+                                      "work as --device.")))
     return 0
 
 
