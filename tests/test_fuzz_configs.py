@@ -79,7 +79,7 @@ def test_the_published_configs_give_an_answer() -> None:
         assert rc == 0 and "decode" in out, err
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(BASES)), changes, st.sampled_from([(), ("--json",), ("--phase", "prefill"),
                                                                  ("--batch", "64", "--context", "8192")]))
 @example("mistral-7b-v0.1", {"num_local_experts": 8}, ())  # experts without widths: refused, not 0-wide
