@@ -66,7 +66,7 @@ def no_room(monkeypatch: pytest.MonkeyPatch) -> None:
     next page."""
     real = dbmod.connect
 
-    def connect(path: Path, read_only: str = ""):  # noqa: ANN202
+    def connect(path: Path, read_only: str = ""):
         conn = real(path, read_only)
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count = {pages}")
@@ -106,7 +106,7 @@ def test_measure_exits_non_zero_when_its_run_cannot_be_kept(tmp_path: Path, caps
 
 
 @pytest.fixture
-def full_disk(tmp_path: Path):  # noqa: ANN201
+def full_disk(tmp_path: Path):
     """A real 1 MiB disk holding a measured store, filled to the last byte; skipped where mounting is not allowed."""
     mnt = tmp_path / "disk"
     mnt.mkdir()
