@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rooftop.models.safetext import UNSAFE
 from rooftop.tui.cli import main
+from test_input_safe import run  # main(argv), argparse's exit included
 
 OSC = "\x1b]0;p\x07"
 DCS = "\x1bPq#0;2;0;0;0\x1b\\"
@@ -21,15 +22,6 @@ DCS = "\x1bPq#0;2;0;0;0\x1b\\"
 def no_user_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFTOP_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("ROOFTOP_DB", raising=False)
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def raw(text: str) -> bool:

@@ -12,6 +12,7 @@ import sys
 import threading
 from typing import Any
 
+from rooftop.models.safetext import safe_text
 from rooftop.tui.commands.common import UsageError, add_db_option
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.chart import plot_size
@@ -112,7 +113,7 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
         result = measure_run(
             plan, args.db, store=not args.no_save, sampler=sampler, cancel=cancel,
             on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
-            on_store_error=lambda msg: err.print(f"rooftop measure: warning: {msg}", style="yellow"),
+            on_store_error=lambda msg: err.print(safe_text(f"rooftop measure: warning: {msg}"), style="yellow"),
         )
     return _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
 
@@ -141,7 +142,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
     samples, cal, wall = result.samples, result.calibration, result.wall_s
     interrupted = result.status == "cancelled"
     if result.store_error and result.run_id is not None:  # a failure after the start (the start's was told)
-        err.print(f"rooftop measure: warning: {result.store_error}", style="yellow")
+        err.print(safe_text(f"rooftop measure: warning: {result.store_error}"), style="yellow")  # names --db
     skipped = sum(1 for s in samples if s.skipped)
     err.print(
         f"rooftop measure: {fmt_count(len(samples), 'point')} in {wall:.1f} s "
