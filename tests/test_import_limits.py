@@ -36,7 +36,10 @@ def export_of(tmp_path: Path, n: int = 3) -> dict:
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
+    try:
+        rc = main(list(argv))
+    except SystemExit as exc:  # argparse's refusal of an option's value
+        rc = int(exc.code or 0)
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -291,14 +291,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _count_option(text: str) -> int:
-    """argparse type of --rows / --page: a whole number ≥ 1."""
+    """argparse type of --rows / --page: a whole number ≥ 1, written as the op language writes counts (1e3, 2^10)."""
+    from rooftop.models.spec import SpecError, parse_count
+
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+        return parse_count(text, "value")
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_store_commands(sub: Any) -> None:
