@@ -142,6 +142,12 @@ def full_words(path: Path | str) -> str:
     return "disk full" + (f" ({free:,} bytes free)" if free is not None else "")
 
 
+def _say_if_full(exc: BaseException, path: Path) -> None:
+    """Raise the full disk's StoreError where `exc` comes from one; else return, for the caller's own words."""
+    if error_reason(exc, path) == "full":
+        raise store_error(exc, path) from None
+
+
 def _script(sql: str) -> Migration:
     """A migration from SQL text, run statement by statement inside the caller's transaction.
 
@@ -257,8 +263,7 @@ def inspect(path: Path) -> bool:
         with open(path, "rb") as f:
             head = f.read(len(SQLITE_MAGIC))
     except OSError as exc:
-        if error_reason(exc, path) == "full":
-            raise store_error(exc, path) from None
+        _say_if_full(exc, path)
         raise StoreError(f"cannot read {path}: {exc.strerror}; check its permissions", error_reason(exc)) from None
     if not head:
         return True  # an empty file is an empty SQLite database
@@ -268,16 +273,14 @@ def inspect(path: Path) -> bool:
     try:
         ro = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
-        if error_reason(exc, path) == "full":
-            raise store_error(exc, path) from None
+        _say_if_full(exc, path)
         raise StoreError(f"cannot open {path}: {exc}; {_advice(path)}", error_reason(exc)) from None
     try:
         app_id = ro.execute("PRAGMA application_id").fetchone()[0]
         version = ro.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
-        if error_reason(exc, path) == "full":  # no room for the reader's -shm: a full disk, not damage
-            raise store_error(exc, path) from None
+        _say_if_full(exc, path)  # no room for the reader's -shm: a full disk, not damage
         raise StoreError(f"{path} is corrupt ({exc}); {_advice(path)}", "damaged") from None
     finally:
         ro.close()
@@ -369,8 +372,7 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
-        if error_reason(exc, path) == "full":
-            raise store_error(exc, path) from None
+        _say_if_full(exc, path)
         raise StoreError(f"cannot open {path}: {exc}; check the directory exists and is writable",
                          error_reason(exc)) from None
     try:
@@ -382,8 +384,7 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
             migrate(conn, MIGRATIONS)
     except sqlite3.DatabaseError as exc:
         conn.close()
-        if error_reason(exc, path) == "full":
-            raise store_error(exc, path) from None
+        _say_if_full(exc, path)
         raise StoreError(f"cannot use {path}: {exc}; {_advice(path)}", error_reason(exc)) from None
     return conn
 
@@ -402,6 +403,7 @@ def _connect_read_only(path: Path, why: str) -> sqlite3.Connection:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")
     except sqlite3.Error as exc:
+        _say_if_full(exc, path)
         raise StoreError(f"cannot read {path} ({why}): {exc}; {_advice(path)}", error_reason(exc)) from None
     return conn
 
