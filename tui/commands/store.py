@@ -310,7 +310,8 @@ def add_store_commands(sub: Any) -> None:
     rn.set_defaults(func=cmd_runs)
 
     sh = sub.add_parser("show", help="show one run: facts, ceilings, samples",
-                        description="One run: where and how it was measured, its ceilings and every sample point; "
+                        description="One run: where and how it was measured, its ceilings and its sample points, "
+                                    f"{SHOW_ROWS} to a page (a run with more is first counted per kernel); "
                                     "a comm run as `rooftop comm` shows it, a profile as `rooftop profile` does.")
     sh.add_argument("run", metavar="RUN", help="run id (4+ hex digits) or name")
     sh.add_argument("--json", action="store_true", help="print the run as rooftop JSON (SI units, every sample)")
