@@ -138,3 +138,21 @@ def test_a_really_full_disk_is_full_not_damage(full_disk: Path, tmp_path: Path,
     assert rc == 2 and said_full(err) and "unknown device" not in err, err  # was "unknown device 'local'"
     rc, out, err = cli(capsys, "op", "gemm", "8", "8", "8", "-d", "h100", "--db", db)
     assert rc == 0 and said_full(err), err  # a catalog device needs no store: a warning, and the answer
+
+
+def test_a_fleet_that_cannot_be_kept_exits_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from rooftop.tui.commands.fleet import _report
+    from test_store_fleets import payload
+
+    payloads = [payload(0, "node0", 4.6e12, "GPU-a"), payload(1, "node0", 4.6e12, "GPU-b")]
+    bad = tmp_path / "not-a-db"
+    bad.write_text("plain text")
+    args = argparse.Namespace(no_save=False, db=str(bad), json=True)
+    assert _report(args, payloads, "all-gpus", "quick", 60.0) == 1  # was 0 after "the fleet was not saved"
+    err = capsys.readouterr().err
+    assert "was not saved" in err and "not kept in the store" in err, err
+    args = argparse.Namespace(no_save=False, db=str(tmp_path / "ok.db"), json=True)
+    assert _report(args, payloads, "all-gpus", "quick", 60.0) == 0
+    assert "saved as run" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any, Mapping, Sequence
 
+from rooftop.models.safetext import safe_text
 from rooftop.tui.commands.common import UsageError, add_db_option
 from rooftop.tui.render.jsonout import print_json
 
@@ -30,7 +31,8 @@ def members_from_payloads(payloads: Sequence[Mapping[str, Any]]) -> list[Any]:
 
 
 def _report(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, plan: str, wall: float) -> int:
-    """Keep the fleet (unless --no-save), then print its report or JSON; 1 when a member gave no result."""
+    """Keep the fleet (unless --no-save), then print its report or JSON; 1 when a member gave no result or the
+    fleet could not be kept."""
     from rooftop.models.fleet import fleet_report
     from rooftop.tui.render.report import make_console
 
@@ -47,12 +49,14 @@ def _report(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str,
                 # as kept, the report also knows each device alone (earlier runs): what sharing the budget cost
                 report = fleet_of(store, store.run(run_id))
         except (StoreError, OSError) as exc:
-            err.print(f"rooftop measure: warning: the fleet was not saved: {exc}", style="yellow")
+            err.print(safe_text(f"rooftop measure: warning: the fleet was not saved: {exc}"), style="yellow")
     bad = [m for m in report.members if m.profile is None]
+    not_kept = not args.no_save and run_id is None
     err.print(f"rooftop measure: fleet of {len(report.members)} in {wall:.1f} s"
               + (f", {len(bad)} without a result" if bad else "")
-              + (f"; saved as run {run_id[:8]}" if run_id else ""))
-    status = 1 if bad else 0
+              + (f"; saved as run {run_id[:8]}" if run_id else "")
+              + ("; not kept in the store" if not_kept else ""))
+    status = 1 if bad or not_kept else 0  # a script must know the fleet is not in the store
     if args.json:
         print_json({"mode": mode, "plan": plan, "run_id": run_id, "wall_s": wall, **report.to_dict()})
         return status
