@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import sqlite3
 import uuid
 from pathlib import Path
@@ -64,8 +65,43 @@ _SQLITE_REASONS: dict[int, Reason] = {5: "locked", 6: "locked", 8: "read-only", 
                                       26: "foreign"}
 
 
-def error_reason(exc: BaseException) -> Reason:
-    """Why a sqlite3 or OS error happened, as a StoreError reason."""
+# Free bytes below which the store's disk is full: SQLite's next pages, a WAL frame or the 32 KiB -shm
+# index of a reader no longer fit, and it says "disk I/O error" (a reader) or SQLITE_FULL (a writer).
+LOW_SPACE = 1 << 20
+
+
+def free_bytes(path: Path | str) -> int | None:
+    """Free bytes on the disk of the store's folder (its nearest existing one); None when unknown."""
+    folder = Path(path).absolute().parent
+    try:
+        return shutil.disk_usage(next((f for f in (folder, *folder.parents) if f.exists()), folder)).free
+    except OSError:
+        return None
+
+
+def _io_error(exc: BaseException) -> bool:
+    """An I/O failure (SQLITE_IOERR, or an OS error other than a refusal): what a full disk gives a reader."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == 10
+    return isinstance(exc, OSError) or "disk i/o error" in str(exc).lower()
+
+
+def error_reason(exc: BaseException, path: Path | str | None = None) -> Reason:
+    """Why a sqlite3 or OS error happened, as a StoreError reason.
+
+    With the store's `path`, an I/O error on a disk with under LOW_SPACE free is `full`, not damage:
+    a full disk is what makes a reader's -shm or a writer's page fail there.
+    """
+    reason = _reason(exc)
+    if reason in ("damaged", "unusable") and path is not None and _io_error(exc):
+        free = free_bytes(path)
+        if free is not None and free < LOW_SPACE:
+            return "full"
+    return reason
+
+
+def _reason(exc: BaseException) -> Reason:
     if isinstance(exc, OSError):
         if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
             return "full"
@@ -84,12 +120,12 @@ def error_reason(exc: BaseException) -> Reason:
 
 def store_error(exc: BaseException, path: Path | str) -> StoreError:
     """A sqlite3 or OS error met while using the store at `path`, as one line saying what to do."""
-    reason = error_reason(exc)
+    reason = error_reason(exc, path)
     if reason == "locked":
         msg = (f"database {path} is locked: another rooftop held it for over {BUSY_TIMEOUT_MS // 1000} s ({exc}); "
                "try again when it is done")
     elif reason == "full":
-        msg = f"database {path} cannot grow: the disk is full ({exc}); free some space, or use another --db PATH"
+        msg = f"database {path} cannot be used: {full_words(path)} ({exc}); free some space, or use another --db PATH"
     elif reason == "read-only":
         msg = f"database {path} cannot be written ({exc}); make it writable, or copy it and use --db COPY"
     elif reason in ("damaged", "foreign"):  # damage found mid-command: name the file
@@ -98,6 +134,18 @@ def store_error(exc: BaseException, path: Path | str) -> StoreError:
     else:
         msg = f"database {path} could not be used: {getattr(exc, 'strerror', None) or exc}"
     return StoreError(msg, reason)
+
+
+def full_words(path: Path | str) -> str:
+    """'disk full (N bytes free)': the free space of the store's folder, said where the disk is full."""
+    free = free_bytes(path)
+    return "disk full" + (f" ({free:,} bytes free)" if free is not None else "")
+
+
+def _say_if_full(exc: BaseException, path: Path) -> None:
+    """Raise the full disk's StoreError where `exc` comes from one; else return, for the caller's own words."""
+    if error_reason(exc, path) == "full":
+        raise store_error(exc, path) from None
 
 
 def _script(sql: str) -> Migration:
@@ -215,6 +263,7 @@ def inspect(path: Path) -> bool:
         with open(path, "rb") as f:
             head = f.read(len(SQLITE_MAGIC))
     except OSError as exc:
+        _say_if_full(exc, path)
         raise StoreError(f"cannot read {path}: {exc.strerror}; check its permissions", error_reason(exc)) from None
     if not head:
         return True  # an empty file is an empty SQLite database
@@ -224,12 +273,14 @@ def inspect(path: Path) -> bool:
     try:
         ro = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
+        _say_if_full(exc, path)
         raise StoreError(f"cannot open {path}: {exc}; {_advice(path)}", error_reason(exc)) from None
     try:
         app_id = ro.execute("PRAGMA application_id").fetchone()[0]
         version = ro.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
+        _say_if_full(exc, path)  # no room for the reader's -shm: a full disk, not damage
         raise StoreError(f"{path} is corrupt ({exc}); {_advice(path)}", "damaged") from None
     finally:
         ro.close()
@@ -321,6 +372,7 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
+        _say_if_full(exc, path)
         raise StoreError(f"cannot open {path}: {exc}; check the directory exists and is writable",
                          error_reason(exc)) from None
     try:
@@ -332,6 +384,7 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
             migrate(conn, MIGRATIONS)
     except sqlite3.DatabaseError as exc:
         conn.close()
+        _say_if_full(exc, path)
         raise StoreError(f"cannot use {path}: {exc}; {_advice(path)}", error_reason(exc)) from None
     return conn
 
@@ -350,6 +403,7 @@ def _connect_read_only(path: Path, why: str) -> sqlite3.Connection:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")
     except sqlite3.Error as exc:
+        _say_if_full(exc, path)
         raise StoreError(f"cannot read {path} ({why}): {exc}; {_advice(path)}", error_reason(exc)) from None
     return conn
 

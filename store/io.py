@@ -57,6 +57,12 @@ CSV_LIMITS = (
     "(its launch overhead comes back from the launch points). JSON keeps everything."
 )
 SUMMARY, ROOFS = "summary.csv", "roofs.csv"
+# What one import may hold, all its files together: a full measurement keeps a few thousand samples and a
+# profile its op groups, so this is far beyond any export, and keeps `rooftop show` and the views quick.
+MAX_IMPORT_SAMPLES = 100_000
+MAX_IMPORT_TELEMETRY = 100_000
+IMPORT_LIMITS = (f"One import holds at most {MAX_IMPORT_SAMPLES:,} samples and {MAX_IMPORT_TELEMETRY:,} telemetry "
+                 "rows, all its files together.")
 PAIR = f"{SUMMARY} + {ROOFS}"
 
 
@@ -228,6 +234,26 @@ def run_problem(item: NewRun) -> str | None:
     return None
 
 
+def _json_kind(doc: Any) -> str:
+    """What a JSON document that is not an object is, in words: `null`, a list, a number, …"""
+    if doc is None or isinstance(doc, bool):
+        return "null" if doc is None else str(doc).lower()
+    return {list: "a list", str: "a string"}.get(type(doc), "a number")
+
+
+def _refuse_too_many(where: Path | str, samples: int, telemetry: int) -> None:
+    """More samples or telemetry rows than one import takes (IMPORT_LIMITS): refused in one line."""
+    for n, limit, what in ((samples, MAX_IMPORT_SAMPLES, "samples"), (telemetry, MAX_IMPORT_TELEMETRY, "telemetry rows")):
+        if n > limit:
+            raise ImportFailed(f"{where}: holds {n:,} {what}; one import takes at most {limit:,} {what}: "
+                               "export fewer runs per file (`rooftop export RUN`) and import the files one by one")
+
+
+def _listed(runs: list[Any], key: str) -> int:
+    """How many items the runs' `key` lists hold: counted before any item is read."""
+    return sum(len(r[key]) for r in runs if isinstance(r, dict) and isinstance(r.get(key), list))
+
+
 def _json_source(p: Path, text: str) -> Source:
     try:
         doc = json.loads(text)
@@ -238,7 +264,10 @@ def _json_source(p: Path, text: str) -> Source:
     except ValueError:  # an integer of more digits than Python converts (4300)
         raise ImportFailed(f"{p}: JSON with a number of more than 4300 digits, which no export writes; "
                            f"accepted: {IMPORT_FORMATS}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+    if not isinstance(doc, dict):
+        raise ImportFailed(f"{p}: the JSON is {_json_kind(doc)}, not a rooftop export (an object with \"format\": "
+                           f"\"{FORMAT}\"); accepted: {IMPORT_FORMATS}")
+    if doc.get("format") != FORMAT:
         raise ImportFailed(f"{p}: JSON but not a rooftop export (no \"format\": \"{FORMAT}\"); accepted: {IMPORT_FORMATS}")
     version = doc.get("format_version", 0)
     if not isinstance(version, int) or isinstance(version, bool):
@@ -248,6 +277,8 @@ def _json_source(p: Path, text: str) -> Source:
                            "upgrade rooftop")
     if not isinstance(doc.get("runs", []), list):
         raise ImportFailed(f"{p}: \"runs\" must be a list of runs")
+    runs = doc.get("runs", [])
+    _refuse_too_many(p, _listed(runs, "samples"), _listed(runs, "telemetry"))
     source = Source(str(p), "json")
     for i, d in enumerate(doc.get("runs", []), start=1):
         try:
@@ -478,8 +509,10 @@ def read_sources(paths: Iterable[str | Path]) -> list[Source]:
     folders: dict[Path, list[CsvFile]] = {}
     for p in _files(paths):
         text, digest = _read_text(p)
-        if text.lstrip().startswith(("{", "[")):
-            order.append(_json_source(p, text))
+        if not text.strip():
+            raise ImportFailed(f"{p}: the file is empty; accepted: {IMPORT_FORMATS}")
+        if p.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
+            order.append(_json_source(p, text))  # a .json file is read as JSON, and refused for JSON's reasons
             continue
         f = read_csv(p, text, digest)
         folder = p.resolve().parent
@@ -487,6 +520,9 @@ def read_sources(paths: Iterable[str | Path]) -> list[Source]:
             order.append(folder)
         folders.setdefault(folder, []).append(f)
     sources = [s for item in order for s in ([item] if isinstance(item, Source) else _csv_sources(folders[item], now))]
+    items = [item for source in sources for item in source.runs]  # all files together
+    _refuse_too_many(", ".join(s.path for s in sources), sum(len(i.samples) for i in items),
+                     sum(len(i.telemetry) for i in items))
     for source in sources:  # JSON runs were checked as they were read; the CSVs' runs here, by the same rules
         for item in source.runs:
             problem = run_problem(item) if source.kind != "json" else None

@@ -139,6 +139,17 @@ class Run:
 
 
 @dataclass(frozen=True)
+class SampleGroup:
+    """How many samples of one kernel family and dtype a run holds, and how many were skipped or unstable."""
+
+    family: str
+    dtype: str
+    count: int
+    skipped: int = 0
+    unstable: int = 0
+
+
+@dataclass(frozen=True)
 class NewRun:
     """A whole run read from a file, ready for `Store.insert_runs`."""
 
@@ -173,8 +184,9 @@ def _dumps(obj: Any) -> str:
 
 
 def _num(v: float | None) -> float | None:
-    """SQLite stores NaN as NULL; keep that explicit."""
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+    """A REAL column's value: SQLite stores NaN as NULL (kept explicit), and a whole number is bound as a
+    float, as the column holds it (a JSON integer past 2^63 would not fit SQLite's INTEGER)."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
 class Store:
@@ -380,13 +392,15 @@ class Store:
             f"no run {ref!r} in {self.path}; give a run name or id (4+ hex digits) from `rooftop runs`"
         )
 
-    def samples(self, run_id: str) -> list[Sample]:
+    def samples(self, run_id: str, limit: int | None = None, offset: int = 0) -> list[Sample]:
+        """The run's samples in order of arrival; `limit`/`offset` read one page of them (in SQL, so a
+        page of a run of 100k samples costs a page, not the run)."""
         out = []
         for r in self.conn.execute(
             "SELECT family, dtype, cache, shape_json, flops, bytes, footprint_bytes, path, median_s, p10_s, p90_s,"
             " min_s, iqr_ratio, repeats, calls, skipped, max_error, conditions_json"
-            " FROM samples WHERE run_id = ? ORDER BY seq",
-            (run_id,),
+            " FROM samples WHERE run_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+            (run_id, -1 if limit is None else max(0, limit), max(0, offset)),
         ):
             stats = TimeStats(r[8], r[9], r[10], r[11], r[12], r[13], r[14]) if r[8] is not None else None
             sample = Sample(
@@ -397,6 +411,16 @@ class Store:
             if not self._unknown(run_id, plausible.sample_problem(sample)):
                 out.append(sample)  # a point with impossible numbers is left out, not drawn or exported
         return out
+
+    def sample_groups(self, run_id: str) -> list[SampleGroup]:
+        """The run's samples counted per kernel family and dtype, in SQL: what `show` says of a run
+        whose table it pages, without reading every sample."""
+        rows = self.conn.execute(
+            "SELECT family, dtype, COUNT(*), SUM(median_s IS NULL), SUM(median_s IS NOT NULL AND stable = 0)"
+            " FROM samples WHERE run_id = ? GROUP BY family, dtype ORDER BY MIN(seq)",
+            (run_id,),
+        ).fetchall()
+        return [SampleGroup(str(f), str(d), n, skipped or 0, unstable or 0) for f, d, n, skipped, unstable in rows]
 
     def telemetry(self, run_id: str) -> list[dict[str, Any]]:
         return [
@@ -535,9 +559,9 @@ class Store:
             for item in items:
                 try:
                     added.append(_insert_new_run(c, item))
-                except sqlite3.IntegrityError as exc:  # bad data, not a damaged file: say which run
+                except (sqlite3.IntegrityError, OverflowError) as exc:  # bad data, not a damaged file: say which run
                     raise StoreError(f"run {item.run.id[:SHORT_ID]} from {item.run.imported_from or 'a file'} "
-                                     f"cannot be stored ({exc}); nothing was imported") from None
+                                     f"cannot be stored ({exc}); nothing was imported", "refused") from None
         return added
 
     # -- saved what-if ops -------------------------------------------------------
@@ -632,8 +656,8 @@ def _insert_samples(c: sqlite3.Connection, run_id: str, samples: Iterable[Sample
         c.execute(
             "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                run_id, seq, s.family, s.dtype, s.cache, _dumps(dict(s.shape)), s.flops, s.bytes,
-                s.footprint_bytes, s.path,
+                run_id, seq, s.family, s.dtype, s.cache, _dumps(dict(s.shape)), _num(s.flops), _num(s.bytes),
+                _num(s.footprint_bytes), s.path,
                 _num(st.median_s) if st else None, _num(st.p10_s) if st else None,
                 _num(st.p90_s) if st else None, _num(st.min_s) if st else None,
                 _num(st.iqr_ratio) if st else None, st.repeats if st else None, st.calls if st else None,

@@ -89,17 +89,19 @@ def exit_status(exc: BaseException, name: str, args: argparse.Namespace) -> int:
     if isinstance(exc, BrokenPipeError):  # stop quietly, and let the exit flush go nowhere
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    if isinstance(exc, sqlite3.DatabaseError):  # damage found mid-command: name the file, never a traceback
-        sys.stderr.write(f"{name}: error: database {context.db_file(args)} is damaged ({exc}); "
-                         "check it with `sqlite3 FILE 'PRAGMA integrity_check'`, or use another --db PATH\n")
+    if isinstance(exc, sqlite3.DatabaseError):  # met mid-command outside the Store: said as the store says it
+        from rooftop.store.db import store_error
+
+        sys.stderr.write(f"{name}: error: {safe_text(store_error(exc, context.db_file(args)))}\n")
         return 2
     if isinstance(exc, OSError):  # a path that cannot be read or written (export -o /nonexistent/x.json, …)
-        sys.stderr.write(f"{name}: error: {exc.strerror or exc}: {exc.filename or ''}\n".replace(": \n", "\n"))
+        line = f"{name}: error: {exc.strerror or exc}: {exc.filename or ''}".removesuffix(": ")
+        sys.stderr.write(safe_text(line) + "\n")  # the path is the user's, bytes and all
         return 2
     if isinstance(exc, Exception):  # a bug, not bad input: one line unless asked for the traceback
         if os.environ.get("ROOFTOP_DEBUG"):
             raise exc
-        sys.stderr.write(f"{name}: internal error: {exc!r} (set ROOFTOP_DEBUG=1 for the traceback)\n")
+        sys.stderr.write(safe_text(f"{name}: internal error: {exc!r} (set ROOFTOP_DEBUG=1 for the traceback)") + "\n")
         return 1
     raise exc
 

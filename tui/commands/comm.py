@@ -11,6 +11,7 @@ import sys
 import threading
 from typing import Any
 
+from rooftop.models.safetext import safe_text
 from rooftop.tui.commands.common import UsageError, add_db_option
 from rooftop.tui.render.comm import comm_json, comm_report
 from rooftop.tui.render.jsonout import print_json
@@ -71,7 +72,7 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
     for note in plan.notes:
         err.print(f"rooftop comm: note: {note}", style="yellow")
     keeper = RunKeeper(getattr(args, "db", None), save=not args.no_save,
-                       on_error=lambda exc, _begun: err.print(f"rooftop comm: warning: the run is not kept: {exc}",
+                       on_error=lambda exc, _begun: err.print(safe_text(f"rooftop comm: warning: the run is not kept: {exc}"),
                                                               style="yellow"))
     if keeper.save:
         import torch

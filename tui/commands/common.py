@@ -4,6 +4,7 @@ and the parsers of option values (lists of ids, counts, times, NAME=NUMBER pairs
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -52,15 +53,25 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return "\n".join(out)
 
 
+# A negative number as argparse should know one: with e-notation (-1e5, -2.5E-3), so that `gemm -1e5 8 8` reaches
+# the value's own check ("must be at least 1") instead of reading as an unknown option.
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse that reports bad input in one line and exits with 2, and whose help fits 80 columns."""
+    """argparse that reports bad input in one line and exits with 2, and whose help fits 80 columns.
+
+    Its error text quotes what was typed ("unrecognized arguments: …", "invalid choice: …"), so it
+    goes through safe_text: an escape sequence in an argument is shown, never obeyed.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        sys.stderr.write(safe_text(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
         raise SystemExit(2)
 
 
@@ -135,7 +146,7 @@ def _named_values(raw: str | None, what: str) -> dict[str, float]:
                 raise ValueError
             out[name.strip()] = float(value)
         except ValueError:
-            raise UsageError(f"--{what}: {item!r} is not NAME=NUMBER (e.g. attention=17.6,mlp=24)") from None
+            raise UsageError(f"--{what}: {safe_text(item)!r} is not NAME=NUMBER (e.g. attention=17.6,mlp=24)") from None
     return out
 
 

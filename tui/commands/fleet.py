@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any, Mapping, Sequence
 
+from rooftop.models.safetext import safe_text
 from rooftop.tui.commands.common import UsageError, add_db_option
 from rooftop.tui.render.jsonout import print_json
 
@@ -38,7 +39,7 @@ def _keep(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, p
     from rooftop.tui.services.keeper import RunKeeper
 
     keeper = RunKeeper(args.db, on_error=lambda exc, _begun: err.print(
-        f"rooftop measure: warning: the fleet run is not kept: {exc}", style="yellow"))
+        safe_text(f"rooftop measure: warning: the fleet run is not kept: {exc}"), style="yellow"))
     try:
         run_id = keeper.keep_whole(fleet_runs(payloads, mode, plan))
         if run_id is None or keeper.store is None:
@@ -64,10 +65,11 @@ def _report(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str,
     if report is None:
         report = fleet_report(members_from_payloads(payloads))
     bad = [m for m in report.members if m.profile is None]
+    not_kept = not args.no_save and run_id is None
     err.print(f"rooftop measure: fleet of {len(report.members)} in {wall:.1f} s"
               + (f", {len(bad)} without a result" if bad else "")
-              + (f"; saved as run {run_id[:8]}" if run_id else "; not kept" if not args.no_save else ""))
-    status = 1 if bad or (run_id is None and not args.no_save) else 0
+              + (f"; saved as run {run_id[:8]}" if run_id else "; not kept in the store" if not_kept else ""))
+    status = 1 if bad or not_kept else 0  # a script must know the fleet is not in the store
     if args.json:
         print_json({"mode": mode, "plan": plan, "run_id": run_id, "wall_s": wall, **report.to_dict()})
         return status

@@ -18,6 +18,7 @@ from typing import Any
 
 from rich.text import Text
 
+from rooftop.models.safetext import safe_text
 from rooftop.tui.commands.common import UsageError
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -232,4 +233,4 @@ def profile_torchrun(program: list[str], args: argparse.Namespace, *, device_for
 
 def print_problems(problems: list[str]) -> None:
     for p in problems:
-        sys.stderr.write(f"rooftop profile: {p}\n")
+        sys.stderr.write(safe_text(f"rooftop profile: {p}") + "\n")  # it may quote a file's text

@@ -12,6 +12,7 @@ import sys
 import threading
 from typing import Any
 
+from rooftop.models.safetext import safe_text
 from rooftop.tui.commands.common import UsageError, add_db_option
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.chart import plot_size
@@ -23,7 +24,9 @@ def add_measure_command(sub: Any) -> None:
     ms = sub.add_parser(
         "measure", help="measure this machine's roofline (bandwidth, GEMM, FMA sweep, launch)",
         description="Measure the local GPU's (or CPU's) ceilings by the reference protocol, then print the "
-                    "ceilings (value, case, stability) and the measured roofline. Progress goes to stderr.",
+                    "ceilings (value, case, stability) and the measured roofline. Progress goes to stderr. "
+                    "Exit status 1 when the measurement failed or the run could not be kept in the store "
+                    "(the report is printed all the same), 130 when interrupted.",
     )
     ms.add_argument("--plan", choices=("quick", "full"), default="quick", help="quick (default) or full sweeps")
     ms.add_argument("--device", metavar="DEV", help="cuda:N or cpu (default: the first GPU, else the CPU)")
@@ -110,7 +113,7 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
         result = measure_run(
             plan, args.db, store=not args.no_save, sampler=sampler, cancel=cancel,
             on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
-            on_store_error=lambda msg: err.print(f"rooftop measure: warning: {msg}", style="yellow"),
+            on_store_error=lambda msg: err.print(safe_text(f"rooftop measure: warning: {msg}"), style="yellow"),
         )
     return _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
 
@@ -139,7 +142,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
     samples, cal, wall = result.samples, result.calibration, result.wall_s
     interrupted = result.status == "cancelled"
     if result.store_error and result.run_id is not None:  # a failure after the start (the start's was told)
-        err.print(f"rooftop measure: warning: {result.store_error}", style="yellow")
+        err.print(safe_text(f"rooftop measure: warning: {result.store_error}"), style="yellow")  # names --db
     skipped = sum(1 for s in samples if s.skipped)
     err.print(
         f"rooftop measure: {fmt_count(len(samples), 'point')} in {wall:.1f} s "
@@ -148,6 +151,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
            if interrupted else "")
         + (f" — failed: {result.error}" if result.status == "failed" else "")
         + (f"; saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "")
+        + ("; not kept in the store" if result.store_error else "")
     )
     if result.throttled:
         n = len(result.throttled)
@@ -169,12 +173,21 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
             "status": result.status,
             "run_id": result.run_id,
             "throttled": [label_of(s) for s in result.throttled],
+            "store_error": result.store_error or None,  # why the run is not (wholly) in the store
         })
-        return 130 if interrupted else (1 if result.status == "failed" else 0)
+        return _exit_status(result)
     from rooftop.tui.render.measure_report import measure_report
 
     console = make_console()
     console.print(measure_report(cal, samples, list(plan.notes)))
     if not args.no_plot:
         sys.stdout.write("\n" + _measure_plot(cal, samples, args.width, args.height) + "\n")
-    return 130 if interrupted else (1 if result.status == "failed" else 0)
+    return _exit_status(result)
+
+
+def _exit_status(result: Any) -> int:
+    """130 when interrupted; 1 when the measurement failed, or when the run could not be kept in the store
+    (a script must know the run is not there); else 0."""
+    if result.status == "cancelled":
+        return 130
+    return 1 if result.status == "failed" or result.store_error else 0

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from rooftop.models.safetext import safe_text
 from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import UsageError, add_db_option, add_device_option
 from rooftop.tui.commands.job import is_job, profile_job, profile_torchrun
@@ -229,7 +230,7 @@ def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: A
     from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 
     def not_saved(exc: Exception, _begun: bool) -> None:
-        sys.stderr.write(f"rooftop profile: warning: not saved: {exc}\n")
+        sys.stderr.write(safe_text(f"rooftop profile: warning: not saved: {exc}") + "\n")  # it names the --db path
 
     keeper = RunKeeper(getattr(args, "db", None), on_error=not_saved, on_open=tell_interrupted)
     keeper.begin(profile_device_info(work, source, job), plan=PLAN, backend=backend)

@@ -21,8 +21,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from rooftop.store.locations import db_path
 
     if not db_path(args.db).exists():
-        sys.stdout.write("[]\n" if args.json else f"no runs yet: {db_path(args.db)} does not exist; "
-                         "`rooftop import FILE` or a measurement creates it\n")
+        sys.stdout.write("[]\n" if args.json else safe_text(f"no runs yet: {db_path(args.db)} does not exist; "
+                                                             "`rooftop import FILE` or a measurement creates it") + "\n")
         return 0
     with open_store(args) as store:
         runs = store.runs()
@@ -34,13 +34,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
         console = make_console()
         if not runs:
-            console.print(Prose(f"no runs in {store.path} yet: `rooftop measure` records one, "
-                                "`rooftop import FILE` adds some"))
+            console.print(Prose(safe_text(f"no runs in {store.path} yet: `rooftop measure` records one, "
+                                          "`rooftop import FILE` adds some")))
             return 0
         console.print(runs_table(runs))
         console.print()
-        console.print(Prose(f"{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex digits) or a "
-                            "name (`rooftop rename RUN NAME`); complete runs with a profile work as --device."))
+        console.print(Prose(safe_text(f"{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex "
+                                      "digits) or a name (`rooftop rename RUN NAME`); complete runs with a profile "
+                                      "work as --device.")))
     return 0
 
 
@@ -50,23 +51,31 @@ def _run_json(run) -> dict[str, Any]:  # noqa: ANN001
     return {**dataclasses.asdict(run), "short_id": run.short_id}
 
 
+SHOW_ROWS = 50  # sample rows `rooftop show` lists by default: a run of 100k samples is counted, not printed
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    """One run; a profile or a comm run as `rooftop profile` / `rooftop comm` show theirs, after the facts."""
+    """One run; a profile or a comm run as `rooftop profile` / `rooftop comm` show theirs, after the facts.
+
+    A measurement's samples are counted per kernel in SQL and listed a page at a time (--page, --rows,
+    --all), so a large run shows at once; a comm or profile run's report reads all of its samples.
+    """
     from rooftop.store.comms import is_comm
     from rooftop.store.fleets import is_fleet
     from rooftop.store.workloads import is_profile
 
     with open_store(args) as store:
         run = store.run(args.run)
-        samples = store.samples(run.id)
         if args.json:
             from rooftop.store.io import run_document
 
+            samples = store.samples(run.id)
             print_json({**run_document(store, run), **_show_extra_json(run, samples)})
             return 0
         from rooftop.tui.render.report import make_console, profile_detail
-        from rooftop.tui.render.runs import run_facts, samples_table
+        from rooftop.tui.render.runs import run_facts
 
+        _page_of(run, args)  # a page past the last is refused before anything is printed
         console = make_console()
         console.print(run_facts(run))
         if run.has_ceilings:
@@ -82,12 +91,51 @@ def cmd_show(args: argparse.Namespace) -> int:
             for line in fleet_flag_lines(report):
                 console.print(line)
             return 0
-        shown = _show_comm(console, run, samples) if is_comm(run) else (
-            _show_profile(console, args, run, samples) if is_profile(run) else False)
-        if samples and not shown:
-            console.print()
-            console.print(samples_table(samples))
+        shown = False
+        if is_comm(run) or is_profile(run):
+            samples = store.samples(run.id)
+            shown = _show_comm(console, run, samples) if is_comm(run) else _show_profile(console, args, run, samples)
+        if run.samples and not shown:
+            _show_sample_page(console, store, run, args)
     return 0
+
+
+def _show_sample_page(console: Any, store, run, args: argparse.Namespace) -> None:  # noqa: ANN001 - Store, Run
+    """One page of the run's samples (read with LIMIT/OFFSET), after a count of them per kernel when the
+    page is not all of them, and a line saying how many are not shown and how to see them."""
+    from rooftop.tui.render.report import Prose
+    from rooftop.tui.render.runs import sample_groups_table, samples_table
+
+    rows, first = _page_of(run, args)
+    page = store.samples(run.id, rows, first)
+    if rows is not None and rows < run.samples:
+        console.print()
+        console.print(sample_groups_table(store.sample_groups(run.id)))
+    console.print()
+    console.print(samples_table(page, start=first))
+    after = max(0, run.samples - first - rows) if rows else 0
+    if first or after:
+        console.print()
+        console.print(Prose(_page_line(run.samples, first, rows or 0, args.page, after)))
+
+
+def _page_of(run, args: argparse.Namespace) -> tuple[int | None, int]:  # noqa: ANN001 - a Run
+    """The page --rows/--page/--all ask for: (rows, first row); a page past the last one is refused."""
+    rows = None if args.all else args.rows
+    first = (args.page - 1) * rows if rows else 0
+    if first and first >= run.samples:
+        pages = max(1, -(-run.samples // rows))
+        raise UsageError(f"--page {args.page}: the run has {fmt_count(run.samples, 'sample')}, "
+                         f"{fmt_count(pages, 'page')} of {rows}; give --page 1 to {pages}")
+    return rows, first
+
+
+def _page_line(total: int, first: int, rows: int, page: int, after: int) -> str:
+    """Which samples the page listed, how many it left out, and the options that show them."""
+    line = f"samples {first}–{min(total, first + rows) - 1} of {total:,} listed"
+    if after:
+        line += f"; {after:,} after these not shown: --page {page + 1} lists the next {min(rows, after):,}"
+    return line + "; --rows N lists N per page, --all every one"
 
 
 def _show_extra_json(run, samples: list) -> dict[str, Any]:  # noqa: ANN001 - a Run
@@ -245,9 +293,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count_option(text: str) -> int:
+    """argparse type of --rows / --page: a whole number ≥ 1, written as the op language writes counts (1e3, 2^10)."""
+    from rooftop.models.spec import SpecError, parse_count
+
+    try:
+        return parse_count(text, "value")
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_store_commands(sub: Any) -> None:
     """runs, show, rename, delete, export, import."""
-    from rooftop.store.io import CSV_LIMITS  # their help says what the CSVs cannot carry
+    from rooftop.store.io import CSV_LIMITS, IMPORT_LIMITS  # their help says what the CSVs cannot carry
     rn = sub.add_parser("runs", help="list the measured and imported runs in the store",
                         description="Every run in the store, oldest first: status, device, host, samples.")
     rn.add_argument("--json", action="store_true", help="print JSON")
@@ -255,10 +313,15 @@ def add_store_commands(sub: Any) -> None:
     rn.set_defaults(func=cmd_runs)
 
     sh = sub.add_parser("show", help="show one run: facts, ceilings, samples",
-                        description="One run: where and how it was measured, its ceilings and every sample point; "
+                        description="One run: where and how it was measured, its ceilings and its sample points, "
+                                    f"{SHOW_ROWS} to a page (a run with more is first counted per kernel); "
                                     "a comm run as `rooftop comm` shows it, a profile as `rooftop profile` does.")
     sh.add_argument("run", metavar="RUN", help="run id (4+ hex digits) or name")
-    sh.add_argument("--json", action="store_true", help="print the run as rooftop JSON (SI units)")
+    sh.add_argument("--json", action="store_true", help="print the run as rooftop JSON (SI units, every sample)")
+    sh.add_argument("--rows", type=_count_option, default=SHOW_ROWS, metavar="N",
+                    help=f"sample rows per page (default {SHOW_ROWS}); a larger run is counted per kernel above them")
+    sh.add_argument("--page", type=_count_option, default=1, metavar="P", help="which page of samples (default 1)")
+    sh.add_argument("--all", action="store_true", help="list every sample (slow for a run of many thousands)")
     add_db_option(sh)
     sh.set_defaults(func=cmd_show)
 
@@ -298,7 +361,7 @@ def add_store_commands(sub: Any) -> None:
                                     "ONE run with the points of the one and the ceilings of the other. Each device "
                                     "becomes a profile; importing a file again adds nothing. Every file is checked "
                                     "before anything is stored: if one is refused, nothing is imported. "
-                                    f"{CSV_LIMITS}")
+                                    f"{IMPORT_LIMITS} {CSV_LIMITS}")
     im.add_argument("files", nargs="+", metavar="FILE", help="a .json or .csv file, or a folder of a CSV export")
     add_db_option(im)
     im.set_defaults(func=cmd_import)

@@ -8,6 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from rooftop.models.safetext import safe_text
 from rooftop.models.units import (
     fmt_bandwidth,
     fmt_bytes,
@@ -138,7 +139,7 @@ def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
         t.add_column(c, justify="left" if c == "part" else "right")
     for name, before in split.before.items():
         after = split.after[name]
-        t.add_row(name, f"{before:.3g} ms", f"{after:.3g} ms", f"{before - after:.3g} ms")
+        t.add_row(safe_text(name), f"{before:.3g} ms", f"{after:.3g} ms", f"{before - after:.3g} ms")  # typed by the user
     t.add_row("total", f"{split.total_before:.3g} ms", f"{split.total_after:.3g} ms",
               f"{split.total_before - split.total_after:.3g} ms", style="bold")
     return Group(Prose(f"end to end: {fmt_ratio(split.speedup)} (Amdahl's law: the parts not sped up keep "

@@ -76,10 +76,23 @@ def run_facts(run) -> Table:  # noqa: ANN001 - a rooftop.store.runs.Run
     return t
 
 
-def samples_table(samples: list) -> Table:
+def sample_groups_table(groups: list) -> Table:
+    """A run's samples counted per kernel family and dtype (store.Store.sample_groups), skipped and unstable
+    among them: the whole run at a glance when its table is paged."""
+    t = Table(header_style="bold", box=None, pad_edge=False)
+    for col, just in (("kernel", "left"), ("samples", "right"), ("skipped", "right"), ("unstable", "right")):
+        t.add_column(col, justify=just, no_wrap=col != "kernel")
+    for g in groups:
+        t.add_row(safe_text(f"{g.family} {g.dtype}".strip()), f"{g.count:,}", f"{g.skipped:,}" if g.skipped else "",
+                  f"{g.unstable:,}" if g.unstable else "")
+    return t
+
+
+def samples_table(samples: list, start: int = 0) -> Table:
     """Sample points, one line each: the kernel, I, median time, what it achieved; unstable and skipped marked.
 
-    W and Q are in `rooftop export` (JSON); here the line has to fit 80 columns.
+    W and Q are in `rooftop export` (JSON); here the line has to fit 80 columns. `start` numbers the first
+    row (a page of a longer run).
     """
     from rooftop.models.sample import CACHE_PROBES, DATA_MOVING
 
@@ -88,7 +101,7 @@ def samples_table(samples: list) -> Table:
     for col, just in (("#", "right"), ("kernel", "left"), ("I", "right"), ("median", "right"),
                       ("achieved", "right"), ("iqr", "right"), ("note", "left")):
         t.add_column(col, justify=just, no_wrap=col != "note" and col != "kernel")
-    for i, s in enumerate(samples):
+    for i, s in enumerate(samples, start=start):
         kernel = safe_text(f"{s.family} {s.dtype} {s.shape_text}" + (" cold" if s.cache == "cold" else ""))
         if s.family == "profile":  # an op group of a profiled program: named as the profile names it
             from rooftop.tui.render.profile import sample_label

@@ -209,6 +209,10 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
                 except StoreError as exc:  # a run without ceilings (running, failed, points only)
                     not_profiles.append(str(exc))
     except StoreError as exc:
+        stored = [i for i in ids if i.lower() not in {k.lower() for k in catalog()}]
+        if stored:  # `-d local` (or a run) lives in the store: say why it cannot be read, not "unknown device"
+            raise StoreError(f"device {stored[0]!r} is kept in the store, which cannot be read: {exc}",
+                             exc.reason) from None
         sys.stderr.write(safe_text(f"rooftop: warning: {exc}; showing the built-in catalog only") + "\n")
         return {}
     if not_profiles:
