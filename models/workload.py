@@ -21,7 +21,7 @@ import msgspec
 
 from . import roofline
 from .calibrate import ABOVE_ROOF
-from .paths import MATMUL_LADDER
+from .paths import matmul_ladder
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
@@ -184,9 +184,11 @@ class Workload:
     def mfu_path(self) -> str | None:
         """The matmul path that carries most of the FLOPs: MFU is read against its roof."""
         by: dict[str, float] = {}
+        ladder = matmul_ladder(self.device.kind)
         for g in self.groups:
-            if g.path in MATMUL_LADDER and g.path in self.device.peak:
-                by[g.path] = by.get(g.path, 0.0) + g.flops
+            path = self.device.path_name(g.path) if g.path else ""  # a group kept under the path's other name
+            if path in ladder and path in self.device.peak:
+                by[path] = by.get(path, 0.0) + g.flops
         return max(by, key=by.get) if by else None
 
     @property
@@ -486,7 +488,10 @@ def top_kernels(trace: Trace, costs: Sequence[OpCost], n: int = TOP_KERNELS) -> 
 
 
 def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
-    """Set the group's bound T = max(W/F, Q/B) and regime against the device (analysis's rule)."""
+    """Set the group's bound T = max(W/F, Q/B) and regime against the device (analysis's rule), and its
+    path by the device's name for it (a bf16 GEMM on a CPU is bf16-matmul)."""
+    if g.path:
+        g.path = device.path_name(g.path)
     if g.model == "unattributed" or (g.flops == 0 and g.bytes == 0):
         g.regime = "none" if g.model != "unattributed" else "unknown"
         g.bound_s = None if g.model == "unattributed" else 0.0
@@ -602,6 +607,8 @@ def _bound(flops: float, nbytes: float, path: str, device: DeviceProfile) -> tup
 
 
 def place_kernel(t: TopKernel, device: DeviceProfile) -> TopKernel:
+    if t.path:
+        t.path = device.path_name(t.path)
     bound, roof = _bound(t.flops, t.bytes, t.path, device)
     if bound is not None and t.time_s > 0:
         t.fraction_of_roof, t.roof = bound / t.time_s, roof
