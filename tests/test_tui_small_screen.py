@@ -297,3 +297,36 @@ async def test_a_cpu_run_says_its_threads_and_compare_says_when_they_differ(tmp_
         app.query_one("#rl-overlay").value = earlier[0].id
         await pilot.pause()
         assert "64 threads" in str(app.query_one("#rl-legend", Static).render())
+
+
+def cells(app, widget) -> list:
+    """The Rich styles of the cells on a widget's first row, as drawn on the screen."""
+    region = widget.region
+    strip = app.screen._compositor.render_strips()[region.y]
+    out, x = [], 0
+    for seg in strip:
+        for _ in seg.text:
+            if region.x <= x < region.right:
+                out.append(seg.style)
+            x += 1
+    return out
+
+
+async def test_a_focused_select_stands_out(tmp_path: Path) -> None:
+    """A compact Select has no border to light up: focused, its face takes the accent and its value goes bold
+    and underlined (what shows without colour too); it was a 5% tint."""
+    from textual.widgets import Select
+
+    app = app_on(tmp_path / "r.db", initial_tab="whatif")
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        kind = app.query_one("#kind", Select)
+        before = cells(app, kind)
+        kind.focus()
+        await pilot.pause()
+        after = cells(app, kind)
+        label = [s for s, ch in zip(after, "gemm") if ch != " "]
+        assert all(s.bold and s.underline for s in label), after
+        assert not any(s.underline for s in before)
+        was, now = before[0].bgcolor.get_truecolor(), after[0].bgcolor.get_truecolor()
+        assert sum(abs(a - b) for a, b in zip(was, now)) > 60, (was, now)  # a clear change, not a 5% tint
