@@ -166,3 +166,14 @@ def test_cpu_advice_names_vector_units_and_matmul_roofs() -> None:
     assert a.regime == "compute"
     assert a.advice[1].startswith("on the vector units: fewer FLOPs per element (cheaper math) help; the matmul "
                                   "roofs are higher (bf16-matmul ×5)"), a.advice
+
+
+def test_a_cpu_fleet_members_line_shows_its_bf16_matmul_roof() -> None:
+    from rooftop.models.fleet import Member, fleet_report
+    from rooftop.tui.render.fleet import member_lines
+
+    prof = DeviceProfile("n0", CPU.name, "measured", {"dram": Ceiling(16.8e9, "measured")},
+                         {"bf16-tc": Ceiling(0.9e9, "measured"), "fp64-tc": Ceiling(16e9, "measured"),
+                          "int8-tc": Ceiling(1.5e9, "measured")}, kind="cpu")
+    line, = member_lines(fleet_report([Member(0, "node0", "cpu", CPU.name, prof)]))
+    assert "F bf16-matmul" in line and "-tc" not in line, line
