@@ -163,3 +163,11 @@ async def test_text_typed_right_after_ctrl_u_is_kept(tmp_path: Path) -> None:
                           ("backspace", "\x7f"), *typed("16 4")])
         await pilot.pause()
         await wait_for(pilot, lambda: spec.value == "gemm 16 4 ", timeout=2)
+        # pasted right after ctrl+u (a terminal's bracketed paste: one event); ctrl+u clears to the cursor
+        await burst(app, [("end", None), ("ctrl+u", "\x15")])
+        paste = events.Paste("norm 4096 4096 bf16")
+        paste.set_sender(app)
+        app._driver.send_message(paste)
+        await pilot.pause()
+        await pilot.pause(0.5)
+        assert spec.value == "norm 4096 4096 bf16"
