@@ -68,6 +68,9 @@ def test_a_gpu_keeps_its_tensor_core_names() -> None:
     gpu = calibrate(cpu_samples(OLD), Hardware(kind="gpu", name="NVIDIA H100", l2_bytes=50 * 2**20)).profile
     assert "bf16-tc" in list(gpu.peak) and "bf16-matmul" not in list(gpu.peak)
     assert [matmul_path(d) for d in ("bf16", "fp32", "tf32")] == ["bf16-tc", "fp32-matmul", "tf32-tc"]
+    from rooftop.probes.gemm import template
+
+    assert template("bf16", 64, 64, 64, "warm", "square", "cuda").path == "bf16-tc"  # a CUDA backend's kind
 
 
 def test_points_of_an_older_cpu_run_make_matmul_roofs() -> None:
