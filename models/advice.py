@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from . import roofline
 from .dtypes import DTYPES, SCALE_GROUP, output_size, weight_scale_bytes, weight_size
 from .ops import Attention, Elementwise, FmaSweep, Gemm, Norm, Softmax
-from .paths import MATMUL_LADDER, PATHS
+from .paths import PATHS, matmul_ladder, path_for
 from .units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_intensity, fmt_time
 
 # A CUDA kernel launch costs a few µs (tiny fp16 GEMMs on an H100 all took 4.5 µs in the
@@ -167,7 +167,7 @@ def _lower_precision(a: "Analysis", what: str) -> list[str]:
     """The next narrower matmul path the device has (weights and activations both narrower)."""
     size = DTYPES[a.op.dtype].size
     out: list[str] = []
-    for key in MATMUL_LADDER:
+    for key in matmul_ladder(a.device.kind):
         p = PATHS[key]
         if key in a.device.peak and DTYPES[p.dtype].size < size:
             ratio = size / DTYPES[p.dtype].size
@@ -180,26 +180,29 @@ def _lower_precision(a: "Analysis", what: str) -> list[str]:
 def _compute_advice(a: "Analysis") -> list[str]:
     dev, path = a.device, a.path
     unit = PATHS[path].unit if path in PATHS else ""
+    ladder = matmul_ladder(dev.kind)
+    cpu = dev.kind == "cpu"
     if unit == "fma":
-        tc = [k for k in MATMUL_LADDER if k in dev.peak and dev.F(k) > a.peak]
+        tc = [k for k in ladder if k in dev.peak and dev.F(k) > a.peak]
         best = max(tc, key=dev.F) if tc else None
-        msg = "on CUDA cores: fewer FLOPs per element (cheaper math) help; "
+        msg = f"on {'the vector units' if cpu else 'CUDA cores'}: fewer FLOPs per element (cheaper math) help; "
         if best:
-            msg += f"the tensor-core roofs are higher ({best} ×{dev.F(best) / a.peak:.0f}) but only a matmul reaches them"
+            msg += (f"the {'matmul' if cpu else 'tensor-core'} roofs are higher ({best} ×{dev.F(best) / a.peak:.0f}) "
+                    "but only a matmul reaches them")
         else:
             msg += "no higher roof on this device"
         return [msg]
     higher = []
-    if path in MATMUL_LADDER:
-        start = MATMUL_LADDER.index(path)
-        for key in MATMUL_LADDER[start + 1:]:
+    if path in ladder:
+        start = ladder.index(path)
+        for key in ladder[start + 1:]:
             if key in dev.peak and dev.F(key) > a.peak * 1.05:
                 higher.append(key)
     if not higher:
         return [f"no higher matmul roof on {dev.id}: the op is at the top; only fewer FLOPs or a faster device help"]
     out = []
     for key in higher[:3]:
-        hint = PATH_HINTS.get(key, "")
+        hint = PATH_HINTS.get(path_for(key, "gpu"), "")
         out.append(f"higher roof: {key} is ×{dev.F(key) / a.peak:.1f} ({fmt_flops_rate(dev.F(key))})" + (f" — {hint}" if hint else ""))
     return out
 

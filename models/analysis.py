@@ -19,6 +19,7 @@ def analyze(op: Op, device: DeviceProfile, measured_time: float | None = None) -
     """Place `op` on `device`'s roofline; NoRoof if the device lacks its path or level."""
 
     cost = op.cost()
+    cost = replace(cost, path=device.path_name(cost.path))  # bf16-tc on a GPU is bf16-matmul on a CPU
     a = Analysis(op=op, device=device, cost=cost, peak=device.F(cost.path), bandwidth=device.B(cost.level))
     if isinstance(op, Collective):
         a = replace(a, **link_alpha(device, cost.level))

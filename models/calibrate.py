@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 from . import hierarchy
 from .conditions import ceiling_conditions
 from .hardware import Hardware
+from .paths import path_for
 from .profile import Ceiling, DeviceProfile
 from .sample import CACHE_PROBES, DATA_MOVING, Sample
 from .units import MiB
@@ -220,8 +221,8 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     for fam in ("gemm", "fma"):
         by_path: dict[str, list[Sample]] = {}
         for s in warm:
-            if s.family == fam and s.path:
-                by_path.setdefault(s.path, []).append(s)
+            if s.family == fam and s.path:  # an older CPU run's bf16-tc points make its bf16-matmul roof
+                by_path.setdefault(path_for(s.path, hw.kind), []).append(s)
         for path, group in by_path.items():
             c = _best(_plateau(group) if fam == "fma" else group, _fl)
             if c and (path not in peak or c.value > peak[path].value):

@@ -44,7 +44,8 @@ def roof_series(
 
     Each flat starts at its ridge on the `dram` slope (or the first level given).
     """
-    paths = [p for p in (paths or profile.paths()) if p in profile.peak]
+    # each path once, by the device's name for it (bf16-tc asked of a CPU is its bf16-matmul roof)
+    paths = list(dict.fromkeys(profile.path_name(p) for p in (paths or profile.paths()) if p in profile.peak))
     levels = [lv for lv in (levels or profile.levels()) if lv in profile.bandwidth]
     lo, hi = span
     out: list[Series] = []

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, asdict
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from . import plausible
-from .paths import PATHS, level_sort_key, path_sort_key
+from .paths import PATHS, alias_of, level_sort_key, path_for, path_sort_key
 
 # Where a number comes from. Every ceiling carries one, and every view shows it.
 SOURCES = {
@@ -46,6 +46,50 @@ class Ceiling:
         return cls(float(value), str(d["source"]), str(d.get("case", "")), bool(d.get("stable", True)))
 
 
+class Roofs(Mapping[str, "Ceiling"]):
+    """A profile's compute roofs by path, found under either name of a path: a CPU's `bf16-matmul` is
+    also `bf16-tc`, so an op's bf16 GEMM, a `--paths bf16-tc` and an older run that said `bf16-tc` all
+    reach it. Iterating gives the names the profile holds."""
+
+    __slots__ = ("_by",)
+
+    def __init__(self, by: Mapping[str, "Ceiling"]) -> None:
+        self._by = dict(by)
+
+    def key(self, path: str) -> str | None:
+        """The name this mapping holds `path` under (itself or its alias), None when it holds neither."""
+        if path in self._by:
+            return path
+        alias = alias_of(path)
+        return alias if alias is not None and alias in self._by else None
+
+    def __getitem__(self, path: str) -> "Ceiling":
+        key = self.key(path)
+        if key is None:
+            raise KeyError(path)
+        return self._by[key]
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and self.key(path) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by)
+
+    def __len__(self) -> int:
+        return len(self._by)
+
+    def __repr__(self) -> str:
+        return f"Roofs({self._by!r})"
+
+
+def roofs_for(peak: Mapping[str, "Ceiling"], kind: str) -> Roofs:
+    """`peak` under the names a device of `kind` gives its paths (a CPU's GEMMs are `-matmul`, not `-tc`);
+    where a file holds a path under both names, the kind's own name wins."""
+    own = {k: c for k, c in peak.items() if path_for(k, kind) == k}
+    renamed = {path_for(k, kind): c for k, c in peak.items() if path_for(k, kind) != k}
+    return Roofs({**renamed, **own})
+
+
 @dataclass(frozen=True)
 class DeviceProfile:
     """What the roofline needs to know about one device.
@@ -69,6 +113,10 @@ class DeviceProfile:
     notes: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Every profile, however built (measured, stored, imported, replaced), names its roofs by its kind.
+        object.__setattr__(self, "peak", roofs_for(self.peak, self.kind))
+
     # -- lookups -----------------------------------------------------------------
 
     @property
@@ -82,12 +130,17 @@ class DeviceProfile:
     def levels(self) -> list[str]:
         return sorted(self.bandwidth, key=level_sort_key)
 
+    def path_name(self, path: str) -> str:
+        """What this device calls `path`: the name it holds the roof under, else its kind's name for it."""
+        return self.peak.key(path) or path_for(path, self.kind)  # type: ignore[attr-defined]
+
     def F(self, path: str) -> float:
-        """Peak FLOP/s of a compute path; NoRoof naming what the device has otherwise."""
+        """Peak FLOP/s of a compute path (either of its names); NoRoof naming what the device has otherwise."""
         if path not in self.peak:
             have = ", ".join(self.paths()) or "none"
-            what = PATHS[path].label if path in PATHS else path
-            raise NoRoof(f"{self.id} has no {path} roof ({what}); it has: {have}")
+            name = path_for(path, self.kind)
+            what = PATHS[name].label if name in PATHS else name
+            raise NoRoof(f"{self.id} has no {name} roof ({what}); it has: {have}")
         return self.peak[path].value
 
     def B(self, level: str = "dram") -> float:
@@ -99,9 +152,9 @@ class DeviceProfile:
 
     def is_roofline(self) -> bool:
         """A DRAM slope and at least one matmul roof: enough to stand in as a default device."""
-        from .paths import MATMUL_LADDER
+        from .paths import matmul_ladder
 
-        return "dram" in self.bandwidth and any(p in self.peak for p in MATMUL_LADDER)
+        return "dram" in self.bandwidth and any(p in self.peak for p in matmul_ladder(self.kind))
 
     def ridge(self, path: str, level: str = "dram") -> float:
         """I* = F/B in FLOP/byte."""

@@ -80,6 +80,11 @@ def fmt_intensity(i: float) -> str:
     return f"{_sig(i, 3)} FLOP/B"
 
 
+def fmt_sig(x: float, digits: int = 3) -> str:
+    """A bare number to `digits` significant figures (16.8, 0.0338, 1318): for a list that names its unit once."""
+    return "n/a" if x is None or not math.isfinite(x) else _sig(x, digits)
+
+
 def fmt_count(n: int, noun: str) -> str:
     """'1 run', '3 runs': the plural by adding s, enough for the nouns the reports count."""
     return f"{n} {noun}" + ("" if n == 1 else "s")

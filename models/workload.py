@@ -20,9 +20,9 @@ from typing import Any
 import msgspec
 
 from . import roofline
-from .commtrace import is_comm_op
 from .calibrate import ABOVE_ROOF
-from .paths import MATMUL_LADDER
+from .commtrace import is_comm_op
+from .paths import matmul_ladder
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
@@ -185,9 +185,11 @@ class Workload:
     def mfu_path(self) -> str | None:
         """The matmul path that carries most of the FLOPs: MFU is read against its roof."""
         by: dict[str, float] = {}
+        ladder = matmul_ladder(self.device.kind)
         for g in self.groups:
-            if g.path in MATMUL_LADDER and g.path in self.device.peak:
-                by[g.path] = by.get(g.path, 0.0) + g.flops
+            path = self.device.path_name(g.path) if g.path else ""  # a group kept under the path's other name
+            if path in ladder and path in self.device.peak:
+                by[path] = by.get(path, 0.0) + g.flops
         return max(by, key=by.get) if by else None
 
     @property
@@ -487,9 +489,12 @@ def top_kernels(trace: Trace, costs: Sequence[OpCost], n: int = TOP_KERNELS) -> 
 
 
 def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
-    """Set the group's bound T = max(W/F, Q/B) and regime against the device (analysis's rule). A collective's
-    roof is its link's, not the DRAM's: it gets regime "comm" and no bound here (its time counts as it is; the
-    job's collectives table places it on its link)."""
+    """Set the group's bound T = max(W/F, Q/B) and regime against the device (analysis's rule), and its
+    path by the device's name for it (a bf16 GEMM on a CPU is bf16-matmul). A collective's roof is its link's,
+    not the DRAM's: it gets regime "comm" and no bound here (its time counts as it is; the job's collectives
+    table places it on its link)."""
+    if g.path:
+        g.path = device.path_name(g.path)
     if is_comm_op(g.op):
         g.regime, g.bound_s = "comm", None
         return g
@@ -608,6 +613,8 @@ def _bound(flops: float, nbytes: float, path: str, device: DeviceProfile) -> tup
 
 
 def place_kernel(t: TopKernel, device: DeviceProfile) -> TopKernel:
+    if t.path:
+        t.path = device.path_name(t.path)
     bound, roof = _bound(t.flops, t.bytes, t.path, device)
     if bound is not None and t.time_s > 0:
         t.fraction_of_roof, t.roof = bound / t.time_s, roof

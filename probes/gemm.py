@@ -194,7 +194,8 @@ def check(dtype: str, device: Any, b_column_major: bool | None = None) -> float:
     return float((out - want).abs().max() / want.abs().max().clamp_min(1e-30))
 
 
-def template(dtype: str, m: int, n: int, k: int, cache: str, sweep: str) -> Sample:
+def template(dtype: str, m: int, n: int, k: int, cache: str, sweep: str, kind: str = "gpu") -> Sample:
+    """The sample one GEMM will fill; its path is named for the device `kind` (bf16-matmul on a CPU)."""
     nbytes = float(IN_SIZE[dtype] * (m * k + k * n) + OUT_SIZE[dtype] * m * n)
     return Sample(
         family="gemm",
@@ -204,7 +205,7 @@ def template(dtype: str, m: int, n: int, k: int, cache: str, sweep: str) -> Samp
         bytes=nbytes,
         footprint_bytes=nbytes,
         cache=cache,
-        path=matmul_path(dtype),
+        path=matmul_path(dtype, kind),
         conditions={"sweep": sweep},
     )
 
@@ -265,7 +266,7 @@ class GemmProbe:
         out = []
         for dtype in sw.dtypes:
             for m, n, k, cache, sweep in shapes:
-                tmpl = template(dtype, m, n, k, cache, sweep)
+                tmpl = template(dtype, m, n, k, cache, sweep, self.backend.info.kind)
                 label = f"gemm {dtype} {m}x{n}x{k}" + (" cold" if cache == "cold" else "")
                 out.append(Step(label, tmpl, lambda t=tmpl: self._run(t)))
         return out

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping
 
 from rooftop.models import plausible
 from rooftop.models.catalog import REFERENCE_DTYPE_PATH
-from rooftop.models.paths import LEVELS, PATHS, fma_path
+from rooftop.models.paths import LEVELS, PATHS, fma_path, path_for
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import DATA_MOVING, Sample, TimeStats
 from rooftop.models.units import MiB
@@ -107,7 +107,7 @@ def summary_rows(target: str, device: str, l2_bytes: float | None, samples: Iter
 
 def roof_dtype(path: str) -> str:
     """The roofs.csv `dtype` of a compute path: the reference's name for a matmul path, else rooftop's key."""
-    return PATH_REFERENCE_DTYPE.get(path, path)
+    return PATH_REFERENCE_DTYPE.get(path_for(path, "gpu"), path)  # a CPU's bf16-matmul row is `bf16` too
 
 
 def roof_key(dtype: str) -> tuple[str, str] | None:
@@ -137,7 +137,7 @@ def _roof_row(target: str, dtype: str, bw: Ceiling | None, f: Ceiling | None) ->
 def roofs_rows(target: str, profile: DeviceProfile) -> list[dict[str, str]]:
     """roofs.csv rows for every roof and slope of the profile (the module docstring says which rows)."""
     dram = profile.bandwidth.get("dram")
-    paths = sorted(profile.paths(), key=lambda p: p not in PATH_REFERENCE_DTYPE)  # the reference's rows first
+    paths = sorted(profile.paths(), key=lambda p: path_for(p, "gpu") not in PATH_REFERENCE_DTYPE)  # the reference's rows first
     rows = [_roof_row(target, roof_dtype(p), dram, profile.peak[p]) for p in paths]
     levels = [lv for lv in profile.levels() if lv != "dram" or not rows]
     return rows + [_roof_row(target, lv, profile.bandwidth[lv], None) for lv in levels]

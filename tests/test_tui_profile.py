@@ -106,3 +106,23 @@ async def test_profile_tab_shows_memcpy_overlap_idle_causes_kernels_and_flags(tm
         more = str(app.query_one("#prof-more", Static).render())
         assert "idle time by cause" in more and "top kernels" in more and "ProfilerStep#551" in more
         assert "flag:" in more and "roof is low" in more
+
+
+async def test_profile_list_shows_more_rows_when_the_screen_allows(tmp_path: Path) -> None:
+    """At 80×24 nine kept profiles: the list shows 7 of them (it showed 3), the op groups still 7 rows under it;
+    on a taller screen more again."""
+    from tui_helpers import screen_lines
+
+    work = build_workload(load_trace(QWEN), lookup_device("h200"))
+    with Store.open(tmp_path / "r.db") as store:
+        shorts = [store.run(save_profile(store, work, source="step.json", backend="trace")).short_id for _ in range(9)]
+    app = make(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await profile_tab(pilot)
+        lines = screen_lines(app)
+        listed = [s for s in shorts if any(f"  {s}  " in line for line in lines)]
+        ops = [line for line in lines if " memory " in line]
+        assert len(listed) == 7 and len(ops) >= 6, "\n".join(lines)
+        await pilot.resize_terminal(80, 40)
+        await pilot.pause()
+        assert len([s for s in shorts if any(f"  {s}  " in line for line in screen_lines(app))]) == 9

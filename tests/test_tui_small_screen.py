@@ -127,12 +127,50 @@ async def test_after_a_restart_live_shows_this_machines_last_run_and_its_ceiling
         await pilot.pause(MeasurePanel.REDRAW_S + 0.2)
         assert any(s.kind == "point" for s in app.query_one("#ms-roof", RooflinePlot).series)
         ceilings = str(app.query_one("#ms-ceilings", Static).render())
-        for level in gpu_profile().bandwidth:
-            assert f"B {level} " in ceilings
+        assert ceilings.startswith(f"ceilings: GB/s {', '.join(f'{lv} ' for lv in gpu_profile().bandwidth)}"[:-1])
         scroll = app.query_one("#ms-ceilings-scroll", VerticalScroll)
         assert scroll.max_scroll_y == 0, ceilings  # the whole line on screen, nothing to scroll to
         assert_visible(app, f"last run of this machine: {rid[:8]}, complete, 2 points")
         assert "no data yet" not in "\n".join(screen_lines(app))
+
+
+def cpu_run_profile() -> DeviceProfile:
+    """This 2-core VM's quick CPU run (1 thread): three levels, write, eight roofs, as the Live tab got it."""
+    gf = {"fp64-fma": 1.16, "fp64-matmul": 16.06, "fp32-fma": 6.207, "fp32-matmul": 33.84, "fp16-fma": 2.31,
+          "fp16-matmul": 0.9491, "bf16-matmul": 0.8982, "int8-matmul": 1.461}
+    return DeviceProfile(
+        id="local", name="AMD EPYC 7763 64-Core Processor", source="measured", kind="cpu", sm_count=1,
+        bandwidth={"dram": Ceiling(16.82e9, "measured", "triad:4294967296"),
+                   "llc": Ceiling(42.40e9, "measured", "copy:8388608"), "l2": Ceiling(61.3e9, "measured", "copy:262144")},
+        peak={k: Ceiling(v * 1e9, "measured", "gemm:512x512x512") for k, v in gf.items()},
+        extra={"write_bandwidth": 3.823e9, "write_case": "write:1073741824"})
+
+
+async def test_live_ceilings_of_a_cpu_run_fit_80x24_whole(tmp_path: Path) -> None:
+    """Every roof of a CPU run with unstable points left out: packed into the 3 rows the tab has, each roof
+    whole or counted, never cut off below (the fourth row of 'ceilings: B dram 16.82 GB/s; …' was)."""
+    db = tmp_path / "r.db"
+    prof = cpu_run_profile()
+    measured_here(db, prof, backend="cpu")
+    with Store.open(db) as store:  # 69 unstable points, as that run had
+        rid = store.runs()[-1].id
+        for i in range(69):
+            store.add_sample(rid, Sample("gemm", "int8", {"m": 256 + i, "n": 256, "k": 256}, flops=2 * 256**3,
+                                         bytes=3 * 256**2, stats=dataclasses.replace(stats(1e-3), iqr_ratio=0.3),
+                                         path="int8-matmul"))
+    app = app_on(db, initial_tab="live")
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: "last run of this machine" in str(app.query_one("#ms-status").render()))
+        await pilot.pause(MeasurePanel.REDRAW_S + 0.2)
+        await wait_for(pilot, lambda: "ceilings: " in str(app.query_one("#ms-ceilings", Static).render()))
+        ceilings = str(app.query_one("#ms-ceilings", Static).render())
+        assert app.query_one("#ms-ceilings-scroll", VerticalScroll).max_scroll_y == 0, ceilings
+        assert_visible(app, "ceilings: GB/s dram 16.8, llc 42.4, l2 61.3, write 3.82; TFLOP/s fp64-fma",
+                       "(69 unstable left out)")
+        shown = [p for p in prof.peak if f"{p} " in ceilings]
+        more = int(ceilings.split(" more")[0].rsplit("+", 1)[1]) if " more" in ceilings else 0
+        assert len(shown) + more == len(prof.peak) and len(shown) >= 6, ceilings  # each roof shown or counted
+        assert_visible(app, *(f"{p} " for p in shown))
 
 
 async def test_live_shows_the_last_measurement_not_a_later_profile_or_comm_run(tmp_path: Path) -> None:
@@ -259,3 +297,36 @@ async def test_a_cpu_run_says_its_threads_and_compare_says_when_they_differ(tmp_
         app.query_one("#rl-overlay").value = earlier[0].id
         await pilot.pause()
         assert "64 threads" in str(app.query_one("#rl-legend", Static).render())
+
+
+def cells(app, widget) -> list:
+    """The Rich styles of the cells on a widget's first row, as drawn on the screen."""
+    region = widget.region
+    strip = app.screen._compositor.render_strips()[region.y]
+    out, x = [], 0
+    for seg in strip:
+        for _ in seg.text:
+            if region.x <= x < region.right:
+                out.append(seg.style)
+            x += 1
+    return out
+
+
+async def test_a_focused_select_stands_out(tmp_path: Path) -> None:
+    """A compact Select has no border to light up: focused, its face takes the accent and its value goes bold
+    and underlined (what shows without colour too); it was a 5% tint."""
+    from textual.widgets import Select
+
+    app = app_on(tmp_path / "r.db", initial_tab="whatif")
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        kind = app.query_one("#kind", Select)
+        before = cells(app, kind)
+        kind.focus()
+        await pilot.pause()
+        after = cells(app, kind)
+        label = [s for s, ch in zip(after, "gemm") if ch != " "]
+        assert all(s.bold and s.underline for s in label), after
+        assert not any(s.underline for s in before)
+        was, now = before[0].bgcolor.get_truecolor(), after[0].bgcolor.get_truecolor()
+        assert sum(abs(a - b) for a, b in zip(was, now)) > 60, (was, now)  # a clear change, not a 5% tint

@@ -77,7 +77,7 @@ def member_lines(report: FleetReport) -> list[str]:
     out = []
     for m in report.members:
         vals = ceiling_values(m.profile) if m.profile else {}
-        shown = [k for k in vals if k in ("B dram", "F bf16-tc", "F fp32-fma", "launch")] or list(vals)[:3]
+        shown = [k for k in vals if k in ("B dram", "F bf16-tc", "F bf16-matmul", "F fp32-fma", "launch")] or list(vals)[:3]
         figures = ", ".join(f"{k} {fmt_ceiling(k, vals[k])}" for k in shown)
         out.append(safe_text(f"rank {m.rank} {m.host} {m.device}: {m.status}" + (f"; {figures}" if figures else "")))
     return out

@@ -16,7 +16,7 @@ from rich.text import Text
 from rooftop.models.analysis import Analysis
 from rooftop.models.calibrate import write_figure
 from rooftop.models.conditions import capped_line
-from rooftop.models.paths import PATHS
+from rooftop.models.paths import PATHS, distinct_paths, path_sort_key
 from rooftop.models.profile import SOURCES, DeviceProfile
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import (
@@ -298,7 +298,7 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
     for p in profiles:
         t.add_column(device_heading(p), justify="right")
     levels = list(dict.fromkeys(lv for p in profiles for lv in p.levels()))
-    paths = sorted({k for p in profiles for k in p.peak}, key=lambda k: list(PATHS).index(k) if k in PATHS else 99)
+    paths = sorted(distinct_paths(k for p in profiles for k in p.peak), key=path_sort_key)  # bf16-matmul = bf16-tc
     for lv in levels:
         t.add_row(safe_text(f"B {lv}"), *[fmt_bandwidth(p.B(lv)) if lv in p.bandwidth else "" for p in profiles])
     for path in paths:

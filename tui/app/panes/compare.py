@@ -12,7 +12,7 @@ from textual.widgets import Label, Select, Static
 
 from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.compare import common_paths, compare_path
-from rooftop.models.paths import level_sort_key
+from rooftop.models.paths import distinct_paths, level_sort_key
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_ratio, fmt_time
 from rooftop.models.safetext import safe_text
@@ -112,7 +112,7 @@ def roof_rows(a: DeviceProfile, b: DeviceProfile) -> list[tuple[str, ...]]:
         rows.append((f"B {level} GB/s", _num(va.value / 1e9 if va else None), _num(vb.value / 1e9 if vb else None),
                      _ratio(va and va.value, vb and vb.value), "", "", ""))
     both = common_paths(a, b)
-    for path in sorted(set(a.peak) | set(b.peak), key=lambda p: (p not in both, p)):
+    for path in sorted(distinct_paths([*a.peak, *b.peak]), key=lambda p: (p not in both, p)):  # bf16-matmul = bf16-tc
         fa, fb = a.peak.get(path), b.peak.get(path)
         ridge = cross = side = ""
         if path in both and "dram" in a.bandwidth and "dram" in b.bandwidth:

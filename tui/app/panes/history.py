@@ -24,7 +24,7 @@ from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate, fmt_w
 from rooftop.store.db import StoreError
 from rooftop.store.runs import BadName, Run, Store, name_problem
 from rooftop.tui.services.context import open_db
-from rooftop.tui.app.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, watch_app
+from rooftop.tui.app.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, TextField, watch_app
 
 # The run table at 80 columns: plan, then the sample count, then the device go first (the detail
 # below names them); a long name or device ends in "…" rather than push status off screen.
@@ -64,7 +64,7 @@ class NameScreen(Dialog[str | None]):
         with Vertical():
             yield Static("Name the run: a letter, then letters, digits, '.', '_' or '-'.")
             yield Static("Enter saves, Esc cancels.", id="name-hint")
-            yield Input(self.current, id="new-name")
+            yield TextField(self.current, id="new-name")
             yield ErrorLine(id="name-error")
 
     @on(Input.Changed)

@@ -334,8 +334,10 @@ class MeasurePanel(Widget):
             span = intensity_span([prof], [x for p in points for x in p.xs], lo=0.01)
             series = roof_series(prof, prof.paths(), prof.levels(), span)
         self.query_one("#ms-roof", RooflinePlot).show(series + points, "measured roofline so far")
-        # Under 30 rows the ceilings get 3 lines: without the case names (History shows them) they fit.
-        self.query_one("#ms-ceilings", Static).update(ceilings_text(calibration, cases=not self.screen.has_class("-short")))
+        # Under 30 rows the ceilings get 3 rows (app.tcss): packed to fit them whole.
+        short = self.screen.has_class("-short")
+        self.query_one("#ms-ceilings", Static).update(ceilings_text(
+            calibration, cases=not short, width=(self.size.width or self.app.size.width - 2) - 1, lines=3))
 
     def _stored(self, view: RunView) -> None:
         """This machine's last run, from the store: what the tab shows until m measures again."""
@@ -376,30 +378,67 @@ class MeasurePanel(Widget):
         self.query_one("#ms-status", Static).update(text)
 
 
-def ceilings_text(cal, cases: bool = True) -> Text:  # noqa: ANN001 - a Calibration
-    """The ceilings so far, each with the case that produced it (unless not `cases`); write beside B; which ran capped."""
+def ceilings_text(cal, cases: bool = True, width: int | None = None, lines: int | None = None) -> Text:  # noqa: ANN001
+    """The ceilings so far (a Calibration's), each with the case that produced it; write beside B; which
+    ran capped. Without `cases` they are packed (each unit once, 3 figures) to fit `lines` rows of `width`
+    columns: the roofs that do not fit are counted at the end ("+2 more"), never cut off at the edge."""
     from rooftop.models.calibrate import write_figure
     from rooftop.models.conditions import capped_line
     from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
 
     prof = cal.profile
+    write = write_figure(prof)
+    unstable = f"  ({len(cal.unstable)} unstable left out)" if cal.unstable else ""
+    capped = capped_line(prof)
+    if not cases:
+        return _packed(prof, write, unstable, capped, width, lines)
     t = Text("ceilings: ", style="bold")
 
     def case(c) -> str:  # noqa: ANN001 - a Ceiling
-        return f" [{c.case}]" if cases else ""
+        return f" [{c.case}]" if c.case else ""
 
-    parts = [f"B {lv} {fmt_bandwidth(c.value)}{case(c)}" for lv, c in prof.bandwidth.items()]
-    write = write_figure(prof)
+    parts = [f"B {lv} {fmt_bandwidth(prof.bandwidth[lv].value)}{case(prof.bandwidth[lv])}" for lv in prof.levels()]
     if write:
         parts.append(f"write {fmt_bandwidth(write.value)}{case(write)}")
-    if cases:
-        parts += [f"F {p} {fmt_flops_rate(c.value)}{case(c)}" for p, c in prof.peak.items()]
-    elif prof.peak:  # packed: the unit once
-        parts.append("F TFLOP/s " + ", ".join(f"{p} {c.value / 1e12:.4g}" for p, c in prof.peak.items()))
+    parts += [f"F {p} {fmt_flops_rate(prof.peak[p].value)}{case(prof.peak[p])}" for p in prof.paths()]
     t.append("; ".join(parts) if parts else "none yet")
-    if cal.unstable:
-        t.append(f"  ({len(cal.unstable)} unstable left out)", style="yellow")
-    capped = capped_line(prof)
+    t.append(unstable, style="yellow")
     if capped:
         t.append(f"\n{capped}", style="yellow")
     return t
+
+
+def _packed(prof, write, unstable: str, capped: str, width: int | None, lines: int | None) -> Text:  # noqa: ANN001
+    """The short screen's ceilings: `GB/s dram 16.8, llc 42.4; TFLOP/s fp32-matmul 0.0338, …`, dropping
+    the last roofs (counted, "+N more") until the whole fits `lines` rows of `width` columns."""
+    from rooftop.models.units import fmt_sig
+
+    bw = [f"{lv} {fmt_sig(prof.bandwidth[lv].value / 1e9)}" for lv in prof.levels()]
+    if write:
+        bw.append(f"write {fmt_sig(write.value / 1e9)}")
+    peaks = [f"{p} {fmt_sig(prof.peak[p].value / 1e12)}" for p in prof.paths()]
+
+    def build(keep: int) -> Text:
+        groups = ([f"GB/s {', '.join(bw)}"] if bw else []) + ([f"TFLOP/s {', '.join(peaks[:keep])}"] if keep else [])
+        t = Text("ceilings: ", style="bold")
+        t.append("; ".join(groups) if groups else "none yet")
+        if keep < len(peaks):
+            t.append(f" +{len(peaks) - keep} more (History: 5)", style="dim")
+        t.append(unstable, style="yellow")
+        if capped:
+            t.append(f"\n{capped}", style="yellow")
+        return t
+
+    keep = len(peaks)
+    text = build(keep)
+    while width and lines and keep > 0 and _rows(text, width) > lines:
+        keep -= 1
+        text = build(keep)
+    return text
+
+
+def _rows(text: Text, width: int) -> int:
+    """How many rows `text` takes wrapped at `width` columns."""
+    from rich.console import Console
+
+    return len(text.wrap(Console(width=width, color_system=None), width))

@@ -18,7 +18,7 @@ from rooftop.models.plotdata import Series, intensity_span, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_number, fmt_time
-from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, device_options, refresh_select, watch_app
+from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, TextField, device_options, refresh_select, watch_app
 
 BATCH = Binding.Group("batch ÷2 ×2")
 CONTEXT = Binding.Group("ctx ÷2 ×2")
@@ -60,10 +60,10 @@ class Llm(Widget):
                                  compact=True, id="llm-device")
                 with Horizontal(classes="row"):
                     yield Label("batch ")
-                    yield Input("1", compact=True, id="llm-batch")
+                    yield TextField("1", compact=True, id="llm-batch")
                     yield Label(" prompt/ctx ")
-                    yield Input("128", compact=True, id="llm-context")
-                    config = Input("", placeholder="config.json", compact=True, id="llm-config")
+                    yield TextField("128", compact=True, id="llm-context")
+                    config = TextField("", placeholder="config.json", compact=True, id="llm-config")
                     config.tooltip = "a Hugging Face config.json (optional): the model to use instead of the list's"
                     yield Label(" ")
                     yield config

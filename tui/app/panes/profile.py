@@ -159,7 +159,9 @@ class ProfilePane(Widget):
             ranks = FitTable(RANKS, id="prof-ranks", cursor_type="row", zebra_stripes=True)
             ranks.display = False
             yield ranks
-            yield Static("", id="prof-ops-title")
+            title = Static("", id="prof-ops-title")  # a job's: whose op groups these are (show_rank)
+            title.display = False  # no row of its own otherwise (a row counts at 24 lines)
+            yield title
             yield FitTable(OPS, id="prof-ops", zebra_stripes=True)
             yield Static("", id="prof-more")
 

@@ -11,6 +11,7 @@ from textual.widgets import Label, Select, SelectionList, Static
 
 from rooftop.models.analysis import Analysis, analyze
 from rooftop.models.plotdata import Series, intensity_span, link_slopes, point_series, roof_series
+from rooftop.models.paths import same_path
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.tui.render.chart import line_colors
 from rooftop.tui.services.threads import threads_note
@@ -83,7 +84,7 @@ class Roofline(Widget):
         dev = self.profiles[self.device_id]
         sel = self.query_one("#rl-paths", SelectionList)
         sel.clear_options()
-        sel.add_options([(p, p, p in DEFAULT_PATHS) for p in dev.paths()])
+        sel.add_options([(p, p, any(same_path(p, d) for d in DEFAULT_PATHS)) for p in dev.paths()])
 
     @on(Select.Changed, "#rl-device")
     def _device(self, event: Select.Changed) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from rich.text import Text
 from textual import on
@@ -21,7 +22,7 @@ from rooftop.models.plotdata import intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import GRAMMARS, SpecError, parse_spec
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_time
-from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, device_options, refresh_select, watch_app
+from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, TextField, device_options, refresh_select, watch_app
 
 DEFAULT_SPEC = "gemv 8192 8192 bf16"  # a batch-1 decode GEMV: seed 001's starting point
 FORM_FIELDS: dict[str, tuple[str, ...]] = {
@@ -124,10 +125,10 @@ class WhatIf(Widget):
                     yield Select(device_options(self.profiles), value=self.device_id, allow_blank=False, compact=True,
                                  id="device")
                 yield Horizontal(id="fields", classes="row")
-                yield Input(DEFAULT_SPEC, placeholder="op spec, e.g. gemm 1 8192 8192 bf16", compact=True, id="spec")
+                yield TextField(DEFAULT_SPEC, placeholder="op spec, e.g. gemm 1 8192 8192 bf16", compact=True, id="spec")
                 with Horizontal(classes="row"):
                     yield Label("measured ms ")
-                    yield Input("", placeholder="optional", compact=True, id="measured")
+                    yield TextField("", placeholder="optional", compact=True, id="measured")
                     yield Button("M ÷2", id="halve", compact=True)
                     yield Button("M ×2", id="double", compact=True)
                     yield Button("pin", id="pin", compact=True)
@@ -162,7 +163,8 @@ class WhatIf(Widget):
                     if not field.has_focus:
                         field.value = op_field(op, name)
             return
-        self.run_worker(self._rebuild_fields(op), exclusive=True, group="whatif-form")
+        # the function, not a coroutine: a rebuild superseded before it starts is then never created
+        self.run_worker(partial(self._rebuild_fields, op), exclusive=True, group="whatif-form")
 
     async def _rebuild_fields(self, op: Op) -> None:
         """New field inputs for another op kind: the old ones must be gone before ids are reused."""
@@ -171,7 +173,7 @@ class WhatIf(Widget):
         widgets: list[Widget] = []
         for name in FORM_FIELDS[op.kind]:
             widgets.append(Label(f" {name} "))
-            widgets.append(Input(op_field(op, name), placeholder=name, compact=True, id=f"f-{name}", classes="field"))
+            widgets.append(TextField(op_field(op, name), placeholder=name, compact=True, id=f"f-{name}", classes="field"))
         await box.mount_all(widgets)
 
     def _form_changed(self) -> None:
