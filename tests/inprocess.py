@@ -7,30 +7,38 @@ Tests of signals, of the real entry point's process, or of torch's launcher keep
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import subprocess
-from collections.abc import Callable
-
-import pytest
 
 from rooftop.tui.cli import main
 
-Rooftop = Callable[..., subprocess.CompletedProcess]
+PIPE_ENV = {"COLUMNS": "100", "NO_COLOR": "1"}  # what the subprocess tests give theirs: a 100-column pipe
 
 
-@pytest.fixture
-def rooftop_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Rooftop:
-    """rooftop_cli(*args) → a CompletedProcess as `rooftop ARGS…` in a 100-column pipe would give one
-    (returncode, stdout, stderr), from main(argv) in this process."""
-    monkeypatch.setenv("COLUMNS", "100")
-    monkeypatch.setenv("NO_COLOR", "1")
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capsys.readouterr()  # what came before is not this command's
+def run_main(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """main(args) with stdout and stderr captured and PIPE_ENV (and `env`) set while it runs: a
+    CompletedProcess as `rooftop ARGS…` in a 100-column pipe gives one. Usable from module-scoped fixtures."""
+    out, err = io.StringIO(), io.StringIO()
+    with _environ({**PIPE_ENV, **env}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             rc = main(list(args))
         except SystemExit as exc:  # argparse's own usage errors
             rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["rooftop", *args], rc, out, err)
+    return subprocess.CompletedProcess(["rooftop", *args], rc, out.getvalue(), err.getvalue())
 
-    return run
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+

@@ -17,7 +17,7 @@ from rooftop.models.comm import bus_factor
 from rooftop.probes.comm import CommError, build_comm_plan, max_world
 from rooftop.store.runs import Store
 
-from inprocess import rooftop_cli  # noqa: F401 - a fixture
+from inprocess import run_main
 
 ENV = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
 
@@ -76,8 +76,8 @@ def test_comm_table_no_save(tmp_path):
     (("--max-size", "huge"), "is not a size"),
     (("--port", "70000"), "is not a TCP port"),
 ])
-def test_comm_bad_input_one_line_exit_2(args, words, no_gpu_env, rooftop_cli):
-    out = rooftop_cli("comm", *args, "--no-save")
+def test_comm_bad_input_one_line_exit_2(args, words, no_gpu_env):
+    out = run_main("comm", *args, "--no-save")
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("\n") == 1 and words in out.stderr and "Traceback" not in out.stderr
 
@@ -192,17 +192,17 @@ def test_host_device_copies_on_a_gpu():
     assert all(p.time_s and p.algbw == p.busbw for p in points)
 
 
-def test_show_a_comm_run_as_comm_shows_it(comm_run, rooftop_cli):
+def test_show_a_comm_run_as_comm_shows_it(comm_run):
     """`rooftop show` on a comm run: per collective size, time, algbw, busbw and the α-β fit (not kernels with
     TFLOP/s and I), and --json with the points and fits `rooftop comm --json` gave."""
     _, doc, db = comm_run
-    shown = rooftop_cli("show", doc["run_id"][:8], "--db", str(db))
+    shown = run_main("show", doc["run_id"][:8], "--db", str(db))
     assert shown.returncode == 0, shown.stderr
     for coll, factor in (("allreduce", "1"), ("allgather", "0.5"), ("sendrecv", "1")):
         assert f"{coll} (gloo, 2 ranks; busbw = algbw × {factor})" in shown.stdout
     assert shown.stdout.count("α-β fit:") == 5 and "busbw" in shown.stdout
     assert "FLOP/s" not in shown.stdout and "kernel" not in shown.stdout
-    as_json = rooftop_cli("show", doc["run_id"][:8], "--db", str(db), "--json")
+    as_json = run_main("show", doc["run_id"][:8], "--db", str(db), "--json")
     mine = json.loads(as_json.stdout)
     assert mine["points"] == doc["points"] and mine["fits"] == doc["fits"]
     assert len(mine["samples"]) == 10  # still the whole run document
