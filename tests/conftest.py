@@ -14,6 +14,8 @@ os.environ.pop("ROOFTOP_DB", None)
 
 import pytest
 
+from parallel import pytest_cmdline_main  # noqa: F401 - the whole default suite on two workers
+
 
 @pytest.fixture
 def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

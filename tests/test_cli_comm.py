@@ -17,6 +17,8 @@ from rooftop.models.comm import bus_factor
 from rooftop.probes.comm import CommError, build_comm_plan, max_world
 from rooftop.store.runs import Store
 
+from inprocess import run_main
+
 ENV = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
 
 
@@ -25,11 +27,18 @@ def rooftop(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, env=ENV)
 
 
-def test_comm_json_ratios_fit_and_run_kept(tmp_path):
-    db = tmp_path / "r.db"
+@pytest.fixture(scope="module")
+def comm_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict, object]:
+    """One real `rooftop comm --json` of 2 gloo ranks (8 B and 1 KiB), kept in its own store: the run that
+    the JSON test and the `rooftop show` test both read (each start of the ranks costs seconds)."""
+    db = tmp_path_factory.mktemp("comm") / "r.db"
     out = rooftop("comm", "--backend", "gloo", "--world", "2", "--max-size", "1K", "--json", "--db", str(db))
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    return out, json.loads(out.stdout), db
+
+
+def test_comm_json_ratios_fit_and_run_kept(comm_run):
+    out, doc, db = comm_run
     assert doc["world"] == 2 and doc["backend"] == "gloo"
     colls = {p["collective"] for p in doc["points"]}
     assert colls == {"allreduce", "allgather", "reducescatter", "broadcast", "sendrecv"}
@@ -68,7 +77,7 @@ def test_comm_table_no_save(tmp_path):
     (("--port", "70000"), "is not a TCP port"),
 ])
 def test_comm_bad_input_one_line_exit_2(args, words, no_gpu_env):
-    out = rooftop("comm", *args, "--no-save")
+    out = run_main("comm", *args, "--no-save")
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("\n") == 1 and words in out.stderr and "Traceback" not in out.stderr
 
@@ -183,20 +192,17 @@ def test_host_device_copies_on_a_gpu():
     assert all(p.time_s and p.algbw == p.busbw for p in points)
 
 
-def test_show_a_comm_run_as_comm_shows_it(tmp_path):
+def test_show_a_comm_run_as_comm_shows_it(comm_run):
     """`rooftop show` on a comm run: per collective size, time, algbw, busbw and the α-β fit (not kernels with
     TFLOP/s and I), and --json with the points and fits `rooftop comm --json` gave."""
-    db = tmp_path / "r.db"
-    out = rooftop("comm", "--world", "2", "--max-size", "1K", "--json", "--db", str(db))
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
-    shown = rooftop("show", doc["run_id"][:8], "--db", str(db))
+    _, doc, db = comm_run
+    shown = run_main("show", doc["run_id"][:8], "--db", str(db))
     assert shown.returncode == 0, shown.stderr
     for coll, factor in (("allreduce", "1"), ("allgather", "0.5"), ("sendrecv", "1")):
         assert f"{coll} (gloo, 2 ranks; busbw = algbw × {factor})" in shown.stdout
     assert shown.stdout.count("α-β fit:") == 5 and "busbw" in shown.stdout
     assert "FLOP/s" not in shown.stdout and "kernel" not in shown.stdout
-    as_json = rooftop("show", doc["run_id"][:8], "--db", str(db), "--json")
+    as_json = run_main("show", doc["run_id"][:8], "--db", str(db), "--json")
     mine = json.loads(as_json.stdout)
     assert mine["points"] == doc["points"] and mine["fits"] == doc["fits"]
     assert len(mine["samples"]) == 10  # still the whole run document

@@ -1,4 +1,5 @@
-"""`rooftop measure` end to end in a subprocess, and the import layering it must keep."""
+"""`rooftop measure` end to end (in a subprocess, and by main(argv) where only its output is asserted), and the import
+layering it must keep."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+
+from inprocess import run_main
 
 
 def rooftop(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -31,7 +34,7 @@ def test_measure_launch_json():
 
 
 def test_measure_report_prints_ceilings():
-    out = rooftop("measure", "--only", "launch", "--device", "cpu", "--no-plot")
+    out = run_main("measure", "--only", "launch", "--device", "cpu", "--no-plot")
     assert out.returncode == 0, out.stderr
     assert "ceilings of" in out.stdout and "launch" in out.stdout and "notes:" in out.stdout
     # piped: no line carries Rich's padding, none is wider than the terminal, stderr has no progress residue
@@ -49,7 +52,7 @@ def test_measure_report_prints_ceilings():
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, needle):
-    out = rooftop("measure", *args)
+    out = run_main("measure", *args)
     assert out.returncode == 2
     assert needle in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
@@ -84,7 +87,7 @@ def test_measured_roofline_piped_has_no_escape_codes(monkeypatch: pytest.MonkeyP
 
 
 def test_plot_size_is_checked() -> None:
-    out = rooftop("measure", "--width", "5", "--only", "launch")
+    out = run_main("measure", "--width", "5", "--only", "launch")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "10 to 1000" in out.stderr
 
 

@@ -14,6 +14,7 @@ HELPER = ROOT / "scripts" / "gpu_check.py"
 
 sys.path.insert(0, str(HELPER.parent))
 import gpu_check  # noqa: E402 - the script's helper, imported by path
+from inprocess import run_main  # noqa: E402
 
 
 def test_a_failing_or_hanging_stage_does_not_stop_the_script_or_cost_the_figures(tmp_path):
@@ -43,10 +44,11 @@ def test_a_failing_or_hanging_stage_does_not_stop_the_script_or_cost_the_figures
 
 
 def _measure_cpu_launch(tmp_path: Path) -> tuple[Path, Path]:
+    """`rooftop measure --json` of the launch overhead (in this process: the report reads only its files)."""
     db, js = tmp_path / "rooftop.db", tmp_path / "measure.json"
-    with js.open("w") as f:
-        subprocess.run([sys.executable, "-m", "rooftop.tui.cli", "measure", "--device", "cpu", "--only", "launch",
-                        "--json", "--db", str(db)], stdout=f, check=True, timeout=120)
+    out = run_main("measure", "--device", "cpu", "--only", "launch", "--json", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    js.write_text(out.stdout)
     return js, db
 
 

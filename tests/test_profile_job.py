@@ -20,6 +20,8 @@ from rooftop.models.commtrace import collective_name
 from rooftop.models.job import RankSummary, align, ranks_text, straggler
 from rooftop.store.tracefile import load_trace
 
+from inprocess import run_main
+
 DATA = Path(__file__).parent / "data"
 REAL = DATA / "real-traces"
 RANK0, RANK1 = REAL / "trace_filter_sampled_rank-0.json.gz", REAL / "trace_filter_sampled_rank-1.json.gz"
@@ -64,8 +66,8 @@ def expected_split(path: Path) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def sampled() -> tuple[dict, subprocess.CompletedProcess]:
-    out = rooftop("profile", "--trace", str(RANK0), str(RANK1), "-d", "a100-80g-ds", "--json", "--no-save")
+def sampled() -> tuple[dict, subprocess.CompletedProcess]:  # read in this process: no torch, no interpreter start
+    out = run_main("profile", "--trace", str(RANK0), str(RANK1), "-d", "a100-80g-ds", "--json", "--no-save")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout), out
 
@@ -110,7 +112,7 @@ def test_sampled_ranks_straggler_missing_ranks_and_collectives(sampled):
 
 
 def test_text_report_has_the_rank_table_straggler_and_collectives():
-    out = rooftop("profile", "--trace", str(RANK0), str(RANK1), "--no-save", "--top", "3")
+    out = run_main("profile", "--trace", str(RANK0), str(RANK1), "--no-save", "--top", "3")
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "rank" in text and "exposed" in text and "straggler: rank" in text
@@ -131,7 +133,7 @@ def test_nccl_trace_27_collectives_with_their_sizes():
 
 
 def test_nccl_trace_allreduce_groups_algbw_and_busbw():
-    out = rooftop("profile", "--trace", str(NCCL2), "-d", "a100-80g-ds", "--json", "--no-save")
+    out = run_main("profile", "--trace", str(NCCL2), "-d", "a100-80g-ds", "--json", "--no-save")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     # the test's own grouping: the NCCL kernels carry their message in their args
@@ -159,7 +161,7 @@ def test_nccl_trace_allreduce_groups_algbw_and_busbw():
 
 
 def test_link_given_on_the_command_line():
-    out = rooftop("profile", "--trace", str(NCCL2), "-d", "a100-80g-ds", "--link", "pcie", "--json", "--no-save")
+    out = run_main("profile", "--trace", str(NCCL2), "-d", "a100-80g-ds", "--link", "pcie", "--json", "--no-save")
     doc = json.loads(out.stdout)
     assert {c["link"] for c in doc["collectives"]} == {"pcie"}
     assert all(c["link_bandwidth"] == pytest.approx(32e9) for c in doc["collectives"])
@@ -173,7 +175,7 @@ def test_bad_input_each_file_named_in_one_line_the_good_ranks_kept(tmp_path):
     shutil.copy(NCCL2, d / "c_other_job.json.gz")  # world 2, not 128
     data = RANK1.read_bytes()
     (d / "d_rank-1.json.gz").write_bytes(data[: len(data) // 2])  # truncated
-    out = rooftop("profile", "--trace", str(d), "--json", "--no-save")
+    out = run_main("profile", "--trace", str(d), "--json", "--no-save")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert [r["rank"] for r in doc["ranks"]] == [0]
@@ -192,12 +194,12 @@ def test_no_readable_rank_is_one_error_and_exit_2(tmp_path):
     d = tmp_path / "job"
     d.mkdir()
     (d / "rank-0.json").write_text("{\"traceEvents\": [")
-    out = rooftop("profile", "--trace", str(d), "--no-save")
+    out = run_main("profile", "--trace", str(d), "--no-save")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith("rooftop profile: error: no trace could be read")
     empty = tmp_path / "empty"
     empty.mkdir()
-    out = rooftop("profile", "--trace", str(empty), "--no-save")
+    out = run_main("profile", "--trace", str(empty), "--no-save")
     assert out.returncode == 2 and "a folder with no traces in it" in out.stderr
 
 
@@ -206,7 +208,7 @@ def test_rank_from_the_file_name_when_the_trace_does_not_say(tmp_path):
     del doc["distributedInfo"]
     (tmp_path / "worker_rank7.json").write_text(json.dumps(doc))
     shutil.copy(RANK0, tmp_path / "r0.json.gz")
-    out = rooftop("profile", "--trace", str(tmp_path / "r0.json.gz"), str(tmp_path / "worker_rank7.json"),
+    out = run_main("profile", "--trace", str(tmp_path / "r0.json.gz"), str(tmp_path / "worker_rank7.json"),
                   "--json", "--no-save")
     assert out.returncode == 0, out.stderr
     assert [r["rank"] for r in json.loads(out.stdout)["ranks"]] == [0, 7]
@@ -292,7 +294,7 @@ def test_gloo_job_on_the_link_measured_by_rooftop_comm(ddp, ddp_comm):
     cdoc = ddp_comm
     pts = [p for p in cdoc["points"] if p["collective"] == "allreduce" and p["busbw"]]
     best, alpha = max(p["busbw"] for p in pts), cdoc["fits"]["allreduce"]["alpha_s"]
-    out = rooftop("profile", "--trace", str(traces), "--json", "--no-save", "--db", str(db))
+    out = run_main("profile", "--trace", str(traces), "--json", "--no-save", "--db", str(db))
     assert out.returncode == 0, out.stderr
     # no CPU was measured into this store: a CPU job on a GPU's roofs is said so, with what to do
     from rooftop.tui.services.context import FALLBACK_DEVICE
@@ -377,7 +379,7 @@ def test_unlinked_nccl_kernels_match_their_collectives_in_order():
 
 
 def test_torchrun_bad_options_and_missing_script_one_line_exit_2(tmp_path):
-    out = rooftop("profile", "--no-save", "--", "torchrun", "--bogus", str(DDP))
+    out = run_main("profile", "--no-save", "--", "torchrun", "--bogus", str(DDP))
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == (
         "rooftop profile: error: torchrun's options are not valid (see `torchrun --help`)")
@@ -399,7 +401,7 @@ async def test_profile_tab_shows_a_kept_jobs_rank_table_and_opens_each_ranks_op_
     from rooftop.tui.app.widgets import FitTable
 
     db = tmp_path / "r.db"
-    out = rooftop("profile", "--trace", str(RANK0), str(RANK1), "-d", "a100-80g-ds", "--json", "--db", str(db))
+    out = run_main("profile", "--trace", str(RANK0), str(RANK1), "-d", "a100-80g-ds", "--json", "--db", str(db))
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     slow = doc["straggler"]["rank"]
@@ -497,7 +499,7 @@ async def _roofline_series(db: Path, device: str, tmp_path: Path) -> list:
 async def test_roofline_tab_draws_a_kept_jobs_allreduces_on_their_link_slope(tmp_path):
     """Each all-reduce group sits on the device's NVLink slope B·I at its fraction of the link."""
     db = tmp_path / "r.db"
-    out = rooftop("profile", "--trace", str(NCCL2), "-d", "a100-80g-ds", "--json", "--db", str(db))
+    out = run_main("profile", "--trace", str(NCCL2), "-d", "a100-80g-ds", "--json", "--db", str(db))
     assert out.returncode == 0, out.stderr
     groups = [c for c in json.loads(out.stdout)["collectives"] if c["op"] == "allreduce"]
     series = await _roofline_series(db, "a100-80g-ds", tmp_path)
@@ -518,7 +520,7 @@ async def test_roofline_tab_draws_the_link_a_gloo_job_crossed(ddp, ddp_comm, tmp
     """A gloo job crossed sockets (net), a level the device's chart has none of: the link `rooftop comm` measured
     is drawn, and the job's all-reduce sits on it at busbw / B."""
     _, db, traces = ddp
-    out = rooftop("profile", "--trace", str(traces), "--json", "--db", str(db))  # kept after the comm run
+    out = run_main("profile", "--trace", str(traces), "--json", "--db", str(db))  # kept after the comm run
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     [ar] = [c for c in doc["collectives"] if c["op"] == "allreduce"]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from inprocess import run_main
+
 DATA = Path(__file__).parent / "data"
 TINY = DATA / "tiny_model.py"
 
@@ -70,7 +72,7 @@ def test_tiny_model_is_kept_as_a_run(tiny):
 
 
 def test_failing_program_one_line_and_exit_2():
-    out = rooftop("profile", "-d", "h100", "--no-save", "--", "python", str(TINY), "2", "--fail")
+    out = run_main("profile", "-d", "h100", "--no-save", "--", "python", str(TINY), "2", "--fail")
     assert out.returncode == 2
     assert "RuntimeError: asked to fail" in out.stderr  # the program's own traceback, as Python prints it
     assert "rooftop/probes" not in out.stderr and "runpy" not in out.stderr
@@ -81,16 +83,16 @@ def test_failing_program_one_line_and_exit_2():
 def test_exit_status_of_the_program_is_reported(tmp_path):
     script = tmp_path / "quits.py"
     script.write_text("import sys\nprint('bye')\nsys.exit(3)\n")
-    out = rooftop("profile", "-d", "h100", "--no-save", "--", "python", str(script))
+    out = run_main("profile", "-d", "h100", "--no-save", "--", "python", str(script))
     assert out.returncode == 2 and "bye" in out.stdout
     assert out.stderr.strip().splitlines()[-1].endswith("exited with status 3; nothing to show")
 
 
 def test_not_a_python_program_and_missing_script(tmp_path):
-    out = rooftop("profile", "--no-save", "--", "ls", "-l")
+    out = run_main("profile", "--no-save", "--", "ls", "-l")
     assert out.returncode == 2 and "runs Python programs" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
-    out = rooftop("profile", "--no-save", "--", "python", str(tmp_path / "missing.py"))
+    out = run_main("profile", "--no-save", "--", "python", str(tmp_path / "missing.py"))
     assert out.returncode == 2 and "no such script" in out.stderr
 
 
@@ -130,7 +132,7 @@ def test_python_api_context_manager_and_decorator(tmp_path):
 def test_a_program_that_never_uses_torch(tmp_path):
     script = tmp_path / "plain.py"
     script.write_text("print('hello, no torch here')\n")
-    out = rooftop("profile", "-d", "h100", "--no-save", "--", "python", str(script))
+    out = run_main("profile", "-d", "h100", "--no-save", "--", "python", str(script))
     assert out.returncode == 2 and "hello, no torch here" in out.stdout
     assert out.stderr.strip().splitlines() == [
         f"rooftop profile: error: python {script} ran no torch ops: nothing to place on the roofline"]

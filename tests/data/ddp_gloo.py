@@ -13,5 +13,9 @@ for _ in range(5):
     opt.zero_grad()
     model(x).square().mean().backward()
     opt.step()
+# The model (its DDP reducer) goes while the process group is still registered: freed at the end with the
+# group already gone, the reducer's last reference destroys the gloo group, which joins its worker thread
+# with the GIL held while that thread waits for the GIL (torch's teardown deadlock, seen under CPU load).
+del model, opt
 dist.barrier()
 dist.destroy_process_group()
