@@ -28,14 +28,14 @@ class ComputePath:
 PATHS: dict[str, ComputePath] = {
     p.key: p
     for p in (
-        ComputePath("fp64-fma", "FP64 FMA (CUDA cores)", "fma", "fp64"),
+        ComputePath("fp64-fma", "FP64 FMA (vector units: CUDA cores on a GPU)", "fma", "fp64"),
         ComputePath("fp64-tc", "FP64 matmul (tensor cores where the card has them)", "tensor", "fp64"),
         ComputePath("fp64-matmul", "FP64 matmul (CPU vector units)", "matmul", "fp64"),
-        ComputePath("fp32-fma", "FP32 FMA (CUDA cores)", "fma", "fp32"),
+        ComputePath("fp32-fma", "FP32 FMA (vector units: CUDA cores on a GPU)", "fma", "fp32"),
         ComputePath("fp32-matmul", "FP32 matmul, TF32 off (CUDA cores; on a CPU its vector units)", "matmul", "fp32"),
         ComputePath("tf32-tc", "TF32 matmul (tensor cores)", "tensor", "tf32"),
-        ComputePath("fp16-fma", "FP16 FMA (packed half2, CUDA cores)", "fma", "fp16"),
-        ComputePath("bf16-fma", "BF16 FMA (packed, CUDA cores)", "fma", "bf16"),
+        ComputePath("fp16-fma", "FP16 FMA (packed half2: vector units, CUDA cores on a GPU)", "fma", "fp16"),
+        ComputePath("bf16-fma", "BF16 FMA (packed: vector units, CUDA cores on a GPU)", "fma", "bf16"),
         ComputePath("fp16-tc", "FP16 matmul (tensor cores)", "tensor", "fp16"),
         ComputePath("bf16-tc", "BF16 matmul (tensor cores)", "tensor", "bf16"),
         ComputePath("fp16-matmul", "FP16 matmul (CPU vector or matrix units, AMX where there)", "matmul", "fp16"),

@@ -180,3 +180,11 @@ def test_a_cpu_fleet_members_line_shows_its_bf16_matmul_roof() -> None:
                           "int8-tc": Ceiling(1.5e9, "measured")}, kind="cpu")
     line, = member_lines(fleet_report([Member(0, "node0", "cpu", CPU.name, prof)]))
     assert "F bf16-matmul" in line and "-tc" not in line, line
+
+
+def test_fma_paths_are_named_for_cpus_too() -> None:
+    """A CPU's FMA roofs run on its vector units: their labels do not call them CUDA cores alone."""
+    from rooftop.models.paths import PATHS
+
+    fma = [p for p in PATHS.values() if p.unit == "fma"]
+    assert fma and all("vector units" in p.label for p in fma)
