@@ -32,5 +32,24 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def leave(code: int) -> None:
+    """End the rank once its script is done and its trace written: the script's exit handlers run, the output
+    is flushed, and the interpreter's teardown is skipped. That teardown is where torch can deadlock: a DDP
+    model freed after its gloo group was destroyed frees the group's last reference in the reducer, which
+    joins the group's worker thread while holding the GIL the thread waits for (seen in 3 of 9 loaded runs);
+    the rank then never exits and the whole job waits on it."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed or broken pipe: nothing more to say
+                pass
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    leave(main(sys.argv[1:]))

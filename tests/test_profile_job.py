@@ -530,3 +530,30 @@ async def test_roofline_tab_draws_the_link_a_gloo_job_crossed(ddp, ddp_comm, tmp
     assert slope.ys[0] / slope.xs[0] == pytest.approx(ar["link_bandwidth"])
     [p] = [s for s in series if s.kind == "point" and s.label.startswith("allreduce ")]
     assert p.ys[0] == pytest.approx(ar["link_bandwidth"] * p.xs[0] * ar["fraction_of_link"])
+
+
+ENDS_WITH_HANDLERS = """
+import atexit, sys
+from pathlib import Path
+import torch
+marker = Path(sys.argv[1])
+atexit.register(lambda: marker.write_text("ran"))  # the script's own exit handler
+torch.ones(4).sum()
+print("done", flush=False)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_rank_ends_with_its_scripts_exit_handlers_and_status(tmp_path, status):
+    """A profiled rank skips the interpreter's teardown (where torch's DDP teardown can deadlock a rank), but
+    not the script's exit handlers, its output, its trace or its exit status."""
+    script = tmp_path / "ends.py"
+    script.write_text(ENDS_WITH_HANDLERS)
+    marker = tmp_path / "atexit.txt"
+    out = subprocess.run([sys.executable, "-m", "rooftop.probes.rankrun", str(tmp_path / "t"), "1", str(script),
+                          str(marker), str(status)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "RANK": "0"})
+    assert out.returncode == status, out.stderr
+    assert marker.read_text() == "ran" and "done" in out.stdout
+    assert (tmp_path / "t" / "rank-0.trace.json").is_file() or status != 0
