@@ -136,25 +136,33 @@ def _size_groups(cands: Sequence[Sample]) -> list[list[Sample]]:
     return groups
 
 
-def on_plateau(cands: Sequence[Sample]) -> tuple[list[Sample], str]:
-    """The CPU's DRAM points: the two largest working sets when their best rates agree within
-    PLATEAU_AGREE, else the largest alone — then B is an upper estimate, and the note says so.
+def on_plateau(cands: Sequence[Sample]) -> tuple[list[Sample], str, bool]:
+    """The CPU's DRAM points, a note, and whether B from them is an upper estimate: the two largest working
+    sets when their best rates agree within PLATEAU_AGREE; else the largest alone. Then, when the smaller of
+    the two ran faster, a cache may still serve the largest too: B is an upper estimate. When the larger ran
+    faster, no cache explains it (a cache makes the smaller set faster): the machine was busy during the
+    smaller one, and B, the largest set's, is not raised by a cache; the note says to measure again.
 
     A CPU's reported LLC can be a fraction of the cache that serves it: a VM that reports 32 MiB can
     run 1 GiB sets from its host's cache (75 GB/s where DRAM gave 48–50). Only the largest sets count,
     and two of them agreeing is what shows the curve has reached DRAM's plateau."""
     groups = _size_groups(cands)
     if len(groups) < 2:
-        return [s for g in groups for s in g], ""
+        return [s for g in groups for s in g], "", False
     top, second = groups[0], groups[1]
     r_top, r_second = max(_bw(s) for s in top), max(_bw(s) for s in second)
     if abs(r_second / r_top - 1.0) <= PLATEAU_AGREE:
-        return top + second, ""
+        return top + second, "", False
+    sets = (f"({top[0].footprint_bytes / MiB:.0f} MiB at {r_top / 1e9:.1f} GB/s, "
+            f"{second[0].footprint_bytes / MiB:.0f} MiB at {r_second / 1e9:.1f} GB/s)")
+    if r_top > r_second:
+        return top, (f"B dram from the largest working set: the two largest disagree by more than "
+                     f"{PLATEAU_AGREE:.0%} {sets}, the larger faster, which no cache explains: the machine "
+                     "was busy; measure again on a quiet machine"), False
     note = (f"B dram is an upper estimate: the two largest working sets disagree by more than "
-            f"{PLATEAU_AGREE:.0%} ({top[0].footprint_bytes / MiB:.0f} MiB at {r_top / 1e9:.1f} GB/s, "
-            f"{second[0].footprint_bytes / MiB:.0f} MiB at {r_second / 1e9:.1f} GB/s): a cache may still "
-            f"serve them, or the machine was busy; measure again on a quiet machine")
-    return top, note
+            f"{PLATEAU_AGREE:.0%} {sets}: a cache may still serve them, or the machine was busy; measure "
+            "again on a quiet machine")
+    return top, note, True
 
 
 def dram_window(cands: Sequence[Sample], hw: Hardware, win: Windows) -> tuple[list[Sample], str, bool]:
@@ -170,9 +178,9 @@ def dram_window(cands: Sequence[Sample], hw: Hardware, win: Windows) -> tuple[li
             note = (f"B dram from the largest working set ({top / MiB:.0f} MiB), below the "
                     f"{win.dram_min / MiB:.0f} MiB the definition asks for")
     if hw.kind == "cpu":
-        far, plateau_note = on_plateau(far)
+        far, plateau_note, upper = on_plateau(far)
         note = "; ".join(n for n in (note, plateau_note) if n)
-        return far, note, bool(plateau_note)
+        return far, note, upper
     return far, note, False
 
 

@@ -163,6 +163,16 @@ def test_cpu_dram_from_a_curve_still_falling_is_an_upper_estimate():
     assert "dram_upper_estimate" not in calibrate(samples[1:], CPU).profile.extra
 
 
+def test_cpu_dram_larger_set_faster_is_a_busy_machine_not_a_cache():
+    """A run on this VM: 4 GiB at 29.9 GB/s, 1 GiB at 26.4. A cache makes the smaller set faster, never the
+    larger: B is the largest set's, not called an upper estimate, and the note says the machine was busy."""
+    cal = calibrate([stream("copy", 1024 * MiB, 26.4), stream("copy", 4096 * MiB, 29.9)], CPU)
+    assert cal.profile.B("dram") == pytest.approx(29.9e9)
+    assert "dram_upper_estimate" not in cal.profile.extra
+    (note,) = [n for n in cal.notes if "B dram from the largest" in n]
+    assert "the larger faster" in note and "busy" in note and "upper estimate" not in note
+
+
 def test_skipped_launch_and_points_above_the_roof():
     skipped = Sample("gemm", "fp8", {"m": 1, "n": 8192, "k": 8192}, 1.0, 1.0, skipped="fp8 needs cc ≥ 8.9")
     launch = Sample("launch", "fp32", {"n": 1}, 1.0, 8.0, 4.0, stats=stats(4.5e-6))
