@@ -13,6 +13,8 @@ import time
 import psutil
 import pytest
 
+from ctrlc import popen_kwargs
+
 from rooftop.models.comm import bus_factor
 from rooftop.probes.comm import CommError, build_comm_plan, max_world
 from rooftop.store.runs import Store
@@ -125,7 +127,7 @@ def start_measuring_ranks(tmp_path):
     """`rooftop comm` with 2 gloo ranks, once its first point is measured; the process and its ranks' pids."""
     proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "comm", "--world", "2", "--plan", "full",
                              "--db", str(tmp_path / "r.db")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)
+                            text=True, env=ENV, **popen_kwargs())
     line = ""
     deadline = time.monotonic() + 90
     while "[1/" not in line and time.monotonic() < deadline:  # the ranks are up and measuring

@@ -139,8 +139,10 @@ def test_ctrl_c_stops_the_script_at_once_with_the_figures_so_far(tmp_path):
 
     env = {**os.environ, "ROOFTOP_GPU_CHECK_OUT": str(tmp_path / "measure.json"), "TMPDIR": str(tmp_path),
            "ROOFTOP_GPU_CHECK_MEASURE_ARGS": "--device cpu --plan full --only bandwidth,gemm"}  # minutes on a CPU
+    from ctrlc import popen_kwargs
+
     proc = subprocess.Popen(["bash", str(SCRIPT), sys.executable], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+                            stderr=subprocess.DEVNULL, text=True, **popen_kwargs())
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the measurement has begun once its scratch store exists
         if list(tmp_path.glob("rooftop-gpu-check-*/rooftop.db")):

@@ -182,8 +182,10 @@ def test_watch_text_and_bad_interval() -> None:
 
 
 def test_watch_exits_cleanly_on_ctrl_c() -> None:
+    from ctrlc import popen_kwargs
+
     p = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "watch", "--interval", "0.1"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_kwargs())
     assert p.stdout is not None
     p.stdout.readline()  # running
     p.send_signal(signal.SIGINT)
