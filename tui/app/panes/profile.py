@@ -273,7 +273,10 @@ def job_text(job: dict[str, Any]) -> Group:
     links, and in `rooftop show` / `--json`)."""
     from rooftop.tui.render.job import job_head, straggler_lines
 
-    return Group(job_head(job), *straggler_lines(job))
+    head, *groups = straggler_lines(job)
+    for line in groups:  # an op group's line is cut at the pane's edge, not wrapped under the table's rows
+        line.no_wrap, line.overflow = True, "ellipsis"
+    return Group(job_head(job), head, *groups)
 
 
 def split_text(run: Run) -> Text:
