@@ -146,7 +146,8 @@ class ProfilePane(Widget):
         super().__init__(id=id)
         self.db_path = db_path
         self.run_ids: list[str] = []
-        self.shown: tuple[Run, list[dict]] | None = None  # the run on show and its op groups (its lowest rank's)
+        # the run on show, its op groups (its lowest rank's) and its job (None for one program)
+        self.shown: tuple[Run, list[dict], dict[str, Any] | None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="prof-status")
@@ -215,8 +216,8 @@ class ProfilePane(Widget):
             split.update(Text(f"✗ {exc}", style="red"))
             return
         split.update(split_text(run))
-        self.shown = (run, [dict(g) for g in groups if g])
         job = stored_job(run)
+        self.shown = (run, [dict(g) for g in groups if g], job)
         pane, ranks = self.query_one("#prof-job", Static), self.query_one("#prof-ranks", FitTable)
         pane.display = ranks.display = job is not None
         try:
@@ -241,8 +242,7 @@ class ProfilePane(Widget):
         """The op groups of one rank of the job on show (None: its lowest, whose op groups are kept whole)."""
         if self.shown is None:
             return
-        run, groups = self.shown
-        job = stored_job(run)
+        run, groups, job = self.shown
         title = self.query_one("#prof-ops-title", Static)
         table = self.query_one("#prof-ops", FitTable)
         ranks = [r["rank"] for r in job["ranks"]] if job else []
