@@ -123,8 +123,8 @@ KIND_ALIASES = {
 }
 _KIND_PRESETS = {"rmsnorm": {"type": "rms"}, "layernorm": {"type": "layer"}}
 
-# a count as a person writes it: 8192, 1e9 or 1E9, 2^20, 8k, 16M, 1G; a leading '-' is read so it is told "at least 1"
-_NUMBER = re.compile(r"^(-?)(?:(\d+)\^(\d+)|([0-9][0-9_]*(?:\.[0-9]*)?(?:[eE][+-]?\d+)?)([kKmMgG]?))$")
+# a count as a person writes it: 8192, 1e9 or 1E9, .5e3, 2^20, 8k, 16M, 1G; a leading '-' is read so it is told "at least 1"
+_NUMBER = re.compile(r"^(-?)(?:(\d+)\^(\d+)|((?:[0-9][0-9_]*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?\d+)?)([kKmMgG]?))$")
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 MAX_DIM = 2**62  # beyond any real shape; keeps products finite
 MAX_DIGITS = 30  # 2^62 has 19: a longer integer is too large before Python is asked to convert it

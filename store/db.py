@@ -125,7 +125,7 @@ def store_error(exc: BaseException, path: Path | str) -> StoreError:
         msg = (f"database {path} is locked: another rooftop held it for over {BUSY_TIMEOUT_MS // 1000} s ({exc}); "
                "try again when it is done")
     elif reason == "full":
-        msg = f"database {path} cannot be used: {full_words(path)} ({exc}); free some space, or use another --db PATH"
+        msg = f"database {path} cannot be used: {full_words(path)} ({exc}); {room_hint(path)}, or use another --db PATH"
     elif reason == "read-only":
         msg = f"database {path} cannot be written ({exc}); make it writable, or copy it and use --db COPY"
     elif reason in ("damaged", "foreign"):  # damage found mid-command: name the file
@@ -136,10 +136,22 @@ def store_error(exc: BaseException, path: Path | str) -> StoreError:
     return StoreError(msg, reason)
 
 
+ROOM = 64 * 1024 * 1024  # a disk with this much free is not what stopped SQLite growing a file
+
+
 def full_words(path: Path | str) -> str:
-    """'disk full (N bytes free)': the free space of the store's folder, said where the disk is full."""
+    """'disk full (N bytes free)' where the store's disk is full; where it has room, SQLite's SQLITE_FULL
+    came from something else that caps the file (a disk quota, PRAGMA max_page_count), and
+    calling that a full disk would send the user to free space they already have."""
     free = free_bytes(path)
+    if free is not None and free >= ROOM:
+        return f"the store cannot grow though its disk has {free:,} bytes free (a disk quota, or a page limit on the file)"
     return "disk full" + (f" ({free:,} bytes free)" if free is not None else "")
+
+
+def room_hint(path: Path | str) -> str:
+    free = free_bytes(path)
+    return "raise the limit" if free is not None and free >= ROOM else "free some space"
 
 
 def _say_if_full(exc: BaseException, path: Path) -> None:

@@ -35,4 +35,22 @@ def load_arch(ref: str) -> Arch:
         raise ModelError(f"cannot read {path}: {exc}".splitlines()[0]) from None
     if not isinstance(cfg, dict):
         raise ModelError(f"{path} is not a config.json object")
-    return arch_from_config(cfg, path.parent.name or path.stem)
+    return arch_from_config(cfg, model_name(path, cfg))
+
+
+def model_name(path: Path, cfg: dict) -> str:
+    """What to call a model read from a file: the name its config gives (`_name_or_path`, as
+    `save_pretrained` writes it); else a file's own name when it is not `config.json`; else, in the Hugging
+    Face cache (`models--org--name/snapshots/<commit>/config.json`), `org/name`; else its folder's name.
+    The folder alone misnames a config kept in `configs/` or a snapshot named by its commit."""
+    given = cfg.get("_name_or_path")
+    if isinstance(given, str) and given.strip().rstrip("/\\"):
+        given = given.strip().rstrip("/\\")
+        local = given.startswith(("/", ".", "~")) or "\\" in given or given.count("/") > 1
+        return Path(given.replace("\\", "/")).name if local else given  # a hub id (org/name) stays whole
+    if path.name != "config.json":
+        return path.stem
+    folder = path.resolve().parent
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
+    return folder.name or str(cfg.get("model_type") or "model")

@@ -157,6 +157,27 @@ def test_config_json_loading_and_errors(tmp_path) -> None:
         load_arch("no-such-model")
 
 
+def test_a_model_read_from_a_file_is_named_by_its_config_then_its_file_then_the_cache_then_its_folder(tmp_path) -> None:
+    cfg = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "torch_dtype": "bfloat16"}
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "mistralai/Mistral-7B-v0.1"}))
+    assert load_arch(str(configs / "config.json")).name == "mistralai/Mistral-7B-v0.1"  # not "configs"
+    (configs / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "/data/models/Mistral-7B-v0.1/"}))
+    assert load_arch(str(configs)).name == "Mistral-7B-v0.1"  # a local path: its last part
+    (configs / "mistral-7b.json").write_text(json.dumps(cfg))
+    assert load_arch(str(configs / "mistral-7b.json")).name == "mistral-7b"
+    snap = tmp_path / "hub" / "models--mistralai--Mistral-7B-v0.1" / "snapshots" / ("7231864" * 5 + "abcde")
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps(cfg))
+    assert load_arch(str(snap)).name == "mistralai/Mistral-7B-v0.1"  # not the commit the snapshot is named by
+    folder = tmp_path / "Mistral-7B-v0.1"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    assert load_arch(str(folder / "config.json")).name == "Mistral-7B-v0.1"
+
+
 def test_amdahl_seed_002() -> None:
     """Seed 002 §2.2: attention 17.6 ms sped up 0.55 → 0.33 ms per layer; 58 ms → 51 ms, ×1.14."""
     split = amdahl({"attention": 17.6, "mlp": 24.0, "runtime": 6.0, "comm": 10.4}, {"attention": 0.55 / 0.33})

@@ -71,7 +71,9 @@ def test_numbers() -> None:
     assert parse_count("2^20") == 2**20
     assert parse_count("8k") == 8192
     assert parse_count("1_000") == 1000
-    for bad in ("0", "1.5", "abc", "1e400", "2^99", ""):
+    assert parse_count(".5e1") == 5  # a leading point, as Python and C read it
+    assert parse_count(".5k") == 512
+    for bad in ("0", "1.5", "abc", "1e400", "2^99", "", ".", ".e3", "-.5e1"):
         with pytest.raises(SpecError):
             parse_count(bad)
 

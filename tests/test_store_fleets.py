@@ -190,7 +190,7 @@ def test_a_store_that_fails_keeps_nothing_and_the_report_is_still_printed(tmp_pa
     assert [(r["rank"], r["status"]) for r in doc["rows"]] == [(0, "complete"), (1, "complete")]
     assert doc["stragglers"] == [1]  # the report as measured: B dram 2.3 TB/s, its peer's 4.6
     (warning,) = [line for line in err.splitlines() if "warning" in line]
-    assert warning.startswith("rooftop measure: warning: the fleet run is not kept: ") and str(db) in warning
+    assert warning.startswith("rooftop measure: warning: the fleet run is not kept in the store: ") and str(db) in warning
     assert ("is locked" if failure == "locked" else "another kind of file") in warning and "not kept" in err.splitlines()[-1]
     if failure == "locked":
         with Store.open(db) as store:

@@ -156,7 +156,7 @@ async def test_a_cancel_before_the_first_point_leaves_no_empty_run(tmp_path: Pat
         await pilot.press("c")
         loaded.set()
         await wait_for(pilot, lambda: "cancelled" in str(app.query_one("#ms-status", Static).render()))
-        assert "not saved" in str(app.query_one("#ms-status", Static).render())
+        assert "not kept in the store" in str(app.query_one("#ms-status", Static).render())
     with Store.open(tmp_path / "r.db") as store:
         assert store.runs() == []
 

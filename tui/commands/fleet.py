@@ -39,7 +39,7 @@ def _keep(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, p
     from rooftop.tui.services.keeper import RunKeeper
 
     keeper = RunKeeper(args.db, on_error=lambda exc, _begun: err.print(
-        safe_text(f"rooftop measure: warning: the fleet run is not kept: {exc}"), style="yellow"))
+        safe_text(f"rooftop measure: warning: the fleet run is not kept in the store: {exc}"), style="yellow"))
     try:
         run_id = keeper.keep_whole(fleet_runs(payloads, mode, plan))
         if run_id is None or keeper.store is None:

@@ -230,7 +230,7 @@ def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: A
     from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 
     def not_saved(exc: Exception, _begun: bool) -> None:
-        sys.stderr.write(safe_text(f"rooftop profile: warning: not saved: {exc}") + "\n")  # it names the --db path
+        sys.stderr.write(safe_text(f"rooftop profile: warning: the run is not kept in the store: {exc}") + "\n")  # it names the --db path
 
     keeper = RunKeeper(getattr(args, "db", None), on_error=not_saved, on_open=tell_interrupted)
     keeper.begin(profile_device_info(work, source, job), plan=PLAN, backend=backend)

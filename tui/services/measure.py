@@ -68,7 +68,7 @@ def measure_run(
     def store_failed(exc: StoreError, begun: bool) -> None:
         if not begun:  # told at once: the measurement goes on without the store
             if on_store_error is not None:
-                on_store_error(f"measurements will not be saved: {exc}")
+                on_store_error(f"the run is not kept in the store: {exc}")
         else:  # told with the result
             failed_mid_run.append(f"saving to the store failed: {exc}")
 
@@ -106,7 +106,7 @@ def measure_run(
         keeper.set_ceilings(cal.profile)
         run_id = keeper.finish(status)
     store_error = failed_mid_run[-1] if failed_mid_run else \
-        (f"measurements will not be saved: {keeper.error}" if keeper.error is not None and run_id is None else "")
+        (f"the run is not kept in the store: {keeper.error}" if keeper.error is not None and run_id is None else "")
     throttled = [s for s in samples if s.conditions.get("throttle")]
     return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled)
 

@@ -364,7 +364,7 @@ class MeasurePanel(Widget):
         bar = self.query_one("#ms-progress", ProgressBar)
         bar.update(total=max(self.view.points, done), progress=done)
         self._show_eta(bar, False)  # the run is over: no time left to estimate
-        saved = f"saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "not saved"
+        saved = f"saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "not kept in the store"
         style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
         text = Text(f"{result.status}: {fmt_count(done, 'point')} in {result.wall_s:.1f} s, {saved}",
                     style=style)
