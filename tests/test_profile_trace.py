@@ -122,6 +122,26 @@ def test_cli_trace_is_kept_as_a_run(tmp_path, capsys):
         assert store.profiles() == {}  # a profile is not a device's measured roofs
 
 
+def test_a_trace_or_csv_named_alone_is_read_as_with_trace_and_ncu(capsys, tmp_path):
+    """`rooftop profile run.json.gz` is what people type first: it reads the trace (was "is not a Python
+    program"), with options after the file still taken as options."""
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--no-save"]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert main(["profile", str(QWEN), "-d", "h200", "--json", "--no-save"]) == 0
+    assert json.loads(capsys.readouterr().out) == want
+    ranks = sorted((DATA / "real-traces").glob("trace_filter_sampled_rank-*.json.gz"))
+    assert main(["profile", *map(str, ranks), "--json", "--no-save", "--top", "3"]) == 0
+    assert [r["rank"] for r in json.loads(capsys.readouterr().out)["ranks"]] == [0, 1]  # one job of two ranks
+    assert main(["profile", "--", str(NCU), "-d", "h200", "--json", "--no-save"]) == 0
+    assert json.loads(capsys.readouterr().out)["kernels"]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a program\n")
+    assert main(["profile", str(notes), "--no-save"]) == 2  # neither a trace nor a program: still refused
+    assert "is not a Python program" in capsys.readouterr().err
+    assert main(["profile", str(QWEN), "--top", "-1"]) == 2  # the options after it are checked as options
+    assert "--top must be 0 or more" in capsys.readouterr().err
+
+
 # -- bad input: one line, exit 2 --------------------------------------------------------
 
 

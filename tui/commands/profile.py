@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from rooftop.models.safetext import safe_text
 from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import UsageError, add_db_option, add_device_option
-from rooftop.tui.commands.job import is_job, profile_job, profile_torchrun
+from rooftop.tui.commands.job import TRACE_SUFFIXES, is_job, profile_job, profile_torchrun
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.profile import TOP, profile_report
 from rooftop.tui.render.text import clean
@@ -34,6 +34,7 @@ examples:
   rooftop profile --trace traces/ -d a100-80g-ds          (one trace per rank)
   rooftop profile -- torchrun --nproc-per-node 2 train.py  (kept as one profile)
   rooftop profile --ncu kernels.csv -d h200 --json
+  rooftop profile run.trace.json.gz                       (a trace or .csv named alone is read, not run)
 
 W and Q are estimates: rooftop's op models applied to the shapes and dtypes
 the profiler recorded (each array read or written once; an FMA is 2 FLOP).
@@ -72,7 +73,35 @@ def add_profile_command(sub: Any) -> None:
     pr.add_argument("--no-save", action="store_true", help="do not keep this profile in the store")
     add_db_option(pr)
     pr.add_argument("program", nargs=argparse.REMAINDER, help="-- python script.py ARGS… (the program to run)")
-    pr.set_defaults(func=cmd_profile)
+    pr.set_defaults(func=cmd_profile, _parser=pr)  # the parser, to read options given after a trace file
+
+
+def files_to_read(program: list[str]) -> tuple[str | None, list[str]]:
+    """('trace', files) when the program's words start with trace files (.json / .json.gz) or folders
+    holding some, and options (or nothing) follow; ('ncu', [file]) for a .csv file; else (None, []). Such a
+    file is read as --trace / --ncu would read it, since nobody means to run it."""
+    if not program:
+        return None, []
+    first = Path(program[0])
+    if first.is_file() and first.name.lower().endswith(".csv") and (len(program) == 1 or program[1].startswith("-")):
+        return "ncu", program[:1]
+
+    def trace_like(p: Path) -> bool:
+        if p.is_file():
+            return p.name.endswith(TRACE_SUFFIXES)
+        try:
+            return p.is_dir() and any(x.is_file() and x.name.endswith(TRACE_SUFFIXES) for x in p.iterdir())
+        except OSError:  # a folder it may not list: not taken for traces (the run path then says why)
+            return False
+
+    files: list[str] = []
+    for word in program:
+        if word.startswith("-") or not trace_like(Path(word)):
+            break
+        files.append(word)
+    if not files or (len(files) < len(program) and not program[len(files)].startswith("-")):
+        return None, []
+    return "trace", files
 
 
 class ProfileError(UsageError):
@@ -83,6 +112,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
     program = list(args.program or [])
     if program and program[0] == "--":
         program = program[1:]
+    read_as, files = files_to_read(program)
+    if read_as and not (args.trace or args.ncu or args.compare):  # `rooftop profile run.json.gz`: read, not run
+        rest = program[len(files):]  # the options after the files, which the program's words took in
+        args.program = []
+        if rest:
+            args._parser.parse_args(rest, namespace=args)
+        setattr(args, read_as, files if read_as == "trace" else files[0])
+        program = []
     given = [x for x in (args.trace, args.ncu, args.compare) if x] + (["program"] if program else [])
     if len(given) != 1:
         raise ProfileError("give one of: -- python script.py ARGS…, -- torchrun … script.py, --trace FILE [FILE…|DIR], "
