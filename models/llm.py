@@ -288,7 +288,9 @@ def builtin_arch(name: str) -> Arch | None:
 
     Its config is kept as published; a model published in fp32 (Gemma-2) is served in bf16, as the
     serving stacks run it, and the Arch says so. `--dtype` (with_dtype) still overrides."""
-    cfg = builtin_models().get(name.lower())
+    models = builtin_models()
+    cfg = models.get(name.lower()) or next(  # its key (mistral-7b) or its name (Mistral-7B-v0.1)
+        (c for c in models.values() if str(c.get("name", "")).lower() == name.lower()), None)
     if cfg is None:
         return None
     arch = arch_from_config(cfg, cfg.get("name", name))

@@ -6,6 +6,7 @@ package data); the parsing is models.llm.arch_from_config.
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 
@@ -24,7 +25,13 @@ def load_arch(ref: str) -> Arch:
                              f"itself, or a built-in model ({', '.join(builtin_models())})")
         path = path / "config.json"
     if not path.is_file():
-        raise ModelError(f"unknown model {ref!r}: not a built-in ({', '.join(builtin_models())}) nor a config.json path")
+        hub = builtin_arch(ref.rsplit("/", 1)[-1]) if ref.count("/") == 1 and not path.exists() else None
+        if hub is not None:  # a hub id, mistralai/Mistral-7B-v0.1, of a built-in
+            return hub
+        near = difflib.get_close_matches(ref.lower(), list(builtin_models()), n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]}? " if near else ""
+        raise ModelError(f"unknown model {ref!r}: {hint}not a built-in ({', '.join(builtin_models())}) nor a "
+                         "config.json path")
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -178,6 +178,18 @@ def test_a_model_read_from_a_file_is_named_by_its_config_then_its_file_then_the_
     assert load_arch(str(folder / "config.json")).name == "Mistral-7B-v0.1"
 
 
+def test_a_built_in_answers_to_its_name_and_hub_id_and_a_near_miss_is_told_the_name(tmp_path, monkeypatch) -> None:
+    want = load_arch("mistral-7b")
+    for ref in ("Mistral-7B-v0.1", "mistral-7b-v0.1", "mistralai/Mistral-7B-v0.1"):
+        assert load_arch(ref) == want, ref
+    with pytest.raises(ModelError, match=r"did you mean llama-3\.1-8b\?"):
+        load_arch("lama-3.1-8b")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mistralai" / "Mistral-7B-v0.1").mkdir(parents=True)  # a folder of that name is the user's
+    with pytest.raises(ModelError, match="has no config.json"):
+        load_arch("mistralai/Mistral-7B-v0.1")
+
+
 def test_amdahl_seed_002() -> None:
     """Seed 002 §2.2: attention 17.6 ms sped up 0.55 → 0.33 ms per layer; 58 ms → 51 ms, ×1.14."""
     split = amdahl({"attention": 17.6, "mlp": 24.0, "runtime": 6.0, "comm": 10.4}, {"attention": 0.55 / 0.33})
