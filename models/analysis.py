@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Iterable
 
 from . import roofline
 from .advice import advise, warn
 from .ops import Collective, Op
 from .placement import Analysis, Measured
-from .profile import DeviceProfile
+from .profile import DeviceProfile, NoRoof
 
 # Analysis and Measured live in .placement (advice reads them); importing them from here still works.
-__all__ = ["Analysis", "Measured", "analyze", "flip_point", "link_alpha"]
+__all__ = ["Analysis", "Measured", "analyze", "devices_with_roof", "flip_point", "link_alpha"]
+
+
+def devices_with_roof(op: Op, devices: Iterable[DeviceProfile]) -> list[str]:
+    """The ids of the devices that have the roof `op` needs, for a message where the chosen one has not
+    (int8 on a reference profile that measured no int8 GEMM): where the user can ask instead."""
+    have = []
+    for dev in devices:
+        try:
+            analyze(op, dev)
+        except NoRoof:
+            continue
+        have.append(dev.id)
+    return have
 
 
 def analyze(op: Op, device: DeviceProfile, measured_time: float | None = None) -> Analysis:

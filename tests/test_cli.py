@@ -84,6 +84,8 @@ def test_default_device_on_a_gpu_server_is_its_reference(monkeypatch: pytest.Mon
         (["op", "gemm", "0", "8192", "8192"], ["m='0'", "at least 1"]),
         (["op", "gemm", "1", "8192", "8192", "fp9"], ["'fp9'", "bf16"]),
         (["op", "gemm", "1", "8192", "8192", "fp8", "-d", "v100-32"], ["v100-32 has no fp8-tc roof", "fp16-tc"]),
+        (["op", "gemm", "16384", "16384", "256", "int8", "-d", "h100"],  # and where to ask instead
+         ["h100 has no int8-tc roof", "catalog devices with one: h100-sxm-ds"]),
         (["op", "gemm", "1", "2", "3", "-d", "tpu9"], ["unknown device 'tpu9'", "h100"]),
         (["op", "frob", "1"], ["unknown op 'frob'", "gemm"]),
         (["op", "gemm", "1", "2", "3", "--measured-ms", "-1"], ["positive"]),

@@ -91,7 +91,9 @@ async def test_typing_a_spec_updates_the_analysis_and_errors_are_inline() -> Non
         spec.value = "gemm 1 8192 8192 fp8"
         a.query_one("#device").value = "v100-32"
         await pilot.pause()
-        assert "v100-32 has no fp8-tc roof" in text_of(a.query_one("#spec-error", Static))
+        shown = text_of(a.query_one("#spec-error", Static))
+        assert "v100-32 has no fp8-tc roof" in shown
+        assert "devices with one: " in shown and "h100" in shown.split("devices with one: ")[1]  # where to ask
 
 
 async def test_changing_the_op_kind_rebuilds_the_form() -> None:

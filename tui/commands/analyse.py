@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from rooftop.models.analysis import analyze
+from rooftop.models.analysis import analyze, devices_with_roof
 from rooftop.models.catalog import catalog, lookup_device
 from rooftop.models.profile import NoRoof
 from rooftop.models.safetext import safe_text
@@ -80,8 +80,9 @@ def cmd_op(args: argparse.Namespace) -> int:
             try:
                 row.append(analyze(op, dev, t))
             except NoRoof as exc:
-                if i < len(given):  # an op the user typed: say so and stop, as always
-                    raise
+                if i < len(given):  # an op the user typed: say so and stop, as always, with where it can go
+                    have = devices_with_roof(op, catalog().values())
+                    raise NoRoof(f"{exc}" + (f"; catalog devices with one: {', '.join(have)}" if have else "")) from None
                 sys.stderr.write(safe_text(f"rooftop op: left out the pin {op.spec()!r} on {dev.id}: {exc}") + "\n")
         if row:
             results.append(row)

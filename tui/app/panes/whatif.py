@@ -15,7 +15,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
 
-from rooftop.models.analysis import Analysis, analyze, flip_point
+from rooftop.models.analysis import Analysis, analyze, devices_with_roof, flip_point
 from rooftop.models.dtypes import DTYPES
 from rooftop.models.ops import BATCH_FIELDS, Attention, Op, batch_value, with_batch
 from rooftop.models.plotdata import intensity_span, point_series, roof_series
@@ -231,7 +231,8 @@ class WhatIf(Widget):
             measured = self._measured()
             a = analyze(op, self.profiles[self.device_id], measured)
         except (SpecError, NoRoof, ValueError) as exc:
-            error.show(exc)
+            have = devices_with_roof(op, self.profiles.values()) if isinstance(exc, NoRoof) else []
+            error.show(NoRoof(f"{exc}; devices with one: {', '.join(have)}") if have else exc)  # where to ask
             self._stale(True)  # the last good op's analysis stays, dimmed: not the typed spec's
             self.analysis = None
             self.post_message(self.Changed(None))
