@@ -162,6 +162,23 @@ def test_text_report_exits_0_and_shows_the_new_rows(monkeypatch):
         assert what in text, what
 
 
+def test_at_80_columns_a_long_kernel_name_is_cropped_and_its_figures_stay_on_its_line(monkeypatch):
+    """ROCm's Tensile names run to hundreds of characters: the name gives way, not the calls or the rates
+    (which wrapped onto a line of their own, and the calls column vanished, before)."""
+    import contextlib
+    import io
+
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["profile", str(REAL / "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"), "--no-save"]) == 0
+    lines = out.getvalue().splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("top kernels"))
+    rows = lines[start + 1:start + 6]
+    assert all(len(x) <= 80 and " ×" in x and x.rstrip().endswith("GB/s") for x in rows), rows
+    assert any("Cijk_" in x and "…" in x for x in rows), rows
+
+
 def test_the_a100_trace_is_placed_on_a100_and_its_smaller_memory_said():
     import contextlib
     import io

@@ -178,20 +178,30 @@ def idle_lines(work: Any) -> list[Text]:
     return out
 
 
-def kernel_lines(work: Any, n: int = 5) -> list[Text]:
-    """The top kernels by time: name, calls, time, achieved FLOP/s and GB/s (W and Q from their ops)."""
+def kernel_lines(work: Any, n: int = 5) -> list[Any]:
+    """The top kernels by time: name, calls, time, achieved FLOP/s and GB/s (W and Q from their ops), as a
+    table whose name column gives way first, so a narrow terminal crops a long name instead of wrapping
+    the figures onto the next line."""
     from rooftop.models.units import fmt_bandwidth, fmt_flops_rate, fmt_time
 
     if not work.top_kernels:
         return []
-    out = [Text("top kernels (W and Q from the ops that launched them):", style="bold")]
+    rows = []
     for k in work.top_kernels[:n]:
         rate = ", ".join(x for x in (fmt_flops_rate(k.achieved_flops) if k.flops else "",
                                      fmt_bandwidth(k.achieved_bandwidth) if k.bytes else "") if x)
-        name = short_kernel(k.name)
-        name = name if len(name) <= KERNEL_WIDTH else name[: KERNEL_WIDTH - 1] + "…"
-        out.append(Text(f"  {fmt_time(k.time_s):>9} ×{k.calls:<5} {name}" + (f"  {rate}" if rate else "")))
-    return out
+        rows.append((fmt_time(k.time_s), f"×{k.calls}", short_kernel(k.name), rate))
+    def width(j: int) -> int:
+        return max(len(r[j]) for r in rows)
+
+    t = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1, 0, 0))
+    t.add_column(justify="right", no_wrap=True, min_width=width(0) + 2)  # the figures keep their width;
+    t.add_column(no_wrap=True, min_width=width(1))
+    t.add_column(overflow="ellipsis", max_width=KERNEL_WIDTH, min_width=8)  # the name gives way (cropped)
+    t.add_column(no_wrap=True, min_width=width(3))
+    for r in rows:
+        t.add_row(*r)
+    return [Text("top kernels (W and Q from the ops that launched them):", style="bold"), t]
 
 
 def step_lines(work: Any) -> list[Text]:
