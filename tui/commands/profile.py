@@ -34,7 +34,7 @@ examples:
   rooftop profile --trace traces/ -d a100-80g-ds          (one trace per rank)
   rooftop profile -- torchrun --nproc-per-node 2 train.py  (kept as one profile)
   rooftop profile --ncu kernels.csv -d h200 --json
-  rooftop profile run.trace.json.gz                       (a trace or .csv named alone is read, not run)
+  rooftop profile run.trace.json.gz -d h200  (a trace or .csv named alone: read)
 
 W and Q are estimates: rooftop's op models applied to the shapes and dtypes
 the profiler recorded (each array read or written once; an FMA is 2 FLOP).
