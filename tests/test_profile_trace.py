@@ -140,6 +140,8 @@ def test_a_trace_or_csv_named_alone_is_read_as_with_trace_and_ncu(capsys, tmp_pa
     assert "is not a Python program" in capsys.readouterr().err
     assert main(["profile", str(QWEN), "--top", "-1"]) == 2  # the options after it are checked as options
     assert "--top must be 0 or more" in capsys.readouterr().err
+    assert main(["profile", str(QWEN), "--no-save", "--", "python", "train.py"]) == 2  # a trace and a program
+    assert "give one of" in capsys.readouterr().err
 
 
 # -- bad input: one line, exit 2 --------------------------------------------------------

@@ -119,7 +119,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         if rest:
             args._parser.parse_args(rest, namespace=args)
         setattr(args, read_as, files if read_as == "trace" else files[0])
-        program = []
+        program = [w for w in args.program or [] if w != "--"][:1]  # a program too: "give one of", below
     given = [x for x in (args.trace, args.ncu, args.compare) if x] + (["program"] if program else [])
     if len(given) != 1:
         raise ProfileError("give one of: -- python script.py ARGS…, -- torchrun … script.py, --trace FILE [FILE…|DIR], "
