@@ -210,6 +210,12 @@ class Trace:
     def kernel_count(self) -> int:
         return sum(1 for k in self.kernels if k.cat == "kernel")
 
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        """The devices this one process ran kernels on (HF `device_map="auto"`, DataParallel); () when the
+        trace does not say. A rank of a DDP job has one."""
+        return tuple(sorted({k.device for k in self.kernels if isinstance(k.device, int) and k.cat == "kernel"}))
+
     def span(self) -> tuple[float, float]:
         """The window the step split is taken over: first to last device activity on a GPU trace;
         on a CPU trace (or a GPU one with no activity) the profiler steps' extent, else the ops'."""

@@ -133,6 +133,7 @@ class Workload:
     steps: tuple[StepSplit, ...] = ()
     flags: tuple[Flag, ...] = ()  # faster than a roof: the roof is low (or a model is wrong)
     device_note: str = ""  # how the device was chosen, or that the trace's device has no reference here
+    gpus: int = 1  # GPUs one process drove: MFU and bandwidth utilisation are over that many of the roofs
 
     @property
     def idle_s(self) -> float:
@@ -198,19 +199,19 @@ class Workload:
         p = self.mfu_path
         if p is None or self.span_s <= 0:
             return None
-        return self.flops / self.span_s / self.device.F(p)
+        return self.flops / self.span_s / (self.gpus * self.device.F(p))
 
     @property
     def bandwidth_utilisation(self) -> float | None:
         """Bytes moved (as counted) over the span, over the DRAM bandwidth."""
         if self.span_s <= 0 or "dram" not in self.device.bandwidth:
             return None
-        return self.bytes / self.span_s / self.device.B("dram")
+        return self.bytes / self.span_s / (self.gpus * self.device.B("dram"))
 
     def summary(self) -> dict[str, Any]:
         return {
             "device": self.device.id, "trace_device": self.device_name, "on_device": self.on_device,
-            "kernels": self.kernels, "span_s": self.span_s, "device_busy_s": self.busy_s, "idle_s": self.idle_s,
+            "kernels": self.kernels, "gpus": self.gpus, "span_s": self.span_s, "device_busy_s": self.busy_s, "idle_s": self.idle_s,
             "idle_share": self.idle_s / self.span_s if self.span_s > 0 else None,
             "op_time_s": self.op_time_s, "bound_s": self.bound_s, "flops": self.flops, "bytes": self.bytes,
             "mfu": self.mfu, "mfu_path": self.mfu_path, "bandwidth_utilisation": self.bandwidth_utilisation,
@@ -413,6 +414,11 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         lo = device.launch_overhead.value if device.launch_overhead else None
         causes = idle_causes(trace, lo)
         top = top_kernels(trace, costs)
+        if len(trace.gpus) > 1:
+            notes.append(f"one process ran kernels on {len(trace.gpus)} GPUs ({', '.join(map(str, trace.gpus))}): "
+                         "busy is the time any of them worked and idle the time none did, the overlap row "
+                         f"counts them running at once, and MFU and bandwidth utilisation are over "
+                         f"{len(trace.gpus)} × the roofs")
         if not trace.kernels:
             notes.append("the trace records no kernels, memcpy or memset (GPU activity was not recorded, or only "
                          "range-profiler events were): the device was busy for 0 s as far as it shows")
@@ -457,7 +463,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         groups=tuple(placed), device=device, on_device=trace.on_device, kernels=trace.kernel_count,
         span_s=trace.span_s, busy_s=busy_s, device_name=trace.device_name, notes=tuple(notes),
         transfers=tuple(transfers), overlap_s=overlap_s, idle_causes=tuple(causes), top_kernels=tuple(top),
-        steps=tuple(steps), device_note=device_note,
+        steps=tuple(steps), device_note=device_note, gpus=max(1, len(trace.gpus)),
     )
     flags = roof_flags(w, trace.cpu_threads)
     return dataclasses.replace(w, flags=tuple(flags))

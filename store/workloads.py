@@ -183,7 +183,8 @@ def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) 
         return Workload(groups=tuple(stored_groups(samples)), device=device, on_device=bool(s.get("on_device")),
                         kernels=int(s.get("kernels") or 0), span_s=float(s.get("span_s") or 0.0),
                         busy_s=float(s.get("device_busy_s") or 0.0), device_name=str(s.get("trace_device") or ""),
-                        notes=tuple(str(n) for n in (s.get("notes") or ())), **stored_rows(s))
+                        notes=tuple(str(n) for n in (s.get("notes") or ())), gpus=max(1, int(s.get("gpus") or 1)),
+                        **stored_rows(s))
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ValueError(f"the stored profile is malformed ({exc})") from None
 

@@ -75,3 +75,48 @@ def test_the_decode_steps_idle_time_is_the_cpu_in_the_attention_op():
     assert top.time_s > 0.5 * w.idle_s and top.time_s > 0.070
     launch = [c for c in w.idle_causes if c.cause == "launch overhead"]
     assert launch and launch[0].time_s < 0.05 * w.idle_s
+
+
+def test_one_process_on_two_gpus_is_said_and_its_mfu_is_over_both():
+    """The decode step with its later layers' kernels on a second GPU (as HF's `device_map="auto"` splits a
+    model): the same FLOPs over the same span are half the MFU of two GPUs' roofs, not all of one's."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress(QWEN.read_bytes()))
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    mid = sorted(e["ts"] for e in kernels)[len(kernels) // 2]
+    for e in kernels:
+        if e["ts"] >= mid:
+            e["args"]["device"] = 1
+    one = build_workload(load_trace(QWEN), lookup_device("h200"))
+    two = build_workload(parse_trace(doc), lookup_device("h200"))
+    assert one.gpus == 1 and two.gpus == 2 and two.summary()["gpus"] == 2
+    assert two.flops == pytest.approx(one.flops) and two.span_s == pytest.approx(one.span_s)
+    assert two.mfu == pytest.approx(one.mfu / 2) and two.bandwidth_utilisation == pytest.approx(
+        one.bandwidth_utilisation / 2)
+    assert any("one process ran kernels on 2 GPUs (0, 1)" in n for n in two.notes)
+    assert not any("GPUs (" in n for n in one.notes)
+
+
+def test_a_two_gpu_profile_says_so_in_its_report_and_keeps_it_in_the_store(tmp_path, capsys, monkeypatch):
+    import gzip
+    import json
+
+    from rooftop.tui.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")
+    doc = json.loads(gzip.decompress(QWEN.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and e["args"].get("External id", 0) % 2:
+            e["args"]["device"] = 1
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(doc))
+    db = str(tmp_path / "r.db")
+    assert main(["profile", str(path), "-d", "h200", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "of 2 × bf16-tc" in out and "bandwidth" in out and "of 2 × 4295 GB/s" in out, out
+    assert main(["runs", "--json", "--db", db]) == 0
+    run = json.loads(capsys.readouterr().out)[0]["id"]
+    assert main(["show", run, "--db", db]) == 0
+    assert "of 2 × bf16-tc" in capsys.readouterr().out  # kept: the stored profile is read over both GPUs too

@@ -223,7 +223,8 @@ def mfu_text(work: Any) -> str:
 
     if work.mfu is None:
         return "MFU n/a (no matmul FLOPs on a path this device has)"
-    text = f"MFU {share(work.mfu)} of {work.mfu_path} {fmt_flops_rate(work.device.F(work.mfu_path))}"
+    times = f"{work.gpus} × " if work.gpus > 1 else ""
+    text = f"MFU {share(work.mfu)} of {times}{work.mfu_path} {fmt_flops_rate(work.device.F(work.mfu_path))}"
     if work.mfu > 1.0:
         text += " — above 100%, so that roof is low (not a measured fact: see the flags)"
     return text
@@ -254,7 +255,8 @@ def split_lines(work: Any) -> list[Text]:
              f"both: {fmt_time(work.bound_s)} (the sum of the ops' bounds T)"),
     ]
     dev = work.device
-    bw = (f"bandwidth {share(work.bandwidth_utilisation)} of {fmt_bandwidth(dev.B('dram'))}"
+    times = f"{work.gpus} × " if work.gpus > 1 else ""
+    bw = (f"bandwidth {share(work.bandwidth_utilisation)} of {times}{fmt_bandwidth(dev.B('dram'))}"
           if work.bandwidth_utilisation is not None else "")
     lines.append(Text(f"{mfu_text(work)} · {bw} (over the span; roofs of {dev.id})".replace(" ·  (", " (")))
     top = work.largest_share()
