@@ -26,6 +26,7 @@ from .analysis import Analysis, analyze
 from .dtypes import DTYPES, lookup_dtype
 from .ops import Attention, Elementwise, Gemm, Norm, Op
 from .profile import DeviceProfile
+from .safetext import safe_text
 
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
 FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
@@ -218,7 +219,7 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
     window, sliding = sliding_layers(cfg, layers)
     raw_name = cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"
     return Arch(
-        name=name or (raw_name if isinstance(raw_name, str) else "model"),
+        name=safe_text(name or (raw_name if isinstance(raw_name, str) else "model")),  # a file's words: shown, never obeyed
         hidden=hidden,
         intermediate=inter,
         layers=layers,

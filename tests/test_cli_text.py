@@ -348,3 +348,17 @@ def test_device_help_names_local_first(command: str | None, capsys: pytest.Captu
     stderr and the README), so --help must not say 'this GPU's, else h100' alone."""
     text = " ".join(help_text([command] if command else [], capsys).split())
     assert "measured profile `local`, else this GPU's reference, else h100" in text
+
+
+@pytest.mark.parametrize("columns", ["0", "1", "12"])
+def test_a_width_too_narrow_to_read_lays_reports_out_at_80(columns: str, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """COLUMNS=0 printed nothing and exited 0; COLUMNS=1 a letter a line."""
+    argv = ["op", "gemm", "4k", "4k", "4k", "-d", "h100"]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(argv) == 0
+    want = capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", columns)
+    assert main(argv) == 0
+    got = capsys.readouterr().out
+    assert got == want and "T ≥" in got

@@ -190,6 +190,21 @@ def test_a_built_in_answers_to_its_name_and_hub_id_and_a_near_miss_is_told_the_n
         load_arch("mistralai/Mistral-7B-v0.1")
 
 
+def test_a_name_a_config_or_its_folder_gives_is_shown_never_obeyed(tmp_path, capsys) -> None:
+    cfg = {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "torch_dtype": "bfloat16"}
+    named = tmp_path / "named"
+    named.mkdir()
+    (named / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "org/\x1b]0;pwned\x07\x1b[2JEVIL"}))
+    folder = tmp_path / "fold\x1b[31mer"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    for ref in (named, folder):
+        assert main(["llm", str(ref), "-d", "h100"]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\\x1b" in out.splitlines()[0], out.splitlines()[0]
+
+
 def test_amdahl_seed_002() -> None:
     """Seed 002 §2.2: attention 17.6 ms sped up 0.55 → 0.33 ms per layer; 58 ms → 51 ms, ×1.14."""
     split = amdahl({"attention": 17.6, "mlp": 24.0, "runtime": 6.0, "comm": 10.4}, {"attention": 0.55 / 0.33})

@@ -287,8 +287,15 @@ def make_console(stderr: bool = False) -> Console:
     out = sys.stderr if stderr else sys.stdout
     tty = getattr(out, "isatty", lambda: False)()
     # no markup, no emoji codes: a stored name like "[/bold]" or ":x:" is printed as it is
-    return Console(file=None if tty else TrimmedLines(out), stderr=stderr, highlight=False, soft_wrap=False,
-                   markup=False, emoji=False)
+    console = Console(file=None if tty else TrimmedLines(out), stderr=stderr, highlight=False, soft_wrap=False,
+                      markup=False, emoji=False)
+    if console.width < MIN_WIDTH:  # COLUMNS=0 printed nothing at all, COLUMNS=1 a letter a line
+        console.width = FALLBACK_WIDTH
+    return console
+
+
+MIN_WIDTH = 40  # narrower than this no report can be read: it is laid out at FALLBACK_WIDTH instead
+FALLBACK_WIDTH = 80
 
 
 def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
