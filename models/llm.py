@@ -179,7 +179,10 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
     inner = cfg.get("text_config", cfg)  # multimodal configs nest the language model
     if not isinstance(inner, Mapping):
         raise ModelError(f"config key 'text_config' = {_shown(inner)} must be an object (the language model's config)")
-    cfg = dict(inner)
+    outer, cfg = cfg, dict(inner)
+    for key in ("torch_dtype", "dtype", "tie_word_embeddings"):  # kept beside text_config by multimodal configs
+        if cfg.get(key) is None and outer.get(key) is not None:
+            cfg[key] = outer[key]
 
     def need(*keys: str) -> int:
         for k in keys:
@@ -227,7 +230,7 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
         kv_heads=kv,
         head_dim=head_dim,
         vocab=need("vocab_size"),
-        tied=_config_bool(cfg, "tie_word_embeddings", False),
+        tied=_config_bool(cfg, "tie_word_embeddings", tied_by_default(cfg, outer)),
         dtype=dt.name,
         qkv_bias=_config_bool(cfg, "attention_bias", cfg.get("model_type") == "qwen2"),
         experts=experts,
@@ -240,6 +243,14 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
 
 
 LAYER_TYPES = {"sliding_attention": True, "full_attention": False}
+# model_types whose config class ties the LM head to the embedding when the file leaves the key out (as the
+# published Gemma configs do); Llama, Mistral, Qwen and Mixtral default to untied
+TIED_FAMILIES = ("gemma", "gpt2", "opt")
+
+
+def tied_by_default(cfg: Mapping[str, Any], outer: Mapping[str, Any]) -> bool:
+    family = str(cfg.get("model_type") or outer.get("model_type") or "").lower()
+    return family.startswith(TIED_FAMILIES)
 
 
 def sliding_layers(cfg: Mapping[str, Any], layers: int) -> tuple[int, int]:
@@ -294,12 +305,17 @@ def builtin_arch(name: str) -> Arch | None:
         (c for c in models.values() if str(c.get("name", "")).lower() == name.lower()), None)
     if cfg is None:
         return None
-    arch = arch_from_config(cfg, cfg.get("name", name))
-    if DTYPES[arch.dtype].size > DTYPES[SERVE_DTYPE].size:
-        note = (f"served in {SERVE_DTYPE}, as serving stacks run it; its config.json publishes "
-                f"{cfg.get('torch_dtype')} (--dtype to change)")
-        arch = replace(arch, dtype=SERVE_DTYPE, dtype_note=note)
-    return arch
+    return served(arch_from_config(cfg, cfg.get("name", name)), cfg)
+
+
+def served(arch: Arch, cfg: Mapping[str, Any]) -> Arch:
+    """The model at the dtype people serve it in: a config that publishes fp32 weights (Gemma-2's does) is
+    served in bf16, and the Arch says so; `--dtype` (with_dtype) still overrides."""
+    if DTYPES[arch.dtype].size <= DTYPES[SERVE_DTYPE].size:
+        return arch
+    published = cfg.get("torch_dtype") or cfg.get("dtype") or (cfg.get("text_config") or {}).get("torch_dtype")
+    note = f"served in {SERVE_DTYPE}, as serving stacks run it; its config.json publishes {published} (--dtype to change)"
+    return replace(arch, dtype=SERVE_DTYPE, dtype_note=note)
 
 
 # -- phases ----------------------------------------------------------------------------

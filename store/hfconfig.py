@@ -10,7 +10,7 @@ import difflib
 import json
 from pathlib import Path
 
-from rooftop.models.llm import Arch, ModelError, arch_from_config, builtin_arch, builtin_models
+from rooftop.models.llm import Arch, ModelError, arch_from_config, builtin_arch, builtin_models, served
 
 
 def load_arch(ref: str) -> Arch:
@@ -42,7 +42,7 @@ def load_arch(ref: str) -> Arch:
         raise ModelError(f"cannot read {path}: {exc}".splitlines()[0]) from None
     if not isinstance(cfg, dict):
         raise ModelError(f"{path} is not a config.json object")
-    return arch_from_config(cfg, model_name(path, cfg))
+    return served(arch_from_config(cfg, model_name(path, cfg)), cfg)
 
 
 def model_name(path: Path, cfg: dict) -> str:

@@ -205,6 +205,31 @@ def test_a_name_a_config_or_its_folder_gives_is_shown_never_obeyed(tmp_path, cap
         assert "\x1b" not in out and "\\x1b" in out.splitlines()[0], out.splitlines()[0]
 
 
+GEMMA2_9B_HUB = {  # google/gemma-2-9b's config.json as published: no tie_word_embeddings key, fp32
+    "architectures": ["Gemma2ForCausalLM"], "attention_bias": False, "attn_logit_softcapping": 50.0,
+    "cache_implementation": "hybrid", "final_logit_softcapping": 30.0, "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584, "intermediate_size": 14336,
+    "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 16, "num_hidden_layers": 42,
+    "num_key_value_heads": 8, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+    "sliding_window": 4096, "torch_dtype": "float32", "vocab_size": 256000}
+
+
+def test_a_hub_gemma_config_is_tied_and_served_in_bf16_like_the_built_in(tmp_path) -> None:
+    """Gemma's config class ties the LM head when the file leaves the key out (10.16 B params, fp32, before)."""
+    (tmp_path / "config.json").write_text(json.dumps(GEMMA2_9B_HUB))
+    got, want = load_arch(str(tmp_path)), load_arch("gemma-2-9b")
+    assert got.tied and got.params == want.params and got.dtype == want.dtype == "bf16"
+    assert "served in bf16" in got.dtype_note and "float32" in got.dtype_note
+    nested = {"model_type": "gemma3", "torch_dtype": "bfloat16",  # a multimodal config: dtype beside text_config
+              "text_config": {k: v for k, v in GEMMA2_9B_HUB.items() if k not in ("torch_dtype", "model_type")}}
+    (tmp_path / "config.json").write_text(json.dumps(nested))
+    arch = load_arch(str(tmp_path))
+    assert arch.tied and arch.dtype == "bf16" and not arch.dtype_note
+    llama = {k: v for k, v in GEMMA2_9B_HUB.items() if k != "model_type"} | {"model_type": "llama"}
+    (tmp_path / "config.json").write_text(json.dumps(llama))
+    assert not load_arch(str(tmp_path)).tied  # Llama's default stays untied
+
+
 def test_amdahl_seed_002() -> None:
     """Seed 002 §2.2: attention 17.6 ms sped up 0.55 → 0.33 ms per layer; 58 ms → 51 ms, ×1.14."""
     split = amdahl({"attention": 17.6, "mlp": 24.0, "runtime": 6.0, "comm": 10.4}, {"attention": 0.55 / 0.33})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from rooftop.models.catalog import lookup_device
-from rooftop.models.llm import ModelError, Phase, arch_from_config, step_bound
+from rooftop.models.llm import ModelError, Phase, arch_from_config, step_bound, with_dtype
 from rooftop.models.ops import Attention
 from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main
@@ -153,7 +153,9 @@ def test_rooftop_llm_says_the_window_in_text_and_json(capsys: pytest.CaptureFixt
 def test_the_built_in_gemma2_is_served_in_bf16_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     a = load_arch("gemma-2-9b")
     assert a.dtype == "bf16" and "float32" in a.dtype_note
-    assert load_arch(str(GEMMA2)).dtype == "fp32"  # a user's own config.json is taken as it says
+    own = load_arch(str(GEMMA2))  # the same config from a file is the same model: served alike, and said
+    assert own.dtype == "bf16" and "served in bf16" in own.dtype_note
+    assert with_dtype(own, "fp32").dtype == "fp32"  # --dtype still takes it as published
     assert main(["llm", "gemma-2-9b", "-d", "h100", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)["steps"][0]
     assert s["dtype"] == "bf16" and "served in bf16" in s["dtype_note"]
