@@ -190,6 +190,10 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
                 return _config_int(cfg, k, 0)
         raise ModelError(f"config has no {' / '.join(keys)}; is it a decoder-only transformer's config.json?")
 
+    if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
+        raise ModelError("multi-head latent attention (kv_lora_rank, as DeepSeek-V2/V3 configs give) is not modelled: "
+                         "its KV cache holds one compressed latent per token, not K and V per head, so the KV bytes "
+                         "and attention here would be far off; rooftop models multi-head and grouped-query attention")
     hidden = need("hidden_size", "n_embd", "d_model")
     heads = need("num_attention_heads", "n_head")
     kv = _config_int(cfg, "num_key_value_heads", heads)
