@@ -190,6 +190,32 @@ def test_check_bad_input_is_one_line_exit_2(tmp_path, args, words):
     assert "Traceback" not in r.stderr
 
 
+def test_check_tells_what_the_run_did_not_measure_and_a_run_that_did_not_complete(tmp_path, capsys):
+    """A run with two of h100's ten ceilings said `ok: 2 of 2` and nothing else; a cancelled run passed unremarked.
+    Still told, not failed: a run of `--only launch` is no regression."""
+    from rooftop.models.profile import Ceiling, DeviceProfile
+    from rooftop.tui.cli import main
+
+    db = str(tmp_path / "r.db")
+    roofs = tmp_path / "roofs.csv"
+    roofs.write_text("target,dtype,bandwidth_gb_s,peak_tflop_s,ridge_flop_byte,bw_case,compute_case\n"
+                     "tinybox,fp64,3084.8,64.2,20.8,read_reduce:134217728,8192x8192x8192\n")
+    assert main(["import", str(roofs), "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["check", "tinybox-imported", "--against", "h100", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "not measured in this run, so not checked: F fp64-fma" in out and "F bf16-tc" in out and "launch" in out
+    assert "ok: 2 of 2 ceiling checks hold" in out
+    with Store.open(tmp_path / "r.db") as store:
+        rid = store.begin_run({"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-cut"}, "quick", "cuda")
+        store.set_ceilings(rid, DeviceProfile(id="local", name="NVIDIA H100 80GB HBM3", source="measured",
+                                              bandwidth={"dram": Ceiling(3.1e12, "measured", "read_reduce:1")}, peak={}))
+        store.finish_run(rid, "cancelled")
+    assert main(["check", rid[:8], "--against", "h100", "--json", "--db", db]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and any(f"run {rid[:8]} is cancelled: only what it measured is checked" in n for n in doc["notes"])
+
+
 def test_fleet_outside_torchrun_and_all_gpus_without_gpus(tmp_path):
     r = rooftop("measure", "--fleet", "--device", "cpu", "--db", str(tmp_path / "x.db"))
     assert r.returncode == 2 and "torchrun" in r.stderr and "--all-gpus" in r.stderr

@@ -227,7 +227,8 @@ def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0 when every ceiling holds, 1 when one falls short, 2 for bad input (one line)."""
-    from rooftop.models.check import CheckError, check_fleet, check_profile, tolerance_problem, verdict
+    from rooftop.models.check import (CheckError, check_fleet, check_profile, missing_ceilings, tolerance_problem,
+                                      verdict)
     from rooftop.store.fleets import fleet_of, is_fleet
     from rooftop.tui.services.context import open_store
 
@@ -256,6 +257,11 @@ def cmd_check(args: argparse.Namespace) -> int:
                                  "from `rooftop devices`")
             results = check_profile(f"run {run.label}", profile, base, args.tolerance)
             missing = False
+            unmeasured = missing_ceilings(profile, base)
+            if unmeasured:  # told, not failed: a run of `--only launch` is no regression
+                notes.append(f"not measured in this run, so not checked: {', '.join(unmeasured)}")
+            if run.status != "complete":
+                notes.append(f"run {run.label} is {run.status}: only what it measured is checked")
     try:
         v = verdict(results, notes + ([] if base is not None else ["no baseline: held to the fleet median only"]))
     except CheckError as exc:
