@@ -274,7 +274,13 @@ def test_cli_llm_report_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Qwen2.5-7B decode on h100" in out and "lm_head" in out and "×1.27" in out
     for argv, word in ((["llm", "nope"], "unknown model"), (["llm", "qwen2.5-7b", "--batch", "x"], "--batch"),
                        (["llm", "qwen2.5-7b", "--kv-dtype", "fp9"], "fp9"),
-                       (["llm", "qwen2.5-7b", "--parts", "a=1", "--speedup", "b=2"], "unknown part")):
+                       (["llm", "qwen2.5-7b", "--parts", "a=1", "--speedup", "b=2"], "unknown part"),
+                       (["llm", "qwen2.5-7b", "--parts", "a=1,a=3"], "'a' is given twice"),  # the last won
+                       (["llm", "qwen2.5-7b", "--parts", "=1,a=2"], "is not NAME=NUMBER"),  # a part with no name
+                       (["llm", "qwen2.5-7b", "--parts", "a=1,,b=2"], "an empty item"),
+                       (["llm", "qwen2.5-7b", "--parts", "a=1", "--speedup", "a=2,a=3"], "given twice"),
+                       (["llm", "qwen2.5-7b", "--phase", "prefill", "--context", "1024,4096"],
+                        "give --prompt N")):  # it was ignored: rows of the same prefill
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert word in err and len(err.strip().splitlines()) == 1

@@ -136,17 +136,25 @@ def _int_list(raw: str, what: str, one: bool = False) -> list[int]:
 
 
 def _named_values(raw: str | None, what: str) -> dict[str, float]:
+    """NAME=NUMBER,… as a dict; an empty item, an empty name or a name given twice is an error, as in
+    `_int_list` (`a=2,a=3` kept the last and `=1` a part with no name)."""
     out: dict[str, float] = {}
-    for item in (raw or "").split(","):
+    if raw is None:
+        return out
+    for item in raw.split(","):
         if not item.strip():
-            continue
+            raise UsageError(f"--{what} {safe_text(raw)!r}: an empty item; give NAME=NUMBER items separated by commas")
         name, sep, value = item.partition("=")
+        name = name.strip()
         try:
-            if not sep:
+            if not sep or not name:
                 raise ValueError
-            out[name.strip()] = float(value)
+            number = float(value)
         except ValueError:
             raise UsageError(f"--{what}: {safe_text(item)!r} is not NAME=NUMBER (e.g. attention=17.6,mlp=24)") from None
+        if name in out:
+            raise UsageError(f"--{what}: {safe_text(name)!r} is given twice; give each name once")
+        out[name] = number
     return out
 
 

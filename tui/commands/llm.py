@@ -24,6 +24,8 @@ def cmd_llm(args: argparse.Namespace) -> int:
         kv_dtype = parse_dtype(args.kv_dtype).name if args.kv_dtype else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.context and args.phase == "prefill":  # it was taken and ignored: rows of the same prefill
+        raise UsageError("--context is the decode step's KV-cache length; a prefill reads its prompt: give --prompt N")
     batches = _int_list(args.batch, "batch")
     (prompt,) = _int_list(args.prompt, "prompt", one=True)
     contexts = _int_list(args.context, "context") if args.context else [prompt]
