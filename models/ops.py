@@ -356,7 +356,8 @@ class Attention(Op):
         gqa = f" kv={self.kv_heads}" if self.kv_heads != self.h else ""
         kvd = f" (KV {self.kvdtype})" if self.kvdtype and self.kvdtype != self.dtype else ""
         win = f" window={self.window}" if self.window else ""
-        return (f"{self.mode} attention b={self.b} h={self.h}{gqa} d={self.d} q={self.q_len} t={self.t}{win} "
+        mask = " causal" if self.causal else ""  # half the pairs: the two read alike but for W
+        return (f"{self.mode} attention b={self.b} h={self.h}{gqa} d={self.d} q={self.q_len} t={self.t}{win}{mask} "
                 f"{self.dtype}{kvd}")
 
 

@@ -151,3 +151,10 @@ def test_fuzz_structured(words: list[str], nums: list[int]) -> None:
     else:
         assert op.cost().intensity > 0
         assert parse_spec(op.spec()) == op or op.kind == "attn"  # attn fills kv/q defaults in its spec
+
+
+def test_a_causal_attention_reads_as_causal() -> None:
+    """Both were 'flash attention b=1 h=32 d=128 q=4096 t=4096 bf16' beside W 137 and 275 GFLOP."""
+    full, causal = parse_spec("attn b=1 h=32 t=4096"), parse_spec("attn b=1 h=32 t=4096 causal")
+    assert "causal" in causal.describe() and "causal" not in full.describe()
+    assert causal.describe().replace(" causal", "") == full.describe()
