@@ -447,6 +447,9 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
+CPU_WINDOW_S = 0.1  # the shortest window CPU utilisation is measured over
+
+
 class CpuSource:
     """The CPU through psutil: utilisation per core, frequency, memory, load."""
 
@@ -456,6 +459,7 @@ class CpuSource:
         self._ps = psutil
         self._freq: tuple[float, float | None] = (-1.0, None)  # (when read, MHz)
         psutil.cpu_percent(percpu=True)  # prime: the first call has no interval to measure
+        self._since = time.monotonic()  # when utilisation was last read: the next read's window starts here
 
     def _mhz(self) -> float | None:
         """The CPU clock, re-read at most once a second: it is the costliest psutil call here."""
@@ -470,7 +474,11 @@ class CpuSource:
 
     def read(self) -> CpuSnapshot:
         ps = self._ps
+        wait = CPU_WINDOW_S - (time.monotonic() - self._since)
+        if wait > 0:  # read at once after the prime, psutil measured no window: `watch`'s first line said 0%
+            time.sleep(wait)
         per = tuple(float(x) for x in ps.cpu_percent(percpu=True))
+        self._since = time.monotonic()
         mhz = self._mhz()
         vm = ps.virtual_memory()
         try:

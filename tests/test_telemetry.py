@@ -192,3 +192,26 @@ def test_watch_exits_cleanly_on_ctrl_c() -> None:
     out, err = p.communicate(timeout=30)
     assert p.returncode == 0
     assert "Traceback" not in err
+
+
+def test_the_cpus_first_reading_measures_a_window_not_an_instant() -> None:
+    """Read straight after it is made (as `rooftop watch`'s first line is), a CPU source measured no
+    window and said 0% of a machine kept busy; it now waits out a short window first."""
+    import threading
+
+    from rooftop.probes.telemetry import CpuSource
+
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    t = threading.Thread(target=spin, daemon=True)
+    t.start()
+    try:
+        first = CpuSource().read()
+    finally:
+        stop.set()
+        t.join()
+    assert max(first.per_core_pct) > 20.0, first.per_core_pct
