@@ -269,7 +269,14 @@ def _measured_warnings(a: "Analysis") -> list[str]:
                 "compiler, or a peak below the true one (dense vs sparse datasheet figures) — check the counting"
             )
     launch = a.launch_overhead or TYPICAL_LAUNCH_S
-    if m.time_s < 2 * launch:
+    if a.launch_binds and m.time_s * ABOVE_ROOF < a.time_bound:
+        src = a.device.launch_overhead.source if a.device.launch_overhead else ""
+        out.append(
+            f"faster than T ≥ {fmt_time(a.time_bound)}: t = {fmt_time(m.time_s)} is below one kernel launch "
+            f"({fmt_time(launch)}, {src}) — the timing leaves the launch out (back-to-back calls or a CUDA graph "
+            "overlap it with the kernels before) or this device launches faster than its profile says"
+        )
+    elif m.time_s < 2 * launch:
         out.append(
             f"launch-bound: t = {fmt_time(m.time_s)} is within two launches (~{fmt_time(launch)} each): the time is "
             "mostly launch overhead, not the kernel"

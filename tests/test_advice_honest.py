@@ -165,3 +165,14 @@ def test_the_docs_cite_no_internal_document() -> None:
     for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
         for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
             assert not pattern.search(line), f"{doc.name}:{n}: {line}"
+
+
+def test_a_time_below_the_launch_floor_it_is_bound_by_is_flagged() -> None:
+    """`gemm 64 64 64 -d h100 --measured-ms 0.002` said T ≥ 4.50 µs (launch) beside a 2 µs measurement, with
+    no word; and called 2 µs 'within two launches: mostly launch overhead'."""
+    fast = analyze(parse_spec("gemm 64 64 64"), lookup_device("h100"), 2e-6)
+    assert fast.launch_binds and any(w.startswith("faster than T ≥ 4.50 µs") for w in fast.warnings), fast.warnings
+    assert not any(w.startswith("launch-bound") for w in fast.warnings)
+    slow = analyze(parse_spec("gemm 64 64 64"), lookup_device("h100"), 6e-6)
+    assert not any(w.startswith("faster than") for w in slow.warnings)
+    assert any(w.startswith("launch-bound") for w in slow.warnings)
