@@ -28,6 +28,7 @@ from .ops import Attention, Elementwise, Gemm, Norm, Op
 from .profile import DeviceProfile
 from .safetext import safe_text
 
+ABOVE_BOUND = 1.10  # a measured step this much faster than its bound is flagged (as a point above its roof is)
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
 FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
 
@@ -629,6 +630,15 @@ class StepBound:
         what the CLI report and the app's tab both say."""
         return [*arch_lines(self.arch), launch_line(self), *([rank_line(self)] if self.ranks > 1 else []),
                 self.memory.describe(self.device.id)]
+
+    def measured_lines(self) -> list[str]:
+        """A measured step faster than its bound (explained above 100%, rest negative) is not a fact to show
+        without a word: the roofs, the model or the time is wrong."""
+        if not self.measured_s or self.measured_s * ABOVE_BOUND >= self.lower_bound_s:
+            return []
+        return [f"faster than the bound: measured {self.measured_s * 1e3:.3g} ms against ΣT "
+                f"{self.lower_bound_s * 1e3:.3g} ms, which no step can beat — the roofs are low for this device "
+                "(give -d with its measured profile), or the time is not one whole step at this batch and context"]
 
     def to_dict(self) -> dict[str, Any]:
         mem = self.memory

@@ -284,3 +284,12 @@ def test_cli_llm_report_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert word in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_measured_step_faster_than_its_bound_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--measured-ms 1` against ΣT 4.87 ms showed 'expl. 487%, rest -3.87' with no word."""
+    assert main(["llm", "llama-3.1-8b", "-d", "h100", "--measured-ms", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "! batch 1, ctx 128: faster than the bound: measured 1 ms against ΣT 4.87 ms" in out
+    assert main(["llm", "llama-3.1-8b", "-d", "h100", "--measured-ms", "6"]) == 0
+    assert "faster than the bound" not in capsys.readouterr().out

@@ -89,6 +89,9 @@ def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
     out.append((" ·", launch_line(s0)))
     if s0.ranks > 1:
         out.append((" ·", rank_line(s0)))
+    for s in steps:  # a measured step faster than its bound
+        where = f"batch {s.phase.batch}, {'prompt' if s.phase.kind == 'prefill' else 'ctx'} {s.phase.kv_len}: "
+        out += [(Text(" !", style="red"), Text(where + line, style="red")) for line in s.measured_lines()]
     over = [s for s in steps if s.memory.fits is False]
     if s0.memory.weights_fit is False:  # then nothing fits: say it once, with the smallest KV cache
         least = min(steps, key=lambda s: s.memory.needed_bytes)
