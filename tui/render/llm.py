@@ -70,7 +70,8 @@ def llm_steps_table(steps: list) -> Group:
     rank = "one rank's " if s0.ranks > 1 else ""
     notes = Prose(
         f"wts = {rank}weights read per step (all but the input embedding table); KV = {rank}cache read per step "
-        "(decode) or written (prefill); Q/B = the step's bytes over B; ΣT = the sum of each op's max(W/F, Q/B); "
+        "(decode) or written (prefill); Q/B = (wts + KV) / B, the activations left out; W/F = the step's FLOPs / F; "
+        "ΣT = the sum of each op's max(W/F, Q/B), activations counted; "
         "launch = the eager launch floor (kernels × launch overhead), * where it binds: T ≥ max(ΣT, launch); "
         f"tok/s≤ = tokens per step / {'(PP × T)' if s0.pp > 1 else 'T'}; held = what device memory must hold: "
         "all weights and the batch's KV cache (activations not counted); "
