@@ -128,7 +128,7 @@ class Gemm(Op):
         name = "GEMV" if self.m == 1 else "GEMM"
         b = f"{self.batch}× " if self.batch != 1 else ""
         w = f" ({self.wdtype} weights)" if self.wdtype and self.wdtype != self.dtype else ""
-        m = self.m if float(self.m).is_integer() else f"{self.m:.3g}"  # an average of rows, to three figures
+        m = int(self.m) if float(self.m).is_integer() else f"{self.m:.3g}"  # an average of rows, to three figures
         return f"{name} {b}{m}×{self.n}×{self.k} {self.dtype}{w}"
 
 
@@ -166,7 +166,7 @@ class Elementwise(Op):
         )
 
     def describe(self) -> str:
-        n = self.n if float(self.n).is_integer() else f"{self.n:.4g}"  # an average (MoE experts' rows)
+        n = int(self.n) if float(self.n).is_integer() else f"{self.n:.4g}"  # an average (MoE experts' rows)
         return f"elementwise n={n} {self.dtype} ({self.flops:g} FLOP/elem)"
 
 

@@ -158,3 +158,12 @@ def test_a_causal_attention_reads_as_causal() -> None:
     full, causal = parse_spec("attn b=1 h=32 t=4096"), parse_spec("attn b=1 h=32 t=4096 causal")
     assert "causal" in causal.describe() and "causal" not in full.describe()
     assert causal.describe().replace(" causal", "") == full.describe()
+
+
+def test_a_whole_average_reads_as_a_whole_number() -> None:
+    """A MoE expert's rows are an average (tokens × top-k / experts): a whole one printed as `GEMV 1.0×…`."""
+    from rooftop.models.ops import Elementwise
+
+    assert Gemm(m=1.0, n=14336, k=4096).describe().startswith("GEMV 1×14336×4096")
+    assert Gemm(m=0.25, n=14336, k=4096).describe().startswith("GEMM 0.25×14336")
+    assert Elementwise(n=96.0).describe().startswith("elementwise n=96 ")
