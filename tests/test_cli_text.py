@@ -45,7 +45,7 @@ def test_help_keeps_the_example_blocks_as_written(capsys: pytest.CaptureFixture[
     assert lines[i + 1:i + 3] == ["  rooftop llm qwen2.5-7b --device h100 --batch 1,8,16 \\",
                                   "      --measured-ms 11.56,11.9,12.5"]
     lines = help_text(["op"], capsys).splitlines()
-    assert "  gemv N K [dtype]                           a GEMM with M = 1 (batch-1 decode)" in lines
+    assert "  gemv N K [dtype] [wdtype=DTYPE]            a GEMM with M = 1 (batch-1 decode)" in lines
     # the prose around them is wrapped, not left as one long line
     top = help_text([], capsys)
     assert "rooftop — a terminal roofline lab for GPU servers. It places an op (GEMM," in top.splitlines()

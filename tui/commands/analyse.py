@@ -22,10 +22,12 @@ from rooftop.tui.services.context import open_store, resolve_devices, store_poin
 
 EPILOG_OP = """\
 op specs (one or more; a new op starts at each op name):
-  gemm M N K [dtype] [batch=B] [out=DTYPE]   or gemm m=M n=N k=K dtype=DTYPE
-  gemv N K [dtype]                           a GEMM with M = 1 (batch-1 decode)
+  gemm M N K [dtype] [batch=B] [out=DTYPE] [wdtype=DTYPE]  (or m=M n=N k=K)
+  gemv N K [dtype] [wdtype=DTYPE]            a GEMM with M = 1 (batch-1 decode)
   attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [flash|naive|decode] [causal]
-       [kvdtype=fp8]
+       [kvdtype=fp8] [window=W]
+  allreduce|allgather|reducescatter N [dtype] world=W [level=nvlink|pcie|net]
+  p2p N [dtype] [level=…]                    N elements in the message
   ew N [dtype] [flops=F] [reads=R] [writes=W] elementwise (y = a*x + b)
   fma R [N] [dtype]                          FMA sweep: R FMAs per element
   norm ROWS COLS [dtype] [rms|layer]         softmax ROWS COLS [dtype]
