@@ -188,3 +188,13 @@ def test_legend_lines_pack_within_the_width_and_paint_only_the_swatch() -> None:
     painted = legend_lines(series, 60, lambda text, color: f"<{color}>{text}</>")
     first = series[0]
     assert painted[0].startswith(f"<{line_colors(series)[first.label]}>── </>{first.label}")
+
+
+def test_an_unknown_option_is_told_by_the_command_it_was_given_to(capsys: pytest.CaptureFixture[str]) -> None:
+    """It was `rooftop: error: unrecognized arguments: --bogus (see rooftop --help)`, whatever the command."""
+    for argv, prog in ((["op", "gemm", "1", "2", "3", "--bogus"], "rooftop op"), (["runs", "--bogus"], "rooftop runs"),
+                       (["--bogus"], "rooftop")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err == f"{prog}: error: unrecognized arguments: --bogus (see {prog} --help)\n"

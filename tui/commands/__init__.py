@@ -60,9 +60,19 @@ def build_parser() -> Parser:
     return p
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser: `rooftop op: error: unrecognized arguments: …`
+        command = getattr(args, "_parser", None) or _subparser(parser, args.command)
+        (command or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     func: Callable[[argparse.Namespace], int] = getattr(args, "func", None) or _run_app
     name = f"rooftop {args.command}" if args.command else "rooftop"
     context.begin_command()
