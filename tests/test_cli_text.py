@@ -362,3 +362,15 @@ def test_a_width_too_narrow_to_read_lays_reports_out_at_80(columns: str, capsys:
     assert main(argv) == 0
     got = capsys.readouterr().out
     assert got == want and "T ≥" in got
+
+
+def test_five_devices_at_80_columns_keep_their_figures_whole(capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """They folded mid-word (`802.4 TFLOP/` over `s`, `compute-boun` over `d`); now the devices that do not fit
+    go to a second table."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["op", "gemm", "4096", "4096", "4096", "-d", "h100,h200,b300,mi300x-ds,l40s-ds"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("compute-bound ") + out.count("compute-bound\n") >= 5 and "compute-boun\n" not in out
+    assert not any(line.rstrip().endswith(("TFLOP/", "GB/")) for line in out.splitlines())
+    assert all(len(line) <= 80 for line in out.splitlines())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import IO, Iterator, Sequence
+from typing import IO, Any, Iterator, Sequence
 
 from rich.cells import cell_len, chop_cells
 from rich.console import Console, ConsoleOptions, Group
@@ -124,6 +124,43 @@ def analysis_table(rows: list[Analysis]) -> Group:
     head = Text.assemble((first.op.describe(), "bold"), "   " + "   ".join(figures))
     terms = ", ".join(f"{name} {fmt_bytes(v)}" for name, v in first.cost.terms)
     how = Text(f"{first.cost.counting}  [{terms}]", style="dim")
+    notes: list[tuple[str | Text, str | Text]] = []
+    for a in rows:
+        prefix = f"{a.device.id}: " if len(rows) > 1 else ""
+        notes += [(" →", safe_text(prefix + line)) for line in a.advice]  # advice may name the device
+        notes.append((" ·", Text(safe_text(prefix + a.launch_note()), style="dim")))
+        if a.device.threads:
+            notes.append((" ·", Text(safe_text(f"{prefix}{a.device.id} is a CPU profile measured with "
+                                               f"{fmt_count(a.device.threads, 'thread')}"), style="dim")))
+        notes += [(Text(" !", style="yellow"), Text(safe_text(prefix + line), style="yellow")) for line in a.warnings]
+    parts = [Prose(head), Prose(how), SideBySide(rows, _devices_table), hanging(notes)]
+    if len(rows) > 1:
+        parts.append(comparison_line(rows))
+    return Group(*parts)
+
+
+class SideBySide:
+    """Devices side by side in as many tables as the width needs: five at 80 columns folded their figures
+    mid-word (`802.4 TFLOP/` over `s`, `compute-boun` over `d`); each table takes the devices that fit."""
+
+    LABEL = 12  # the row labels' column
+    CELL = 15  # a device's column: its longest word ("compute-bound", "1741 TFLOP/s") and a space
+
+    def __init__(self, rows: list[Any], build: Any) -> None:
+        self.rows, self.build = rows, build
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        fit = max(1, (options.max_width - self.LABEL) // self.CELL)
+        tables = -(-len(self.rows) // fit)
+        per = -(-len(self.rows) // tables)  # balanced: 3 and 2 rather than 4 and 1
+        for i in range(0, len(self.rows), per):
+            if i:
+                yield Text("")
+            yield self.build(self.rows[i:i + per])
+
+
+def _devices_table(rows: list[Analysis]) -> Table:
+    first = rows[0]
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("")
     for a in rows:
@@ -147,19 +184,7 @@ def analysis_table(rows: list[Analysis]) -> Group:
         row("measured t", lambda a: fmt_time(a.measured.time_s) if a.measured else "")
         row("  achieved", lambda a: f"{fmt_flops_rate(a.measured.achieved_flops)}, {fmt_bandwidth(a.measured.achieved_bandwidth)}" if a.measured else "")
         row("  of roof", lambda a: f"{100 * a.measured.fraction_of_roof:.1f}%" if a.measured else "")
-    notes: list[tuple[str | Text, str | Text]] = []
-    for a in rows:
-        prefix = f"{a.device.id}: " if len(rows) > 1 else ""
-        notes += [(" →", safe_text(prefix + line)) for line in a.advice]  # advice may name the device
-        notes.append((" ·", Text(safe_text(prefix + a.launch_note()), style="dim")))
-        if a.device.threads:
-            notes.append((" ·", Text(safe_text(f"{prefix}{a.device.id} is a CPU profile measured with "
-                                               f"{fmt_count(a.device.threads, 'thread')}"), style="dim")))
-        notes += [(Text(" !", style="yellow"), Text(safe_text(prefix + line), style="yellow")) for line in a.warnings]
-    parts = [Prose(head), Prose(how), t, hanging(notes)]
-    if len(rows) > 1:
-        parts.append(comparison_line(rows))
-    return Group(*parts)
+    return t
 
 
 def comparison_line(rows: list[Analysis]) -> Table:
