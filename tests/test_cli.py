@@ -93,6 +93,7 @@ def test_default_device_on_a_gpu_server_is_its_reference(monkeypatch: pytest.Mon
         (["op"], ["no op to analyse", "--pinned"]),
         (["nosuch"], ["invalid choice"]),
         (["plot", "-d", "v100-32", "--paths", "fp8-tc"], ["no fp8-tc roof"]),
+        (["plot", "--op", "foo 1"], ["unknown op 'foo'"]),  # was the default device's note, then the error
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -141,9 +141,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from rooftop.tui.render.chart import roofline_text
     from rooftop.tui.render.report import Prose, make_console, trimmed
 
+    ops = parse_specs(args.op) if args.op else []  # bad input first: one line, before any note on the device
     ids = _device_list(args.device)
     devices = resolve_devices(ids, store_profiles(args, ids))
-    ops = parse_specs(args.op) if args.op else []
     analyses = [analyze(op, dev) for op in ops for dev in devices[:1]]
     wanted = _path_list(args.paths) if args.paths is not None else None
     for dev in devices:
