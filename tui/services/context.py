@@ -198,7 +198,8 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
                     continue
                 if i.lower() == "local":
                     not_profiles.append(f"no complete run measured on this host yet, so there is no device "
-                                        f"'local' in {path}; measure one, or name a device from `rooftop devices`")
+                                        f"'local' in {path} (a run of `--only launch` has no roofs); measure "
+                                        "one, or name a device from `rooftop devices`")
                     continue
                 try:
                     run = store.run(i)
