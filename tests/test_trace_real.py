@@ -263,3 +263,11 @@ def test_older_writers_categories_and_async_cpu_to_gpu_flows_link_the_same(tmp_p
     assert [mine.ops[i].name if i is not None else None for i in mine.kernel_op] == \
         [theirs.ops[i].name if i is not None else None for i in theirs.kernel_op]
     assert all(i is not None for i in theirs.kernel_op)
+
+
+def test_the_rank_table_says_its_step_is_a_median_step_and_the_rest_the_whole_trace(capsys, monkeypatch):
+    """`0  222 ms  157 ms  503 ms`: idle above the step on one row, with no word why."""
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["profile", str(REAL / "nccl_parser_config_nccl_data.json.gz"), "--no-save"]) == 0
+    out = capsys.readouterr().out
+    assert "step = the median profiler step" in out and "over the whole trace, so idle can exceed a step" in out

@@ -17,6 +17,9 @@ from rooftop.models.units import fmt_bytes, fmt_time
 from rooftop.tui.render.profile import op_name
 
 RANK_COLUMNS = ("rank", "step", "busy", "idle", "compute", "comm", "exposed", "MFU")
+RANK_LEGEND = ("step = the median profiler step (the whole trace where it has none); busy, idle, compute, comm "
+               "and exposed (communication no compute overlapped) are over the whole trace, so idle can exceed "
+               "a step")
 
 
 def _pct(x: float | None) -> str:
@@ -112,7 +115,8 @@ def collective_notes(job: Mapping[str, Any]) -> list[Text]:
 
 
 def job_report(job: Mapping[str, Any]) -> Group:
-    parts: list[Any] = [job_head(job), Text(""), rank_table(job), Text(""), *straggler_lines(job)]
+    parts: list[Any] = [job_head(job), Text(""), rank_table(job), Text(RANK_LEGEND, style="dim"), Text(""),
+                        *straggler_lines(job)]
     notes = collective_notes(job)
     if notes:
         parts += [Text(""), *notes]
