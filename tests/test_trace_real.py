@@ -271,3 +271,17 @@ def test_the_rank_table_says_its_step_is_a_median_step_and_the_rest_the_whole_tr
     assert main(["profile", str(REAL / "nccl_parser_config_nccl_data.json.gz"), "--no-save"]) == 0
     out = capsys.readouterr().out
     assert "step = the median profiler step" in out and "over the whole trace, so idle can exceed a step" in out
+
+
+def test_show_of_a_kept_job_shows_its_ranks_as_profile_did(tmp_path, capsys, monkeypatch):
+    """The rank table, straggler and collectives were kept but `show` printed rank 0's op groups alone."""
+    monkeypatch.setenv("COLUMNS", "200")
+    db = str(tmp_path / "r.db")
+    ranks = [str(REAL / f"trace_filter_sampled_rank-{r}.json.gz") for r in (0, 1)]
+    assert main(["profile", *ranks, "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["runs", "--json", "--db", db]) == 0
+    run = json.loads(capsys.readouterr().out)[0]["id"]
+    assert main(["show", run, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "2 ranks of 128" in out and "straggler: rank" in out and "collectives on the communication roofline" in out

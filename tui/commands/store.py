@@ -214,6 +214,12 @@ def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) ->
                                    "taken: showing its op groups as stored") + "\n")
         return False
     console.print()
+    job = stored.get("job")
+    if isinstance(job, dict) and job.get("ranks"):  # a distributed job's: its ranks first, as profile shows them
+        from rooftop.tui.render.job import job_report
+
+        console.print(job_report(job))
+        console.print()
     console.print(profile_report(work))
     return True
 
