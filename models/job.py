@@ -32,6 +32,7 @@ from .trace import Trace, union_length
 from .workload import Workload
 
 TOP_GROUPS = 40  # op groups kept per rank for the straggler's diff
+MAX_WORLD = 2**20  # a world size beyond this is no job anyone ran: a damaged or hand-made distributedInfo
 # what a rank keeps of each of those groups, so that any rank's op groups can be opened, not only the lowest's
 ROW_KEYS = ("time_s", "time_alone_s", "calls", "intensity", "regime", "fraction_of_roof")
 STRAGGLER_GROUPS = 3
@@ -239,17 +240,15 @@ class Job:
     problems: tuple[str, ...] = ()  # one line per file left out, and the ranks missing
 
     @property
-    def missing(self) -> tuple[int, ...]:
-        if not self.world:
-            return ()
-        have = {r.rank for r in self.ranks}
-        return tuple(r for r in range(self.world) if r not in have)
+    def missing(self) -> str:
+        """The ranks of the world with no trace, as ranges (never one entry per rank: a world may be large)."""
+        return missing_text({r.rank for r in self.ranks}, self.world) if self.world else ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"world": self.world, "backend": self.backend, "ranks": [r.to_dict() for r in self.ranks],
                 "straggler": self.straggler.to_dict() if self.straggler else None,
                 "collectives": [g.to_dict() for g in self.collectives], "alignment": self.alignment.to_dict(),
-                "missing_ranks": ranks_text(self.missing), "problems": list(self.problems)}
+                "missing_ranks": self.missing, "problems": list(self.problems)}
 
 
 def ranks_text(ranks: Sequence[int]) -> str:
@@ -264,6 +263,28 @@ def ranks_text(ranks: Sequence[int]) -> str:
         out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
         i = j + 1
     return ", ".join(out)
+
+
+def missing_ranges(have: set[int], world: int) -> list[tuple[int, int]]:
+    """The gaps of 0..world-1 that `have` leaves, as (first, last) pairs: as many as the ranks read, at most."""
+    out, nxt = [], 0
+    for r in sorted(x for x in have if 0 <= x < world):
+        if r > nxt:
+            out.append((nxt, r - 1))
+        nxt = r + 1
+    if nxt < world:
+        out.append((nxt, world - 1))
+    return out
+
+
+def missing_text(have: set[int], world: int) -> str:
+    """0-3, 7, 9-127: the ranks of 0..world-1 not in `have`, in a line."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in missing_ranges(have, world))
+
+
+def missing_count(have: set[int], world: int) -> int:
+    """How many ranks of 0..world-1 are not in `have`."""
+    return sum(b - a + 1 for a, b in missing_ranges(have, world))
 
 
 def build_job(ranks: Sequence[RankSummary], world: int | None, backend: str, roofs: Mapping[str, LinkRoof],
