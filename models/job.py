@@ -36,6 +36,7 @@ MAX_WORLD = 2**20  # a world size beyond this is no job anyone ran: a damaged or
 # what a rank keeps of each of those groups, so that any rank's op groups can be opened, not only the lowest's
 ROW_KEYS = ("time_s", "time_alone_s", "calls", "intensity", "regime", "fraction_of_roof")
 STRAGGLER_GROUPS = 3
+PER_RANK_SIZES = ("alltoall", "gather", "scatter", "sendrecv")  # collectives whose message differs per rank
 
 
 @dataclass(frozen=True)
@@ -109,12 +110,18 @@ def summarize(trace: Trace, work: Workload, rank: int, path: str) -> RankSummary
 # -- alignment ---------------------------------------------------------------------------------------------------
 
 
+def _loose_key(c: RankCollective) -> tuple:
+    """A collective's key, its size left out where each rank may send its own (all-to-all, gather, …): an
+    all-reduce of another size on another rank is another call, never its counterpart."""
+    return c.collective, None if c.collective in PER_RANK_SIZES else c.bytes, c.group
+
+
 def _pairs(ref: Sequence[RankCollective], other: Sequence[RankCollective]) -> list[tuple[int, int]]:
-    """Matching collectives of two ranks, in order: by (collective, size, group), else by collective alone
-    (all-to-all sizes differ per rank)."""
+    """Matching collectives of two ranks, in order: by (collective, size, group), else with the size left out
+    where the ranks' sizes may differ (all-to-all sizes differ per rank)."""
     ri = [i for i, c in enumerate(ref) if c.end is not None]
     oi = [j for j, c in enumerate(other) if c.end is not None]
-    for key in (lambda c: c.key, lambda c: (c.collective, c.group)):
+    for key in (lambda c: c.key, _loose_key):
         sm = difflib.SequenceMatcher(None, [key(ref[i]) for i in ri], [key(other[j]) for j in oi], autojunk=False)
         pairs = [(ri[b.a + n], oi[b.b + n]) for b in sm.get_matching_blocks() for n in range(b.size)]
         if len(pairs) * 2 >= min(len(ri), len(oi)) and pairs:
