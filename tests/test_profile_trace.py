@@ -439,3 +439,25 @@ def test_cli_ncu_without_a_device_uses_the_gpu_it_ran_on(capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out)["device"] == "h200"
     assert "using h200" in captured.err
+
+
+@pytest.mark.parametrize("device", ["v100-16", "h200"])
+def test_both_fixes_never_take_longer_than_either_alone(capsys, device):
+    """On a V100's roofs many of the H200's ops are already 'faster than the roof': their bounds exceed their
+    times. Both fixes together (every op at its roof, no gaps) is the busy time less what the roofs save, each op
+    capped at its own time: never above no gaps nor every op at its roof."""
+    assert main(["profile", "--trace", str(QWEN), "--json", "--no-save", "-d", device]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    s = doc["summary"]
+    saved = sum(o["time_alone_s"] * max(0.0, 1 - o["bound_s"] / o["time_s"])
+                for o in doc["ops"] if o["bound_s"] is not None and o["time_s"] > 0)
+    assert s["bound_s"] == pytest.approx(s["device_busy_s"] - saved)
+    assert s["bound_s"] <= s["step_without_gaps_s"] and s["bound_s"] <= s["step_at_roof_s"]
+    assert s["step_at_roof_s"] == pytest.approx(s["idle_s"] + s["bound_s"])
+    if device == "v100-16":
+        assert sum(o["bound_s"] or 0 for o in doc["ops"]) > s["step_without_gaps_s"]  # the old sum: 36 ms > 13.8
+    assert main(["profile", "--trace", str(QWEN), "--no-save", "-d", device]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    from rooftop.models.units import fmt_time
+
+    assert f"no gaps: {fmt_time(s['step_without_gaps_s'])}" in text and f"both: {fmt_time(s['bound_s'])} (×" in text

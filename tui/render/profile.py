@@ -252,7 +252,7 @@ def split_lines(work: Any) -> list[Text]:
              + (f"; {work.kernels} kernels" if work.on_device else "")),
         Text(f"every op at its roof: {fmt_time(work.at_roof_s)} ({fmt_ratio(s['speedup_at_roof'] or 0)}); "
              f"no gaps: {fmt_time(work.no_gaps_s)} ({fmt_ratio(s['speedup_without_gaps'] or 0)}); "
-             f"both: {fmt_time(work.bound_s)} (the sum of the ops' bounds T)"),
+             f"both: {fmt_time(work.bound_s)} ({fmt_ratio(work.span_s / work.bound_s if work.bound_s > 0 else 0)})"),
     ]
     dev = work.device
     times = f"{work.gpus} × " if work.gpus > 1 else ""
