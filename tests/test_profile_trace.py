@@ -461,3 +461,13 @@ def test_both_fixes_never_take_longer_than_either_alone(capsys, device):
     from rooftop.models.units import fmt_time
 
     assert f"no gaps: {fmt_time(s['step_without_gaps_s'])}" in text and f"both: {fmt_time(s['bound_s'])} (×" in text
+
+
+@pytest.mark.parametrize("argv", [["gone.json"], ["gone.json.gz", "-d", "h200"]], ids=["json", "gz-with-options"])
+def test_a_missing_trace_named_alone_is_no_such_file_as_with_trace(capsys, tmp_path, argv):
+    path = tmp_path / argv[0]
+    assert main(["profile", str(path), *argv[1:], "--no-save"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rooftop profile: error: {path}: no such file (give a torch.profiler Chrome trace, .json or .json.gz)\n"
+    assert main(["profile", "--trace", str(path), "--no-save"]) == 2
+    assert capsys.readouterr().err == err
