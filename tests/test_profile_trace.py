@@ -174,6 +174,41 @@ def test_truncated_gz(capsys, tmp_path):
     assert "truncated or damaged gzip" in _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
 
 
+MI250 = DATA / "real-traces" / "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.999], ids=["mid-string", "near-the-end"])
+def test_truncated_plain_json_says_it_looks_truncated(capsys, tmp_path, keep):
+    text = gzip.decompress(MI250.read_bytes())
+    p = tmp_path / "cut.json"
+    p.write_bytes(text[: int(len(text) * keep)])
+    err = _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
+    assert f"{p}: looks truncated: the JSON ends mid-way (at line " in err and "cut while it was written" in err
+    assert "at at" not in err
+
+
+def test_bad_json_says_where_without_doubled_words(capsys, tmp_path):
+    p = tmp_path / "bad.json"
+    text = '{"traceEvents": [{"name": "a' + chr(9) + 'b"}]}'  # a raw tab inside a string
+    p.write_text(text)
+    err = _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
+    col = text.index(chr(9)) + 1
+    assert f"not JSON: Invalid control character at line 1, column {col})" in err and "at at" not in err
+
+
+def test_a_byte_order_mark_is_skipped(capsys, tmp_path):
+    p = tmp_path / "bom.json"
+    p.write_bytes(b"\xef\xbb\xbf" + gzip.decompress(MI250.read_bytes()))
+    assert main(["profile", "--trace", str(p), "--json", "--no-save", "-d", "mi210"]) == 0
+    with_bom = json.loads(capsys.readouterr().out)
+    assert main(["profile", "--trace", str(MI250), "--json", "--no-save", "-d", "mi210"]) == 0
+    assert with_bom == json.loads(capsys.readouterr().out)
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps(json.loads(gzip.decompress(MI250.read_bytes()))).replace(
+        '"dur": ', '"dur": NaN, "x": ', 1).encode())  # not strict JSON: read again leniently, the mark skipped there too
+    assert main(["profile", "--trace", str(p), "--json", "--no-save", "-d", "mi210"]) == 0
+    assert "utf-8-sig" not in capsys.readouterr().err
+
+
 def test_empty_trace(capsys, tmp_path):
     p = tmp_path / "empty.json"
     p.write_text(json.dumps({"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {}}]}))
