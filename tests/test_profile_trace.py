@@ -506,3 +506,34 @@ def test_a_missing_trace_named_alone_is_no_such_file_as_with_trace(capsys, tmp_p
     assert err == f"rooftop profile: error: {path}: no such file (give a torch.profiler Chrome trace, .json or .json.gz)\n"
     assert main(["profile", "--trace", str(path), "--no-save"]) == 2
     assert capsys.readouterr().err == err
+
+
+def test_a_5000_tensor_list_is_a_few_lines_with_how_many_more(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    doc = json.loads(gzip.decompress(MI250.read_bytes()))
+    op = next(e for e in doc["traceEvents"] if e.get("name") == "aten::_foreach_add_")
+    op["args"]["Input Dims"] = [[[64, 64]] * 5000, [[64, 64]] * 5000]  # an optimizer step over 5000 params
+    p = tmp_path / "foreach.json"
+    p.write_text(json.dumps(doc))
+    assert main(["profile", str(p), "--no-save", "-d", "mi210"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, x in enumerate(lines) if "_foreach_add_ fp32" in x)
+    end = next(i for i in range(start, len(lines)) if "more shapes" in lines[i])
+    assert end - start < 6  # its row: a few lines, not 10,000 shapes
+    shown = " ".join(lines[start:end + 1]).count("64×64")
+    assert f"… {10_000 - shown:,} more shapes" in lines[end]
+
+
+def test_thousands_of_steps_list_the_first_and_a_count(capsys, tmp_path):
+    doc = json.loads(gzip.decompress(MI250.read_bytes()))
+    ev = doc["traceEvents"]
+    last = max((e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")),
+               key=lambda e: e["ts"])
+    for n in range(3, 3001):
+        ev.append({**last, "name": f"ProfilerStep#{n}", "ts": last["ts"] + 100 * (n - 2), "dur": 50.0})
+    p = tmp_path / "steps.json"
+    p.write_text(json.dumps(doc))
+    assert main(["profile", str(p), "--no-save", "-d", "mi210"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  ProfilerStep#") == 8 and "ProfilerStep#8: CPU" in out and "ProfilerStep#9:" not in out
+    assert "… 2,992 more steps (3,000 in all; --json lists each)" in out
