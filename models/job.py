@@ -36,6 +36,7 @@ MAX_WORLD = 2**20  # a world size beyond this is no job anyone ran: a damaged or
 # what a rank keeps of each of those groups, so that any rank's op groups can be opened, not only the lowest's
 ROW_KEYS = ("time_s", "time_alone_s", "calls", "intensity", "regime", "fraction_of_roof")
 STRAGGLER_GROUPS = 3
+JOINED = 0.5  # of the last joiner's time: how far the aligned ends of one collective's calls may differ
 PER_RANK_SIZES = ("alltoall", "gather", "scatter", "sendrecv")  # collectives whose message differs per rank
 
 
@@ -151,11 +152,11 @@ def align(ranks: Sequence[RankSummary]) -> Alignment:
     ref = ranks[0]
     offsets: dict[int, float] = {ref.rank: 0.0}
     matched: dict[int, int] = {ref.rank: len(ref.collectives)}
-    # reference collective index → [(rank, its index, aligned start)]
-    at: dict[int, list[tuple[int, int, float]]] = {}
+    # reference collective index → [(rank, its index, aligned start, aligned end)]
+    at: dict[int, list[tuple[int, int, float, float]]] = {}
     for i, c in enumerate(ref.collectives):
-        if c.start is not None:
-            at[i] = [(ref.rank, i, c.start)]
+        if c.start is not None and c.end is not None:
+            at[i] = [(ref.rank, i, c.start, c.end)]
     for r in ranks[1:]:
         pairs = _pairs(ref.collectives, r.collectives)
         matched[r.rank] = len(pairs)
@@ -164,17 +165,26 @@ def align(ranks: Sequence[RankSummary]) -> Alignment:
         off = statistics.median(ref.collectives[i].end - r.collectives[j].end for i, j in pairs)  # type: ignore[operator]
         offsets[r.rank] = off
         for i, j in pairs:
-            s = r.collectives[j].start
-            if i in at and s is not None:
-                at[i].append((r.rank, j, s + off))
+            c = r.collectives[j]
+            if i in at and c.start is not None and c.end is not None:
+                at[i].append((r.rank, j, c.start + off, c.end + off))
     waits: dict[int, list[float | None]] = {r.rank: [None] * len(r.collectives) for r in ranks}
     for entries in at.values():
-        if len(entries) < 2:
+        if len(entries) < 2 or not _joined(entries):
             continue
-        latest = max(s for *_, s in entries)
-        for rank, j, s in entries:
+        latest = max(e[2] for e in entries)
+        for rank, j, s, _ in entries:
             waits[rank][j] = latest - s
     return Alignment(ref.rank, offsets, matched, {r: tuple(w) for r, w in waits.items()})
+
+
+def _joined(entries: Sequence[tuple[int, int, float, float]]) -> bool:
+    """Whether calls paired across ranks can be one collective. None can end before the last rank has joined
+    and the ends meet (the alignment makes them): so every call ends at least half the last joiner's own time
+    after it joined. Calls that cannot be one (a sampled trace's all-to-alls paired in order) have no wait to
+    tell, rather than a wait of their whole time."""
+    _, _, latest, its_end = max(entries, key=lambda e: e[2])
+    return min(e[3] for e in entries) >= latest + JOINED * (its_end - latest)
 
 
 # -- the straggler -----------------------------------------------------------------------------------------------
