@@ -659,7 +659,7 @@ def _far_out(rows: list[tuple], op_raw: Mapping[tuple, list[tuple]], cpu: Iterab
     least) sets apart from the rest: one wrong timestamp would stretch the span to years. The CPU's ops and runtime
     calls and steps (`cpu`: start, length) bridge the gaps they cover (a long stall the CPU recorded is no gap); where the timeline splits, the side
     with more activities is kept."""
-    if len(rows) < 2 or not _has_far_gap([(r[0], r[0] + r[1]) for r in rows]):
+    if len(rows) < 2 or not _has_far_gap(rows):
         return rows  # the usual case: one pass over the activities
     spans = [(r[0], r[0] + r[1], n) for n, r in enumerate(rows)]
     spans += [(r[0], r[0] - r[1], -1) for ops in op_raw.values() for r in ops]
@@ -683,14 +683,19 @@ def _devices(spans: Sequence[tuple]) -> int:
     return sum(1 for *_, n in spans if n >= 0)
 
 
-def _has_far_gap(spans: Sequence[tuple[float, float]]) -> bool:
-    """Whether the widest gap between intervals (sorted by start, µs) is over FAR× the rest of their extent."""
-    end, widest = spans[0][1], 0.0
-    for s, e, *_ in spans:
+def _has_far_gap(rows: Sequence[tuple]) -> bool:
+    """Whether the widest gap between the activities (rows of start, length, …, by start; µs) is over FAR× the
+    rest of their extent."""
+    end, widest = rows[0][0] + rows[0][1], 0.0
+    for r in rows:
+        s = r[0]
         if s > end:
-            widest = max(widest, s - end)
-        end = max(end, e)
-    whole = end - spans[0][0]
+            if s - end > widest:
+                widest = s - end
+            end = s + r[1]
+        elif s + r[1] > end:
+            end = s + r[1]
+    whole = end - rows[0][0]
     return widest > FAR * max(whole - widest, FAR_FLOOR_S / US)
 
 
