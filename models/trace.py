@@ -656,9 +656,9 @@ def _unrepeated(rows: list[tuple], counts: _Counts) -> list[tuple]:
 def _far_out(rows: list[tuple], op_raw: Mapping[tuple, list[tuple]], cpu: Iterable[tuple[float, float]],
              counts: _Counts) -> list[tuple]:
     """The device activities (sorted by start, µs) less those a gap of over FAR× the rest's span (FAR_FLOOR_S at
-    least) sets apart from the rest: one wrong timestamp would stretch the span to years. The CPU's ops and runtime
-    calls and steps (`cpu`: start, length) bridge the gaps they cover (a long stall the CPU recorded is no gap); where the timeline splits, the side
-    with more activities is kept."""
+    least) sets apart from the rest: one wrong timestamp would stretch the span to years. The CPU's ops, runtime
+    calls and steps (`cpu`: start, length) bridge the gaps they cover (a long stall the CPU recorded is no gap);
+    where the timeline splits, the side with more activities is kept."""
     if len(rows) < 2 or not _has_far_gap(rows):
         return rows  # the usual case: one pass over the activities
     spans = [(r[0], r[0] + r[1], n) for n, r in enumerate(rows)]

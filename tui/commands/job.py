@@ -61,7 +61,8 @@ def world_of(d: Any) -> tuple[int | None, str]:
     if w is None:
         return None, ""
     if not is_count(w) or not 1 <= w <= MAX_WORLD:
-        return None, f"world_size {clean_value(w)} in its distributedInfo is not a plausible world size (a whole number 1..{MAX_WORLD:,})"
+        return None, (f"world_size {clean_value(w)} in its distributedInfo is not a plausible world size "
+                      f"(a whole number 1..{MAX_WORLD:,})")
     return w, ""
 
 
@@ -218,8 +219,8 @@ def in_world(summaries: list[Any], world: int, problems: list[str]) -> list[Any]
     known; one beyond it gets its line here."""
     for x in summaries:
         if x.rank >= world:
-            problems.append(f"{x.path}: rank {x.rank} is outside the job's ranks (0..{world - 1}, world size {world}): "
-                            "left out")
+            problems.append(f"{x.path}: rank {x.rank} is outside the job's ranks (0..{world - 1}, "
+                            f"world size {world}): left out")
     return [x for x in summaries if x.rank < world]
 
 
