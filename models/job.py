@@ -36,7 +36,6 @@ MAX_WORLD = 2**20  # a world size beyond this is no job anyone ran: a damaged or
 # what a rank keeps of each of those groups, so that any rank's op groups can be opened, not only the lowest's
 ROW_KEYS = ("time_s", "time_alone_s", "calls", "intensity", "regime", "fraction_of_roof")
 STRAGGLER_GROUPS = 3
-JOINED = 0.5  # of the last joiner's time: how far the aligned ends of one collective's calls may differ
 PER_RANK_SIZES = ("alltoall", "gather", "scatter", "sendrecv")  # collectives whose message differs per rank
 
 
@@ -179,12 +178,11 @@ def align(ranks: Sequence[RankSummary]) -> Alignment:
 
 
 def _joined(entries: Sequence[tuple[int, int, float, float]]) -> bool:
-    """Whether calls paired across ranks can be one collective. None can end before the last rank has joined
-    and the ends meet (the alignment makes them): so every call ends at least half the last joiner's own time
-    after it joined. Calls that cannot be one (a sampled trace's all-to-alls paired in order) have no wait to
-    tell, rather than a wait of their whole time."""
-    _, _, latest, its_end = max(entries, key=lambda e: e[2])
-    return min(e[3] for e in entries) >= latest + JOINED * (its_end - latest)
+    """Whether calls paired across ranks can be one collective: none can end before the last rank has joined
+    (after the alignment). Calls that cannot be one (a sampled trace's all-to-alls paired in order) have no
+    wait to tell, rather than a wait of their whole time."""
+    latest = max(e[2] for e in entries)
+    return min(e[3] for e in entries) > latest
 
 
 # -- the straggler -----------------------------------------------------------------------------------------------
