@@ -32,9 +32,11 @@ from .trace import Trace, union_length
 from .workload import Workload
 
 TOP_GROUPS = 40  # op groups kept per rank for the straggler's diff
+MAX_WORLD = 2**20  # a world size beyond this is no job anyone ran: a damaged or hand-made distributedInfo
 # what a rank keeps of each of those groups, so that any rank's op groups can be opened, not only the lowest's
 ROW_KEYS = ("time_s", "time_alone_s", "calls", "intensity", "regime", "fraction_of_roof")
 STRAGGLER_GROUPS = 3
+PER_RANK_SIZES = ("alltoall", "gather", "scatter", "sendrecv")  # collectives whose message differs per rank
 
 
 @dataclass(frozen=True)
@@ -108,12 +110,18 @@ def summarize(trace: Trace, work: Workload, rank: int, path: str) -> RankSummary
 # -- alignment ---------------------------------------------------------------------------------------------------
 
 
+def _loose_key(c: RankCollective) -> tuple:
+    """A collective's key, its size left out where each rank may send its own (all-to-all, gather, …): an
+    all-reduce of another size on another rank is another call, never its counterpart."""
+    return c.collective, None if c.collective in PER_RANK_SIZES else c.bytes, c.group
+
+
 def _pairs(ref: Sequence[RankCollective], other: Sequence[RankCollective]) -> list[tuple[int, int]]:
-    """Matching collectives of two ranks, in order: by (collective, size, group), else by collective alone
-    (all-to-all sizes differ per rank)."""
+    """Matching collectives of two ranks, in order: by (collective, size, group), else with the size left out
+    where the ranks' sizes may differ (all-to-all sizes differ per rank)."""
     ri = [i for i, c in enumerate(ref) if c.end is not None]
     oi = [j for j, c in enumerate(other) if c.end is not None]
-    for key in (lambda c: c.key, lambda c: (c.collective, c.group)):
+    for key in (lambda c: c.key, _loose_key):
         sm = difflib.SequenceMatcher(None, [key(ref[i]) for i in ri], [key(other[j]) for j in oi], autojunk=False)
         pairs = [(ri[b.a + n], oi[b.b + n]) for b in sm.get_matching_blocks() for n in range(b.size)]
         if len(pairs) * 2 >= min(len(ri), len(oi)) and pairs:
@@ -143,11 +151,11 @@ def align(ranks: Sequence[RankSummary]) -> Alignment:
     ref = ranks[0]
     offsets: dict[int, float] = {ref.rank: 0.0}
     matched: dict[int, int] = {ref.rank: len(ref.collectives)}
-    # reference collective index → [(rank, its index, aligned start)]
-    at: dict[int, list[tuple[int, int, float]]] = {}
+    # reference collective index → [(rank, its index, aligned start, aligned end)]
+    at: dict[int, list[tuple[int, int, float, float]]] = {}
     for i, c in enumerate(ref.collectives):
-        if c.start is not None:
-            at[i] = [(ref.rank, i, c.start)]
+        if c.start is not None and c.end is not None:
+            at[i] = [(ref.rank, i, c.start, c.end)]
     for r in ranks[1:]:
         pairs = _pairs(ref.collectives, r.collectives)
         matched[r.rank] = len(pairs)
@@ -156,17 +164,25 @@ def align(ranks: Sequence[RankSummary]) -> Alignment:
         off = statistics.median(ref.collectives[i].end - r.collectives[j].end for i, j in pairs)  # type: ignore[operator]
         offsets[r.rank] = off
         for i, j in pairs:
-            s = r.collectives[j].start
-            if i in at and s is not None:
-                at[i].append((r.rank, j, s + off))
+            c = r.collectives[j]
+            if i in at and c.start is not None and c.end is not None:
+                at[i].append((r.rank, j, c.start + off, c.end + off))
     waits: dict[int, list[float | None]] = {r.rank: [None] * len(r.collectives) for r in ranks}
     for entries in at.values():
-        if len(entries) < 2:
+        if len(entries) < 2 or not _joined(entries):
             continue
-        latest = max(s for *_, s in entries)
-        for rank, j, s in entries:
+        latest = max(e[2] for e in entries)
+        for rank, j, s, _ in entries:
             waits[rank][j] = latest - s
     return Alignment(ref.rank, offsets, matched, {r: tuple(w) for r, w in waits.items()})
+
+
+def _joined(entries: Sequence[tuple[int, int, float, float]]) -> bool:
+    """Whether calls paired across ranks can be one collective: none can end before the last rank has joined
+    (after the alignment). Calls that cannot be one (a sampled trace's all-to-alls paired in order) have no
+    wait to tell, rather than a wait of their whole time."""
+    latest = max(e[2] for e in entries)
+    return min(e[3] for e in entries) > latest
 
 
 # -- the straggler -----------------------------------------------------------------------------------------------
@@ -239,17 +255,15 @@ class Job:
     problems: tuple[str, ...] = ()  # one line per file left out, and the ranks missing
 
     @property
-    def missing(self) -> tuple[int, ...]:
-        if not self.world:
-            return ()
-        have = {r.rank for r in self.ranks}
-        return tuple(r for r in range(self.world) if r not in have)
+    def missing(self) -> str:
+        """The ranks of the world with no trace, as ranges (never one entry per rank: a world may be large)."""
+        return missing_text({r.rank for r in self.ranks}, self.world) if self.world else ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"world": self.world, "backend": self.backend, "ranks": [r.to_dict() for r in self.ranks],
                 "straggler": self.straggler.to_dict() if self.straggler else None,
                 "collectives": [g.to_dict() for g in self.collectives], "alignment": self.alignment.to_dict(),
-                "missing_ranks": ranks_text(self.missing), "problems": list(self.problems)}
+                "missing_ranks": self.missing, "problems": list(self.problems)}
 
 
 def ranks_text(ranks: Sequence[int]) -> str:
@@ -264,6 +278,28 @@ def ranks_text(ranks: Sequence[int]) -> str:
         out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
         i = j + 1
     return ", ".join(out)
+
+
+def missing_ranges(have: set[int], world: int) -> list[tuple[int, int]]:
+    """The gaps of 0..world-1 that `have` leaves, as (first, last) pairs: as many as the ranks read, at most."""
+    out, nxt = [], 0
+    for r in sorted(x for x in have if 0 <= x < world):
+        if r > nxt:
+            out.append((nxt, r - 1))
+        nxt = r + 1
+    if nxt < world:
+        out.append((nxt, world - 1))
+    return out
+
+
+def missing_text(have: set[int], world: int) -> str:
+    """0-3, 7, 9-127: the ranks of 0..world-1 not in `have`, in a line."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in missing_ranges(have, world))
+
+
+def missing_count(have: set[int], world: int) -> int:
+    """How many ranks of 0..world-1 are not in `have`."""
+    return sum(b - a + 1 for a, b in missing_ranges(have, world))
 
 
 def build_job(ranks: Sequence[RankSummary], world: int | None, backend: str, roofs: Mapping[str, LinkRoof],

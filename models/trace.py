@@ -22,8 +22,10 @@ What the events mean, across the formats in use (PyTorch 1.13 … 2.x, CUDA and 
 - A CUDA-graph replay is one runtime call (cudaGraphLaunch) issuing many
   kernels that belong to no op of this trace: their time is kept apart.
 Times are kept in seconds (the trace counts microseconds). Events with times
-that are not finite, non-negative numbers are skipped and counted; shapes that
-are not lists of non-negative integers are dropped (the op keeps its time).
+that are not finite, non-negative numbers are skipped and counted, as are exact
+copies of an event (a trace written twice) and device activities a gap of over
+100× the rest's span sets apart (a wrong timestamp); shapes that are not lists
+of non-negative integers are dropped (the op keeps its time).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import itertools
 import math
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -552,13 +555,18 @@ def _parse_trace(data: Any) -> Trace:
             gpu_evidence = True
     del events
     e = a = None  # the last event's raw fields are views of the file's bytes: let them go
+    steps = sorted(set(steps))  # a step recorded twice is one step
+    host = list(dict.fromkeys(host))
+    comms = list(dict.fromkeys(comms))
 
-    ops, by_ext, threads, op_thread = _op_tree(op_raw)
+    dev_raw.sort(key=lambda r: r[0])
+    cpu_spans = itertools.chain(((c[2], c[3]) for c in runtime.values()), ((s0, s1 - s0) for s0, s1, _ in steps))
+    dev_raw = _far_out(_unrepeated(dev_raw, counts), op_raw, cpu_spans, counts)
+    ops, by_ext, threads, op_thread = _op_tree(op_raw, counts)
     del op_raw
     kernels: list[Kernel] = []
     links: list[int | None] = []
     graph: set[int] = set()
-    dev_raw.sort(key=lambda r: r[0])
     flow_maps: tuple[dict, dict] | None = None
     for ts, dur, cat, name, ext_v, corr_v, stream, device, nbytes, pid, tid, mkind, i in dev_raw:
         corr = corr_v if corr_v.__class__ is int else _id(corr_v)
@@ -610,7 +618,7 @@ def _parse_trace(data: Any) -> Trace:
     threads_v = _id(meta.get("rooftop_cpu_threads"))
     return Trace(
         kernels=tuple(kernels), ops=tuple(ops), kernel_op=tuple(links), graph_kernels=frozenset(graph),
-        steps=tuple((s * US, t * US) for s, t, _ in sorted(steps)), step_names=tuple(n for *_, n in sorted(steps)),
+        steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
         device_name=dev, device_props=props,
         metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
         host_calls=host_calls, launch_s=launch_durs[len(launch_durs) // 2] * US if launch_durs else None,
@@ -618,6 +626,88 @@ def _parse_trace(data: Any) -> Trace:
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=dict(meta["distributedInfo"]) if isinstance(meta.get("distributedInfo"), Mapping) else {},
     )
+
+
+REPEATED = "skipped: an exact copy of another event (recorded twice: same name, times and ids)"
+FAR = 100.0  # an activity this many times the rest's span away from it (and FAR_FLOOR_S at least) is no part of it
+FAR_FLOOR_S = 10.0  # so that a gap under 1000 s is never cut, however short the rest
+FAR_OUT = (f"skipped: a device activity far outside the rest of the trace (a gap over {FAR:g}× the rest's span: "
+           "a wrong timestamp)")
+
+
+def _unrepeated(rows: list[tuple], counts: _Counts) -> list[tuple]:
+    """The device activities (sorted by start) less exact copies: an event written twice (two exports merged)
+    would count its time twice. A copy has the same start, so only the rows of one start are compared."""
+    out: list[tuple] = []
+    group: list[tuple] = []  # the rows of this start
+    start = None
+    for r in rows:
+        if r[0] != start:
+            start, group = r[0], [r]
+        elif any(g[:-1] == r[:-1] for g in group):  # all but the event's index
+            counts.add(REPEATED, _where(r[-1], r[3]))
+            continue
+        else:
+            group.append(r)
+        out.append(r)
+    return out
+
+
+def _far_out(rows: list[tuple], op_raw: Mapping[tuple, list[tuple]], cpu: Iterable[tuple[float, float]],
+             counts: _Counts) -> list[tuple]:
+    """The device activities (sorted by start, µs) less those a gap of over FAR× the rest's span (FAR_FLOOR_S at
+    least) sets apart from the rest: one wrong timestamp would stretch the span to years. The CPU's ops, runtime
+    calls and steps (`cpu`: start, length) bridge the gaps they cover (a long stall the CPU recorded is no gap);
+    where the timeline splits, the side with more activities is kept."""
+    if len(rows) < 2 or not _has_far_gap(rows):
+        return rows  # the usual case: one pass over the activities
+    spans = [(r[0], r[0] + r[1], n) for n, r in enumerate(rows)]
+    spans += [(r[0], r[0] - r[1], -1) for ops in op_raw.values() for r in ops]
+    spans += [(t, t + d, -1) for t, d in cpu]
+    spans.sort()
+    for _ in range(16):  # each cut drops at least one activity; a few wrong stamps need a few cuts
+        cut = _far_cut(spans)
+        if cut is None:
+            break
+        left, right = spans[:cut], spans[cut:]
+        keep, drop = (left, right) if _devices(left) >= _devices(right) else (right, left)
+        for *_, n in drop:
+            if n >= 0:
+                counts.add(FAR_OUT, _where(rows[n][-1], rows[n][3]))
+        spans = keep
+    kept = sorted(n for *_, n in spans if n >= 0)
+    return [rows[n] for n in kept] if len(kept) < len(rows) else rows
+
+
+def _devices(spans: Sequence[tuple]) -> int:
+    return sum(1 for *_, n in spans if n >= 0)
+
+
+def _has_far_gap(rows: Sequence[tuple]) -> bool:
+    """Whether the widest gap between the activities (rows of start, length, …, by start; µs) is over FAR× the
+    rest of their extent."""
+    end, widest = rows[0][0] + rows[0][1], 0.0
+    for r in rows:
+        s = r[0]
+        if s > end:
+            if s - end > widest:
+                widest = s - end
+            end = s + r[1]
+        elif s + r[1] > end:
+            end = s + r[1]
+    whole = end - rows[0][0]
+    return widest > FAR * max(whole - widest, FAR_FLOOR_S / US)
+
+
+def _far_cut(spans: Sequence[tuple]) -> int | None:
+    """Where the widest gap of the intervals (sorted by start) splits them, when it is a far one."""
+    end, widest, at = spans[0][1], 0.0, None
+    for i, (s, e, _) in enumerate(spans):
+        if s > end and s - end > widest:
+            widest, at = s - end, i
+        end = max(end, e)
+    whole = end - spans[0][0]
+    return at if at is not None and widest > FAR * max(whole - widest, FAR_FLOOR_S / US) else None
 
 
 def _flow_maps(flows: Sequence[tuple]) -> tuple[dict, dict]:
@@ -685,18 +775,37 @@ def _link(ops: Sequence[CpuOp], by_ext: Mapping[int, int], threads: Mapping, op_
     return _enclosing(ops, threads, at)
 
 
-def _op_tree(by_thread: dict[tuple, list[tuple]]) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
+def _unrepeated_ops(rows: list[tuple], counts: _Counts | None) -> list[tuple]:
+    """One thread's op rows (sorted by start, longest first) less exact copies: a copy has the same start and
+    length, so only the rows of one (start, length) are compared."""
+    out: list[tuple] = []
+    group: list[tuple] = []  # the rows of this (start, length)
+    for r in rows:
+        if not group or group[0][0] != r[0] or group[0][1] != r[1]:
+            group = [r]
+        elif r in group:
+            if counts is not None:
+                counts.add(REPEATED, repr(r[2][:60]))
+            continue
+        else:
+            group.append(r)
+        out.append(r)
+    return out
+
+
+def _op_tree(by_thread: dict[tuple, list[tuple]], counts: _Counts | None = None
+             ) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
     """The ops in (thread, time) order with parent/children links (nesting per thread) and self times; the
     External id index; per thread, the ops' start times and indices (for finding the op enclosing a launch).
-    Each thread's rows are (ts, -dur, name, ext, shapes) in µs, consumed as they are read."""
+    Each thread's rows are (ts, -dur, name, ext, shapes) in µs, consumed as they are read; an exact copy of a row
+    (an op recorded twice) is dropped and counted."""
     ops: list[CpuOp] = []
     by_ext: dict[int, int] = {}
     threads: dict[tuple, tuple[list[float], list[int]]] = {}
     op_thread: list[tuple] = []
     none = ()
     for key in sorted(by_thread, key=lambda k: (str(k[0]), str(k[1]))):
-        rows = by_thread.pop(key)
-        rows.sort(key=_START_LONGEST)
+        rows = _unrepeated_ops(sorted(by_thread.pop(key), key=_START_LONGEST), counts)
         base = len(ops)
         m = len(rows)
         parent: list[int | None] = [None] * m

@@ -163,19 +163,26 @@ class Workload:
         return sum(g.bytes for g in self.groups)
 
     @property
-    def bound_s(self) -> float:
-        """The sum of each op's bound, and the time of ops the roofline cannot place (kept as they are)."""
-        return sum(g.bound_s if g.bound_s is not None else g.time_s for g in self.groups)
-
-    @property
-    def at_roof_s(self) -> float:
-        """The step if every op ran at its roof and the gaps stayed (Amdahl): each group's time alone scaled by
-        bound/time (overlapped time and transfers kept as they ran)."""
+    def roof_saves_s(self) -> float:
+        """What running every op at its roof takes off the busy time (Amdahl): each group's time alone less its
+        share at bound/time, an op already faster than its roof saving nothing (its bound is not its time)."""
         saved = 0.0
         for g in self.groups:
             if g.bound_s is not None and g.time_s > 0:
                 saved += g.alone_s * max(0.0, 1.0 - g.bound_s / g.time_s)
-        return self.idle_s + max(0.0, self.busy_s - saved)
+        return saved
+
+    @property
+    def bound_s(self) -> float:
+        """The step with both fixes, every op at its roof and no gaps: the busy time less what the roofs save
+        (overlapped time, transfers and ops the roofline cannot place kept as they ran). Never above either
+        fix alone."""
+        return max(0.0, self.busy_s - self.roof_saves_s)
+
+    @property
+    def at_roof_s(self) -> float:
+        """The step if every op ran at its roof and the gaps stayed."""
+        return self.idle_s + self.bound_s
 
     @property
     def no_gaps_s(self) -> float:

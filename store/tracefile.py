@@ -34,8 +34,14 @@ def read_bytes(p: Path) -> bytes:
         return g.read()
 
 
-def decode(buf: bytes) -> TraceDoc | object:
-    """The trace's events, typed; plain JSON (lenient: NaN, Infinity) where the strict typed decode refuses it."""
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as some Windows editors write one
+
+
+def decode(buf: bytes | memoryview) -> TraceDoc | object:
+    """The trace's events, typed; plain JSON (lenient: NaN, Infinity) where the strict typed decode refuses it.
+    A leading byte-order mark is skipped."""
+    if buf[:3] == BOM:
+        buf = memoryview(buf)[3:]  # a view: a large trace is not copied
     try:
         doc = _DECODER.decode(buf)
         return TraceDoc(traceEvents=doc) if isinstance(doc, list) else doc
@@ -52,7 +58,7 @@ def decode(buf: bytes) -> TraceDoc | object:
     except msgspec.DecodeError:
         pass
     try:
-        text = buf.decode("utf-8")
+        text = bytes(buf).decode("utf-8")
     except UnicodeDecodeError:
         raise TraceError("not a trace (not UTF-8 text; expected Chrome trace JSON, .json or .json.gz)") from None
     try:
@@ -60,8 +66,18 @@ def decode(buf: bytes) -> TraceDoc | object:
     except RecursionError:
         raise TraceError(MAX_DEPTH) from None
     except json.JSONDecodeError as exc:
-        raise TraceError(f"not a trace (not JSON: {exc.msg} at line {exc.lineno}); "
-                         "expected a Chrome trace, .json or .json.gz") from None
+        raise TraceError(json_problem(exc, text)) from None
+
+
+def json_problem(exc: json.JSONDecodeError, text: str) -> str:
+    """What is wrong with the JSON, in a line: a file that ends mid-value looks truncated (cut while it was
+    written or copied); otherwise the parser's words and where."""
+    if exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()):
+        return (f"looks truncated: the JSON ends mid-way (at line {exc.lineno}, column {exc.colno}); "
+                "was the file cut while it was written or copied?")
+    where = f"line {exc.lineno}, column {exc.colno}"
+    said = f"{exc.msg} {where}" if exc.msg.endswith(" at") else f"{exc.msg} at {where}"
+    return f"not a trace (not JSON: {said}); expected a Chrome trace, .json or .json.gz"
 
 
 def load_trace(path: str | Path) -> Trace:

@@ -91,3 +91,27 @@ def test_any_typed_words_give_an_answer_or_one_escaped_line(head: list[str], wor
     assert rc in (0, 2), (head, words, err.getvalue())
     assert not raw(out.getvalue() + err.getvalue()), (head, words, out.getvalue(), err.getvalue())
     assert rc == 0 or err.getvalue().count("\n") == 1, (head, words, err.getvalue())
+
+
+MI250 = Path(__file__).parent / "data" / "real-traces" / "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+
+
+def test_bidi_and_line_separators_in_trace_names_never_reach_the_terminal(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Op, kernel and step names with a right-to-left override, an isolate, a mark and U+2028 (which a terminal
+    or Rich takes as a new line): dropped from every line, as escape characters are."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress(MI250.read_bytes()))
+    for e in doc["traceEvents"]:
+        n = e.get("name")
+        if e.get("cat") in ("kernel", "cpu_op", "user_annotation") and isinstance(n, str):
+            e["name"] = n + "\u202eevil\u2028x" if n.startswith("ProfilerStep") else "\u202e\u2028" + n + "\u2066x\u200f"
+    p = tmp_path / "bidi.json"
+    p.write_text(json.dumps(doc))
+    assert main(["profile", str(p), "--no-save", "-d", "mi210"]) == 0
+    out, err = capsys.readouterr()
+    assert not raw(out) and not raw(err)
+    assert "ProfilerStep#1evilx: CPU" in out  # the step's line, whole, its name without the controls
+    assert "aten::addmmx" in out and "\u2028" not in out

@@ -237,6 +237,20 @@ def test_align_by_collective_ends_not_wall_clock():
     assert s.rank == 1 and s.groups[0][0] == "aten::mm" and s.groups[0][1] == pytest.approx(0.15)
 
 
+def test_calls_paired_that_cannot_be_one_collective_have_no_wait():
+    """Rank 1 starts its second all-to-all after rank 0's has ended (their ends aligned by the other two): no
+    collective ends before its last rank joins, so this pair is no counterpart and neither call has a wait."""
+    ranks = []
+    for rank, (s2, e2) in ((0, (2.0, 2.1)), (1, (2.5, 2.6))):
+        colls = [RankCollective("alltoall", 1e6 * (rank + 1), 2, "0", s, s, e, e - s)
+                 for s, e in ((1.0, 1.2), (s2, e2), (3.0, 3.1))]
+        ranks.append(RankSummary(rank, f"r{rank}", 1.0, 3.0, 2.0, 1.0, 1.0, 0.5, None, True, {}, tuple(colls)))
+    al = align(ranks)
+    assert al.matched[1] == 3  # all-to-all sizes differ per rank: paired in order
+    assert al.waits[0][1] is None and al.waits[1][1] is None
+    assert al.waits[0][0] == pytest.approx(0.0) and al.waits[1][2] == pytest.approx(0.0)
+
+
 def test_names_and_rank_lists():
     assert [collective_name(x) for x in ("nccl:all_reduce", "c10d::_allgather_base_", "gloo:broadcast",
                                          "reduce_scatter_tensor", "nccl:all_to_all")] == [
@@ -557,3 +571,27 @@ def test_a_rank_ends_with_its_scripts_exit_handlers_and_status(tmp_path, status)
     assert out.returncode == status, out.stderr
     assert marker.read_text() == "ran" and "done" in out.stdout
     assert (tmp_path / "t" / "rank-0.trace.json").is_file() or status != 0
+
+
+def test_a_collective_no_other_rank_recorded_waits_for_nobody(sampled):
+    """The sampled ranks each recorded some all-reduces the other did not: such a call has no counterpart, so
+    no wait (n/a), never its whole time as a wait; an all-reduce of another size on the other rank is no
+    counterpart (only an all-to-all's size differs per rank)."""
+    doc, _ = sampled
+    sizes = {r: {c.bytes for c in rank_collectives(load_trace(p)) if c.collective == "allreduce"}
+             for r, p in ((0, RANK0), (1, RANK1))}
+    alone = sizes[0] ^ sizes[1]
+    assert 107822144 in alone  # 103 MiB: rank 0's alone
+    rows = {c["bytes"]: c for c in doc["collectives"] if c["op"] == "allreduce"}
+    for size in alone:
+        c = rows[size]
+        assert c["ranks"] == 1 and c["wait_s"] is None and c["own_s"] is None and c["busbw_own"] is None
+    both = [rows[s] for s in sizes[0] & sizes[1]]
+    assert both and all(c["ranks"] == 2 for c in both)
+    assert any(c["wait_s"] is not None and 0 <= c["wait_s"] < c["time_s"] for c in both)
+    out = run_main("profile", "--trace", str(RANK0), str(RANK1), "--no-save", "-d", "a100-80g-ds")
+    lines = out.stdout.splitlines()
+    [head] = [x for x in lines if x.startswith("collective ") and " wait " in x]
+    [row] = [x for x in lines if x.startswith("allreduce") and "103 MiB" in x]
+    time_end, wait_end = head.index(" time ") + 5, head.index(" wait ") + 5  # right-aligned columns
+    assert row[:time_end].endswith("47.7 ms") and row[time_end:wait_end].strip() == ""  # its time, no wait

@@ -174,6 +174,41 @@ def test_truncated_gz(capsys, tmp_path):
     assert "truncated or damaged gzip" in _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
 
 
+MI250 = DATA / "real-traces" / "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.999], ids=["mid-string", "near-the-end"])
+def test_truncated_plain_json_says_it_looks_truncated(capsys, tmp_path, keep):
+    text = gzip.decompress(MI250.read_bytes())
+    p = tmp_path / "cut.json"
+    p.write_bytes(text[: int(len(text) * keep)])
+    err = _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
+    assert f"{p}: looks truncated: the JSON ends mid-way (at line " in err and "cut while it was written" in err
+    assert "at at" not in err
+
+
+def test_bad_json_says_where_without_doubled_words(capsys, tmp_path):
+    p = tmp_path / "bad.json"
+    text = '{"traceEvents": [{"name": "a' + chr(9) + 'b"}]}'  # a raw tab inside a string
+    p.write_text(text)
+    err = _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
+    col = text.index(chr(9)) + 1
+    assert f"not JSON: Invalid control character at line 1, column {col})" in err and "at at" not in err
+
+
+def test_a_byte_order_mark_is_skipped(capsys, tmp_path):
+    p = tmp_path / "bom.json"
+    p.write_bytes(b"\xef\xbb\xbf" + gzip.decompress(MI250.read_bytes()))
+    assert main(["profile", "--trace", str(p), "--json", "--no-save", "-d", "mi210"]) == 0
+    with_bom = json.loads(capsys.readouterr().out)
+    assert main(["profile", "--trace", str(MI250), "--json", "--no-save", "-d", "mi210"]) == 0
+    assert with_bom == json.loads(capsys.readouterr().out)
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps(json.loads(gzip.decompress(MI250.read_bytes()))).replace(
+        '"dur": ', '"dur": NaN, "x": ', 1).encode())  # not strict JSON: read again leniently, the mark skipped there too
+    assert main(["profile", "--trace", str(p), "--json", "--no-save", "-d", "mi210"]) == 0
+    assert "utf-8-sig" not in capsys.readouterr().err
+
+
 def test_empty_trace(capsys, tmp_path):
     p = tmp_path / "empty.json"
     p.write_text(json.dumps({"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {}}]}))
@@ -439,3 +474,66 @@ def test_cli_ncu_without_a_device_uses_the_gpu_it_ran_on(capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out)["device"] == "h200"
     assert "using h200" in captured.err
+
+
+@pytest.mark.parametrize("device", ["v100-16", "h200"])
+def test_both_fixes_never_take_longer_than_either_alone(capsys, device):
+    """On a V100's roofs many of the H200's ops are already 'faster than the roof': their bounds exceed their
+    times. Both fixes together (every op at its roof, no gaps) is the busy time less what the roofs save, each op
+    capped at its own time: never above no gaps nor every op at its roof."""
+    assert main(["profile", "--trace", str(QWEN), "--json", "--no-save", "-d", device]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    s = doc["summary"]
+    saved = sum(o["time_alone_s"] * max(0.0, 1 - o["bound_s"] / o["time_s"])
+                for o in doc["ops"] if o["bound_s"] is not None and o["time_s"] > 0)
+    assert s["bound_s"] == pytest.approx(s["device_busy_s"] - saved)
+    assert s["bound_s"] <= s["step_without_gaps_s"] and s["bound_s"] <= s["step_at_roof_s"]
+    assert s["step_at_roof_s"] == pytest.approx(s["idle_s"] + s["bound_s"])
+    if device == "v100-16":
+        assert sum(o["bound_s"] or 0 for o in doc["ops"]) > s["step_without_gaps_s"]  # the old sum: 36 ms > 13.8
+    assert main(["profile", "--trace", str(QWEN), "--no-save", "-d", device]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    from rooftop.models.units import fmt_time
+
+    assert f"no gaps: {fmt_time(s['step_without_gaps_s'])}" in text and f"both: {fmt_time(s['bound_s'])} (×" in text
+
+
+@pytest.mark.parametrize("argv", [["gone.json"], ["gone.json.gz", "-d", "h200"]], ids=["json", "gz-with-options"])
+def test_a_missing_trace_named_alone_is_no_such_file_as_with_trace(capsys, tmp_path, argv):
+    path = tmp_path / argv[0]
+    assert main(["profile", str(path), *argv[1:], "--no-save"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rooftop profile: error: {path}: no such file (give a torch.profiler Chrome trace, .json or .json.gz)\n"
+    assert main(["profile", "--trace", str(path), "--no-save"]) == 2
+    assert capsys.readouterr().err == err
+
+
+def test_a_5000_tensor_list_is_a_few_lines_with_how_many_more(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    doc = json.loads(gzip.decompress(MI250.read_bytes()))
+    op = next(e for e in doc["traceEvents"] if e.get("name") == "aten::_foreach_add_")
+    op["args"]["Input Dims"] = [[[64, 64]] * 5000, [[64, 64]] * 5000]  # an optimizer step over 5000 params
+    p = tmp_path / "foreach.json"
+    p.write_text(json.dumps(doc))
+    assert main(["profile", str(p), "--no-save", "-d", "mi210"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, x in enumerate(lines) if "_foreach_add_ fp32" in x)
+    end = next(i for i in range(start, len(lines)) if "more shapes" in lines[i])
+    assert end - start < 6  # its row: a few lines, not 10,000 shapes
+    shown = " ".join(lines[start:end + 1]).count("64×64")
+    assert f"… {10_000 - shown:,} more shapes" in lines[end]
+
+
+def test_thousands_of_steps_list_the_first_and_a_count(capsys, tmp_path):
+    doc = json.loads(gzip.decompress(MI250.read_bytes()))
+    ev = doc["traceEvents"]
+    last = max((e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")),
+               key=lambda e: e["ts"])
+    for n in range(3, 3001):
+        ev.append({**last, "name": f"ProfilerStep#{n}", "ts": last["ts"] + 100 * (n - 2), "dur": 50.0})
+    p = tmp_path / "steps.json"
+    p.write_text(json.dumps(doc))
+    assert main(["profile", str(p), "--no-save", "-d", "mi210"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  ProfilerStep#") == 8 and "ProfilerStep#8: CPU" in out and "ProfilerStep#9:" not in out
+    assert "… 2,992 more steps (3,000 in all; --json lists each)" in out

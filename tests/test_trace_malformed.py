@@ -109,3 +109,68 @@ def test_a_trace_with_no_kernels_but_gpu_calls_is_busy_0_not_its_cpu_time(tmp_pa
     s = out["summary"]
     assert s["on_device"] and s["kernels"] == 0 and s["device_busy_s"] == 0
     assert any("records no kernels" in n for n in out["notes"])
+
+
+QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
+
+
+def _qwen() -> dict:
+    return json.loads(gzip.decompress(QWEN.read_bytes()))
+
+
+def _h200(capsys, path: Path) -> dict:
+    assert main(["profile", "--trace", str(path), "--json", "--no-save", "-d", "h200"]) == 0
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.err
+    return json.loads(cap.out)
+
+
+def _device_span_s(events: list[dict]) -> float:
+    dev = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    return (max(e["ts"] + e["dur"] for e in dev) - min(e["ts"] for e in dev)) * 1e-6
+
+
+@pytest.mark.parametrize("scale", [1000, 1e-3], ids=["years-after", "years-before"])
+def test_one_kernel_with_a_wrong_timestamp_is_skipped_not_the_span(tmp_path, capsys, scale):
+    doc = _qwen()
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[5]["ts"] *= scale
+    p = tmp_path / "far.json"
+    p.write_text(json.dumps(doc))
+    out = _h200(capsys, p)
+    rest = [e for e in doc["traceEvents"] if e is not kernels[5]]
+    assert out["summary"]["span_s"] == pytest.approx(_device_span_s(rest))
+    assert out["summary"]["kernels"] == len(kernels) - 1
+    w = _one_warning(out, "far outside the rest")
+    assert kernels[5]["name"][:20] in w
+
+
+def test_a_long_gap_the_cpu_recorded_is_kept(tmp_path, capsys):
+    doc = _qwen()
+    ev = doc["traceEvents"]
+    mid = sorted(e["ts"] for e in ev if e.get("cat") == "kernel")[1000]
+    for e in ev:
+        if isinstance(e.get("ts"), (int, float)) and e["ts"] > mid:
+            e["ts"] += 2e9  # 2000 s later: far beyond 100× the trace's span
+    top = min((e for e in ev if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
+    top["dur"] = mid - top["ts"] + 2e9 + 1  # an op the CPU was in all along: a stall, not a wrong stamp
+    p = tmp_path / "stall.json"
+    p.write_text(json.dumps(doc))
+    out = _h200(capsys, p)
+    assert out["summary"]["kernels"] == sum(e.get("cat") == "kernel" for e in ev)
+    assert out["summary"]["span_s"] == pytest.approx(_device_span_s(ev)) and out["summary"]["span_s"] > 2000
+    assert not [n for n in out["notes"] if "far outside" in n]
+
+
+def test_events_recorded_twice_count_once(tmp_path, capsys):
+    doc = _doc()
+    _, once, _ = _run(capsys, MI250)
+    doc["traceEvents"] = doc["traceEvents"] + json.loads(json.dumps(doc["traceEvents"]))
+    p = tmp_path / "doubled.json"
+    p.write_text(json.dumps(doc))
+    _, twice, _ = _run(capsys, p)
+    [note] = twice.pop("notes")
+    assert "an exact copy of another event (recorded twice" in note
+    n = sum(e.get("cat") in ("kernel", "cpu_op", "gpu_memcpy", "gpu_memset") for e in doc["traceEvents"]) // 2
+    assert note.startswith(f"{n} events ")
+    assert once.pop("notes") == [] and twice == once  # every op group, time and rate as in the trace recorded once

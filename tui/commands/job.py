@@ -22,8 +22,9 @@ from rooftop.models.safetext import safe_text
 from rooftop.tui.commands.common import UsageError
 
 TRACE_SUFFIXES = (".json", ".json.gz")
-RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
-LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+# only a name that says `rank`: a date, a version or a model's size in a name (train-20261130, ROCm6_2,
+# qwen2.5) is no rank
+RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_.]?(\d+)(?!\d)", re.IGNORECASE)
 JOB_FIELDS = ("world size", "backend", "GPU")  # what must agree between the ranks of one job
 
 
@@ -42,9 +43,54 @@ def trace_files(paths: list[str]) -> list[Path]:
 
 
 def rank_from_name(path: Path) -> int | None:
-    """The rank a file name gives: `…rank-3…`, `rank_3`, else its last number."""
-    m = RANK_IN_NAME.search(path.name) or LAST_NUMBER.search(path.name.split(".")[0])
+    """The rank a file name gives: `…rank-3…`, `rank_3`, `rank3`; None where the name does not say `rank`."""
+    m = RANK_IN_NAME.search(path.name)
     return int(m.group(1)) if m else None
+
+
+def is_count(x: Any) -> bool:
+    """A whole number that JSON gave as one (True is no rank nor world size, though Python counts it an int)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def world_of(d: Any) -> tuple[int | None, str]:
+    """The trace's world size (None where it gives none) and, where it gives one that cannot be, why."""
+    from rooftop.models.job import MAX_WORLD
+
+    w = d.get("world_size")
+    if w is None:
+        return None, ""
+    if not is_count(w) or not 1 <= w <= MAX_WORLD:
+        return None, (f"world_size {clean_value(w)} in its distributedInfo is not a plausible world size "
+                      f"(a whole number 1..{MAX_WORLD:,})")
+    return w, ""
+
+
+def rank_of(d: Any, path: Path, world: int | None) -> tuple[int | None, str]:
+    """The file's rank: its distributedInfo's, else its name's (`…rank-N…`); and why it has none it can use."""
+    from rooftop.models.job import MAX_WORLD
+
+    r = d.get("rank")
+    where = "in its distributedInfo"
+    if r is None:
+        r, where = rank_from_name(path), "in its name"
+        if r is None:
+            return None, "no rank in its distributedInfo or its name (name such files …rank-N…)"
+    top = (world or MAX_WORLD) - 1
+    allowed = f"a whole number 0..{top}" + (f", world size {world}" if world else "")
+    if not is_count(r):
+        return None, f"rank {clean_value(r)} {where} is not a rank ({allowed})"
+    if not 0 <= r <= top:
+        return None, f"rank {r} {where} is outside the job's ranks ({allowed})"
+    return r, ""
+
+
+def clean_value(x: Any) -> str:
+    """A value from the file, short and safe to print."""
+    from rooftop.tui.render.text import clean
+
+    text = clean(repr(x) if isinstance(x, str) else str(x))
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def is_job(paths: list[str]) -> bool:
@@ -122,12 +168,13 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
             problems.append(f"{clean(str(exc))}: left out")
             continue
         d = trace.distributed
-        rank = d.get("rank") if isinstance(d.get("rank"), int) else rank_from_name(p)
+        file_world, why = world_of(d)
+        rank, why = (None, why) if why else rank_of(d, p, file_world or (job_id[0] if job_id else None))
         if rank is None:
-            problems.append(f"{p}: no rank in its distributedInfo or its name (name files …rank-N…): left out")
+            problems.append(f"{p}: {why}: left out")
             continue
-        ident = (d.get("world_size"), d.get("backend"), trace.device_name or None)
-        if job_id is None or job_id == (None, None, None):
+        ident = (file_world, d.get("backend"), trace.device_name or None)
+        if job_id is None:
             job_id, first_path = ident, p
         elif any(x is not None and y is not None and x != y for x, y in zip(ident, job_id)):
             what = "; ".join(f"{name} {clean(str(x))} against {clean(str(y))} in {first_path}"
@@ -139,6 +186,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
             problems.append(f"{p}: rank {rank} again ({seen[rank]} is rank {rank} too): left out")
             continue
         seen[rank] = p
+        job_id = tuple(x if x is not None else y for x, y in zip(job_id, ident))  # what a later file adds
         if device is None:
             device = device_for(trace)
         work = build_workload(trace, device[0], device_note=device[1])
@@ -150,18 +198,30 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
         return None, None, problems
     world = job_id[0] if job_id and isinstance(job_id[0], int) and job_id[0] > 0 else None
     backend = str(job_id[1] or "") if job_id else ""
-    have = set(seen)
     if world:
-        missing = [r for r in range(world) if r not in have]
-        if missing:
-            from rooftop.models.job import ranks_text
+        from rooftop.models.job import missing_count, missing_text
 
-            problems.append(f"ranks missing: {ranks_text(missing)} of {world} (no trace given for them): "
+        summaries = in_world(summaries, world, problems)
+        if not summaries:
+            return None, None, problems
+        have = {x.rank for x in summaries}
+        if missing_count(have, world):
+            problems.append(f"ranks missing: {missing_text(have, world)} of {world} (no trace given for them): "
                             f"showing {len(have)} of {world}")
     roofs = link_roofs(args, device[0], backend)
     job = build_job(summaries, world, backend, roofs, per_node=getattr(args, "nproc_per_node", None),
                     link=getattr(args, "link", None) or "", problems=problems)
     return job, first_work, problems
+
+
+def in_world(summaries: list[Any], world: int, problems: list[str]) -> list[Any]:
+    """The ranks inside 0..world-1: a file that gave no world size of its own was read before the job's was
+    known; one beyond it gets its line here."""
+    for x in summaries:
+        if x.rank >= world:
+            problems.append(f"{x.path}: rank {x.rank} is outside the job's ranks (0..{world - 1}, "
+                            f"world size {world}): left out")
+    return [x for x in summaries if x.rank < world]
 
 
 class JobError(UsageError):
@@ -184,6 +244,8 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     except FileNotFoundError as exc:
         raise JobError(clean(str(exc))) from None
     job, work, problems = read_job(args, files, lambda t: device_for(args, t), read)
+    if job is None and len(problems) == 1 and [Path(paths[0])] == files:  # one file named: its problem alone
+        raise JobError(problems[0].removesuffix(": left out"))
     if job is None:
         print_problems(problems)
         raise JobError("no trace could be read as a rank of the job (each file's problem is above)")

@@ -77,8 +77,8 @@ def add_profile_command(sub: Any) -> None:
 
 
 def files_to_read(program: list[str]) -> tuple[str | None, list[str]]:
-    """('trace', files) when the program's words start with trace files (.json / .json.gz) or folders
-    holding some, and options (or nothing) follow; ('ncu', [file]) for a .csv file; else (None, []). Such a
+    """('trace', files) when the program's words start with trace files (.json / .json.gz, there or not) or
+    folders holding some, and options (or nothing) follow; ('ncu', [file]) for a .csv file; else (None, []). Such a
     file is read as --trace / --ncu would read it, since nobody means to run it."""
     if not program:
         return None, []
@@ -87,7 +87,7 @@ def files_to_read(program: list[str]) -> tuple[str | None, list[str]]:
         return "ncu", program[:1]
 
     def trace_like(p: Path) -> bool:
-        if p.is_file():
+        if p.is_file() or not p.exists():  # a trace's name that is not there: the trace reader says no such file
             return p.name.endswith(TRACE_SUFFIXES)
         try:
             return p.is_dir() and any(x.is_file() and x.name.endswith(TRACE_SUFFIXES) for x in p.iterdir())

@@ -7,6 +7,7 @@ The History tab shows a run of plan "profile" with `profile_detail` instead of c
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from rich.console import Group
@@ -106,8 +107,24 @@ def op_name(op: str) -> str:
 
 
 def op_label(g: Any) -> str:
-    """How an op group reads in a table: torch's name (without `aten::`), dtype, input shapes."""
-    return clean(" ".join(x for x in (op_name(g.op), g.dtype, g.shapes_text) if x))
+    """How an op group reads in a table: torch's name (without `aten::`), dtype, input shapes (cropped)."""
+    return clean(" ".join(x for x in (op_name(g.op), g.dtype, shapes_brief(g.shapes_text)) if x))
+
+
+SHAPES_CHARS = 100  # about four lines of the op column at 100 columns
+SHAPE = re.compile(r"\d[\d×]*")  # one tensor's shape in a shapes text: 5×128
+
+
+def shapes_brief(text: str, limit: int = SHAPES_CHARS) -> str:
+    """A shapes text cropped to about `limit` characters at a shape's end, with how many shapes were left
+    out: an optimizer's TensorList of 5000 tensors would otherwise fill the screen with one row."""
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(", ", 0, limit), text.rfind(" · ", 0, limit))
+    if cut <= 0:
+        cut = limit
+    n = len(SHAPE.findall(text, cut))
+    return f"{text[:cut]} … {n:,} more shape{'s' if n != 1 else ''}" if n else text[:cut] + " …"
 
 
 def achieved_text(g: Any) -> str:
@@ -204,16 +221,24 @@ def kernel_lines(work: Any, n: int = 5) -> list[Any]:
     return [Text("top kernels (W and Q from the ops that launched them):", style="bold"), t]
 
 
+STEP_LINES = 8  # steps listed one per line; a trace of thousands of steps says how many more
+
+
 def step_lines(work: Any) -> list[Text]:
+    """The first STEP_LINES profiler steps: CPU time, kernels, busy and idle; then how many more."""
     from rooftop.models.units import fmt_time
 
     if not work.steps:
         return []
     out = [Text("per step:", style="bold")]
-    for s in work.steps:
+    for s in work.steps[:STEP_LINES]:
         what = f"{s.kernels} kernels, busy" if work.on_device else "busy"
         out.append(Text(f"  {clean(s.name)}: CPU {fmt_time(s.cpu_s)}; {what} {fmt_time(s.busy_s)} of "
                         f"{fmt_time(s.span_s)}, idle {fmt_time(s.idle_s)}"))
+    more = len(work.steps) - STEP_LINES
+    if more > 0:
+        out.append(Text(f"  … {more:,} more step{'s' if more != 1 else ''} ({len(work.steps):,} in all; "
+                        "--json lists each)", style="dim"))
     return out
 
 
@@ -252,7 +277,7 @@ def split_lines(work: Any) -> list[Text]:
              + (f"; {work.kernels} kernels" if work.on_device else "")),
         Text(f"every op at its roof: {fmt_time(work.at_roof_s)} ({fmt_ratio(s['speedup_at_roof'] or 0)}); "
              f"no gaps: {fmt_time(work.no_gaps_s)} ({fmt_ratio(s['speedup_without_gaps'] or 0)}); "
-             f"both: {fmt_time(work.bound_s)} (the sum of the ops' bounds T)"),
+             f"both: {fmt_time(work.bound_s)} ({fmt_ratio(work.span_s / work.bound_s if work.bound_s > 0 else 0)})"),
     ]
     dev = work.device
     times = f"{work.gpus} × " if work.gpus > 1 else ""

@@ -9,17 +9,15 @@ Three kinds of outside text, three treatments, each kept as the views have alway
 
 from __future__ import annotations
 
-import re
-
-from rooftop.models.safetext import safe_text
+from rooftop.models.safetext import UNSAFE, safe_text
 
 __all__ = ["clean", "printable", "safe_text"]
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+CONTROL = UNSAFE  # one rule for both: controls, line separators and bidi overrides (which reorder a line)
 
 
 def clean(text: str) -> str:
-    """Text from a trace made safe for a terminal: control characters dropped."""
+    """Text from a trace made safe for a terminal: the characters safe_text writes visibly, dropped."""
     return CONTROL.sub("", text)
 
 
