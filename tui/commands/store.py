@@ -188,10 +188,15 @@ def _same(a: Any, b: Any) -> bool:
 def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) -> bool:  # noqa: ANN001 - a Run
     """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
     no longer known or the stored profile is malformed."""
-    from rooftop.store.workloads import placed_on, profile_summary, stored_workload
+    from rooftop.store.workloads import placed_on, profile_problem, profile_summary, stored_workload
     from rooftop.tui.render.profile import profile_report
     from rooftop.tui.render.profile import profile_device
 
+    problem = profile_problem(run, samples)
+    if problem:  # a store written before imports were checked may hold one
+        sys.stderr.write(safe_text(f"rooftop show: the stored profile is malformed ({problem}): "
+                                   "showing its op groups as stored") + "\n")
+        return False
     placed = placed_on(run)
     try:  # the roofs may be a measured or named run's: the store knows those
         extra = store_profiles(args, [placed] if placed else [])
