@@ -460,7 +460,7 @@ def _csv_text(rows: list[dict[str, str]], columns: tuple[str, ...]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
+    w.writerows({k: refcsv.csv_cell(v) for k, v in row.items()} for row in rows)
     return buf.getvalue()
 
 
@@ -519,7 +519,8 @@ def read_csv(p: Path, text: str, digest: str) -> CsvFile:
         reader = csv.DictReader(io.StringIO(text))
         header = [h.strip() for h in reader.fieldnames or []]
         reader.fieldnames = header
-        rows = [r for r in reader if any((v or "").strip() for v in r.values() if isinstance(v, str))]
+        rows = [{k: refcsv.csv_value(v) if isinstance(v, str) else v for k, v in r.items()}
+                for r in reader if any((v or "").strip() for v in r.values() if isinstance(v, str))]
         if set(refcsv.ROOFS_COLUMNS[:4]) <= set(header):
             roofs, notes = refcsv.read_roofs(rows)
             return CsvFile(p, ROOFS, digest, roofs=roofs, notes=notes)

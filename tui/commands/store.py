@@ -39,9 +39,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
             return 0
         console.print(runs_table(runs))
         console.print()
+        devices = (" Complete runs with roofs work as --device; profile and comm runs have none." if
+                   any(_is_device(r) for r in runs) else "")
         console.print(Prose(safe_text(f"{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex "
-                                      "digits) or a name (`rooftop rename RUN NAME`); complete runs with a profile "
-                                      "work as --device.")))
+                                      f"digits) or a name (`rooftop rename RUN NAME`).{devices}")))
     return 0
 
 
@@ -226,8 +227,14 @@ def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) ->
 def cmd_rename(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         run = store.rename(args.run, args.name)
-        sys.stdout.write(safe_text(f"run {run.short_id} is now {run.name}; use it as --device {run.name}") + "\n")
+        use = f"; use it as --device {run.name}" if _is_device(run) else ""
+        sys.stdout.write(safe_text(f"run {run.short_id} is now {run.name}{use}") + "\n")
     return 0
+
+
+def _is_device(run) -> bool:  # noqa: ANN001 - a Run
+    """A run that works as --device: complete, with ceilings (a profile or comm run has none)."""
+    return run.status == "complete" and run.has_ceilings
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -260,6 +267,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             sys.stdout.write(safe_text(f"wrote {fmt_count(len(doc['runs']), 'run')} to {out}"
                                        + (f" ({brought} of them a fleet's members)" if brought else "")) + "\n")
             return 0
+        if args.out == "-":
+            raise UsageError("--out -: a CSV export writes two files (summary.csv and roofs.csv) into a folder, "
+                             "so it cannot go to stdout; give a folder, or --format json for stdout")
+        runs = _csv_runs(runs, named=not args.all)
         files = export_csv(store, runs)
     folder = Path(args.out or f"rooftop-{runs[0].short_id if len(runs) == 1 else 'runs'}")
     if folder.exists() and not folder.is_dir():
@@ -271,6 +282,24 @@ def cmd_export(args: argparse.Namespace) -> int:
         t.write_text(files[t.name], encoding="utf-8")
     sys.stdout.write(safe_text(f"wrote {', '.join(str(t) for t in targets)}") + "\n")
     return 0
+
+
+def _csv_runs(runs: list, named: bool) -> list:
+    """The runs the CSVs can carry: a profile's op groups and a comm sweep's collectives have no columns there
+    (they would come back as other runs). One named is refused; with --all they are left out, said in one line."""
+    from rooftop.store.comms import is_comm
+    from rooftop.store.workloads import is_profile
+
+    left = [r for r in runs if is_profile(r) or is_comm(r)]
+    if not left:
+        return runs
+    what = ", ".join(f"{r.label} ({r.kind})" for r in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+    if named or len(left) == len(runs):
+        raise UsageError(f"{what}: a profile or comm run has no place in the CSVs (they hold measured points and "
+                         "ceilings); export it with --format json")
+    sys.stderr.write(safe_text(f"rooftop export: left out {fmt_count(len(left), 'run')} the CSVs cannot carry, "
+                               f"{what}: export {'it' if len(left) == 1 else 'them'} with --format json") + "\n")
+    return [r for r in runs if r not in left]
 
 
 def _refuse_overwrite(paths: list, force: bool) -> None:
@@ -330,8 +359,9 @@ def add_store_commands(sub: Any) -> None:
     add_db_option(sh)
     sh.set_defaults(func=cmd_show)
 
-    re_ = sub.add_parser("rename", help="give a run a name, usable as --device NAME",
-                         description="Name a run; the name works wherever a device id does.")
+    re_ = sub.add_parser("rename", help="give a run a name (usable as --device NAME when it has roofs)",
+                         description="Name a run; the name of a complete run with roofs works wherever a device "
+                                     "id does.")
     re_.add_argument("run", metavar="RUN", help="run id or current name")
     re_.add_argument("name", metavar="NAME", help="letters, digits, '.', '_', '-'; starting with a letter; not hex "
                                                   "digits only (that reads as a run id), not a device id")
