@@ -345,7 +345,6 @@ def read_roofs(rows: list[dict[str, str]], source: str = "imported") -> tuple[di
             unknown[dtype] = unknown.get(dtype, 0) + 1
             continue
         kind, name = key
-        _refuse_conflict(seen, (target, kind, name), i, r)
         roofs = out.setdefault(target, Roofs())
         bw_case, compute_case = (r.get("bw_case") or "").strip(), (r.get("compute_case") or "").strip()
         if kind == "peak":
@@ -360,6 +359,7 @@ def read_roofs(rows: list[dict[str, str]], source: str = "imported") -> tuple[di
             b = _roof(r, "bandwidth_gb_s", i, "bandwidth", level, required=True)
         if b is not None:
             _keep_best(roofs.bandwidth, level, Ceiling(b, source, bw_case))
+        _refuse_conflict(seen, (target, kind, name), i, r)  # once the row's own figures are known to be sound
     notes = [f"left out {n} row{'s' if n > 1 else ''} of unknown dtype {d!r}" for d, n in unknown.items()]
     return out, notes
 
