@@ -151,7 +151,7 @@ def _figure_problem(s: Mapping[str, Any]) -> str | None:
     checks += [plausible.real_problem(k, s[k], 0.0, 1.0) for k in SUMMARY_SHARES if s.get(k) is not None]
     checks += [plausible.whole_problem(k, s[k]) for k in SUMMARY_COUNTS if s.get(k) is not None]
     checks += [f"{k} = {plausible.shown(s[k])} is not text" for k in SUMMARY_TEXTS
-               if k in s and not isinstance(s[k], str)]
+               if s.get(k) is not None and not isinstance(s[k], str)]
     return next((c for c in checks if c), None)
 
 

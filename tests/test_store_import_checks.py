@@ -95,8 +95,11 @@ def test_a_malformed_profile_run_is_refused_naming_the_field(
     assert match in err, err
 
 
-def test_the_profile_export_itself_imports(tmp_path: Path, profile_doc: dict[str, Any]) -> None:
-    f = _changed(profile_doc, lambda run: None, tmp_path / "exp.json")
+@pytest.mark.parametrize("change", [lambda run: None, _set("device", "profile", "mfu_path", value=None),
+                                    _set("device", "profile", "mfu", value=None)])
+def test_the_profile_export_itself_imports(tmp_path: Path, profile_doc: dict[str, Any], change) -> None:
+    """As written, and with what a trace with no matmul writes (no MFU path: null)."""
+    f = _changed(profile_doc, change, tmp_path / "exp.json")
     assert [len(s.runs) for s in read_sources([f])] == [1]
 
 
@@ -176,3 +179,25 @@ def test_a_name_another_run_has_is_dropped_with_a_warning(
     assert "run ffffffff: name 'lab' dropped (another run has it)" in out, out
     with Store.open(db) as s:
         assert s.run("f" * 8).name is None and s.run("lab").id != "f" * 32
+
+
+def test_a_comm_run_imports_and_one_with_a_kernel_family_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rooftop.models.sample import Sample, TimeStats
+    from rooftop.store.comms import begin_comm, comm_device_info
+
+    db = tmp_path / "c.db"
+    with Store.open(db) as s:
+        rid = begin_comm(s, comm_device_info("gloo", 2, "cpu", "quick"), "gloo")
+        s.add_samples(rid, [Sample(c, "fp32", {"bytes": 1024, "world": 2}, flops=0, bytes=1024,
+                                   stats=TimeStats(1e-4, 1e-4, 1e-4, 1e-4, 0.0, 7, 1),
+                                   conditions={"comm": {"collective": c, "world": 2}})
+                            for c in ("allreduce", "h2d_pinned")])
+        s.finish_run(rid, "complete")
+    out = tmp_path / "c.json"
+    assert main(["export", rid, "-o", str(out), "--db", str(db)]) == 0
+    doc = json.loads(out.read_text())
+    assert [len(s.runs) for s in read_sources([out])] == [1]
+    err = _refused(tmp_path, _changed(doc, _set("samples", 1, "family", value="copy"), tmp_path / "bad.json"), capsys)
+    assert "sample 2 has an unknown family 'copy' (a comm run's are: allreduce, allgather" in err, err
