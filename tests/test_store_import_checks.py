@@ -103,8 +103,8 @@ def test_the_profile_export_itself_imports(tmp_path: Path, profile_doc: dict[str
     assert [len(s.runs) for s in read_sources([f])] == [1]
 
 
-@pytest.mark.parametrize("change, match", PROFILE_CASES[:3])
-def test_show_of_a_stored_malformed_profile_says_so_in_one_line(
+@pytest.mark.parametrize("change, match", PROFILE_CASES[:5])
+def test_show_and_compare_of_a_stored_malformed_profile_say_so_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], profile_doc: dict[str, Any], change, match: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -124,6 +124,9 @@ def test_show_of_a_stored_malformed_profile_says_so_in_one_line(
     assert rc == 0 and err.count("\n") == 1 and "malformed" in err and match.split(" = ")[0] in err, err
     assert not any(word in err + out for word in INTERNALS), err
     assert "busy 100 s" not in out and ("mm bf16" in out or "profile bf16 m=8" in out), out  # the groups, as stored
+    rc = main(["profile", "--compare", rid[:8], rid[:8], "--db", str(db)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "malformed" in err and "cannot be compared" in err, err
 
 
 MEASURED_CASES = [
