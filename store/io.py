@@ -284,10 +284,12 @@ def _check_profile(p: dict[str, Any]) -> None:
         raise Malformed(f"profile ceilings = {plausible.shown(prov)} is not an object "
                         "(bandwidth, peak, launch_overhead: where each number came from)")
     for kind, v in prov.items():
-        entries = v.values() if kind in ("bandwidth", "peak") and isinstance(v, dict) else [v]
+        by_name = kind in ("bandwidth", "peak")
+        entries = v.values() if by_name and isinstance(v, dict) else [v]
         if not isinstance(v, dict) or not all(isinstance(e, dict) for e in entries):
-            raise Malformed(f"profile ceilings {kind} = {plausible.shown(v)} is not an object of "
-                            "{source, case, stable} objects")
+            raise Malformed(f"profile ceilings {kind} = {plausible.shown(v)} is not "
+                            + ("an object of {source, case, stable} objects" if by_name
+                               else "a {source, case, stable} object"))
     if not isinstance(p.get("extra", {}), dict):
         raise Malformed(f"profile extra = {plausible.shown(p['extra'])} is not an object")
 

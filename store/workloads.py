@@ -167,6 +167,16 @@ def _span_problem(s: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _shares_problem(shares: Any) -> str | None:
+    """The span's split (idle, overlap, ops, transfers): an object of parts of one, each in [0, 1]."""
+    if shares is None:
+        return None
+    if not isinstance(shares, Mapping):
+        return f"shares = {plausible.shown(shares)} is not an object"
+    return next((p for k, v in shares.items()
+                 if (p := plausible.real_problem(f"shares.{k}", v, 0.0, 1.0 + SPAN_SLACK))), None)
+
+
 def _rows_problem(rows: Any) -> str | None:
     """The rows beside the op groups: an object of lists of rows `Workload.rows` writes, each one readable."""
     if rows is None:
@@ -216,8 +226,7 @@ def profile_problem(run: Run, samples: Sequence[Sample]) -> str | None:
     bad = _figure_problem(s) or _span_problem(s)
     bad = bad or (None if isinstance(notes, list) and all(isinstance(n, str) for n in notes)
                   else f"notes = {plausible.shown(notes)} is not a list of text")
-    bad = bad or (None if isinstance(s.get("shares") or {}, Mapping) else
-                  f"shares = {plausible.shown(s.get('shares'))} is not an object")
+    bad = bad or _shares_problem(s.get("shares"))
     bad = bad or _rows_problem(s.get("rows"))
     return f"device.profile {bad}" if bad else _group_problem(samples)
 

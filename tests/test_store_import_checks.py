@@ -84,6 +84,8 @@ PROFILE_CASES = [
     (_set("samples", 1, "conditions", "profile", "shape", value=[1]), "sample 2 conditions.profile is not an op group"),
     (_set("device", "profile", value="split"), "device.profile = 'split' is not an object"),
     (_set("samples", 0, "family", value="gemm"), "unknown family 'gemm' (a profile run's are: profile)"),
+    (_set("device", "profile", "shares", "idle", value=3.0), "device.profile shares.idle = 3.0 is outside [0, 1"),
+    (_set("device", "profile", "span_s", value=-5.0), "device.profile span_s = -5.0 is outside [0,"),
 ]
 
 
