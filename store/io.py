@@ -55,7 +55,7 @@ CSV_NAMESPACE = uuid.UUID("8f7c5a1e-2b0d-4d5e-9a40-726f6f66746f")  # fixes CSV-i
 IMPORT_FORMATS = ("rooftop JSON (from `rooftop export --format json`), the reference summary.csv and roofs.csv, "
                   "or a folder holding them")
 CSV_LIMITS = (
-    "CSV cannot carry a run's id, host, backend, plan, versions, status or times, its telemetry, points that were "
+    "CSV carries measurements only (a profile or comm run exports as JSON), and cannot carry a run's id, host, backend, plan, versions, status or times, its telemetry, points that were "
     "skipped, each point's minimum time, repeats, calls, conditions and shape beyond m/n/k/reps, nor device facts "
     "besides the name and L2 size; an imported CSV run gets an id of its own and ceilings marked imported "
     "(its launch overhead comes back from the launch points). JSON keeps everything."

@@ -384,7 +384,7 @@ def add_store_commands(sub: Any) -> None:
     ex.add_argument("run", nargs="*", metavar="RUN", help="run ids or names")
     ex.add_argument("--all", action="store_true", help="every run in the store")
     ex.add_argument("--format", choices=("json", "csv"), default="json", help="json (default) or csv")
-    ex.add_argument("-o", "--out", metavar="PATH", help="json: a file ('-' = stdout); csv: a folder")
+    ex.add_argument("-o", "--out", metavar="PATH", help="json: a file ('-' = stdout); csv: a folder (two files)")
     ex.add_argument("--force", action="store_true", help="overwrite existing files")
     add_db_option(ex)
     ex.set_defaults(func=cmd_export)
