@@ -145,6 +145,8 @@ def test_a_db_in_a_missing_folder_is_refused_and_no_folder_is_made(
               f"folder {tmp_path / 'no' / 'dir'} does not exist; create it or give another --db")
     monkeypatch.setenv("ROOFTOP_DB", str(tmp_path / "gone" / "x.db"))
     one_error(capsys, ["import", str(doc)], f"folder {tmp_path / 'gone'} does not exist")
+    assert main(["runs", "--db", str(tmp_path / "no" / "x.db")]) == 0
+    assert f"its folder {tmp_path / 'no'} does not exist: create it" in " ".join(capsys.readouterr().out.split())
     assert not (tmp_path / "no").exists() and not (tmp_path / "gone").exists()
     monkeypatch.delenv("ROOFTOP_DB")
     monkeypatch.setenv("ROOFTOP_HOME", str(tmp_path / "home" / "deep"))  # the default place is made as before

@@ -18,11 +18,13 @@ def _runs_of(store, refs: Sequence[str]) -> list:  # noqa: ANN001
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from rooftop.store.locations import db_path
+    from rooftop.store.locations import db_path, is_chosen
 
-    if not db_path(args.db).exists():
-        sys.stdout.write("[]\n" if args.json else safe_text(f"no runs yet: {db_path(args.db)} does not exist; "
-                                                             "`rooftop import FILE` or a measurement creates it") + "\n")
+    path = db_path(args.db)
+    if not path.exists():
+        why = (f"its folder {path.parent} does not exist: create it, or give another --db" if
+               is_chosen(args.db) and not path.parent.is_dir() else "`rooftop import FILE` or a measurement creates it")
+        sys.stdout.write("[]\n" if args.json else safe_text(f"no runs yet: {path} does not exist; {why}") + "\n")
         return 0
     with open_store(args) as store:
         runs = store.runs()
