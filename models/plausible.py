@@ -135,12 +135,28 @@ def sample_problem(s: "Sample") -> str | None:  # noqa: F821 - models.sample, im
             or math.isnan(st.iqr_ratio) or st.iqr_ratio < 0
         checks += [f"iqr_ratio = {shown(st.iqr_ratio)} is not a number ≥ 0" if iqr_bad else None]
         checks += [whole_problem("repeats", st.repeats), whole_problem("calls", st.calls)]
+        checks.append(order_problem(st))
     checks += [optional(real_problem("max_error", s.max_error, -MAX_AMOUNT, MAX_AMOUNT), s.max_error)]
     texts = (s.cache, s.skipped) + (() if s.path is None else (s.path,))
     if not all(isinstance(t, str) for t in texts):
         checks.append(f"path, cache and skipped must be text ({shown(s.path)}, {shown(s.cache)}, {shown(s.skipped)})")
     checks.append(free_problem("conditions", s.conditions))
     return next((c for c in checks if c), None)
+
+
+ORDER_SLACK = 1e-9  # relative: percentiles of equal times may differ in the last bit
+
+
+def order_problem(st: Any) -> str | None:
+    """A sample's times in the order percentiles have: min ≤ p10 ≤ median ≤ p90 (a file may say otherwise)."""
+    names = ("min_s", "p10_s", "median_s", "p90_s")
+    times = [getattr(st, n) for n in names]
+    if not all(is_real(t) for t in times):
+        return None  # said by the range checks
+    for (a, x), (b, y) in zip(zip(names, times), zip(names[1:], times[1:])):
+        if x > y * (1 + ORDER_SLACK):
+            return f"{a} = {shown(x)} is more than {b} = {shown(y)} (times go min ≤ p10 ≤ median ≤ p90)"
+    return None
 
 
 def finite(v: Any) -> Any:

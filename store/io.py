@@ -38,11 +38,15 @@ from typing import Any, Iterable, Sequence
 from rooftop.models import plausible
 from rooftop.models.calibrate import Hardware, calibrate, case_of
 from rooftop.models.profile import Ceiling, DeviceProfile
-from rooftop.models.sample import Sample
+from rooftop.models.comm import COLLECTIVES, COPIES
+from rooftop.models.paths import LEVELS, PATHS
+from rooftop.models.sample import FAMILIES, Sample, TimeStats
 
 from . import refcsv
 from .db import StoreError
 from .fleets import with_members
+from .workloads import FAMILY as PROFILE_FAMILY
+from .workloads import profile_problem
 from .runs import HEX_RE, SHORT_ID, STATUSES, NewRun, Run, Store, name_problem
 
 FORMAT = "rooftop-runs"
@@ -51,7 +55,7 @@ CSV_NAMESPACE = uuid.UUID("8f7c5a1e-2b0d-4d5e-9a40-726f6f66746f")  # fixes CSV-i
 IMPORT_FORMATS = ("rooftop JSON (from `rooftop export --format json`), the reference summary.csv and roofs.csv, "
                   "or a folder holding them")
 CSV_LIMITS = (
-    "CSV cannot carry a run's id, host, backend, plan, versions, status or times, its telemetry, points that were "
+    "CSV carries measurements only (a profile or comm run exports as JSON), and cannot carry a run's id, host, backend, plan, versions, status or times, its telemetry, points that were "
     "skipped, each point's minimum time, repeats, calls, conditions and shape beyond m/n/k/reps, nor device facts "
     "besides the name and L2 size; an imported CSV run gets an id of its own and ceilings marked imported "
     "(its launch overhead comes back from the launch points). JSON keeps everything."
@@ -171,10 +175,12 @@ def _json_run(d: dict[str, Any], source: str) -> NewRun:
     if not isinstance(d.get("telemetry", []), list) or not isinstance(d.get("samples", []), list):
         raise Malformed("samples and telemetry must be lists")
     telemetry = [t if isinstance(t, dict) else _not_object("a telemetry row", t) for t in d.get("telemetry", [])]
-    samples = [_json_sample(s) for s in d.get("samples", [])]
+    samples = [_json_sample(s, i) for i, s in enumerate(d.get("samples", []), start=1)]
     profile = d.get("profile")
     if profile is not None and not isinstance(profile, dict):
         raise Malformed(f"profile = {plausible.shown(profile)} is not an object")
+    if profile:
+        _check_profile(profile)
     return NewRun(run, samples, telemetry, DeviceProfile.from_dict(profile) if profile else None)
 
 
@@ -182,17 +188,144 @@ def _not_object(what: str, v: Any) -> dict[str, Any]:
     raise Malformed(f"{what} must be an object, not {plausible.shown(v)}")
 
 
-def _json_sample(d: Any) -> Sample:
+STAT_FIELDS = tuple(f.name for f in dataclasses.fields(TimeStats))
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _number_field(d: dict[str, Any], key: str, where: str, required: bool = True) -> None:
+    """`d[key]` must be a number as JSON writes one (text such as "fast" is not one); null where not required."""
+    if key not in d or d[key] is None:
+        if required:
+            raise Malformed(f"{where} has no {key} (a number)")
+        return
+    if not _is_number(d[key]):
+        raise Malformed(f"{where} {key} = {plausible.shown(d[key])} is not a number")
+
+
+def _text_field(d: dict[str, Any], key: str, where: str, nullable: bool = False) -> None:
+    v = d.get(key)
+    if not isinstance(v, str) and not (v is None and (nullable or key not in d)):
+        raise Malformed(f"{where} {key} = {plausible.shown(v)} is not text")
+
+
+def _check_stats(st: Any, where: str) -> None:
+    """A sample's stats: null (a skipped point), or an object of exactly STAT_FIELDS, each a number."""
+    if st is None:
+        return
+    if not isinstance(st, dict):
+        raise Malformed(f"{where} stats = {plausible.shown(st)} is not an object")
+    unknown = [k for k in st if k not in STAT_FIELDS]
+    if unknown:
+        raise Malformed(f"{where} stats has an unknown field {plausible.shown(unknown[0])} "
+                        f"(its fields: {', '.join(STAT_FIELDS)})")
+    for k in STAT_FIELDS:
+        if not (k == "iqr_ratio" and k in st and st[k] is None):  # null: infinite (JSON has no infinity)
+            _number_field(st, k, f"{where} stats")
+
+
+def _check_sample_fields(d: dict[str, Any], where: str) -> None:
+    """Each field of an exported sample of the type export writes it, named with what it must be when not."""
+    for key in ("family", "dtype"):
+        if not isinstance(d.get(key), str):
+            raise Malformed(f"{where} " + (f"{key} = {plausible.shown(d[key])} is not text" if key in d
+                                           else f"has no {key} (text)"))
+    for key in ("cache", "skipped"):
+        _text_field(d, key, where)
+    _text_field(d, "path", where, nullable=True)
+    for key in ("flops", "bytes"):
+        _number_field(d, key, where)
+    for key in ("footprint_bytes", "max_error"):
+        _number_field(d, key, where, required=False)
+    shape = d.get("shape", {})
+    if not isinstance(shape, dict):
+        raise Malformed(f"{where} shape = {plausible.shown(shape)} is not an object of sizes")
+    bad = next((p for k, v in shape.items() if (p := plausible.whole_problem(f"shape {k}", v))), None)
+    if bad:
+        raise Malformed(f"{where} {bad}")
+    if not isinstance(d.get("conditions", {}), dict):
+        raise Malformed(f"{where} conditions = {plausible.shown(d['conditions'])} is not an object")
+    _check_stats(d.get("stats"), where)
+
+
+def _json_sample(d: Any, i: int = 1) -> Sample:
     """A sample as exported; a null iqr_ratio (JSON has no infinity) reads as infinite: unstable."""
     if not isinstance(d, dict):
-        _not_object("a sample", d)
+        _not_object(f"sample {i}", d)
+    _check_sample_fields(d, f"sample {i}")
     st = d.get("stats")
     if isinstance(st, dict) and "iqr_ratio" in st and st["iqr_ratio"] is None:
         d = {**d, "stats": {**st, "iqr_ratio": math.inf}}
     return Sample.from_dict(d)
 
 
+def _check_roofs(p: dict[str, Any], kind: str) -> None:
+    """A profile's `bandwidth` / `peak`: an object of numbers (or, in the older form, of {value, source, …})."""
+    given = p.get(kind, {})
+    if not isinstance(given, dict):
+        raise Malformed(f"profile {kind} = {plausible.shown(given)} is not an object of {kind} by name")
+    for k, v in given.items():
+        if isinstance(v, dict):
+            _number_field(v, "value", f"profile {kind} {k}")
+            _text_field(v, "source", f"profile {kind} {k}")
+        elif not _is_number(v):
+            raise Malformed(f"profile {kind} {k} = {plausible.shown(v)} is not a number")
+
+
+def _check_profile(p: dict[str, Any]) -> None:
+    """A stored profile's fields of the types `DeviceProfile.to_dict` writes; which one is wrong, by name."""
+    _check_roofs(p, "bandwidth")
+    _check_roofs(p, "peak")
+    _number_field(p, "launch_overhead", "profile", required=False)
+    prov = p.get("ceilings") or {}
+    if not isinstance(prov, dict):
+        raise Malformed(f"profile ceilings = {plausible.shown(prov)} is not an object "
+                        "(bandwidth, peak, launch_overhead: where each number came from)")
+    for kind, v in prov.items():
+        by_name = kind in ("bandwidth", "peak")
+        entries = v.values() if by_name and isinstance(v, dict) else [v]
+        if not isinstance(v, dict) or not all(isinstance(e, dict) for e in entries):
+            raise Malformed(f"profile ceilings {kind} = {plausible.shown(v)} is not "
+                            + ("an object of {source, case, stable} objects" if by_name
+                               else "a {source, case, stable} object"))
+    if not isinstance(p.get("extra", {}), dict):
+        raise Malformed(f"profile extra = {plausible.shown(p['extra'])} is not an object")
+
+
 DEVICE_FACTS = ("l2_bytes", "memory_bytes", "sm_count", "power_limit_w")  # what views read from a run's device
+
+
+def families_of(kind: str) -> tuple[str, ...]:
+    """The sample families a run of each kind holds: a profile's op groups, a comm sweep's collectives and
+    host copies, a measurement's kernels (models.sample.FAMILIES)."""
+    if kind == "profile":
+        return (PROFILE_FAMILY,)
+    if kind == "comm":
+        return (*COLLECTIVES, *COPIES)
+    return FAMILIES
+
+
+def _unknown_in_sample(s: Sample, kind: str) -> str | None:
+    """A family the run's kind does not hold, or a compute path rooftop does not define, in words."""
+    families = families_of(kind)
+    if s.family not in families:
+        return f"an unknown family {plausible.shown(s.family)} (a {kind} run's are: {', '.join(families)})"
+    if s.path and s.path not in PATHS:
+        return f"an unknown compute path {plausible.shown(s.path)} (one of: {', '.join(PATHS)})"
+    return None
+
+
+def _unknown_ceiling(profile: DeviceProfile) -> str | None:
+    """A slope of a memory level, or a roof of a compute path, that rooftop does not define, in words."""
+    level = next((k for k in profile.bandwidth if k not in LEVELS), None)
+    if level is not None:
+        return f"a bandwidth of an unknown memory level {plausible.shown(level)} (one of: {', '.join(LEVELS)})"
+    path = next((k for k in profile.peak if k not in PATHS), None)
+    if path is not None:
+        return f"a peak of an unknown compute path {plausible.shown(path)} (one of: {', '.join(PATHS)})"
+    return None
 
 
 def run_problem(item: NewRun) -> str | None:
@@ -221,7 +354,17 @@ def run_problem(item: NewRun) -> str | None:
         problem = plausible.sample_problem(s)
         if problem:
             return f"sample {i} has an impossible value: {problem}"
+        problem = _unknown_in_sample(s, run.kind)
+        if problem:
+            return f"sample {i} has {problem}"
+    if run.kind == "profile":
+        problem = profile_problem(run, item.samples)
+        if problem:
+            return f"is a malformed profile: {problem}"
     if profile is not None:
+        unknown = _unknown_ceiling(profile)
+        if unknown:
+            return f"has {unknown}"
         roofs = [("bandwidth", k, c) for k, c in profile.bandwidth.items()]
         roofs += [("peak", k, c) for k, c in profile.peak.items()]
         roofs += [("launch", "overhead", profile.launch_overhead)] if profile.launch_overhead else []
@@ -232,6 +375,19 @@ def run_problem(item: NewRun) -> str | None:
         if bad:
             return f"has an impossible device fact: {bad}"
     return None
+
+
+def _without_bad_name(item: NewRun, notes: list[str]) -> NewRun:
+    """The run with its name dropped, and a note saying so, when the name breaks the rule for names."""
+    name = item.run.name
+    problem = name_problem(name) if name is not None else None
+    if problem is None:
+        return item
+    notes.append(f"run {item.run.id[:SHORT_ID]}: name {plausible.shown(name)} dropped (a name must {problem}); "
+                 "the run is kept, reachable by its id" if problem.startswith("start") else
+                 f"run {item.run.id[:SHORT_ID]}: name {plausible.shown(name)} dropped ({problem}); "
+                 "the run is kept, reachable by its id")
+    return dataclasses.replace(item, run=dataclasses.replace(item.run, name=None))
 
 
 def _json_kind(doc: Any) -> str:
@@ -289,12 +445,13 @@ def _json_source(p: Path, text: str) -> Source:
             raise ImportFailed(f"{p}: run {i} is malformed ({exc})") from None
         except ValueError as exc:  # a value the checks (models.plausible) refuse, or text that is not a number
             raise ImportFailed(f"{p}: run {i} has an impossible value: {exc}") from None
-        except (TypeError, AttributeError, OverflowError, RecursionError) as exc:
-            raise ImportFailed(f"{p}: run {i} is malformed ({type(exc).__name__}: {exc})") from None
+        except (TypeError, AttributeError, OverflowError, RecursionError):  # a shape the checks above did not foresee
+            raise ImportFailed(f"{p}: run {i} is malformed (a field holds a value of another kind than "
+                               "`rooftop export` writes there); export the run again") from None
         problem = run_problem(item)
         if problem:
             raise ImportFailed(f"{p}: run {i} ({item.run.id[:8]}) {problem}")
-        source.runs.append(item)
+        source.runs.append(_without_bad_name(item, source.notes))
     return source
 
 
@@ -305,7 +462,7 @@ def _csv_text(rows: list[dict[str, str]], columns: tuple[str, ...]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
+    w.writerows({k: refcsv.csv_cell(v) for k, v in row.items()} for row in rows)
     return buf.getvalue()
 
 
@@ -364,7 +521,8 @@ def read_csv(p: Path, text: str, digest: str) -> CsvFile:
         reader = csv.DictReader(io.StringIO(text))
         header = [h.strip() for h in reader.fieldnames or []]
         reader.fieldnames = header
-        rows = [r for r in reader if any((v or "").strip() for v in r.values() if isinstance(v, str))]
+        rows = [{k: refcsv.csv_value(v) if isinstance(v, str) else v for k, v in r.items()}
+                for r in reader if any((v or "").strip() for v in r.values() if isinstance(v, str))]
         if set(refcsv.ROOFS_COLUMNS[:4]) <= set(header):
             roofs, notes = refcsv.read_roofs(rows)
             return CsvFile(p, ROOFS, digest, roofs=roofs, notes=notes)
@@ -539,7 +697,14 @@ def add_sources(store: Store, sources: Sequence[Source]) -> list[ImportResult]:
     for s in sources:
         res = ImportResult(s.path, s.kind, notes=list(s.notes))
         for item in s.runs:
-            (res.added.append(store.run(item.run.id)) if next(added) else res.skipped.append(item.run.id))
+            if not next(added):
+                res.skipped.append(item.run.id)
+                continue
+            run = store.run(item.run.id)
+            res.added.append(run)
+            if item.run.name and run.name != item.run.name and s.kind == "json":  # a CSV's own names are told apart
+                res.notes.append(f"run {run.short_id}: name {plausible.shown(item.run.name)} dropped (another run "
+                                 "has it); the run is kept, reachable by its id")
         results.append(res)
     return results
 

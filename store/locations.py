@@ -29,3 +29,9 @@ def db_path(override: str | os.PathLike[str] | None = None) -> Path:
     if env:
         return Path(env)
     return data_dir() / "rooftop.db"
+
+
+def is_chosen(override: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the database was named (--db, ROOFTOP_DB) rather than left to the data directory: only the
+    data directory is made when missing; a named file's folder must be there (a typo must not make a tree)."""
+    return bool(override) or bool(os.environ.get("ROOFTOP_DB"))

@@ -32,7 +32,8 @@ from rooftop.models import plausible
 from rooftop.models.catalog import REFERENCE_DTYPE_PATH
 from rooftop.models.paths import LEVELS, PATHS, fma_path, path_for
 from rooftop.models.profile import Ceiling, DeviceProfile
-from rooftop.models.sample import DATA_MOVING, Sample, TimeStats
+from rooftop.models.safetext import safe_text
+from rooftop.models.sample import DATA_MOVING, FAMILIES, Sample, TimeStats
 from rooftop.models.units import MiB
 
 SUMMARY_COLUMNS = (
@@ -73,6 +74,32 @@ def _fmt(v: float | int | None) -> str:
 
 
 # -- export ------------------------------------------------------------------------
+
+FORMULA_LEAD = ("=", "+", "-", "@")  # what makes a spreadsheet read a cell as a formula (tab and CR: safe_text)
+
+
+def _formula_like(text: str) -> bool:
+    """Text a spreadsheet would run, or text that starts with the quote `csv_cell` adds (kept apart on import)."""
+    if not text.lstrip("'").startswith(FORMULA_LEAD):
+        return False
+    try:
+        float(text)  # a negative number stays a number
+    except ValueError:
+        return True
+    return False
+
+
+def csv_cell(value: str) -> str:
+    """A cell as rooftop writes it: control characters shown, never written raw (models.safetext), and a
+    formula-like text behind a leading quote (OWASP's CSV injection rule), which `csv_value` takes off."""
+    text = safe_text(value)
+    return "'" + text if _formula_like(text) else text
+
+
+def csv_value(cell: str) -> str:
+    """A cell as `csv_cell` was given it: the quote before a formula-like text taken off."""
+    return cell[1:] if cell.startswith("'") and _formula_like(cell[1:]) else cell
+
 
 
 def summary_rows(target: str, device: str, l2_bytes: float | None, samples: Iterable[Sample]) -> list[dict[str, str]]:
@@ -153,8 +180,9 @@ def _text(row: Mapping[str, str], col: str, line: int) -> str:
     return text
 
 
-def _float(row: Mapping[str, str], col: str, line: int, required: bool = True, positive: bool = False) -> float | None:
-    """A number of the row: finite and never negative (zero too is refused where `positive`)."""
+def _float(row: Mapping[str, str], col: str, line: int, required: bool = True, positive: bool = False,
+           signed: bool = False) -> float | None:
+    """A number of the row: finite and never negative unless `signed` (zero too is refused where `positive`)."""
     text = (row.get(col) or "").strip()
     if not text:
         if required:
@@ -164,7 +192,7 @@ def _float(row: Mapping[str, str], col: str, line: int, required: bool = True, p
         v = float(text)
     except ValueError:
         raise CsvFormatError(f"row {line}: {col} = {plausible.shown(text)} is not a number") from None
-    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+    if not math.isfinite(v) or (v < 0 and not signed) or (positive and v == 0):
         want = "a positive number" if positive else "a number ≥ 0"
         raise CsvFormatError(f"row {line}: {col} = {plausible.shown(text)} is not {want}")
     return v
@@ -183,6 +211,9 @@ def sample_from_summary(row: Mapping[str, str], line: int) -> Sample:
     dtype = (row.get("dtype") or "").strip().lower()
     if not family or not dtype:
         raise CsvFormatError(f"row {line}: family and dtype are required")
+    if family not in FAMILIES:
+        raise CsvFormatError(f"row {line}: family = {plausible.shown(family)} is not a kernel family rooftop knows "
+                             f"(one of: {', '.join(FAMILIES)})")
     dtype = FROM_REFERENCE_DTYPE.get(dtype, dtype)
     shape = {c: v for c in SHAPE_COLUMNS if (v := _whole(row, c, line)) is not None}
     median = _float(row, "median_ms", line, positive=True) / 1e3  # type: ignore[operator]
@@ -214,7 +245,7 @@ def sample_from_summary(row: Mapping[str, str], line: int) -> Sample:
         cache=(row.get("cache") or "warm").strip() or "warm",
         stats=stats,
         path=path,
-        max_error=_float(row, "max_error", line, required=False),
+        max_error=_float(row, "max_error", line, required=False, signed=True),  # a signed error, as JSON keeps it
     )
 
 
@@ -281,10 +312,32 @@ def _roof(row: Mapping[str, str], col: str, line: int, kind: str, key: str, requ
     return v * scale
 
 
+def _same_figure(text: str) -> float | str:
+    """A figure as compared: 3350 and 3350.0 are one number; text that is no number is refused later."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _refuse_conflict(seen: dict[tuple[str, str, str], tuple[int, tuple[str, str]]], key: tuple[str, str, str],
+                     line: int, row: Mapping[str, str]) -> None:
+    """Two rows for one target's roof that say different things: which one is right is not for rooftop to
+    guess, so both are named (the same row twice is fine)."""
+    figures = tuple((row.get(c) or "").strip() for c in ("bandwidth_gb_s", "peak_tflop_s"))
+    first = seen.setdefault(key, (line, figures))  # type: ignore[arg-type]
+    if tuple(map(_same_figure, first[1])) != tuple(map(_same_figure, figures)):
+        target, _, name = key
+        raise CsvFormatError(f"rows {first[0]} and {line} give target {target!r} two different {name} roofs "
+                             f"(bandwidth_gb_s, peak_tflop_s: {', '.join(first[1])} and {', '.join(figures)}); "
+                             "keep one of the two rows")
+
+
 def read_roofs(rows: list[dict[str, str]], source: str = "imported") -> tuple[dict[str, Roofs], list[str]]:
     """roofs.csv rows by target, in file order; and a note for rows of a dtype rooftop does not know (left out)."""
     out: dict[str, Roofs] = {}
     unknown: dict[str, int] = {}
+    seen: dict[tuple[str, str, str], tuple[int, tuple[str, str]]] = {}  # each roof's first row and its figures
     for i, r in enumerate(rows, start=2):
         target, dtype = _text(r, "target", i), _text(r, "dtype", i)
         key = roof_key(dtype)
@@ -306,6 +359,7 @@ def read_roofs(rows: list[dict[str, str]], source: str = "imported") -> tuple[di
             b = _roof(r, "bandwidth_gb_s", i, "bandwidth", level, required=True)
         if b is not None:
             _keep_best(roofs.bandwidth, level, Ceiling(b, source, bw_case))
+        _refuse_conflict(seen, (target, kind, name), i, r)  # once the row's own figures are known to be sound
     notes = [f"left out {n} row{'s' if n > 1 else ''} of unknown dtype {d!r}" for d, n in unknown.items()]
     return out, notes
 

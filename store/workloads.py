@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
+from rooftop.models import plausible
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.timeline import IdleCause, StepSplit
@@ -127,6 +128,107 @@ def save_profile(store: Store, work: Workload, source: str, backend: str,
         raise
     store.finish_run(run_id, "complete")
     return run_id
+
+
+# The step split's figures (ProfileSummary), by what each must be; a figure may be absent or null (n/a).
+SUMMARY_SECONDS = ("span_s", "device_busy_s", "idle_s", "op_time_s", "bound_s", "step_at_roof_s",
+                   "step_without_gaps_s", "overlap_s", "transfer_time_s")
+SUMMARY_AMOUNTS = ("flops", "bytes", "transfer_bytes", "mfu", "bandwidth_utilisation", "speedup_at_roof",
+                   "speedup_without_gaps")
+SUMMARY_SHARES = ("idle_share",)
+SUMMARY_COUNTS = ("kernels", "gpus")
+SUMMARY_TEXTS = ("device", "trace_device", "mfu_path", "largest_share", "device_note", "source")
+WITHIN_SPAN = ("device_busy_s", "idle_s", "overlap_s")  # parts of the span: none can be longer than it
+ROW_READERS = {"transfers": Transfer.from_dict, "idle_causes": IdleCause.from_dict,
+               "top_kernels": TopKernel.from_dict, "steps": StepSplit.from_dict, "flags": Flag.from_dict}
+SPAN_SLACK = 1e-6  # relative: the figures are sums of float times
+
+
+def _figure_problem(s: Mapping[str, Any]) -> str | None:
+    """The first figure of the split that is not what `rooftop profile` writes there, in words."""
+    checks = [plausible.real_problem(k, s[k], 0.0, plausible.MAX_AMOUNT) for k in SUMMARY_SECONDS + SUMMARY_AMOUNTS
+              if s.get(k) is not None]
+    checks += [plausible.real_problem(k, s[k], 0.0, 1.0) for k in SUMMARY_SHARES if s.get(k) is not None]
+    checks += [plausible.whole_problem(k, s[k]) for k in SUMMARY_COUNTS if s.get(k) is not None]
+    checks += [f"{k} = {plausible.shown(s[k])} is not text" for k in SUMMARY_TEXTS
+               if s.get(k) is not None and not isinstance(s[k], str)]
+    return next((c for c in checks if c), None)
+
+
+def _span_problem(s: Mapping[str, Any]) -> str | None:
+    """A part of the span (busy, idle, overlap) longer than the span itself."""
+    span = s.get("span_s")
+    if not isinstance(span, (int, float)):
+        return None
+    for k in WITHIN_SPAN:
+        v = s.get(k)
+        if isinstance(v, (int, float)) and v > span * (1 + SPAN_SLACK) + 1e-12:
+            return f"{k} = {plausible.shown(v)} s is longer than the span_s of {plausible.shown(span)} s"
+    return None
+
+
+def _shares_problem(shares: Any) -> str | None:
+    """The span's split (idle, overlap, ops, transfers): an object of parts of one, each in [0, 1]."""
+    if shares is None:
+        return None
+    if not isinstance(shares, Mapping):
+        return f"shares = {plausible.shown(shares)} is not an object"
+    return next((p for k, v in shares.items()
+                 if (p := plausible.real_problem(f"shares.{k}", v, 0.0, 1.0 + SPAN_SLACK))), None)
+
+
+def _rows_problem(rows: Any) -> str | None:
+    """The rows beside the op groups: an object of lists of rows `Workload.rows` writes, each one readable."""
+    if rows is None:
+        return None
+    if not isinstance(rows, Mapping):
+        return f"rows = {plausible.shown(rows)} is not an object"
+    if "overlap" in rows and not isinstance(rows["overlap"], Mapping):
+        return f"rows.overlap = {plausible.shown(rows['overlap'])} is not an object"
+    for key, read in ROW_READERS.items():
+        given = rows.get(key) or []
+        if not isinstance(given, list):
+            return f"rows.{key} = {plausible.shown(given)} is not a list"
+        for i, row in enumerate(given):
+            try:
+                read(row)
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+                return f"rows.{key}[{i}] = {plausible.shown(row)} is not a row `rooftop profile` writes"
+    return None
+
+
+def _group_problem(samples: Sequence[Sample]) -> str | None:
+    """Each sample's op group (conditions.profile): an object `save_profile` could have written."""
+    for i, s in enumerate(samples, start=1):
+        g = s.conditions.get("profile") if isinstance(s.conditions, Mapping) else None
+        if g is None:
+            continue
+        if not isinstance(g, Mapping):
+            return f"sample {i} conditions.profile = {plausible.shown(g)} is not an object (an op group)"
+        try:
+            stored_groups([s])
+        except ValueError:
+            return f"sample {i} conditions.profile is not an op group `rooftop profile` writes"
+    return None
+
+
+def profile_problem(run: Run, samples: Sequence[Sample]) -> str | None:
+    """What makes a profile run's stored split or op groups impossible to show, in words; None when fine.
+
+    An import refuses such a run; `rooftop show` of a store that holds one shows its samples as stored.
+    """
+    s = run.device.get("profile")
+    if s is None:
+        return _group_problem(samples)
+    if not isinstance(s, Mapping):
+        return f"device.profile = {plausible.shown(s)} is not an object (the step split)"
+    notes = s.get("notes") or []
+    bad = _figure_problem(s) or _span_problem(s)
+    bad = bad or (None if isinstance(notes, list) and all(isinstance(n, str) for n in notes)
+                  else f"notes = {plausible.shown(notes)} is not a list of text")
+    bad = bad or _shares_problem(s.get("shares"))
+    bad = bad or _rows_problem(s.get("rows"))
+    return f"device.profile {bad}" if bad else _group_problem(samples)
 
 
 def is_profile(run: Run) -> bool:

@@ -14,7 +14,9 @@ from rooftop.store.io import export_json, import_file
 from rooftop.store.runs import Store
 
 pos = st.floats(min_value=1e-12, max_value=1e6, allow_nan=False, allow_infinity=False)  # seconds: models.plausible
-stats = st.builds(TimeStats, pos, pos, pos, pos, st.floats(0, 5), st.integers(1, 100), st.integers(0, 10_000))
+times = st.lists(pos, min_size=4, max_size=4).map(sorted)  # min ≤ p10 ≤ median ≤ p90, as percentiles are
+stats = st.builds(lambda t, iqr, repeats, calls: TimeStats(t[2], t[1], t[3], t[0], iqr, repeats, calls),
+                  times, st.floats(0, 5), st.integers(1, 100), st.integers(0, 10_000))
 samples = st.builds(
     Sample,
     family=st.sampled_from(FAMILIES),

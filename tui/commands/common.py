@@ -167,7 +167,16 @@ def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
     A command's own --db is left out of the namespace when not given, so that it does not
     overwrite `rooftop --db PATH COMMAND`'s (argparse's subparser defaults would).
     """
-    p.add_argument("--db", metavar="PATH", help=DB_HELP, **({} if top else {"default": argparse.SUPPRESS}))
+    p.add_argument("--db", metavar="PATH", type=_db_option, help=DB_HELP,
+                   **({} if top else {"default": argparse.SUPPRESS}))
+
+
+def _db_option(text: str) -> str:
+    """argparse type of --db: a path; an empty one (an unset shell variable) is refused, not read as the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give the database file, or leave --db out for the default "
+                                         "store")
+    return text
 
 
 def add_device_option(p: argparse.ArgumentParser, help: str) -> None:  # noqa: A002 - argparse's word

@@ -309,13 +309,17 @@ def _ncu(args: argparse.Namespace) -> int:
 
 
 def _stored(store: Any, ref: str) -> tuple[Any, list[Mapping[str, Any]], dict[str, Any]]:
-    from rooftop.store.workloads import group_records, is_profile, profile_summary
+    from rooftop.store.workloads import group_records, is_profile, profile_problem, profile_summary
 
     run = store.run(ref)
     if not is_profile(run):
         raise ProfileError(f"run {run.label} is a {run.plan or 'measurement'} run, not a profile "
                            "(`rooftop runs` lists them; profiles have plan 'profile')")
-    return run, group_records(store.samples(run.id)), dict(profile_summary(run))
+    samples = store.samples(run.id)
+    problem = profile_problem(run, samples)  # a store written before imports were checked may hold one
+    if problem:
+        raise ProfileError(f"run {run.label}: the stored profile is malformed ({problem}), so it cannot be compared")
+    return run, group_records(samples), dict(profile_summary(run))
 
 
 def _compare(args: argparse.Namespace) -> int:

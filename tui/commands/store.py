@@ -18,11 +18,13 @@ def _runs_of(store, refs: Sequence[str]) -> list:  # noqa: ANN001
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from rooftop.store.locations import db_path
+    from rooftop.store.locations import db_path, is_chosen
 
-    if not db_path(args.db).exists():
-        sys.stdout.write("[]\n" if args.json else safe_text(f"no runs yet: {db_path(args.db)} does not exist; "
-                                                             "`rooftop import FILE` or a measurement creates it") + "\n")
+    path = db_path(args.db)
+    if not path.exists():
+        why = (f"its folder {path.parent} does not exist: create it, or give another --db" if
+               is_chosen(args.db) and not path.parent.is_dir() else "`rooftop import FILE` or a measurement creates it")
+        sys.stdout.write("[]\n" if args.json else safe_text(f"no runs yet: {path} does not exist; {why}") + "\n")
         return 0
     with open_store(args) as store:
         runs = store.runs()
@@ -39,9 +41,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
             return 0
         console.print(runs_table(runs))
         console.print()
+        devices = (" Complete runs with roofs work as --device; profile and comm runs have none." if
+                   any(_is_device(r) for r in runs) else "")
         console.print(Prose(safe_text(f"{fmt_count(len(runs), 'run')} in {store.path}. Name a run by its id (4+ hex "
-                                      "digits) or a name (`rooftop rename RUN NAME`); complete runs with a profile "
-                                      "work as --device.")))
+                                      f"digits) or a name (`rooftop rename RUN NAME`).{devices}")))
     return 0
 
 
@@ -188,10 +191,15 @@ def _same(a: Any, b: Any) -> bool:
 def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) -> bool:  # noqa: ANN001 - a Run
     """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
     no longer known or the stored profile is malformed."""
-    from rooftop.store.workloads import placed_on, profile_summary, stored_workload
+    from rooftop.store.workloads import placed_on, profile_problem, profile_summary, stored_workload
     from rooftop.tui.render.profile import profile_report
     from rooftop.tui.render.profile import profile_device
 
+    problem = profile_problem(run, samples)
+    if problem:  # a store written before imports were checked may hold one
+        sys.stderr.write(safe_text(f"rooftop show: the stored profile is malformed ({problem}): "
+                                   "showing its op groups as stored") + "\n")
+        return False
     placed = placed_on(run)
     try:  # the roofs may be a measured or named run's: the store knows those
         extra = store_profiles(args, [placed] if placed else [])
@@ -227,8 +235,14 @@ def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) ->
 def cmd_rename(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         run = store.rename(args.run, args.name)
-        sys.stdout.write(safe_text(f"run {run.short_id} is now {run.name}; use it as --device {run.name}") + "\n")
+        use = f"; use it as --device {run.name}" if _is_device(run) else ""
+        sys.stdout.write(safe_text(f"run {run.short_id} is now {run.name}{use}") + "\n")
     return 0
+
+
+def _is_device(run) -> bool:  # noqa: ANN001 - a Run
+    """A run that works as --device: complete, with ceilings (a profile or comm run has none)."""
+    return run.status == "complete" and run.has_ceilings
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -261,6 +275,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             sys.stdout.write(safe_text(f"wrote {fmt_count(len(doc['runs']), 'run')} to {out}"
                                        + (f" ({brought} of them a fleet's members)" if brought else "")) + "\n")
             return 0
+        if args.out == "-":
+            raise UsageError("--out -: a CSV export writes two files (summary.csv and roofs.csv) into a folder, "
+                             "so it cannot go to stdout; give a folder, or --format json for stdout")
+        runs = _csv_runs(runs, named=not args.all)
         files = export_csv(store, runs)
     folder = Path(args.out or f"rooftop-{runs[0].short_id if len(runs) == 1 else 'runs'}")
     if folder.exists() and not folder.is_dir():
@@ -272,6 +290,24 @@ def cmd_export(args: argparse.Namespace) -> int:
         t.write_text(files[t.name], encoding="utf-8")
     sys.stdout.write(safe_text(f"wrote {', '.join(str(t) for t in targets)}") + "\n")
     return 0
+
+
+def _csv_runs(runs: list, named: bool) -> list:
+    """The runs the CSVs can carry: a profile's op groups and a comm sweep's collectives have no columns there
+    (they would come back as other runs). One named is refused; with --all they are left out, said in one line."""
+    from rooftop.store.comms import is_comm
+    from rooftop.store.workloads import is_profile
+
+    left = [r for r in runs if is_profile(r) or is_comm(r)]
+    if not left:
+        return runs
+    what = ", ".join(f"{r.label} ({r.kind})" for r in left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+    if named or len(left) == len(runs):
+        raise UsageError(f"{what}: a profile or comm run has no place in the CSVs (they hold measured points and "
+                         "ceilings); export it with --format json")
+    sys.stderr.write(safe_text(f"rooftop export: left out {fmt_count(len(left), 'run')} the CSVs cannot carry, "
+                               f"{what}: export {'it' if len(left) == 1 else 'them'} with --format json") + "\n")
+    return [r for r in runs if r not in left]
 
 
 def _refuse_overwrite(paths: list, force: bool) -> None:
@@ -331,8 +367,9 @@ def add_store_commands(sub: Any) -> None:
     add_db_option(sh)
     sh.set_defaults(func=cmd_show)
 
-    re_ = sub.add_parser("rename", help="give a run a name, usable as --device NAME",
-                         description="Name a run; the name works wherever a device id does.")
+    re_ = sub.add_parser("rename", help="give a run a name (usable as --device NAME when it has roofs)",
+                         description="Name a run; the name of a complete run with roofs works wherever a device "
+                                     "id does.")
     re_.add_argument("run", metavar="RUN", help="run id or current name")
     re_.add_argument("name", metavar="NAME", help="letters, digits, '.', '_', '-'; starting with a letter; not hex "
                                                   "digits only (that reads as a run id), not a device id")
@@ -355,7 +392,7 @@ def add_store_commands(sub: Any) -> None:
     ex.add_argument("run", nargs="*", metavar="RUN", help="run ids or names")
     ex.add_argument("--all", action="store_true", help="every run in the store")
     ex.add_argument("--format", choices=("json", "csv"), default="json", help="json (default) or csv")
-    ex.add_argument("-o", "--out", metavar="PATH", help="json: a file ('-' = stdout); csv: a folder")
+    ex.add_argument("-o", "--out", metavar="PATH", help="json: a file ('-' = stdout); csv: a folder (two files)")
     ex.add_argument("--force", action="store_true", help="overwrite existing files")
     add_db_option(ex)
     ex.set_defaults(func=cmd_export)

@@ -8,7 +8,7 @@ The History tab shows a run of plan "profile" with `profile_detail` instead of c
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from rich.console import Group
 from rich.table import Table
@@ -66,7 +66,9 @@ def sample_label(sample: Any) -> str:
     """A stored op group as `rooftop profile` lists it (op dtype shapes), for `rooftop show`."""
     from rooftop.models.workload import OpGroup
 
-    g = sample.conditions.get("profile") or {}
+    g = sample.conditions.get("profile") if isinstance(sample.conditions, Mapping) else None
+    if not isinstance(g, Mapping):  # an op group a store holds malformed: named by what the sample says
+        return f"{sample.family} {sample.dtype} {sample.shape_text}".strip()
     return op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
                             dtype=str(g.get("dtype", "")), model="", path="", counting=""))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Mapping
 
 from rich.table import Table
 from rich.text import Text
@@ -113,7 +114,8 @@ def samples_table(samples: list, start: int = 0) -> Table:
             continue
         by_bytes = s.family in moving
         if s.family == "profile":  # as `rooftop profile` gives it: FLOP/s where compute-bound, else B/s
-            by_bytes = not (s.flops > 0 and (s.conditions.get("profile") or {}).get("regime") == "compute")
+            group = s.conditions.get("profile")
+            by_bytes = not (s.flops > 0 and isinstance(group, Mapping) and group.get("regime") == "compute")
         rate = s.bandwidth if by_bytes else s.flop_rate
         shown = (fmt_bandwidth(rate) if by_bytes else fmt_flops_rate(rate)) if rate else ""
         note = Text("unstable", style="yellow") if not s.stable else Text("")

@@ -40,13 +40,16 @@ def open_db(db: str | Path | None, *, create: bool = True, recover: bool = True)
     `recover` marks the runs of dead processes interrupted (`store.interrupted` lists them).
     """
     from rooftop.store.db import store_error
-    from rooftop.store.locations import db_path
+    from rooftop.store.locations import db_path, is_chosen
     from rooftop.store.runs import Store
 
     try:
         path = db_path(db)
         if not create and not path.exists():
             return None
+        if is_chosen(db) and not path.parent.is_dir():
+            raise StoreError(f"folder {path.parent} {'is a file' if path.parent.exists() else 'does not exist'}; "
+                             "create it or give another --db (or ROOFTOP_DB)", "missing")
     except OSError as exc:  # the data directory cannot be made or read
         raise store_error(exc, db or "the data directory") from exc
     return Store.open(path, recover=recover)
@@ -75,7 +78,7 @@ def open_store(args: argparse.Namespace, create: bool = False) -> Iterator[Store
     if not create and path.is_file() and path.stat().st_size == 0:
         raise StoreError(f"{path} is an empty file, not a rooftop database; point --db PATH / ROOFTOP_DB at one",
                          "foreign")
-    store = open_db(path, create=create)
+    store = open_db(getattr(args, "db", None), create=create)  # the option as given: a named file's folder is not made
     if store is None:
         raise StoreError(f"no rooftop database at {path} yet: `rooftop import FILE` or a measurement creates it "
                          "(or point --db PATH / ROOFTOP_DB at one)", "missing")
