@@ -215,6 +215,15 @@ def test_empty_trace(capsys, tmp_path):
     assert "no kernels and no CPU ops" in _bad(capsys, ["profile", "--trace", str(p), "--no-save"])
 
 
+def test_options_a_profile_cannot_use_are_refused_not_dropped(capsys, tmp_path):
+    """`-d h200,a100` used h200 alone and `--save-trace` with a trace kept nothing, without a word."""
+    assert "placed on one device's roofs" in _bad(capsys, ["profile", str(QWEN), "-d", "h200,a100", "--no-save"])
+    assert "placed on one device's roofs" in _bad(capsys, ["profile", str(QWEN), "-d", "h200", "-d", "a100"])
+    assert "there is none to keep" in _bad(capsys, ["profile", "--trace", str(QWEN), "--save-trace",
+                                                    str(tmp_path / "t.json"), "--no-save"])
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_nothing_or_two_inputs(capsys):
     assert "give one of" in _bad(capsys, ["profile", "--no-save"])
     assert "give one of" in _bad(capsys, ["profile", "--trace", str(QWEN), "--ncu", str(NCU), "--no-save"])

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from rooftop.models.safetext import safe_text
 from rooftop.probes.torchrun import is_torchrun
-from rooftop.tui.commands.common import UsageError, add_db_option, add_device_option
+from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option
 from rooftop.tui.commands.job import TRACE_SUFFIXES, is_job, profile_job, profile_torchrun
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.profile import TOP, profile_report
@@ -124,6 +124,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if len(given) != 1:
         raise ProfileError("give one of: -- python script.py ARGS…, -- torchrun … script.py, --trace FILE [FILE…|DIR], "
                            "--ncu FILE, or --compare RUN RUN")
+    if len(_device_list(getattr(args, "device", None))) > 1:  # the rest were dropped without a word
+        raise ProfileError(f"-d {safe_text(','.join(_device_list(args.device)))}: a profile is placed on one "
+                           "device's roofs; give one -d (or `rooftop profile --compare` two kept runs)")
+    if args.save_trace and (args.trace or args.ncu or args.compare):
+        raise ProfileError("--save-trace keeps the trace of a program run here; with --trace, --ncu or --compare "
+                           "there is none to keep")
     if args.steps < 1:
         raise ProfileError(f"--steps must be at least 1, got {args.steps}")
     if args.top < 0:
