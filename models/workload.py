@@ -689,9 +689,11 @@ def roof_flags(w: Workload, program_threads: int | None = None) -> list[Flag]:
 
     def flag(kind: str, subject: str, roof: str, ratio: float, what: str) -> None:
         c = _ceiling(dev, roof)
+        why = ("far faster than any roof is off, so its W or Q is overcounted (a wrong recorded shape)"
+               if ratio > IMPLAUSIBLE else f"faster than its roof, so the roof is low; {REMEASURE}")
         out.append(Flag(kind, subject, roof, c.value if c else None, roof_source(dev, roof), ratio,
                         f"{what} ran at {100 * ratio:.0f}% of the {_roof_text(dev, roof)} roof of "
-                        f"{roof_source(dev, roof)}: faster than its roof, so the roof is low; {REMEASURE}"))
+                        f"{roof_source(dev, roof)}: {why}"))
 
     for g in w.groups:
         f = g.fraction_of_roof
@@ -742,8 +744,15 @@ def flag_lines(flags: Sequence[Flag]) -> list[str]:
         v = fs[0].roof_value
         value = "" if v is None else (f" {v / 1e12:.4g} TFLOP/s" if roof not in ("dram", "pcie", "nvlink", "l2", "l1")
                                       else f" {v / 1e9:.4g} GB/s")
-        out.append(f"{len(fs)} {what[kind]}{'s' if len(fs) > 1 else ''} ran above the {roof}{value} roof of "
-                   f"{fs[0].source} (up to {100 * top:.0f}% of it: {names}{more}): faster than the roof, so the "
-                   f"roof is low (measured under other conditions: threads, clocks, TF32, or a cache kept the data); "
-                   f"{REMEASURE}")
+        head = (f"{len(fs)} {what[kind]}{'s' if len(fs) > 1 else ''} ran above the {roof}{value} roof of "
+                f"{fs[0].source} (up to {100 * top:.0f}% of it: {names}{more})")
+        if top > IMPLAUSIBLE:  # no roof is off by that much: the count is
+            out.append(f"{head}: far faster than any roof is off, so W or Q is overcounted — a recorded shape "
+                       "that is wrong, or an op whose model counts work its kernels did not do; check its shapes")
+        else:
+            out.append(f"{head}: faster than the roof, so the roof is low (measured under other conditions: threads, "
+                       f"clocks, TF32, or a cache kept the data); {REMEASURE}")
     return out
+
+
+IMPLAUSIBLE = 10.0  # a point this many times its roof is a miscount: roofs are not off by 10×

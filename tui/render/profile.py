@@ -17,6 +17,7 @@ from rich.text import Text
 from rooftop.models.catalog import UnknownDevice, lookup_device
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.units import fmt_time
+from rooftop.models.workload import IMPLAUSIBLE
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, placed_on, profile_summary
 from rooftop.tui.render.text import clean
@@ -252,7 +253,9 @@ def mfu_text(work: Any) -> str:
         return "MFU n/a (no matmul FLOPs on a path this device has)"
     times = f"{work.gpus} × " if work.gpus > 1 else ""
     text = f"MFU {share(work.mfu)} of {times}{work.mfu_path} {fmt_flops_rate(work.device.F(work.mfu_path))}"
-    if work.mfu > 1.0:
+    if work.mfu > IMPLAUSIBLE:
+        text += " — far above 100%: the FLOPs are overcounted (a wrong recorded shape), see the flags"
+    elif work.mfu > 1.0:
         text += " — above 100%, so that roof is low (not a measured fact: see the flags)"
     return text
 
