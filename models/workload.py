@@ -528,7 +528,7 @@ def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
     t_comp = g.flops / peak if peak else 0.0
     g.bound_s = max(t_mem, t_comp)
     if peak is None:
-        g.regime = "memory" if g.flops == 0 else "no roof"  # the device has no roof for its path
+        g.regime = "memory" if g.flops == 0 else f"no {g.path or 'compute'} roof"  # the device lacks its path
     else:
         g.regime = roofline.regime(roofline.intensity(g.flops, g.bytes), peak, bw)
     return g

@@ -139,3 +139,10 @@ def test_a_point_ten_times_its_roof_is_blamed_on_the_count_not_the_roof():
     assert any(line.startswith("1 op group ran above") and "overcounted" in line for line in lines), lines
     real = build_workload(load_trace(QWEN), lookup_device("v100-16"))  # a low roof: still said to be the roof
     assert any("the roof is low" in line for line in flag_lines(real.flags))
+
+
+def test_an_op_without_its_roof_says_which_roof_it_lacks():
+    """`no roof` beside `404.7% !` of the DRAM roof read as a contradiction: it is the bf16-tc roof V100 lacks."""
+    w = build_workload(load_trace(QWEN), lookup_device("v100-16"))
+    mm = next(g for g in w.groups if g.op == "aten::mm")
+    assert mm.regime == "no bf16-tc roof" and mm.fraction_of_roof > 1  # of the DRAM slope, which it has
