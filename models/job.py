@@ -266,20 +266,6 @@ class Job:
                 "missing_ranks": self.missing, "problems": list(self.problems)}
 
 
-def ranks_text(ranks: Sequence[int]) -> str:
-    """0-3, 7, 9-127: a list of ranks in a line."""
-    out: list[str] = []
-    i = 0
-    rs = sorted(ranks)
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ", ".join(out)
-
-
 def missing_ranges(have: set[int], world: int) -> list[tuple[int, int]]:
     """The gaps of 0..world-1 that `have` leaves, as (first, last) pairs: as many as the ranks read, at most."""
     out, nxt = [], 0

@@ -625,12 +625,6 @@ class StepBound:
         """The share of a measured step time the roofline bound accounts for."""
         return self.lower_bound_s / self.measured_s if self.measured_s else None
 
-    def notes(self) -> list[str]:
-        """The model's own terms (dtype served, sliding window), the launch floor and the memory fit in words:
-        what the CLI report and the app's tab both say."""
-        return [*arch_lines(self.arch), launch_line(self), *([rank_line(self)] if self.ranks > 1 else []),
-                self.memory.describe(self.device.id)]
-
     def measured_lines(self) -> list[str]:
         """A measured step faster than its bound (explained above 100%, rest negative) is not a fact to show
         without a word: the roofs, the model or the time is wrong."""

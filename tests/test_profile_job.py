@@ -17,7 +17,7 @@ import pytest
 from rooftop.models.units import fmt_time
 from rooftop.models.collectives import RankCollective, bus_factor, rank_collectives
 from rooftop.models.commtrace import collective_name
-from rooftop.models.job import RankSummary, align, ranks_text, straggler
+from rooftop.models.job import RankSummary, align, missing_text, straggler
 from rooftop.store.tracefile import load_trace
 
 from inprocess import run_main
@@ -255,7 +255,7 @@ def test_names_and_rank_lists():
     assert [collective_name(x) for x in ("nccl:all_reduce", "c10d::_allgather_base_", "gloo:broadcast",
                                          "reduce_scatter_tensor", "nccl:all_to_all")] == [
         "allreduce", "allgather", "broadcast", "reducescatter", "alltoall"]
-    assert ranks_text([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+    assert missing_text({3, 4, 6}, 9) == "0-2, 5, 7-8" and missing_text({0}, 1) == ""
 
 
 # -- a real distributed program ---------------------------------------------------------------------------------
