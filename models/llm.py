@@ -156,8 +156,12 @@ def _config_int(cfg: Mapping[str, Any], key: str, default: int, least: int = 1) 
 
 
 def _shown(v: Any) -> str:
-    """A config value for an error line: short, one line."""
-    text = repr(v)
+    """A config value for an error line as the JSON file wrote it (null, true, "text"), short and on one line."""
+    try:
+        text = json.dumps(v, ensure_ascii=False)
+    except (TypeError, ValueError):  # not from a JSON file (a test's object): Python's form
+        text = repr(v)
+    text = safe_text(text)
     return text if len(text) <= 40 else text[:37] + "…"
 
 

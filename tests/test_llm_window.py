@@ -181,7 +181,7 @@ def test_a_moe_config_without_expert_widths_is_refused(capsys: pytest.CaptureFix
 
 
 def test_an_unknown_torch_dtype_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match="'torch_dtype' = 'float12' is not a dtype"):
+    with pytest.raises(ModelError, match="'torch_dtype' = \"float12\" is not a dtype"):
         arch_from_config(_cfg(MISTRAL, torch_dtype="float12"))
     path = tmp_path / "config.json"
     path.write_text(json.dumps(_cfg(MISTRAL, torch_dtype="float12")))
@@ -189,6 +189,8 @@ def test_an_unknown_torch_dtype_is_refused(capsys: pytest.CaptureFixture[str], t
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "bfloat16" in err
     assert arch_from_config(_cfg(MISTRAL, torch_dtype="torch.float16")).dtype == "fp16"
+    with pytest.raises(ModelError, match="= null must be a dtype name|= true must be a dtype name"):
+        arch_from_config(_cfg(MISTRAL, torch_dtype=True))  # said as the file wrote it, not Python's True
 
 
 async def test_the_llm_tab_says_the_window_and_the_served_dtype() -> None:
