@@ -27,6 +27,7 @@ from .dtypes import DTYPES, lookup_dtype
 from .ops import Attention, Elementwise, Gemm, Norm, Op
 from .profile import DeviceProfile
 from .safetext import safe_text
+from .units import fmt_count
 
 ABOVE_BOUND = 1.10  # a measured step this much faster than its bound is flagged (as a point above its roof is)
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
@@ -412,7 +413,8 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
         rows = m * arch.experts_per_token / used
         each = L * used
         note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
-                f"{rows:.3g} rows each on average ({m} tokens × top-{arch.experts_per_token})")
+                f"{rows:.3g} row{'' if rows == 1 else 's'} each on average ({fmt_count(m, 'token')} × "
+                f"top-{arch.experts_per_token})")
         # Launches: a fused-MoE kernel (vLLM's, SGLang's, TensorRT-LLM's) runs every touched expert in one
         # grouped launch: FUSED_MOE_LAUNCHES a layer, gate+up with the activation, then down.
         ops += [
