@@ -374,3 +374,19 @@ def test_five_devices_at_80_columns_keep_their_figures_whole(capsys: pytest.Capt
     assert out.count("compute-bound ") + out.count("compute-bound\n") >= 5 and "compute-boun\n" not in out
     assert not any(line.rstrip().endswith(("TFLOP/", "GB/")) for line in out.splitlines())
     assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_compare_without_a_pair_to_cross_says_why(tmp_path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile with no DRAM slope made an empty pair table with no word."""
+    monkeypatch.setenv("ROOFTOP_HOME", str(tmp_path))
+    roofs = tmp_path / "roofs.csv"
+    roofs.write_text("target,dtype,bandwidth_gb_s,peak_tflop_s,ridge_flop_byte,bw_case,compute_case\n"
+                     "nobw,fp64,,64.2,,,8192x8192x8192\n")
+    assert main(["import", str(roofs)]) == 0
+    capsys.readouterr()
+    assert main(["compare", "h100", "nobw-imported"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no crossovers: nobw-imported has no DRAM bandwidth" in out
+    assert main(["compare", "h100", "h200"]) == 0
+    assert "no crossovers" not in capsys.readouterr().out

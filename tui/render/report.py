@@ -357,6 +357,11 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
     from rooftop.models.compare import thread_note
 
     threads = thread_note(profiles)
+    if not pairs:  # an empty pair table, unexplained, read as a fault
+        lacking = [p.id for p in profiles if "dram" not in p.bandwidth]
+        why = (f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no DRAM bandwidth"
+               if lacking else "the profiles share no compute path")
+        x = Prose(safe_text(f"no crossovers: {why}, so no pair of roofs can be set against each other"), style="yellow")
     return Group(t, Text(""), x, legend, *([Prose(threads, style="yellow")] if threads else []))
 
 
