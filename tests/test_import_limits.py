@@ -140,6 +140,8 @@ def test_show_pages_a_large_run_and_counts_it_in_sql(tmp_path: Path, capsys: pyt
     assert rc == 2 and out == "" and err.count("\n") == 1 and "--page 1 to 3" in err, err
     rc, out, err = cli(capsys, "show", rid[:8], "--db", str(db), "--rows", "-1e5")
     assert rc == 2 and err.count("\n") == 1 and "at least 1" in err, err
+    rc, out, err = cli(capsys, "show", rid[:8], "--db", str(db), "--all", "--page", "2")  # the page was ignored
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "give one" in err, err
 
 
 def test_show_of_a_small_run_lists_it_all_without_paging_words(tmp_path: Path,

@@ -124,6 +124,8 @@ def _show_sample_page(console: Any, store, run, args: argparse.Namespace) -> Non
 
 def _page_of(run, args: argparse.Namespace) -> tuple[int | None, int]:  # noqa: ANN001 - a Run
     """The page --rows/--page/--all ask for: (rows, first row); a page past the last one is refused."""
+    if args.all and args.page != 1:  # the page was ignored: every sample was listed
+        raise UsageError(f"--all lists every sample and --page {args.page} one page of them: give one")
     rows = None if args.all else args.rows
     first = (args.page - 1) * rows if rows else 0
     if first and first >= run.samples:
