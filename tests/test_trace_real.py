@@ -285,3 +285,17 @@ def test_show_of_a_kept_job_shows_its_ranks_as_profile_did(tmp_path, capsys, mon
     assert main(["show", run, "--db", db]) == 0
     out = capsys.readouterr().out
     assert "2 ranks of 128" in out and "straggler: rank" in out and "collectives on the communication roofline" in out
+
+
+def test_a_copy_of_no_recorded_time_shows_no_rate(tmp_path, capsys, monkeypatch):
+    """`dur: 0` memcpys showed `0 GB/s` as if measured."""
+    monkeypatch.setenv("COLUMNS", "120")
+    doc = json.loads(gzip.decompress((REAL / "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz").read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "gpu_memcpy":
+            e["dur"] = 0
+    path = tmp_path / "dur0.json"
+    path.write_text(json.dumps(doc))
+    assert main(["profile", str(path), "--no-save"]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if "memcpy HtoD" in line]
+    assert "GB/s" not in row, row

@@ -134,6 +134,8 @@ def achieved_text(g: Any) -> str:
     """What the group achieved on its limiting resource: B/s when memory-bound, FLOP/s otherwise."""
     from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
 
+    if g.time_s <= 0:  # no time recorded (a 0-µs event): no rate, rather than "0 GB/s"
+        return ""
     if g.flops > 0 and g.regime == "compute":
         return fmt_flops_rate(g.achieved_flops)
     return fmt_bandwidth(g.achieved_bandwidth) if g.bytes > 0 else ""
@@ -159,7 +161,7 @@ def ops_table(work: Any, top: int = TOP) -> Table:
     for x in work.transfers:
         label = f"{x.label} {fmt_bytes(x.bytes)}" if x.bytes else x.label
         rows.append((x.alone_s, [share(x.alone_s / span), fmt_time(x.time_s), str(x.calls), Text(label),
-                                 "", fmt_bandwidth(x.achieved_bandwidth) if x.bytes else "",
+                                 "", fmt_bandwidth(x.achieved_bandwidth) if x.bytes and x.time_s > 0 else "",
                                  x.level if x.bandwidth else f"no {x.level} roof", share(x.fraction_of_roof)]))
     flagged = {f.subject for f in work.flags if f.kind == "op"}
     for g in work.groups[:top]:
