@@ -265,7 +265,12 @@ def _convert(kind: str, g: Grammar, name: str, raw: str) -> Any:
         return raw.lower()
     if name in g.floats:
         return parse_real(raw, name)
-    return parse_count(raw, name)
+    try:
+        return parse_count(raw, name)
+    except SpecError as exc:  # a world of 0 or -3 is told the one rule for every too-small world
+        if name == "world" and "at least 1" in str(exc):
+            raise SpecError(f"{kind}: world={raw.strip()} must be at least 2 (ranks taking part)") from None
+        raise
 
 
 def _finish(kind: str, op: Op) -> Op:

@@ -167,3 +167,10 @@ def test_a_whole_average_reads_as_a_whole_number() -> None:
     assert Gemm(m=1.0, n=14336, k=4096).describe().startswith("GEMV 1×14336×4096")
     assert Gemm(m=0.25, n=14336, k=4096).describe().startswith("GEMM 0.25×14336")
     assert Elementwise(n=96.0).describe().startswith("elementwise n=96 ")
+
+
+@pytest.mark.parametrize("world", ["0", "1", "-3"])
+def test_every_too_small_world_is_told_one_rule(world: str) -> None:
+    """world=1 said 'at least 2' but world=0 'at least 1'."""
+    with pytest.raises(SpecError, match="must be at least 2 \\(ranks taking part\\)"):
+        parse_spec(f"allreduce 16M world={world}")
