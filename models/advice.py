@@ -16,7 +16,7 @@ from . import roofline
 from .dtypes import DTYPES, SCALE_GROUP, output_size, weight_scale_bytes, weight_size
 from .ops import Attention, Elementwise, FmaSweep, Gemm, Norm, Softmax
 from .paths import PATHS, matmul_ladder, path_for
-from .units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_intensity, fmt_time
+from .units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_intensity, fmt_percent, fmt_time
 
 # A CUDA kernel launch costs a few µs (tiny fp16 GEMMs on an H100 all took 4.5 µs in the
 # RealZST/llm-infra-notes measurements). Only the warnings use it, and say it is typical:
@@ -259,13 +259,13 @@ def _measured_warnings(a: "Analysis") -> list[str]:
     if m.fraction_of_roof > ABOVE_ROOF:
         if l2 and a.bytes <= l2 * 1.5 and a.level == "dram":
             out.append(
-                f"above the roof: by {100 * (m.fraction_of_roof - 1):.0f}%, the working set ({fmt_bytes(a.bytes)}) "
+                f"above the roof: by {fmt_percent(m.fraction_of_roof - 1, 0)}, the working set ({fmt_bytes(a.bytes)}) "
                 f"fits in L2 ({fmt_bytes(l2)}), so repeated calls read it from L2, not DRAM — the formula's Q "
                 "overstates DRAM traffic; flush L2 between calls or recount bytes with a profiler"
             )
         else:
             out.append(
-                f"above the roof: by {100 * (m.fraction_of_roof - 1):.0f}% — bytes under-counted, work removed by the "
+                f"above the roof: by {fmt_percent(m.fraction_of_roof - 1, 0)} — bytes under-counted, work removed by the "
                 "compiler, or a peak below the true one (dense vs sparse datasheet figures) — check the counting"
             )
     launch = a.launch_overhead or TYPICAL_LAUNCH_S
@@ -284,7 +284,7 @@ def _measured_warnings(a: "Analysis") -> list[str]:
     elif m.fraction_of_roof < 0.5:
         where = "compute" if a.regime == "compute" else "bandwidth"  # memory, comm, latency: the slope
         out.append(
-            f"far below the roof: at {100 * m.fraction_of_roof:.0f}%, the kernel is far from the {where} ceiling — "
+            f"far below the roof: at {fmt_percent(m.fraction_of_roof, 0)}, the kernel is far from the {where} ceiling — "
             "look outside the model: kernel choice for small M, alignment, padding, throttled clocks, gaps between "
             "kernels"
         )

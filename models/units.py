@@ -96,12 +96,39 @@ def fmt_number(x: float) -> str:
 
 
 def fmt_ratio(x: float) -> str:
-    """A ratio to 3 significant figures: ×1.39, ×12.3, ×605, ×605,000 (never ×604734.88)."""
+    """A ratio to 3 significant figures: ×1.39, ×12.3, ×605, ×605,000 (never ×604734.88); from a million
+    (an overcounted shape's speed-up) ×1.2e+30, not thirty digits."""
     if x is None or not math.isfinite(x):
         return "n/a"
     if abs(x) < 1000:
         return f"×{_sig(x, 3)}"
+    if abs(x) >= 1e6:
+        return f"×{x:.1e}"
     return f"×{float(f'{x:.3g}'):,.0f}"
+
+
+PERCENT_POWERS = 100.0  # a fraction this large (10⁴%, a hundred times a roof) is written as a power of ten
+
+
+def fmt_percent(fraction: float | None, decimals: int = 1) -> str:
+    """A fraction as a percentage, the one rule for a share, a fraction of a roof or of a link, MFU, and a
+    measured time explained: `decimals` places, below the last of them two significant digits (0.0021%); from 10⁴% — a
+    hundred times a roof, which no kernel reaches: an overcounted shape or a time too small to be one — as
+    1.7e+301%, and past any float as >1e+308%: never "inf%", nor the hundred digits of `f"{1e98:.1f}"`.
+    "" for none, "n/a" for NaN."""
+    if fraction is None:
+        return ""
+    if math.isnan(fraction):
+        return "n/a"
+    if math.isinf(fraction):
+        return ">1e+308%" if fraction > 0 else "<-1e+308%"
+    if abs(fraction) >= PERCENT_POWERS:  # the exponent moved by 2 by hand: 100 × 1.7e307 would overflow
+        mantissa, exponent = f"{fraction:.1e}".split("e")
+        return f"{mantissa}e{int(exponent) + 2:+03d}%"
+    p = 100 * fraction
+    if abs(p) < 10.0 ** -decimals:  # below the last place shown: two significant digits, not 0.0%
+        return f"{p:.2g}%"
+    return f"{p:.{decimals}f}%"
 
 
 def fmt_when(t: float | None, fmt: str = "%Y-%m-%d %H:%M", utc: bool = False) -> str:

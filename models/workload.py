@@ -27,6 +27,7 @@ from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
 from .trace import CpuOp, Trace, paused_gc
+from .units import fmt_percent
 
 UNATTRIBUTED = "(unattributed kernels)"
 GRAPH_REPLAY = "(CUDA graph replay)"
@@ -692,7 +693,7 @@ def roof_flags(w: Workload, program_threads: int | None = None) -> list[Flag]:
         why = ("far faster than any roof is off, so its W or Q is overcounted (a wrong recorded shape)"
                if ratio > IMPLAUSIBLE else f"faster than its roof, so the roof is low; {REMEASURE}")
         out.append(Flag(kind, subject, roof, c.value if c else None, roof_source(dev, roof), ratio,
-                        f"{what} ran at {100 * ratio:.0f}% of the {_roof_text(dev, roof)} roof of "
+                        f"{what} ran at {fmt_percent(ratio, 0)} of the {_roof_text(dev, roof)} roof of "
                         f"{roof_source(dev, roof)}: {why}"))
 
     for g in w.groups:
@@ -745,7 +746,7 @@ def flag_lines(flags: Sequence[Flag]) -> list[str]:
         value = "" if v is None else (f" {v / 1e12:.4g} TFLOP/s" if roof not in ("dram", "pcie", "nvlink", "l2", "l1")
                                       else f" {v / 1e9:.4g} GB/s")
         head = (f"{len(fs)} {what[kind]}{'s' if len(fs) > 1 else ''} ran above the {roof}{value} roof of "
-                f"{fs[0].source} (up to {100 * top:.0f}% of it: {names}{more})")
+                f"{fs[0].source} (up to {fmt_percent(top, 0)} of it: {names}{more})")
         if top > IMPLAUSIBLE:  # no roof is off by that much: the count is
             out.append(f"{head}: far faster than any roof is off, so W or Q is overcounted — a recorded shape "
                        "that is wrong, or an op whose model counts work its kernels did not do; check its shapes")

@@ -13,7 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from rooftop.models.safetext import safe_text as clean
-from rooftop.models.units import fmt_bytes, fmt_time
+from rooftop.models.units import fmt_bytes, fmt_percent, fmt_time
 from rooftop.tui.render.profile import op_name
 
 RANK_COLUMNS = ("rank", "step", "busy", "idle", "compute", "comm", "exposed", "MFU")
@@ -23,7 +23,7 @@ RANK_LEGEND = ("step = the median profiler step (the whole trace where it has no
 
 
 def _pct(x: float | None) -> str:
-    return "" if x is None else f"{100 * x:.1f}%" if x >= 0.001 else f"{100 * x:.2g}%"
+    return fmt_percent(x)
 
 
 def _t(x: Any) -> str:

@@ -14,6 +14,7 @@ from rooftop.models.units import (
     fmt_bytes,
     fmt_count,
     fmt_intensity,
+    fmt_percent,
     fmt_ratio,
     fmt_time,
 )
@@ -62,7 +63,7 @@ def llm_steps_table(steps: list) -> Group:
                (ms(floor) + ("*" if s.binds == "launch" else "")) if floor is not None else "—",
                f"{s.tokens_per_s:,.0f}"]
         if measured:
-            row += [ms(s.measured_s) if s.measured_s else "", f"{100 * s.explained:.0f}%" if s.measured_s else "",
+            row += [ms(s.measured_s) if s.measured_s else "", fmt_percent(s.explained, 0) if s.measured_s else "",
                     ms(s.measured_s - s.lower_bound_s) if s.measured_s else ""]
         else:
             row.append(ms(s.compute_s))

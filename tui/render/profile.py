@@ -16,7 +16,7 @@ from rich.text import Text
 
 from rooftop.models.catalog import UnknownDevice, lookup_device
 from rooftop.models.profile import DeviceProfile
-from rooftop.models.units import fmt_time
+from rooftop.models.units import fmt_percent, fmt_time
 from rooftop.models.workload import IMPLAUSIBLE
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, placed_on, profile_summary
@@ -27,7 +27,7 @@ TOP_OPS = 5
 
 def _pct(x: Any) -> str:
     """A stored share: "n/a" when the run holds none."""
-    return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "n/a"
+    return fmt_percent(x) if isinstance(x, (int, float)) else "n/a"
 
 
 def profile_device(run: Run, extra: dict[str, DeviceProfile] | None = None) -> DeviceProfile | None:
@@ -79,8 +79,8 @@ KERNEL_WIDTH = 60  # a kernel's short name in the text report (ROCm's Tensile na
 
 
 def share(x: float | None) -> str:
-    """A share of the span or of a roof as `rooftop profile` prints it ("" for none; 2 digits below 0.1%)."""
-    return "" if x is None else f"{100 * x:.1f}%" if x >= 0.001 else f"{100 * x:.2g}%"
+    """A share of the span or of a roof as `rooftop profile` prints it (units.fmt_percent's one rule)."""
+    return fmt_percent(x)
 
 
 def _drop_nested(text: str, open_: str, close: str) -> str:

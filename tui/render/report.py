@@ -26,6 +26,7 @@ from rooftop.models.units import (
     fmt_flops,
     fmt_flops_rate,
     fmt_intensity,
+    fmt_percent,
     fmt_ratio,
     fmt_time,
 )
@@ -183,7 +184,7 @@ def _devices_table(rows: list[Analysis]) -> Table:
     if any(a.measured for a in rows):
         row("measured t", lambda a: fmt_time(a.measured.time_s) if a.measured else "")
         row("  achieved", lambda a: f"{fmt_flops_rate(a.measured.achieved_flops)}, {fmt_bandwidth(a.measured.achieved_bandwidth)}" if a.measured else "")
-        row("  of roof", lambda a: f"{100 * a.measured.fraction_of_roof:.1f}%" if a.measured else "")
+        row("  of roof", lambda a: fmt_percent(a.measured.fraction_of_roof) if a.measured else "")
     return t
 
 

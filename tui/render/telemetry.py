@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from rooftop.models.units import fmt_percent
 from rooftop.tui.render.text import printable
 
 if TYPE_CHECKING:  # the sampler's types, for annotations only (render loads no probes)
@@ -42,7 +43,7 @@ def dram_text(g: "GpuSnapshot") -> str | None:
         return None
     text = f"DRAM {g.dram_bandwidth / 1e9:,.0f} GB/s"
     if g.dram_fraction_of_roof is not None:
-        text += f" = {100 * g.dram_fraction_of_roof:.0f}% of {roof_label(g.dram_roof_source)}"
+        text += f" = {fmt_percent(g.dram_fraction_of_roof, 0)} of {roof_label(g.dram_roof_source)}"
     return text
 
 

@@ -20,7 +20,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from rooftop.models.job import TOP_GROUPS
-from rooftop.models.units import fmt_time
+from rooftop.models.units import fmt_percent, fmt_time
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, profile_summary
@@ -39,7 +39,7 @@ RANKS = (Col("rank", "rank"), Col("step", "step", drop=3), Col("busy", "busy", d
 
 
 def _pct(x: Any) -> str:
-    return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else ""
+    return fmt_percent(x) if isinstance(x, (int, float)) else ""
 
 
 def run_row(run: Run) -> tuple[str | Text, ...]:

@@ -21,7 +21,7 @@ from rooftop.models.ops import BATCH_FIELDS, Attention, Op, batch_value, with_ba
 from rooftop.models.plotdata import intensity_span, point_series, roof_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import GRAMMARS, SpecError, parse_spec
-from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_time
+from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_percent, fmt_time
 from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, TextField, device_options, refresh_select, watch_app
 
 DEFAULT_SPEC = "gemv 8192 8192 bf16"  # a batch-1 decode GEMV: seed 001's starting point
@@ -63,7 +63,7 @@ def analysis_text(a: Analysis) -> Text:
     if a.measured:
         m = a.measured
         t.append(f"measured {fmt_time(m.time_s)}: {fmt_flops_rate(m.achieved_flops)}, "
-                 f"{fmt_bandwidth(m.achieved_bandwidth)} = {100 * m.fraction_of_roof:.1f}% of the roof\n", style="bold")
+                 f"{fmt_bandwidth(m.achieved_bandwidth)} = {fmt_percent(m.fraction_of_roof)} of the roof\n", style="bold")
     for line in a.advice:
         t.append(f"→ {line}\n")
     for line in a.warnings:
