@@ -411,7 +411,7 @@ def test_show_a_profile_as_profile_shows_it(tmp_path, capsys):
     [run] = json.loads(capsys.readouterr().out)
     assert main(["show", run["id"][:8], "--db", db]) == 0
     shown = capsys.readouterr().out
-    assert report in shown and "GB/s  memory" in shown and "TFLOP/s  memory" not in shown
+    assert report in shown and "GB/s memory" in shown and "TFLOP/s memory" not in shown
     assert main(["show", run["id"][:8], "--json", "--db", db]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["summary"] == own["summary"] and doc["notes"] == own["notes"]
@@ -517,22 +517,6 @@ def test_a_missing_trace_named_alone_is_no_such_file_as_with_trace(capsys, tmp_p
     assert capsys.readouterr().err == err
 
 
-def test_a_5000_tensor_list_is_a_few_lines_with_how_many_more(capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "100")
-    doc = json.loads(gzip.decompress(MI250.read_bytes()))
-    op = next(e for e in doc["traceEvents"] if e.get("name") == "aten::_foreach_add_")
-    op["args"]["Input Dims"] = [[[64, 64]] * 5000, [[64, 64]] * 5000]  # an optimizer step over 5000 params
-    p = tmp_path / "foreach.json"
-    p.write_text(json.dumps(doc))
-    assert main(["profile", str(p), "--no-save", "-d", "mi210"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    start = next(i for i, x in enumerate(lines) if "_foreach_add_ fp32" in x)
-    end = next(i for i in range(start, len(lines)) if "more shapes" in lines[i])
-    assert end - start < 6  # its row: a few lines, not 10,000 shapes
-    shown = " ".join(lines[start:end + 1]).count("64×64")
-    assert f"… {10_000 - shown:,} more shapes" in lines[end]
-
-
 def test_thousands_of_steps_list_the_first_and_a_count(capsys, tmp_path):
     doc = json.loads(gzip.decompress(MI250.read_bytes()))
     ev = doc["traceEvents"]
@@ -544,5 +528,6 @@ def test_thousands_of_steps_list_the_first_and_a_count(capsys, tmp_path):
     p.write_text(json.dumps(doc))
     assert main(["profile", str(p), "--no-save", "-d", "mi210"]) == 0
     out = capsys.readouterr().out
-    assert out.count("  ProfilerStep#") == 8 and "ProfilerStep#8: CPU" in out and "ProfilerStep#9:" not in out
+    steps = [line for line in out.splitlines() if line.startswith("  ProfilerStep#")]  # one line a step
+    assert [s.split()[0] for s in steps] == [f"ProfilerStep#{n}" for n in range(1, 9)]
     assert "… 2,992 more steps (3,000 in all; --json lists each)" in out

@@ -171,6 +171,14 @@ def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
                    **({} if top else {"default": argparse.SUPPRESS}))
 
 
+def add_wide_option(p: argparse.ArgumentParser) -> None:
+    """--wide on the commands that print a profile's tables: every row whole, however long (as `ps ww` and
+    `kubectl -o wide`); without it a row is one line cropped to the width (80 columns when piped)."""
+    p.add_argument("--wide", action="store_true",
+                   help="a profile's tables whole: op names, shapes and kernel names uncut, every column, one line "
+                        "a row however long (without it a row is cropped to the terminal, 80 columns when piped)")
+
+
 def _db_option(text: str) -> str:
     """argparse type of --db: a path; an empty one (an unset shell variable) is refused, not read as the default."""
     if not text.strip():

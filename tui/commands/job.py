@@ -258,10 +258,10 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
         print_json(doc)
         return 0
     console = make_console()
-    console.print(job_report(job.to_dict()))
+    console.print(job_report(job.to_dict(), args.wide), crop=not args.wide)
     console.print(Text(""))
     console.print(Text(f"rank {job.ranks[0].rank}'s op groups:", style="bold"))
-    console.print(profile_report(work, args.top))
+    console.print(profile_report(work, args.top, args.wide), crop=not args.wide)
     if run_id:
         sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
     return 0

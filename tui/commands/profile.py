@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from rooftop.models.safetext import safe_text
 from rooftop.probes.torchrun import is_torchrun
-from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option
+from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option, add_wide_option
 from rooftop.tui.commands.job import TRACE_SUFFIXES, is_job, profile_job, profile_torchrun
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.profile import TOP, profile_report
@@ -70,6 +70,7 @@ def add_profile_command(sub: Any) -> None:
     pr.add_argument("--top", type=int, default=TOP, metavar="N", help=f"op groups to list (default {TOP})")
     pr.add_argument("--json", action="store_true",
                     help="print one JSON object: ops and summary (SI units); the program's output goes to stderr")
+    add_wide_option(pr)
     pr.add_argument("--no-save", action="store_true", help="do not keep this profile in the store")
     add_db_option(pr)
     pr.add_argument("program", nargs=argparse.REMAINDER, help="-- python script.py ARGS… (the program to run)")
@@ -165,7 +166,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from rooftop.tui.render.report import make_console
 
     console = make_console()
-    console.print(profile_report(work, args.top))
+    console.print(profile_report(work, args.top, args.wide), crop=not args.wide)
     if run_id:
         sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
     return 0
@@ -307,7 +308,7 @@ def _ncu(args: argparse.Namespace) -> int:
     from rooftop.tui.render.profile import ncu_report
     from rooftop.tui.render.report import make_console
 
-    make_console().print(ncu_report(kernels, device, args.top))
+    make_console().print(ncu_report(kernels, device, args.top, args.wide), crop=not args.wide)
     return 0
 
 
@@ -348,5 +349,5 @@ def _compare(args: argparse.Namespace) -> int:
 
     from rooftop.tui.render.profile import compare_report
 
-    make_console().print(compare_report(ra, rb, split, diffs, args.top))
+    make_console().print(compare_report(ra, rb, split, diffs, args.top, args.wide), crop=not args.wide)
     return 0

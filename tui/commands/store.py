@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_count
-from rooftop.tui.commands.common import UsageError, add_db_option
+from rooftop.tui.commands.common import UsageError, add_db_option, add_wide_option
 from rooftop.tui.render.jsonout import dumps_json, print_json
 from rooftop.tui.services.context import NotAProfile, open_store, store_profiles
 
@@ -228,9 +228,9 @@ def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) ->
     if isinstance(job, dict) and job.get("ranks"):  # a distributed job's: its ranks first, as profile shows them
         from rooftop.tui.render.job import job_report
 
-        console.print(job_report(job))
+        console.print(job_report(job, args.wide), crop=not args.wide)
         console.print()
-    console.print(profile_report(work))
+    console.print(profile_report(work, wide=args.wide), crop=not args.wide)
     return True
 
 
@@ -366,6 +366,7 @@ def add_store_commands(sub: Any) -> None:
                     help=f"sample rows per page (default {SHOW_ROWS}); a larger run is counted per kernel above them")
     sh.add_argument("--page", type=_count_option, default=1, metavar="P", help="which page of samples (default 1)")
     sh.add_argument("--all", action="store_true", help="list every sample (slow for a run of many thousands)")
+    add_wide_option(sh)
     add_db_option(sh)
     sh.set_defaults(func=cmd_show)
 

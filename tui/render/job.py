@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from rooftop.models.safetext import safe_text as clean
 from rooftop.models.units import fmt_bytes, fmt_percent, fmt_time
+from rooftop.tui.render.fit import Col, FitRows
 from rooftop.tui.render.profile import op_name
 
 RANK_COLUMNS = ("rank", "step", "busy", "idle", "compute", "comm", "exposed", "MFU")
@@ -47,15 +48,15 @@ def rank_table(job: Mapping[str, Any]) -> Table:
     return t
 
 
-def straggler_lines(job: Mapping[str, Any]) -> list[Text]:
+def straggler_lines(job: Mapping[str, Any], wide: bool = False) -> list[Text]:
     s = job.get("straggler")
     if not s:
         return [Text("straggler: none (one rank read, or no rank above the median)")]
     out = [Text(f"straggler: rank {s['rank']}, its {s['metric']} time {_t(s['value_s'])} is {_t(s['by_s'])} "
                 f"({_pct(s.get('by_fraction'))}) above the median {_t(s['median_s'])}", style="bold")]
-    for g in s.get("groups") or ():
-        label = clean(str(g["op"]))
-        out.append(Text(f"  +{_t(g['excess_s'])}  {label[:72] + '…' if len(label) > 73 else label}"))
+    for g in s.get("groups") or ():  # one line each: a long op and its shapes end in "…" at the width (whole, wide)
+        out.append(Text(f"  +{_t(g['excess_s'])}  {clean(str(g['op']))}", no_wrap=True,
+                        overflow="ignore" if wide else "ellipsis"))
     return out
 
 
@@ -73,17 +74,16 @@ def collective_rows(job: Mapping[str, Any]) -> list[dict[str, str]]:
             for c in job.get("collectives") or ()]
 
 
-def collectives_table(job: Mapping[str, Any]) -> Table:
-    """The collectives' rows; columns with nothing in them are left out."""
+COLLECTIVE_COLS = (Col("collective", "left", text=True, least=14), Col("size"), Col("ranks", drop=5),
+                   Col("calls", drop=2), Col("time"), Col("wait", drop=3), Col("algbw", drop=1), Col("busbw"),
+                   Col("link", "left"), Col("of link"), Col("α-β", drop=4))
+
+
+def collectives_table(job: Mapping[str, Any], wide: bool = False) -> FitRows:
+    """The collectives' rows, one line each; columns with nothing in them are left out, and at 80 columns
+    the least needed (said below the table) rather than cut mid-figure; every one with `wide`."""
     rows = collective_rows(job)
-    cols = [c for c in rows[0] if any(r[c] for r in rows)] if rows else []
-    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("collective", "link") else "right", no_wrap=True,
-                     min_width=max(len(c), *(len(r[c]) for r in rows)))
-    for r in rows:
-        t.add_row(*(r[c] for c in cols))
-    return t
+    return FitRows(COLLECTIVE_COLS, [[r[c.header] for c in COLLECTIVE_COLS] for r in rows], wide)
 
 
 def job_head(job: Mapping[str, Any]) -> Text:
@@ -93,7 +93,7 @@ def job_head(job: Mapping[str, Any]) -> Text:
                 style="bold")
 
 
-def collective_notes(job: Mapping[str, Any]) -> list[Text]:
+def collective_notes(job: Mapping[str, Any], wide: bool = False) -> list[Any]:
     """Where each link's roof came from, why each group is on its link, and what wait and α-β mean."""
     colls = job.get("collectives") or ()
     if not colls:
@@ -111,13 +111,13 @@ def collective_notes(job: Mapping[str, Any]) -> list[Text]:
                      "aligned starts); α-β = the expected time of one call at that size"
                      + (" (α = 0 where no `rooftop comm` run of this backend measured one)" if no_alpha else "") + ".",
                      style="dim"))
-    return [out[0], collectives_table(job), *tail]
+    return [out[0], collectives_table(job, wide), *tail]
 
 
-def job_report(job: Mapping[str, Any]) -> Group:
+def job_report(job: Mapping[str, Any], wide: bool = False) -> Group:
     parts: list[Any] = [job_head(job), Text(""), rank_table(job), Text(RANK_LEGEND, style="dim"), Text(""),
-                        *straggler_lines(job)]
-    notes = collective_notes(job)
+                        *straggler_lines(job, wide)]
+    notes = collective_notes(job, wide)
     if notes:
         parts += [Text(""), *notes]
     return Group(*parts)

@@ -11,7 +11,6 @@ import re
 from typing import Any, Mapping, Sequence
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from rooftop.models.catalog import UnknownDevice, lookup_device
@@ -20,6 +19,8 @@ from rooftop.models.units import fmt_percent, fmt_time
 from rooftop.models.workload import IMPLAUSIBLE
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, placed_on, profile_summary
+from rooftop.tui.render.fit import Col, FitRows
+from rooftop.tui.render.report import Prose
 from rooftop.tui.render.text import clean
 
 TOP_OPS = 5
@@ -130,6 +131,13 @@ def shapes_brief(text: str, limit: int = SHAPES_CHARS) -> str:
     return f"{text[:cut]} … {n:,} more shape{'s' if n != 1 else ''}" if n else text[:cut] + " …"
 
 
+def intensity_text(i: float | None) -> str:
+    """An op group's I in a table: 3 significant digits, whole from 1000 (4460, not 4.46e+03: 4 cells fewer)."""
+    if i is None:
+        return ""
+    return "inf" if i == float("inf") else f"{i:.0f}" if abs(i) >= 1000 else f"{i:.3g}"
+
+
 def achieved_text(g: Any) -> str:
     """What the group achieved on its limiting resource: B/s when memory-bound, FLOP/s otherwise."""
     from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
@@ -141,23 +149,23 @@ def achieved_text(g: Any) -> str:
     return fmt_bandwidth(g.achieved_bandwidth) if g.bytes > 0 else ""
 
 
-def ops_table(work: Any, top: int = TOP) -> Table:
+OPS_COLS = (Col("share"), Col("time"), Col("calls", drop=3), Col("op dtype shapes", "left", text=True),
+            Col("I", drop=4), Col("achieved", drop=2), Col("regime", "left", drop=1), Col("of roof"))
+
+
+def ops_table(work: Any, top: int = TOP, wide: bool = False) -> FitRows:
     """The op groups, memcpy / memset and the overlap of streams by share of the span, with the idle time as a
-    row of its own: each row's share is its time alone on the device, so the shares add up to 100%."""
+    row of its own: each row's share is its time alone on the device, so the shares add up to 100%. One line
+    per row: the op's name and shapes are cropped to the width (whole with `wide`)."""
     from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
 
-    t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("share", "right"), ("time", "right"), ("calls", "right"), ("op dtype shapes", "left"),
-                      ("I", "right"), ("achieved", "right"), ("regime", "left"), ("of roof", "right")):
-        t.add_column(col, justify=just, no_wrap=col != "op dtype shapes", overflow="fold",
-                     ratio=1 if col == "op dtype shapes" else None)
     span = work.span_s or 1.0
     rows: list[tuple[float, list[Any]]] = []
     rows.append((work.idle_s, [share(work.idle_s / span), fmt_time(work.idle_s), "", Text("idle time", style="bold"),
                                "", "", "", ""]))
     if work.overlap_s > 0:
         rows.append((work.overlap_s, [share(work.overlap_s / span), fmt_time(work.overlap_s), "",
-                                      Text("overlap (two or more streams at once)", style="bold"), "", "", "", ""]))
+                                      Text("overlap of streams", style="bold"), "", "", "", ""]))
     for x in work.transfers:
         label = f"{x.label} {fmt_bytes(x.bytes)}" if x.bytes else x.label
         rows.append((x.alone_s, [share(x.alone_s / span), fmt_time(x.time_s), str(x.calls), Text(label),
@@ -169,11 +177,9 @@ def ops_table(work: Any, top: int = TOP) -> Table:
         roof = share(g.fraction_of_roof) + (" !" if g.op in flagged and (g.fraction_of_roof or 0) > 1.1 else "")
         rows.append((g.alone_s, [
             share(g.alone_s / span), fmt_time(g.time_s), str(g.calls), Text(op_label(g)),
-            "" if i is None else ("inf" if i == float("inf") else f"{i:.3g}"), achieved_text(g), g.regime, roof,
+            intensity_text(i), achieved_text(g), g.regime, roof,
         ]))
-    for _, r in sorted(rows, key=lambda x: -x[0]):
-        t.add_row(*r)
-    return t
+    return FitRows(OPS_COLS, [r for _, r in sorted(rows, key=lambda x: -x[0])], wide=wide)
 
 
 IDLE_LEGEND = ("host wait: the CPU issued the next kernel only after the device went idle (busy in that op, in "
@@ -181,8 +187,12 @@ IDLE_LEGEND = ("host wait: the CPU issued the next kernel only after the device 
                "waiting on another stream or an event")
 
 
-def idle_lines(work: Any) -> list[Text]:
-    """The idle time by cause (host wait, kernel wait, other), largest first."""
+IDLE_COLS = (Col("share"), Col("time"), Col("cause", "left"), Col("", "left", text=True), Col("gaps", "left"))
+
+
+def idle_lines(work: Any, wide: bool = False) -> list[Any]:
+    """The idle time by cause (host wait, kernel wait, other), largest first: one line each, the cause's
+    name cropped to the width."""
     from rooftop.models.units import fmt_time
 
     if not work.idle_causes:
@@ -192,18 +202,19 @@ def idle_lines(work: Any) -> list[Text]:
     for c in work.idle_causes:
         by[c.category] = by.get(c.category, 0.0) + c.time_s
     head = ", ".join(f"{k} {fmt_time(v)}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
-    out = [Text(f"idle time by cause: {head}", style="bold")]
-    for c in work.idle_causes[:8]:
-        out.append(Text(f"  {share(c.time_s / span):>6} {fmt_time(c.time_s):>9}  {c.category:<11} {clean(c.cause)} "
-                        f"({c.gaps} gap{'s' if c.gaps != 1 else ''})"))
-    out.append(Text(IDLE_LEGEND, style="dim"))
-    return out
+    rows = [(share(c.time_s / span), fmt_time(c.time_s), c.category, clean(c.cause),
+             f"({c.gaps} gap{'s' if c.gaps != 1 else ''})") for c in work.idle_causes[:8]]
+    return [Prose(f"idle time by cause: {head}", style="bold"), FitRows(IDLE_COLS, rows, wide, header=False, indent=2),
+            Prose(IDLE_LEGEND, style="dim")]
 
 
-def kernel_lines(work: Any, n: int = 5) -> list[Any]:
-    """The top kernels by time: name, calls, time, achieved FLOP/s and GB/s (W and Q from their ops), as a
-    table whose name column gives way first, so a narrow terminal crops a long name instead of wrapping
-    the figures onto the next line."""
+KERNEL_COLS = (Col("time"), Col("calls", "left"), Col("kernel", "left", text=True, least=8, most=KERNEL_WIDTH),
+               Col("achieved", "left"))
+
+
+def kernel_lines(work: Any, n: int = 5, wide: bool = False) -> list[Any]:
+    """The top kernels by time: name, calls, time, achieved FLOP/s and GB/s (W and Q from their ops), one line
+    each: a narrow terminal crops a long name instead of wrapping the figures onto the next line."""
     from rooftop.models.units import fmt_bandwidth, fmt_flops_rate, fmt_time
 
     if not work.top_kernels:
@@ -213,33 +224,24 @@ def kernel_lines(work: Any, n: int = 5) -> list[Any]:
         rate = ", ".join(x for x in (fmt_flops_rate(k.achieved_flops) if k.flops else "",
                                      fmt_bandwidth(k.achieved_bandwidth) if k.bytes else "") if x)
         rows.append((fmt_time(k.time_s), f"×{k.calls}", short_kernel(k.name), rate))
-    def width(j: int) -> int:
-        return max(len(r[j]) for r in rows)
-
-    t = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1, 0, 0))
-    t.add_column(justify="right", no_wrap=True, min_width=width(0) + 2)  # the figures keep their width;
-    t.add_column(no_wrap=True, min_width=width(1))
-    t.add_column(overflow="ellipsis", max_width=KERNEL_WIDTH, min_width=8)  # the name gives way (cropped)
-    t.add_column(no_wrap=True, min_width=width(3))
-    for r in rows:
-        t.add_row(*r)
-    return [Text("top kernels (W and Q from the ops that launched them):", style="bold"), t]
+    return [Text("top kernels (W and Q from the ops that launched them):", style="bold"),
+            FitRows(KERNEL_COLS, rows, wide, header=False, indent=2)]
 
 
 STEP_LINES = 8  # steps listed one per line; a trace of thousands of steps says how many more
+STEP_COLS = (Col("step", "left", text=True), Col("CPU"), Col("kernels", drop=1), Col("busy"), Col("span"),
+             Col("idle"))
 
 
-def step_lines(work: Any) -> list[Text]:
-    """The first STEP_LINES profiler steps: CPU time, kernels, busy and idle; then how many more."""
+def step_lines(work: Any, wide: bool = False) -> list[Any]:
+    """The first STEP_LINES profiler steps, one line each: CPU time, kernels, busy and idle; then how many more."""
     from rooftop.models.units import fmt_time
 
     if not work.steps:
         return []
-    out = [Text("per step:", style="bold")]
-    for s in work.steps[:STEP_LINES]:
-        what = f"{s.kernels} kernels, busy" if work.on_device else "busy"
-        out.append(Text(f"  {clean(s.name)}: CPU {fmt_time(s.cpu_s)}; {what} {fmt_time(s.busy_s)} of "
-                        f"{fmt_time(s.span_s)}, idle {fmt_time(s.idle_s)}"))
+    rows = [(clean(s.name), fmt_time(s.cpu_s), str(s.kernels) if work.on_device else "", fmt_time(s.busy_s),
+             fmt_time(s.span_s), fmt_time(s.idle_s)) for s in work.steps[:STEP_LINES]]
+    out: list[Any] = [Text("per step:", style="bold"), FitRows(STEP_COLS, rows, wide, indent=2)]
     more = len(work.steps) - STEP_LINES
     if more > 0:
         out.append(Text(f"  … {more:,} more step{'s' if more != 1 else ''} ({len(work.steps):,} in all; "
@@ -306,19 +308,27 @@ def split_lines(work: Any) -> list[Text]:
     return lines
 
 
-def profile_report(work: Any, top: int = TOP) -> Group:
+def profile_report(work: Any, top: int = TOP, wide: bool = False) -> Group:
+    """`rooftop profile`'s report: the op groups, idle causes, top kernels and steps (one line a row; whole with
+    `wide`, to print with crop=False), then the step split and MFU."""
     head = Text(f"{clean(work.device_name) or ('CPU program' if not work.on_device else 'GPU program')} on the "
                 f"roofs of {work.device.id} ({work.device.name})", style="bold")
-    extra = [x for part in (idle_lines(work), kernel_lines(work), step_lines(work)) if part for x in (Text(""), *part)]
-    return Group(head, Text(""), ops_table(work, top), *extra, Text(""), *split_lines(work))
+    parts = (idle_lines(work, wide), kernel_lines(work, wide=wide), step_lines(work, wide))
+    extra = [x for part in parts if part for x in (Text(""), *part)]
+    prose = (Prose(line) for line in split_lines(work))  # a value keeps its unit on its line ("13.8" over "ms")
+    return Group(Prose(head), Text(""), ops_table(work, top, wide), *extra, Text(""), *prose)
 
 
-def ncu_report(kernels: Sequence[Any], device: Any, top: int) -> Group:
+NCU_COLS = (Col("kernel", "left", text=True, least=16), Col("time"), Col("DRAM"), Col("L2→SM", drop=1),
+            Col("tensor W"), Col("I dram"), Col("DRAM B/s"), Col("roof"))
+
+
+def ncu_report(kernels: Sequence[Any], device: Any, top: int, wide: bool = False) -> Group:
     """Nsight Compute's kernels on the roofs of `device`: measured bytes per level, tensor work, the DRAM roof's
-    share; the `top` longest (a table of 100k kernels helps no one: --json has them all)."""
+    share; the `top` longest (a table of 100k kernels helps no one: --json has them all). One line a kernel: its
+    name gives way to the figures (whole with `wide`)."""
     from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_time
 
-    cols = ("kernel", "time", "DRAM", "L2→SM", "tensor W", "I dram", "DRAM B/s", "roof")
     shown = sorted(kernels, key=lambda k: -k.time_s)[: max(top, 1)]
     rows = []
     for k in shown:
@@ -331,14 +341,7 @@ def ncu_report(kernels: Sequence[Any], device: Any, top: int) -> Group:
             f"{d['intensity']:.3g}" if d.get("intensity") else "",
             fmt_bandwidth(d.get("achieved_bandwidth", 0.0)) if d else "", share(d.get("fraction_of_roof")),
         ])
-    t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
-    for j, col in enumerate(cols):
-        if col == "kernel":
-            t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=16)
-        else:  # numbers are never squeezed: the kernel's name gives way
-            t.add_column(col, justify="right", no_wrap=True, min_width=max(len(col), *(len(r[j]) for r in rows)))
-    for r in rows:
-        t.add_row(Text(r[0]), *r[1:])
+    t = FitRows(NCU_COLS, rows, wide)
     return Group(
         Text(f"{len(kernels)} kernels from Nsight Compute, on the roofs of {device.id}"
              + (f"; the {len(shown)} longest (--top N, or --json for all)" if len(shown) < len(kernels) else ""),
@@ -350,8 +353,13 @@ def ncu_report(kernels: Sequence[Any], device: Any, top: int) -> Group:
     )
 
 
-def compare_report(ra: Any, rb: Any, split: dict[str, Any], diffs: Sequence[Any], top: int) -> Group:
-    """Two stored profiles side by side: the step split, then each op group's time in A and in B."""
+COMPARE_COLS = (Col("op dtype shapes", "left", text=True), Col("A"), Col("B"), Col("B / A"))
+
+
+def compare_report(ra: Any, rb: Any, split: dict[str, Any], diffs: Sequence[Any], top: int,
+                   wide: bool = False) -> Group:
+    """Two stored profiles side by side: the step split, then each op group's time in A and in B (one line
+    each, the op cropped to the width; whole with `wide`)."""
     from rooftop.models.units import fmt_ratio, fmt_time
     from rooftop.models.workload import OpGroup
 
@@ -361,15 +369,11 @@ def compare_report(ra: Any, rb: Any, split: dict[str, Any], diffs: Sequence[Any]
             return "n/a"
         return f"{fmt(a)} → {fmt(b)}" + (f" ({fmt_ratio(b / a)})" if a else "")
 
-    t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("op dtype shapes", "left"), ("A", "right"), ("B", "right"), ("B / A", "right")):
-        t.add_column(col, justify=just, no_wrap=col != "op dtype shapes", overflow="fold",
-                     ratio=1 if col == "op dtype shapes" else None)
-    for d in diffs[:top]:
-        label = op_label(OpGroup(op=d.op, shapes=d.shapes, dtype=d.dtype, model="", path="", counting=""))
-        t.add_row(Text(label), fmt_time(d.time_a_s) if d.time_a_s is not None else "—",
-                  fmt_time(d.time_b_s) if d.time_b_s is not None else "—",
-                  fmt_ratio(d.ratio) if d.ratio is not None else "")
+    rows = [(op_label(OpGroup(op=d.op, shapes=d.shapes, dtype=d.dtype, model="", path="", counting="")),
+             fmt_time(d.time_a_s) if d.time_a_s is not None else "—",
+             fmt_time(d.time_b_s) if d.time_b_s is not None else "—",
+             fmt_ratio(d.ratio) if d.ratio is not None else "") for d in diffs[:top]]
+    t = FitRows(COMPARE_COLS, rows, wide)
     return Group(
         Text(f"A = run {ra.label} ({clean(ra.device_name)}), B = run {rb.label} ({clean(rb.device_name)})", style="bold"),
         Text(f"span {both('span_s', fmt_time)}; busy {both('device_busy_s', fmt_time)}; "

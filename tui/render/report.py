@@ -3,6 +3,7 @@ charts, the console), analyses, the device catalog, comparisons (rich)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import IO, Any, Iterator, Sequence
@@ -309,12 +310,15 @@ def trimmed(text: str) -> str:
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A console for the reports; piped or redirected, its lines carry no trailing spaces."""
+    """A console for the reports, as wide as the terminal or COLUMNS; piped or redirected (no terminal to
+    fit), FALLBACK_WIDTH, whatever the terminal beside it (Rich asked stdin's: `| less` in a 200-column pane gave
+    200-column files), and its lines carry no trailing spaces."""
     out = sys.stderr if stderr else sys.stdout
     tty = getattr(out, "isatty", lambda: False)()
+    columns = os.environ.get("COLUMNS", "")
     # no markup, no emoji codes: a stored name like "[/bold]" or ":x:" is printed as it is
     console = Console(file=None if tty else TrimmedLines(out), stderr=stderr, highlight=False, soft_wrap=False,
-                      markup=False, emoji=False)
+                      markup=False, emoji=False, width=None if tty or columns.isdigit() else FALLBACK_WIDTH)
     if console.width < MIN_WIDTH:  # COLUMNS=0 printed nothing at all, COLUMNS=1 a letter a line
         console.width = FALLBACK_WIDTH
     return console

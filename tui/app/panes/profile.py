@@ -62,7 +62,7 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
     first): each row's share is its time alone on the device, so they add up to 100%."""
     from rooftop.models.units import fmt_bytes
     from rooftop.models.workload import OpGroup
-    from rooftop.tui.render.profile import op_label
+    from rooftop.tui.render.profile import intensity_text, op_label
 
     s = profile_summary(run)
     span = s.get("span_s") or 0.0
@@ -74,7 +74,7 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
     overlap = _num((more.get("overlap") or {}).get("time_s"))
     if overlap > 0:
         rows.append((overlap, (_pct(overlap / span if span else None), fmt_time(overlap), "",
-                               Text("overlap (streams at once)", style="bold"), "", "", "")))
+                               Text("overlap of streams", style="bold"), "", "", "")))
     for x in more.get("transfers") or ():
         if not isinstance(x, dict):
             continue
@@ -90,7 +90,7 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
         label = op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
                                  dtype=str(g.get("dtype", "")), model="", path="", counting=""))
         rows.append((alone, (_pct(alone / span if span else None), fmt_time(t), str(g.get("calls", "")), Text(label),
-                             f"{i:.3g}" if isinstance(i, (int, float)) else "", str(g.get("regime", "")),
+                             intensity_text(i) if isinstance(i, (int, float)) else "", str(g.get("regime", "")),
                              _pct(g.get("fraction_of_roof")))))
     return [(None, r) for _, r in sorted(rows, key=lambda x: -x[0])]
 
@@ -273,10 +273,7 @@ def job_text(job: dict[str, Any]) -> Group:
     links, and in `rooftop show` / `--json`)."""
     from rooftop.tui.render.job import job_head, straggler_lines
 
-    head, *groups = straggler_lines(job)
-    for line in groups:  # an op group's line is cut at the pane's edge, not wrapped under the table's rows
-        line.no_wrap, line.overflow = True, "ellipsis"
-    return Group(job_head(job), head, *groups)
+    return Group(job_head(job), *straggler_lines(job))  # an op group's line ends in "…" at the pane's edge
 
 
 def split_text(run: Run) -> Text:
