@@ -60,11 +60,11 @@ def test_op_measured_in_1e_300_ms_is_above_the_roof_not_inf(capsys: pytest.Captu
 
 
 def test_op_measured_far_below_a_launch_keeps_a_short_figure(capsys: pytest.CaptureFixture[str]) -> None:
-    """1e-290 ms: the fraction is finite (1.7e+286), printed as its power of ten, not 287 digits."""
+    """1e-290 ms: the fraction is finite (1.1e+288), printed as its power of ten, not 290 digits."""
     assert main(["op", "gemv", "4096", "4096", "bf16", "-d", "h100", "--measured-ms", "1e-290"]) == 0
     out = capsys.readouterr().out
     (roof,) = [line for line in out.splitlines() if line.strip().startswith("of roof")]
-    assert re.fullmatch(r"\d\.\de\+\d{3}%", roof.split()[-1]), roof
+    assert roof.split()[-1] == "1.1e+290%", roof
     assert not LONG_NUMBER.search(out)
 
 
