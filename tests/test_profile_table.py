@@ -234,6 +234,8 @@ def test_compare_of_two_kept_profiles_is_one_line_per_op_group(training: Path, t
     doc = json.loads(run(["profile", "--compare", a, b, "--db", db, "--json"], capsys))
     assert len(table) == 1 + len(doc["ops"])
     one_line_each(table[1:], [label(d) for d in doc["ops"]])
+    wide = block(run(["profile", "--compare", a, b, "--db", db, "--wide"], capsys), "op dtype shapes")
+    assert [r.split("  ")[0] for r in wide[1:]] == [label(d) for d in doc["ops"]]  # each whole, on its line
 
 
 def test_a_job_reports_straggler_and_collectives_one_line_each(piped: None,
