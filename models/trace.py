@@ -197,7 +197,6 @@ class Trace:
     device_props: Mapping[str, Any] = field(default_factory=dict)  # the first device's name, memory, SMs, …
     metadata: Mapping[str, Any] = field(default_factory=dict)
     host_calls: tuple[HostCall, ...] = ()  # syncs and memcpy / memset calls, by start
-    launch_s: float | None = None  # the median duration of a kernel launch call (the CPU's cost per launch)
     gpu_evidence: bool = False  # runtime calls, device properties or GPU ranges: a GPU program even with 0 kernels
     cpu_threads: int | None = None  # the program's torch threads, when the trace says
     warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted
@@ -453,7 +452,6 @@ def _parse_trace(data: Any) -> Trace:
     host: list[tuple] = []  # (pid, tid, ts, dur, name, kind)
     flows: list[tuple] = []  # (is the start, flow id, pid, tid, ts): made into look-ups only if a kernel needs them
     steps: list[tuple[float, float, str]] = []
-    launch_durs: list[float] = []
     names: dict[str, str] = {}
     gpu_evidence = False
     comms: list[CommCall] = []
@@ -545,9 +543,9 @@ def _parse_trace(data: Any) -> Trace:
                 tid = _thread(tid)
             if corr is not None:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
-            if "Launch" in name:
-                launch_durs.append(dur)
-            elif "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
+            if "Launch" in name:  # a launch holds the CPU for its own cost only
+                continue
+            if "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
                 host.append((pid, tid, ts, dur, name, "sync"))
             elif "emcpy" in name or "emset" in name:  # cudaMemcpyAsync, hipMemsetAsync, cuMemcpyDtoH, …
                 host.append((pid, tid, ts, dur, name, "copy"))
@@ -613,7 +611,6 @@ def _parse_trace(data: Any) -> Trace:
         links.append(_link(ops, by_ext, threads, op_thread, ext, at))
     host_calls = tuple(sorted((HostCall(name, ts * US, dur * US, kind, _enclosing_name(ops, threads, (pid, tid, ts)))
                                for pid, tid, ts, dur, name, kind in host), key=lambda h: h.ts))
-    launch_durs.sort()
     props, dev = _device_props(meta.get("deviceProperties"))
     threads_v = _id(meta.get("rooftop_cpu_threads"))
     return Trace(
@@ -621,7 +618,7 @@ def _parse_trace(data: Any) -> Trace:
         steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
         device_name=dev, device_props=props,
         metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
-        host_calls=host_calls, launch_s=launch_durs[len(launch_durs) // 2] * US if launch_durs else None,
+        host_calls=host_calls,
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=dict(meta["distributedInfo"]) if isinstance(meta.get("distributedInfo"), Mapping) else {},
