@@ -28,7 +28,7 @@ from .collectives import (
     rank_collectives,
 )
 from .commtrace import is_comm_op
-from .trace import Trace, union_length
+from .trace import US, Trace, union_length
 from .workload import Workload
 
 TOP_GROUPS = 40  # op groups kept per rank for the straggler's diff
@@ -57,6 +57,7 @@ class RankSummary:
     groups: Mapping[str, float] = field(default_factory=dict)  # compute op group → time, the largest TOP_GROUPS
     collectives: tuple[RankCollective, ...] = ()
     rows: tuple[Mapping[str, Any], ...] = ()  # those groups as the Profile tab lists them (ROW_KEYS), largest first
+    origin_us: float = 0.0  # the trace time (µs) the rank's times count from (rooftop.models.trace.Trace.origin_us)
 
     @property
     def idle_s(self) -> float:
@@ -104,7 +105,7 @@ def summarize(trace: Trace, work: Workload, rank: int, path: str) -> RankSummary
     return RankSummary(rank=rank, path=path, step_s=statistics.median(steps) if steps else trace.span_s,
                        span_s=trace.span_s, busy_s=work.busy_s, compute_s=compute_s, comm_s=comm_s,
                        comm_exposed_s=exposed_s, mfu=work.mfu, on_device=trace.on_device, groups=groups,
-                       collectives=tuple(colls), rows=rows)
+                       collectives=tuple(colls), rows=rows, origin_us=trace.origin_us)
 
 
 # -- alignment ---------------------------------------------------------------------------------------------------
@@ -134,7 +135,8 @@ class Alignment:
     """Each rank's clock offset to the reference rank, and each collective's wait for the slowest rank."""
 
     reference: int | None
-    offsets: Mapping[int, float]  # rank → seconds to add to its clock
+    offsets: Mapping[int, float]  # rank → seconds to add to its clock (its trace's, before its times were counted
+    # from its first event) to read the reference rank's
     matched: Mapping[int, int]  # rank → collectives matched with the reference's
     waits: Mapping[int, tuple[float | None, ...]]  # rank → per collective: wait for the slowest rank
 
@@ -162,7 +164,7 @@ def align(ranks: Sequence[RankSummary]) -> Alignment:
         if not pairs:
             continue
         off = statistics.median(ref.collectives[i].end - r.collectives[j].end for i, j in pairs)  # type: ignore[operator]
-        offsets[r.rank] = off
+        offsets[r.rank] = off + (ref.origin_us - r.origin_us) * US  # µs apart, exact, before the scale
         for i, j in pairs:
             c = r.collectives[j]
             if i in at and c.start is not None and c.end is not None:

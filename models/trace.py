@@ -21,11 +21,14 @@ What the events mean, across the formats in use (PyTorch 1.13 … 2.x, CUDA and 
   (older: `async_cpu_to_gpu`) flow from the launch to the kernel links them.
 - A CUDA-graph replay is one runtime call (cudaGraphLaunch) issuing many
   kernels that belong to no op of this trace: their time is kept apart.
-Times are kept in seconds (the trace counts microseconds). Events with times
-that are not finite, non-negative numbers are skipped and counted, as are exact
-copies of an event (a trace written twice) and device activities a gap of over
-100× the rest's span sets apart (a wrong timestamp); shapes that are not lists
-of non-negative integers are dropped (the op keeps its time).
+Times are kept in seconds (the trace counts microseconds) from the trace's
+first event (`Trace.origin_us`): a trace stamped in µs since 1970 would lose a
+quarter of a µs per time as seconds since then, and hundreds of µs over its
+gaps. Events with times that are not finite, non-negative numbers are skipped
+and counted, as are exact copies of an event (a trace written twice) and device
+activities a gap of over 100× the rest's span sets apart (a wrong timestamp);
+shapes that are not lists of non-negative integers are dropped (the op keeps
+its time).
 """
 
 from __future__ import annotations
@@ -197,6 +200,7 @@ class Trace:
     device_props: Mapping[str, Any] = field(default_factory=dict)  # the first device's name, memory, SMs, …
     metadata: Mapping[str, Any] = field(default_factory=dict)
     host_calls: tuple[HostCall, ...] = ()  # syncs and memcpy / memset calls, by start
+    origin_us: float = 0.0  # the trace time (µs) its times count from: its first event's
     gpu_evidence: bool = False  # runtime calls, device properties or GPU ranges: a GPU program even with 0 kernels
     cpu_threads: int | None = None  # the program's torch threads, when the trace says
     warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted
@@ -452,6 +456,7 @@ def _parse_trace(data: Any) -> Trace:
     host: list[tuple] = []  # (pid, tid, ts, dur, name, kind)
     flows: list[tuple] = []  # (is the start, flow id, pid, tid, ts): made into look-ups only if a kernel needs them
     steps: list[tuple[float, float, str]] = []
+    base: float | None = None  # the first event's time, µs: every time is kept from it
     names: dict[str, str] = {}
     gpu_evidence = False
     comms: list[CommCall] = []
@@ -476,6 +481,9 @@ def _parse_trace(data: Any) -> Trace:
                 if ts.__class__ is not float:
                     ts = _time(ts)
                 if ts is not None and (fid.__class__ is int or fid.__class__ is str):
+                    if base is None:
+                        base = ts
+                    ts -= base
                     if pid.__class__ is not int:
                         pid = _thread(pid)
                     if tid.__class__ is not int:
@@ -498,6 +506,9 @@ def _parse_trace(data: Any) -> Trace:
         if ts is None or dur is None or dur < 0:
             counts.add("skipped: a time (ts, dur) that is missing, not finite or negative", _where(i, name))
             continue
+        if base is None:
+            base = ts
+        ts -= base
         a = e.args or empty_args
         name = names.setdefault(name, name)
         if (kind == "op" or kind == "annotation") and name.startswith(COMM_NAMES) and \
@@ -618,7 +629,7 @@ def _parse_trace(data: Any) -> Trace:
         steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
         device_name=dev, device_props=props,
         metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
-        host_calls=host_calls,
+        host_calls=host_calls, origin_us=base or 0.0,
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=dict(meta["distributedInfo"]) if isinstance(meta.get("distributedInfo"), Mapping) else {},

@@ -595,3 +595,29 @@ def test_a_collective_no_other_rank_recorded_waits_for_nobody(sampled):
     [row] = [x for x in lines if x.startswith("allreduce") and "103 MiB" in x]
     time_end, wait_end = head.index(" time ") + 5, head.index(" wait ") + 5  # right-aligned columns
     assert row[:time_end].endswith("47.7 ms") and row[time_end:wait_end].strip() == ""  # its time, no wait
+
+
+def test_clock_offsets_stay_in_the_traces_own_clocks_when_times_count_from_each_first_event():
+    """Each trace's times count from its first event (µs since 1970 lose precision as seconds); the clock offset
+    between two ranks is still the one between their traces' clocks: rank 1's trace stamped 7 s later is 7 s
+    further off, with the same waits."""
+    from rooftop.models.catalog import lookup_device
+    from rooftop.models.job import summarize
+    from rooftop.models.trace import parse_trace
+    from rooftop.models.workload import build_workload
+
+    def rank(doc_or_path, r):
+        t = load_trace(doc_or_path) if isinstance(doc_or_path, Path) else parse_trace(doc_or_path)
+        return summarize(t, build_workload(t, lookup_device("a100")), r, f"r{r}")
+
+    doc = json.loads(gzip.decompress(RANK1.read_bytes()))
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] += 7_000_000
+    r0 = rank(RANK0, 0)
+    before, after = align([r0, rank(RANK1, 1)]), align([r0, rank(doc, 1)])
+    assert before.matched[1] >= 5
+    assert after.offsets[1] - before.offsets[1] == pytest.approx(-7.0, abs=1e-9)
+    assert after.waits == before.waits
+    first = min(e["ts"] for e in raw_events(RANK1) if e.get("ph") == "X")
+    assert abs(before.offsets[1]) < 1.0 and first > 1.6e15  # one job's clocks: within a second, in µs since 1970

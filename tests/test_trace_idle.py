@@ -228,3 +228,33 @@ def test_back_to_back_queued_kernels_under_a_long_device_sync_are_kernel_wait():
     w = build_workload(t, lookup_device("h200"))
     assert [c.category for c in w.idle_causes] == ["kernel wait"] and w.idle_s == pytest.approx(got[0].time_s)
 
+
+# -- times kept from the trace's first event ----------------------------------------------------------------------
+
+
+EPOCH_US = 1682725898236567  # a real trace's first time: µs since 1970 (trace_filter_sampled_rank-0)
+
+
+def _epoch_trace(start_us: float, n: int = 3000):
+    """n kernels of 1.4 µs every 4 µs, queued: the gaps are (n − 1) × 2.6 µs exactly."""
+    ev = []
+    for i in range(n):
+        ev.append(_ev("cuda_runtime", "cudaLaunchKernel", start_us + i * 0.2, 0.1, correlation=i + 1))
+        ev.append(_ev("kernel", "k", start_us + 1000 + i * 4, 1.4, correlation=i + 1))
+    return parse_trace({"traceEvents": ev})
+
+
+def test_an_epoch_stamped_trace_loses_no_time():
+    """A trace stamped in µs since 1970: as seconds since then each time is a quarter-µs step, and the gaps of
+    3000 kernels summed lost over 0.1 ms. Kept from the trace's first event, they are exact."""
+    n = 3000
+    exact = (n - 1) * 2.6e-6
+    epoch, zero = _epoch_trace(EPOCH_US, n), _epoch_trace(0.0, n)
+    for t in (epoch, zero):
+        causes = idle_causes(t)
+        assert sum(c.time_s for c in causes) == pytest.approx(exact, abs=1e-10)  # was 91 µs short
+        assert [(c.cause, c.gaps) for c in causes] == [("launch overhead", n - 1)]
+        w = build_workload(t, lookup_device("h200"))
+        assert w.idle_s == pytest.approx(exact, abs=1e-10) and w.busy_s == pytest.approx(n * 1.4e-6, abs=1e-10)
+        assert t.span_s == pytest.approx((n - 1) * 4e-6 + 1.4e-6, abs=1e-12)
+    assert epoch.origin_us == EPOCH_US and epoch.kernels[0].ts == pytest.approx(1000e-6, abs=1e-12)
