@@ -46,6 +46,7 @@ from typing import Any
 import msgspec
 
 from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
+from .safetext import clean, clean_tree
 
 US = 1e-6
 STEP_PREFIX = "ProfilerStep#"
@@ -323,7 +324,7 @@ def _dims(v: Any) -> list | None:
 def _strings(v: Any) -> tuple[str, ...] | None:
     if v.__class__ is not list or any(s.__class__ is not str for s in v):
         return None
-    return tuple(v)
+    return tuple(map(clean, v))
 
 
 _RAW_DECODE = msgspec.json.Decoder()
@@ -366,7 +367,8 @@ def shapes_of(dims_v: Any, types_v: Any, conc_v: Any, cache: dict) -> tuple | No
 
 
 def _thread(v: Any) -> Any:
-    return v if v.__class__ in (int, str) else str(v)
+    """A pid or tid as a key: an int as it is, anything else as text (read as the trace's names are)."""
+    return v if v.__class__ is int else clean(v if v.__class__ is str else str(v))
 
 
 class _Counts:
@@ -510,7 +512,10 @@ def _parse_trace(data: Any) -> Trace:
             base = ts
         ts -= base
         a = e.args or empty_args
-        name = names.setdefault(name, name)
+        got = names.get(name)
+        if got is None:  # a name seen first: kept once, without the controls a terminal would obey
+            got = names[name] = clean(name)
+        name = got
         if (kind == "op" or kind == "annotation") and name.startswith(COMM_NAMES) and \
                 (c := comm_call(kind, name, ts * US, dur * US, _thread(e.pid), _thread(e.tid), e.args)) is not None:
             comms.append(c)  # a collective: kept as one, and read on as an op (or annotation) as any other
@@ -607,7 +612,7 @@ def _parse_trace(data: Any) -> Trace:
             if b is not None and b < 0:
                 b = None
             if cat == "memcpy":
-                direction = mkind if isinstance(mkind, str) and mkind[:1].isalpha() and "to" in mkind else ""
+                direction = clean(mkind) if isinstance(mkind, str) and mkind[:1].isalpha() and "to" in mkind else ""
                 if not direction:
                     parts = name.split()
                     direction = parts[1] if len(parts) > 1 and "to" in parts[1] else "other"
@@ -628,11 +633,13 @@ def _parse_trace(data: Any) -> Trace:
         kernels=tuple(kernels), ops=tuple(ops), kernel_op=tuple(links), graph_kernels=frozenset(graph),
         steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
         device_name=dev, device_props=props,
-        metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
+        metadata={clean(str(k)): clean(v) if isinstance(v, str) else v for k, v in meta.items()
+                  if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
         host_calls=host_calls, origin_us=base or 0.0,
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
-        distributed=dict(meta["distributedInfo"]) if isinstance(meta.get("distributedInfo"), Mapping) else {},
+        distributed=clean_tree(dict(meta["distributedInfo"])) if isinstance(meta.get("distributedInfo"), Mapping)
+        else {},
     )
 
 
@@ -735,7 +742,8 @@ def _device_props(v: Any) -> tuple[dict[str, Any], str]:
     if not isinstance(v, list) or not v or not isinstance(v[0], Mapping):
         return {}, ""
     d = v[0]
-    keep = {k: d[k] for k in ("name", "totalGlobalMem", "numSms", "computeMajor", "computeMinor", "warpSize")
+    keep = {k: clean(d[k]) if isinstance(d[k], str) else d[k]
+            for k in ("name", "totalGlobalMem", "numSms", "computeMajor", "computeMinor", "warpSize")
             if isinstance(d.get(k), (int, float, str)) and not isinstance(d.get(k), bool)}
     return keep, str(keep.get("name", ""))[:200]
 
