@@ -125,6 +125,7 @@ class TraceDoc(msgspec.Struct, gc=False):
     distributedInfo: Any = None
     schemaVersion: Any = None
     rooftop_cpu_threads: Any = None  # torch's intra-op threads, written by `rooftop profile` when it runs a program
+    baseTimeNanoseconds: Any = None  # Kineto's: the wall-clock time (ns since 1970) of its clock's zero
 
 
 # -- the result -------------------------------------------------------------------------------
@@ -202,6 +203,7 @@ class Trace:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     host_calls: tuple[HostCall, ...] = ()  # syncs and memcpy / memset calls, by start
     origin_us: float = 0.0  # the trace time (µs) its times count from: its first event's
+    wall_base_us: float | None = None  # the wall-clock time (µs since 1970) of the trace clock's zero; None: unknown
     gpu_evidence: bool = False  # runtime calls, device properties or GPU ranges: a GPU program even with 0 kernels
     cpu_threads: int | None = None  # the program's torch threads, when the trace says
     warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted
@@ -403,7 +405,8 @@ def events_of(data: Any) -> tuple[list, dict[str, Any]]:
             raise TraceError("not a Chrome trace: there is no traceEvents list")
         events, data.traceEvents = data.traceEvents, None  # given up, so each event is freed once read
         return events, {"deviceProperties": data.deviceProperties, "distributedInfo": data.distributedInfo,
-                                  "schemaVersion": data.schemaVersion, "rooftop_cpu_threads": data.rooftop_cpu_threads}
+                                  "schemaVersion": data.schemaVersion, "rooftop_cpu_threads": data.rooftop_cpu_threads,
+                                  "baseTimeNanoseconds": data.baseTimeNanoseconds}
     if isinstance(data, Mapping):
         raw = data.get("traceEvents")
         if not isinstance(raw, list):
@@ -635,7 +638,7 @@ def _parse_trace(data: Any) -> Trace:
         device_name=dev, device_props=props,
         metadata={clean(str(k)): clean(v) if isinstance(v, str) else v for k, v in meta.items()
                   if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
-        host_calls=host_calls, origin_us=base or 0.0,
+        host_calls=host_calls, origin_us=base or 0.0, wall_base_us=_wall_base(base, meta.get("baseTimeNanoseconds")),
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=clean_tree(dict(meta["distributedInfo"])) if isinstance(meta.get("distributedInfo"), Mapping)
@@ -735,6 +738,19 @@ def _flow_maps(flows: Sequence[tuple]) -> tuple[dict, dict]:
         else:
             end[key] = fid
     return start, end
+
+
+EPOCH_US = 1e15  # a trace time past this (2001 in µs since 1970; 31 years of a clock since boot) is wall clock
+
+
+def _wall_base(origin: float | None, base_ns: Any) -> float | None:
+    """The wall-clock time (µs since 1970) of the trace clock's zero: 0 where its times are µs since 1970, its
+    baseTimeNanoseconds where it gives one (Kineto's clock since boot), else unknown."""
+    if origin is not None and origin > EPOCH_US:
+        return 0.0
+    if base_ns.__class__ is int and base_ns > 0:
+        return base_ns / 1e3
+    return None
 
 
 def _device_props(v: Any) -> tuple[dict[str, Any], str]:

@@ -96,7 +96,7 @@ def test_sampled_ranks_straggler_missing_ranks_and_collectives(sampled):
     assert s["value_s"] > other[f"{s['metric']}_s"] and s["by_s"] > 0
     assert s["groups"] and all(g["excess_s"] > 0 for g in s["groups"])
     assert not any(g["op"].startswith("record_param_comms") for g in s["groups"])  # compute groups only
-    assert doc["missing_ranks"] == "2-127" and "ranks missing: 2-127 of 128" in out.stderr
+    assert doc["missing_ranks"] == "2-127" and "missing ranks: 2-127 (2 of 128 ranks read" in out.stderr
     kinds = {c["op"] for c in doc["collectives"]}
     assert kinds == {"allreduce", "alltoall", "allgather"}
     assert sum(c["calls"] for c in doc["collectives"]) == 20  # 10 NCCL kernels per rank, each a collective
@@ -186,7 +186,7 @@ def test_bad_input_each_file_named_in_one_line_the_good_ranks_kept(tmp_path):
     assert len(again) == 1 and "rank 0 again" in again[0] and "left out" in again[0]
     assert len(other) == 1 and "another job" in other[0] and "world size 2" in other[0]
     assert len(cut) == 1 and "truncated" in cut[0]
-    assert any("ranks missing: 1-127 of 128" in x for x in lines)
+    assert any("missing ranks: 1-127 (1 of 128 ranks read" in x for x in lines)
     assert "Traceback" not in out.stderr
 
 
@@ -353,7 +353,7 @@ def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):
     args = argparse.Namespace(db=str(tmp_path / "none.db"), link=None)
     job, work, problems = read_job(args, paths, lambda t: (dev, ""))
     assert [r.rank for r in job.ranks] == [0, 1, 2, 3] and len(alive) == 4
-    assert problems == ["ranks missing: 4-127 of 128 (no trace given for them): showing 4 of 128"]
+    assert problems == ["missing ranks: 4-127 (4 of 128 ranks read: no trace given for the rest)"]
     assert work.busy_s == pytest.approx(job.ranks[0].busy_s)  # the lowest rank's op groups are the ones kept
     assert job.ranks[2].comm_s == pytest.approx(job.ranks[1].comm_s)  # the same trace, renumbered
 
