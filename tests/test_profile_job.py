@@ -406,10 +406,9 @@ def test_torchrun_bad_options_and_missing_script_one_line_exit_2(tmp_path):
 
 
 async def test_profile_tab_shows_a_kept_jobs_rank_table_and_opens_each_ranks_op_groups(tmp_path):
-    import io
-
-    from rich.console import Console
     from textual.widgets import Static
+
+    from tui_helpers import printed
 
     from rooftop.tui.app import AppConfig, create_app
     from rooftop.tui.app.widgets import FitTable
@@ -425,9 +424,7 @@ async def test_profile_tab_shows_a_kept_jobs_rank_table_and_opens_each_ranks_op_
         await pilot.press("7")
         await pilot.pause()
         pane = app.query_one("#prof-job", Static)
-        console = Console(width=100, file=io.StringIO(), record=True)
-        console.print(pane.content)
-        text = console.export_text()
+        text = printed(pane.content)
         assert pane.display and "2 ranks of 128 (nccl)" in text and f"straggler: rank {slow}" in text
         ranks = app.query_one("#prof-ranks", FitTable)
         assert ranks.display and ranks.row_count == 2 and "exposed" in ranks.shown

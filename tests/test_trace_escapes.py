@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import io
 import json
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from inprocess import run_main
+from tui_helpers import printed
 from rooftop.models.safetext import UNSAFE
 from rooftop.store.tracefile import load_trace
 
@@ -142,9 +141,7 @@ async def test_the_profile_tab_escapes_a_kept_jobs_backend(tmp_path):
         await pilot.press("7")
         await pilot.pause()
         pane = app.query_one("#prof-job", Static)
-        console = Console(width=100, file=io.StringIO(), record=True)
-        console.print(pane.content)
-        text = console.export_text()
+        text = printed(pane.content)
         assert pane.display and "1 rank of 2" in text and "(nccl\\x1b" in text and not raw(text), text
 
 
