@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from .safetext import clean
 from .shapecost import TORCH_TYPES
 
 # c10 ScalarType names (record_param_comms' `dtype`) → bytes per element
@@ -175,12 +176,13 @@ def comm_call(kind: str, name: str, ts: float, dur: float, pid: Any, tid: Any, a
         coll = a.coll_name
         if coll.__class__ is not str or not coll:
             return None
-        dt = a.coll_dtype if a.coll_dtype.__class__ is str else ""
+        coll = clean(coll)  # the args' text, as the trace's names, without the controls a terminal would obey
+        dt = clean(a.coll_dtype) if a.coll_dtype.__class__ is str else ""
         ranks = _ranks(a.pg_ranks)
         return CommCall("record_param_comms", collective_name(coll), coll, ts, dur, pid, tid,
                         in_elems=_int(a.in_nelems), out_elems=_int(a.out_nelems), elem_bytes=SCALAR_TYPES.get(dt),
                         dtype=dt, group_size=_int(a.group_size) or (len(ranks) or None), group_ranks=ranks,
-                        group_name=a.pg_name if a.pg_name.__class__ is str else "")
+                        group_name=clean(a.pg_name) if a.pg_name.__class__ is str else "")
     if kind == "annotation" and name.startswith(BACKEND_PREFIXES):
         size, dt = _type_bytes(_json(a.types))
         n = _elements(_json(a.dims if a.dims is not None else a.dims_old))

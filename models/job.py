@@ -28,7 +28,8 @@ from .collectives import (
     rank_collectives,
 )
 from .commtrace import is_comm_op
-from .trace import Trace, union_length
+from .trace import US, Trace, union_length
+from .units import fmt_time
 from .workload import Workload
 
 TOP_GROUPS = 40  # op groups kept per rank for the straggler's diff
@@ -57,6 +58,8 @@ class RankSummary:
     groups: Mapping[str, float] = field(default_factory=dict)  # compute op group → time, the largest TOP_GROUPS
     collectives: tuple[RankCollective, ...] = ()
     rows: tuple[Mapping[str, Any], ...] = ()  # those groups as the Profile tab lists them (ROW_KEYS), largest first
+    origin_us: float = 0.0  # the trace time (µs) the rank's times count from (rooftop.models.trace.Trace.origin_us)
+    wall_base_us: float | None = None  # the wall-clock time of its trace clock's zero (Trace.wall_base_us)
 
     @property
     def idle_s(self) -> float:
@@ -104,7 +107,8 @@ def summarize(trace: Trace, work: Workload, rank: int, path: str) -> RankSummary
     return RankSummary(rank=rank, path=path, step_s=statistics.median(steps) if steps else trace.span_s,
                        span_s=trace.span_s, busy_s=work.busy_s, compute_s=compute_s, comm_s=comm_s,
                        comm_exposed_s=exposed_s, mfu=work.mfu, on_device=trace.on_device, groups=groups,
-                       collectives=tuple(colls), rows=rows)
+                       collectives=tuple(colls), rows=rows, origin_us=trace.origin_us,
+                       wall_base_us=trace.wall_base_us)
 
 
 # -- alignment ---------------------------------------------------------------------------------------------------
@@ -134,7 +138,8 @@ class Alignment:
     """Each rank's clock offset to the reference rank, and each collective's wait for the slowest rank."""
 
     reference: int | None
-    offsets: Mapping[int, float]  # rank → seconds to add to its clock
+    offsets: Mapping[int, float]  # rank → seconds to add to its clock (its trace's, before its times were counted
+    # from its first event) to read the reference rank's
     matched: Mapping[int, int]  # rank → collectives matched with the reference's
     waits: Mapping[int, tuple[float | None, ...]]  # rank → per collective: wait for the slowest rank
 
@@ -162,7 +167,7 @@ def align(ranks: Sequence[RankSummary]) -> Alignment:
         if not pairs:
             continue
         off = statistics.median(ref.collectives[i].end - r.collectives[j].end for i, j in pairs)  # type: ignore[operator]
-        offsets[r.rank] = off
+        offsets[r.rank] = off + (ref.origin_us - r.origin_us) * US  # µs apart, exact, before the scale
         for i, j in pairs:
             c = r.collectives[j]
             if i in at and c.start is not None and c.end is not None:
@@ -183,6 +188,83 @@ def _joined(entries: Sequence[tuple[int, int, float, float]]) -> bool:
     wait to tell, rather than a wait of their whole time."""
     latest = max(e[2] for e in entries)
     return min(e[3] for e in entries) > latest
+
+
+# -- one job or several ---------------------------------------------------------------------------------------------
+
+WALL_SKEW_S = 10.0  # one job's ranks end a collective together: in wall time within the hosts' clock skew and
+# Kineto's base time, which it writes to the whole second
+
+
+def process_groups(dist: Mapping[str, Any]) -> dict[str, tuple[int | None, tuple[int, ...]]]:
+    """A trace's process groups (distributedInfo's pg_config) by name: (size, ranks). Every rank names a group
+    as the others do (torch names them in the order all ranks create them), so one name is one set of ranks."""
+    out: dict[str, tuple[int | None, tuple[int, ...]]] = {}
+    pgs = dist.get("pg_config")
+    for pg in pgs if isinstance(pgs, list) else ():
+        if not isinstance(pg, Mapping) or pg.get("pg_name") is None:
+            continue
+        ranks = pg.get("ranks")
+        ranks = tuple(ranks) if isinstance(ranks, list) and all(_count(r) for r in ranks) else ()
+        size = pg.get("pg_size") if _count(pg.get("pg_size")) else None
+        out[str(pg["pg_name"])] = (size, ranks)
+    return out
+
+
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def group_conflicts(known: Mapping[str, tuple[int | None, tuple[int, ...]]],
+                    mine: Mapping[str, tuple[int | None, tuple[int, ...]]]) -> list[tuple[str, str, str]]:
+    """The process groups of one name whose size or ranks differ: (name, mine, known), as text."""
+    out = []
+    for name, (size, ranks) in mine.items():
+        if name not in known:
+            continue
+        k_size, k_ranks = known[name]
+        if (size is not None and k_size is not None and size != k_size) or (ranks and k_ranks and ranks != k_ranks):
+            out.append((name, _group_text(size, ranks), _group_text(k_size, k_ranks)))
+    return out
+
+
+def _group_text(size: int | None, ranks: tuple[int, ...]) -> str:
+    if ranks:
+        shown = ", ".join(map(str, ranks[:8])) + (", …" if len(ranks) > 8 else "")
+        return f"ranks [{shown}]"
+    return f"{size} ranks"
+
+
+def foreign_ranks(ranks: Sequence[RankSummary], al: Alignment) -> dict[int, str]:
+    """The ranks (by rank) that cannot be of the reference rank's job, and why: their collectives in a group
+    both used pair with none of the reference's, or their paired collectives ended over WALL_SKEW_S apart in
+    wall time (both traces tell it): another run of the program, or other steps of it."""
+    if not ranks:
+        return {}
+    ref = ranks[0]
+    out: dict[int, str] = {}
+    for r in ranks[1:]:
+        shared = {c.group for c in ref.collectives} & {c.group for c in r.collectives}
+        mine = [c for c in r.collectives if c.group in shared and c.end is not None]
+        theirs = [c for c in ref.collectives if c.group in shared and c.end is not None]
+        if mine and theirs and not _pairs(theirs, mine):
+            out[r.rank] = (f"its {len(mine)} collectives pair with none of rank {ref.rank}'s {len(theirs)} in the "
+                           "process groups both used (by collective, size and order): another job")
+            continue
+        off = al.offsets.get(r.rank)
+        if off is not None and ref.wall_base_us is not None and r.wall_base_us is not None:
+            apart = abs((ref.wall_base_us - r.wall_base_us) * US + off)
+            if apart > WALL_SKEW_S:
+                out[r.rank] = (f"its collectives ended {fmt_time(apart)} apart from rank {ref.rank}'s in wall-clock "
+                               "time: another run, or other steps")
+    return out
+
+
+def without(al: Alignment, gone: set[int]) -> Alignment:
+    """The alignment less some ranks (each rank's is its own: pairing it with the reference's)."""
+    return Alignment(al.reference, {r: o for r, o in al.offsets.items() if r not in gone},
+                     {r: n for r, n in al.matched.items() if r not in gone},
+                     {r: w for r, w in al.waits.items() if r not in gone})
 
 
 # -- the straggler -----------------------------------------------------------------------------------------------
@@ -289,10 +371,12 @@ def missing_count(have: set[int], world: int) -> int:
 
 
 def build_job(ranks: Sequence[RankSummary], world: int | None, backend: str, roofs: Mapping[str, LinkRoof],
-              per_node: int | None = None, link: str = "", problems: Sequence[str] = ()) -> Job:
-    """Align the ranks, find the straggler and place the collectives of all ranks on their links."""
+              per_node: int | None = None, link: str = "", problems: Sequence[str] = (),
+              alignment: Alignment | None = None) -> Job:
+    """Align the ranks (unless `alignment` has them aligned), find the straggler and place the collectives of all
+    ranks on their links."""
     ordered = tuple(sorted(ranks, key=lambda r: r.rank))
-    al = align(ordered)
+    al = alignment if alignment is not None else align(ordered)
     groups = group_collectives({r.rank: r.collectives for r in ordered}, al.waits, backend, world, roofs,
                                per_node, link)
     return Job(ordered, world, backend, al, straggler(ordered), tuple(groups), tuple(problems))

@@ -157,6 +157,7 @@ def collective_points(collectives: Sequence[Mapping[str, Any]]) -> list[Series]:
     additions, Q the bytes each rank put on its link. Such a point sits on its link's slope B·I at the fraction
     busbw / B. Groups that add nothing (all-gather, all-to-all, broadcast) have no W, so no point: they are left
     out here (the Profile tab and `rooftop show` list them). The largest COLLECTIVE_POINTS by time."""
+    from .safetext import clean
     from .units import fmt_bytes, fmt_percent
 
     out: list[Series] = []
@@ -166,9 +167,9 @@ def collective_points(collectives: Sequence[Mapping[str, Any]]) -> list[Series]:
             continue
         frac = _number(c.get("fraction_of_link"))
         size = _number(c.get("bytes"))
-        link = str(c.get("link", "") or "")
+        link = clean(str(c.get("link", "") or ""))
         on = f"{fmt_percent(frac, 0)} of {link}" if frac is not None else link
-        label = " ".join(x for x in (str(c.get("op", "?")), fmt_bytes(size) if size else "", on) if x)
+        label = " ".join(x for x in (clean(str(c.get("op", "?"))), fmt_bytes(size) if size else "", on) if x)
         out.append((_number(c.get("time_s")) or 0.0, Series(label, (i,), (p,), "point")))
     out.sort(key=lambda ts: -ts[0])
     return [s for _, s in out[:COLLECTIVE_POINTS]]

@@ -7,16 +7,20 @@ else ran, and the time two or more ran at once is the overlap, so alone times
 + overlap + idle = the span exactly, and no share of the span passes 100%.
 
 A gap (the device idle between two activities) gets one cause, read from the
-trace, as HTA splits idle time into host wait, kernel wait and other:
-- a host sync (cudaDeviceSynchronize / cudaStreamSynchronize / `.item()`)
-  running during it: the CPU stopped to wait for the device (host wait);
-- a memcpy call holding the CPU for most of it (host wait);
-- launch overhead, when the gap is no longer than about two launch calls
-  (kernel wait: the next kernel was coming as fast as launches go);
-- the CPU op that issued the next kernel, when that kernel was launched only
-  after the device went idle (host wait: the CPU was busy in that op);
-- otherwise the next kernel was already queued and waited on something else
-  (another stream, an event): other.
+trace, in HTA's three categories and by HTA's rules (its idle time breakdown),
+asked in its order: first, was the next activity launched only after the device
+went idle?
+- yes: host wait, the device waited for the CPU to launch it, and the trace
+  says what held the CPU: a host sync (cudaDeviceSynchronize /
+  cudaStreamSynchronize / `.item()`) running during the gap; else a memcpy call
+  holding the CPU for most of it; else the CPU op that issued the activity;
+- no (it was queued, or the trace has no launch for it) and the gap is under
+  HTA's 30 µs: kernel wait, the time between kernels issued back to back;
+- no, and longer: other, the queued activity waited on something else (another
+  stream, an event).
+A sync or a copy running during a gap says nothing of a kernel that was already
+queued: a thread's sync, or a copy waiting on the device, does not hold back
+what another launch put in the queue before it.
 """
 
 from __future__ import annotations
@@ -30,8 +34,7 @@ from typing import Any
 
 from .trace import ITEM_OPS, HostCall, Kernel, Trace
 
-LAUNCH_GAP_FACTOR = 2.0  # a gap up to this many launch calls long is launch overhead
-DEFAULT_LAUNCH_S = 10e-6  # a launch call's cost when the trace and the device say nothing
+KERNEL_WAIT_NS = 30_000  # HTA's consecutive_kernel_delay (30 µs): a gap before a queued kernel under it is kernel wait
 TOP_CAUSES = 6  # CPU ops named one by one among the causes; the rest are summed
 
 
@@ -146,34 +149,31 @@ def _covered(merged: tuple[list[float], list[float], list[str]], lo: float, hi: 
     return total, first
 
 
-def launch_threshold(trace: Trace, launch_overhead_s: float | None) -> float:
-    """The longest gap that is still launch overhead: about two launch calls."""
-    per = trace.launch_s or launch_overhead_s or DEFAULT_LAUNCH_S
-    return LAUNCH_GAP_FACTOR * per
-
-
-def idle_causes(trace: Trace, launch_overhead_s: float | None = None) -> list[IdleCause]:
+def idle_causes(trace: Trace) -> list[IdleCause]:
     """Every gap of the device's timeline with one cause, summed by cause, largest first."""
     acts = trace.kernels
     syncs = _merged([c for c in trace.host_calls if c.kind == "sync"])
     copies = _merged([c for c in trace.host_calls if c.kind == "copy"])
-    thr = launch_threshold(trace, launch_overhead_s)
     found: dict[str, list] = {}
     any_sync, any_copy = bool(syncs[0]), bool(copies[0])
-    launch_text = f"gaps up to {thr * 1e6:.3g} µs"
     for lo, hi, nxt_i in gaps(acts):
         dur = hi - lo
-        synced, name = _covered(syncs, lo, hi) if any_sync else (0.0, "")
-        if synced > 0:
-            key, cat, detail = "host sync", "host wait", name
-        elif any_copy and _covered(copies, lo, hi)[0] >= 0.5 * dur:
-            key, cat, detail = "memcpy (host side)", "host wait", "a copy call held the CPU"
-        elif dur <= thr:
-            key, cat, detail = "launch overhead", "kernel wait", launch_text
-        elif acts[nxt_i].launch_ts is not None and acts[nxt_i].launch_ts > lo:
-            oi = trace.kernel_op[nxt_i]
-            name = trace.ops[oi].name if oi is not None else "(no op)"
-            key, cat, detail = f"CPU: {name}", "host wait", "the next kernel was launched after the device went idle"
+        launch = acts[nxt_i].launch_ts
+        if launch is not None and launch > lo:  # launched after the device went idle: what held the CPU
+            synced, name = _covered(syncs, lo, hi) if any_sync else (0.0, "")
+            if synced > 0:
+                key, cat, detail = "host sync", "host wait", name
+            elif any_copy and _covered(copies, lo, hi)[0] >= 0.5 * dur:
+                key, cat, detail = "memcpy (host side)", "host wait", "a copy call held the CPU"
+            else:
+                oi = trace.kernel_op[nxt_i]
+                name = trace.ops[oi].name if oi is not None else "(no op)"
+                key, cat, detail = (f"CPU: {name}", "host wait",
+                                    "the next kernel was launched after the device went idle")
+        elif round(dur * 1e9) < KERNEL_WAIT_NS:  # in whole ns (a trace's finest tick): 30.000 µs is not under 30
+            key, cat, detail = ("launch overhead", "kernel wait",
+                                f"the next kernel was queued: gaps under {KERNEL_WAIT_NS / 1e3:.3g} µs between "
+                                "kernels back to back")
         else:
             key, cat, detail = "queued, waiting", "other", "the next kernel was queued: another stream or an event"
         e = found.get(key)

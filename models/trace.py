@@ -21,11 +21,14 @@ What the events mean, across the formats in use (PyTorch 1.13 … 2.x, CUDA and 
   (older: `async_cpu_to_gpu`) flow from the launch to the kernel links them.
 - A CUDA-graph replay is one runtime call (cudaGraphLaunch) issuing many
   kernels that belong to no op of this trace: their time is kept apart.
-Times are kept in seconds (the trace counts microseconds). Events with times
-that are not finite, non-negative numbers are skipped and counted, as are exact
-copies of an event (a trace written twice) and device activities a gap of over
-100× the rest's span sets apart (a wrong timestamp); shapes that are not lists
-of non-negative integers are dropped (the op keeps its time).
+Times are kept in seconds (the trace counts microseconds) from the trace's
+first event (`Trace.origin_us`): a trace stamped in µs since 1970 would lose a
+quarter of a µs per time as seconds since then, and hundreds of µs over its
+gaps. Events with times that are not finite, non-negative numbers are skipped
+and counted, as are exact copies of an event (a trace written twice) and device
+activities a gap of over 100× the rest's span sets apart (a wrong timestamp);
+shapes that are not lists of non-negative integers are dropped (the op keeps
+its time).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any
 import msgspec
 
 from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
+from .safetext import clean, clean_tree
 
 US = 1e-6
 STEP_PREFIX = "ProfilerStep#"
@@ -121,6 +125,7 @@ class TraceDoc(msgspec.Struct, gc=False):
     distributedInfo: Any = None
     schemaVersion: Any = None
     rooftop_cpu_threads: Any = None  # torch's intra-op threads, written by `rooftop profile` when it runs a program
+    baseTimeNanoseconds: Any = None  # Kineto's: the wall-clock time (ns since 1970) of its clock's zero
 
 
 # -- the result -------------------------------------------------------------------------------
@@ -197,7 +202,8 @@ class Trace:
     device_props: Mapping[str, Any] = field(default_factory=dict)  # the first device's name, memory, SMs, …
     metadata: Mapping[str, Any] = field(default_factory=dict)
     host_calls: tuple[HostCall, ...] = ()  # syncs and memcpy / memset calls, by start
-    launch_s: float | None = None  # the median duration of a kernel launch call (the CPU's cost per launch)
+    origin_us: float = 0.0  # the trace time (µs) its times count from: its first event's
+    wall_base_us: float | None = None  # the wall-clock time (µs since 1970) of the trace clock's zero; None: unknown
     gpu_evidence: bool = False  # runtime calls, device properties or GPU ranges: a GPU program even with 0 kernels
     cpu_threads: int | None = None  # the program's torch threads, when the trace says
     warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted
@@ -320,7 +326,7 @@ def _dims(v: Any) -> list | None:
 def _strings(v: Any) -> tuple[str, ...] | None:
     if v.__class__ is not list or any(s.__class__ is not str for s in v):
         return None
-    return tuple(v)
+    return tuple(map(clean, v))
 
 
 _RAW_DECODE = msgspec.json.Decoder()
@@ -363,7 +369,8 @@ def shapes_of(dims_v: Any, types_v: Any, conc_v: Any, cache: dict) -> tuple | No
 
 
 def _thread(v: Any) -> Any:
-    return v if v.__class__ in (int, str) else str(v)
+    """A pid or tid as a key: an int as it is, anything else as text (read as the trace's names are)."""
+    return v if v.__class__ is int else clean(v if v.__class__ is str else str(v))
 
 
 class _Counts:
@@ -398,7 +405,8 @@ def events_of(data: Any) -> tuple[list, dict[str, Any]]:
             raise TraceError("not a Chrome trace: there is no traceEvents list")
         events, data.traceEvents = data.traceEvents, None  # given up, so each event is freed once read
         return events, {"deviceProperties": data.deviceProperties, "distributedInfo": data.distributedInfo,
-                                  "schemaVersion": data.schemaVersion, "rooftop_cpu_threads": data.rooftop_cpu_threads}
+                                  "schemaVersion": data.schemaVersion, "rooftop_cpu_threads": data.rooftop_cpu_threads,
+                                  "baseTimeNanoseconds": data.baseTimeNanoseconds}
     if isinstance(data, Mapping):
         raw = data.get("traceEvents")
         if not isinstance(raw, list):
@@ -453,7 +461,7 @@ def _parse_trace(data: Any) -> Trace:
     host: list[tuple] = []  # (pid, tid, ts, dur, name, kind)
     flows: list[tuple] = []  # (is the start, flow id, pid, tid, ts): made into look-ups only if a kernel needs them
     steps: list[tuple[float, float, str]] = []
-    launch_durs: list[float] = []
+    base: float | None = None  # the first event's time, µs: every time is kept from it
     names: dict[str, str] = {}
     gpu_evidence = False
     comms: list[CommCall] = []
@@ -478,6 +486,9 @@ def _parse_trace(data: Any) -> Trace:
                 if ts.__class__ is not float:
                     ts = _time(ts)
                 if ts is not None and (fid.__class__ is int or fid.__class__ is str):
+                    if base is None:
+                        base = ts
+                    ts -= base
                     if pid.__class__ is not int:
                         pid = _thread(pid)
                     if tid.__class__ is not int:
@@ -500,8 +511,14 @@ def _parse_trace(data: Any) -> Trace:
         if ts is None or dur is None or dur < 0:
             counts.add("skipped: a time (ts, dur) that is missing, not finite or negative", _where(i, name))
             continue
+        if base is None:
+            base = ts
+        ts -= base
         a = e.args or empty_args
-        name = names.setdefault(name, name)
+        got = names.get(name)
+        if got is None:  # a name seen first: kept once, without the controls a terminal would obey
+            got = names[name] = clean(name)
+        name = got
         if (kind == "op" or kind == "annotation") and name.startswith(COMM_NAMES) and \
                 (c := comm_call(kind, name, ts * US, dur * US, _thread(e.pid), _thread(e.tid), e.args)) is not None:
             comms.append(c)  # a collective: kept as one, and read on as an op (or annotation) as any other
@@ -545,9 +562,9 @@ def _parse_trace(data: Any) -> Trace:
                 tid = _thread(tid)
             if corr is not None:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
-            if "Launch" in name:
-                launch_durs.append(dur)
-            elif "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
+            if "Launch" in name:  # a launch holds the CPU for its own cost only
+                continue
+            if "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
                 host.append((pid, tid, ts, dur, name, "sync"))
             elif "emcpy" in name or "emset" in name:  # cudaMemcpyAsync, hipMemsetAsync, cuMemcpyDtoH, …
                 host.append((pid, tid, ts, dur, name, "copy"))
@@ -598,7 +615,7 @@ def _parse_trace(data: Any) -> Trace:
             if b is not None and b < 0:
                 b = None
             if cat == "memcpy":
-                direction = mkind if isinstance(mkind, str) and mkind[:1].isalpha() and "to" in mkind else ""
+                direction = clean(mkind) if isinstance(mkind, str) and mkind[:1].isalpha() and "to" in mkind else ""
                 if not direction:
                     parts = name.split()
                     direction = parts[1] if len(parts) > 1 and "to" in parts[1] else "other"
@@ -613,18 +630,19 @@ def _parse_trace(data: Any) -> Trace:
         links.append(_link(ops, by_ext, threads, op_thread, ext, at))
     host_calls = tuple(sorted((HostCall(name, ts * US, dur * US, kind, _enclosing_name(ops, threads, (pid, tid, ts)))
                                for pid, tid, ts, dur, name, kind in host), key=lambda h: h.ts))
-    launch_durs.sort()
     props, dev = _device_props(meta.get("deviceProperties"))
     threads_v = _id(meta.get("rooftop_cpu_threads"))
     return Trace(
         kernels=tuple(kernels), ops=tuple(ops), kernel_op=tuple(links), graph_kernels=frozenset(graph),
         steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
         device_name=dev, device_props=props,
-        metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
-        host_calls=host_calls, launch_s=launch_durs[len(launch_durs) // 2] * US if launch_durs else None,
+        metadata={clean(str(k)): clean(v) if isinstance(v, str) else v for k, v in meta.items()
+                  if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
+        host_calls=host_calls, origin_us=base or 0.0, wall_base_us=_wall_base(base, meta.get("baseTimeNanoseconds")),
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
-        distributed=dict(meta["distributedInfo"]) if isinstance(meta.get("distributedInfo"), Mapping) else {},
+        distributed=clean_tree(dict(meta["distributedInfo"])) if isinstance(meta.get("distributedInfo"), Mapping)
+        else {},
     )
 
 
@@ -722,12 +740,26 @@ def _flow_maps(flows: Sequence[tuple]) -> tuple[dict, dict]:
     return start, end
 
 
+EPOCH_US = 1e15  # a trace time past this (2001 in µs since 1970; 31 years of a clock since boot) is wall clock
+
+
+def _wall_base(origin: float | None, base_ns: Any) -> float | None:
+    """The wall-clock time (µs since 1970) of the trace clock's zero: 0 where its times are µs since 1970, its
+    baseTimeNanoseconds where it gives one (Kineto's clock since boot), else unknown."""
+    if origin is not None and origin > EPOCH_US:
+        return 0.0
+    if base_ns.__class__ is int and base_ns > 0:
+        return base_ns / 1e3
+    return None
+
+
 def _device_props(v: Any) -> tuple[dict[str, Any], str]:
     """The first device's properties (name, memory, SMs / CUs, compute capability, warp size) and its name."""
     if not isinstance(v, list) or not v or not isinstance(v[0], Mapping):
         return {}, ""
     d = v[0]
-    keep = {k: d[k] for k in ("name", "totalGlobalMem", "numSms", "computeMajor", "computeMinor", "warpSize")
+    keep = {k: clean(d[k]) if isinstance(d[k], str) else d[k]
+            for k in ("name", "totalGlobalMem", "numSms", "computeMajor", "computeMinor", "warpSize")
             if isinstance(d.get(k), (int, float, str)) and not isinstance(d.get(k), bool)}
     return keep, str(keep.get("name", ""))[:200]
 

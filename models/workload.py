@@ -419,8 +419,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             notes.append(f"{n} kernels ({t * 1e3:.3g} ms) are {name.strip('()')}: "
                          "their time is unattributed, with no W or Q")
         transfers = sorted((place_transfer(t, device) for t in moves.values()), key=lambda t: -t.time_s)
-        lo = device.launch_overhead.value if device.launch_overhead else None
-        causes = idle_causes(trace, lo)
+        causes = idle_causes(trace)
         top = top_kernels(trace, costs)
         if len(trace.gpus) > 1:
             notes.append(f"one process ran kernels on {len(trace.gpus)} GPUs ({', '.join(map(str, trace.gpus))}): "

@@ -96,7 +96,7 @@ def test_sampled_ranks_straggler_missing_ranks_and_collectives(sampled):
     assert s["value_s"] > other[f"{s['metric']}_s"] and s["by_s"] > 0
     assert s["groups"] and all(g["excess_s"] > 0 for g in s["groups"])
     assert not any(g["op"].startswith("record_param_comms") for g in s["groups"])  # compute groups only
-    assert doc["missing_ranks"] == "2-127" and "ranks missing: 2-127 of 128" in out.stderr
+    assert doc["missing_ranks"] == "2-127" and "missing ranks: 2-127 (2 of 128 ranks read" in out.stderr
     kinds = {c["op"] for c in doc["collectives"]}
     assert kinds == {"allreduce", "alltoall", "allgather"}
     assert sum(c["calls"] for c in doc["collectives"]) == 20  # 10 NCCL kernels per rank, each a collective
@@ -186,7 +186,7 @@ def test_bad_input_each_file_named_in_one_line_the_good_ranks_kept(tmp_path):
     assert len(again) == 1 and "rank 0 again" in again[0] and "left out" in again[0]
     assert len(other) == 1 and "another job" in other[0] and "world size 2" in other[0]
     assert len(cut) == 1 and "truncated" in cut[0]
-    assert any("ranks missing: 1-127 of 128" in x for x in lines)
+    assert any("missing ranks: 1-127 (1 of 128 ranks read" in x for x in lines)
     assert "Traceback" not in out.stderr
 
 
@@ -353,7 +353,7 @@ def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):
     args = argparse.Namespace(db=str(tmp_path / "none.db"), link=None)
     job, work, problems = read_job(args, paths, lambda t: (dev, ""))
     assert [r.rank for r in job.ranks] == [0, 1, 2, 3] and len(alive) == 4
-    assert problems == ["ranks missing: 4-127 of 128 (no trace given for them): showing 4 of 128"]
+    assert problems == ["missing ranks: 4-127 (4 of 128 ranks read: no trace given for the rest)"]
     assert work.busy_s == pytest.approx(job.ranks[0].busy_s)  # the lowest rank's op groups are the ones kept
     assert job.ranks[2].comm_s == pytest.approx(job.ranks[1].comm_s)  # the same trace, renumbered
 
@@ -406,10 +406,9 @@ def test_torchrun_bad_options_and_missing_script_one_line_exit_2(tmp_path):
 
 
 async def test_profile_tab_shows_a_kept_jobs_rank_table_and_opens_each_ranks_op_groups(tmp_path):
-    import io
-
-    from rich.console import Console
     from textual.widgets import Static
+
+    from tui_helpers import printed
 
     from rooftop.tui.app import AppConfig, create_app
     from rooftop.tui.app.widgets import FitTable
@@ -425,9 +424,7 @@ async def test_profile_tab_shows_a_kept_jobs_rank_table_and_opens_each_ranks_op_
         await pilot.press("7")
         await pilot.pause()
         pane = app.query_one("#prof-job", Static)
-        console = Console(width=100, file=io.StringIO(), record=True)
-        console.print(pane.content)
-        text = console.export_text()
+        text = printed(pane.content)
         assert pane.display and "2 ranks of 128 (nccl)" in text and f"straggler: rank {slow}" in text
         ranks = app.query_one("#prof-ranks", FitTable)
         assert ranks.display and ranks.row_count == 2 and "exposed" in ranks.shown
@@ -595,3 +592,29 @@ def test_a_collective_no_other_rank_recorded_waits_for_nobody(sampled):
     [row] = [x for x in lines if x.startswith("allreduce") and "103 MiB" in x]
     time_end, wait_end = head.index(" time ") + 5, head.index(" wait ") + 5  # right-aligned columns
     assert row[:time_end].endswith("47.7 ms") and row[time_end:wait_end].strip() == ""  # its time, no wait
+
+
+def test_clock_offsets_stay_in_the_traces_own_clocks_when_times_count_from_each_first_event():
+    """Each trace's times count from its first event (µs since 1970 lose precision as seconds); the clock offset
+    between two ranks is still the one between their traces' clocks: rank 1's trace stamped 7 s later is 7 s
+    further off, with the same waits."""
+    from rooftop.models.catalog import lookup_device
+    from rooftop.models.job import summarize
+    from rooftop.models.trace import parse_trace
+    from rooftop.models.workload import build_workload
+
+    def rank(doc_or_path, r):
+        t = load_trace(doc_or_path) if isinstance(doc_or_path, Path) else parse_trace(doc_or_path)
+        return summarize(t, build_workload(t, lookup_device("a100")), r, f"r{r}")
+
+    doc = json.loads(gzip.decompress(RANK1.read_bytes()))
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] += 7_000_000
+    r0 = rank(RANK0, 0)
+    before, after = align([r0, rank(RANK1, 1)]), align([r0, rank(doc, 1)])
+    assert before.matched[1] >= 5
+    assert after.offsets[1] - before.offsets[1] == pytest.approx(-7.0, abs=1e-9)
+    assert after.waits == before.waits
+    first = min(e["ts"] for e in raw_events(RANK1) if e.get("ph") == "X")
+    assert abs(before.offsets[1]) < 1.0 and first > 1.6e15  # one job's clocks: within a second, in µs since 1970

@@ -52,7 +52,7 @@ def test_the_largest_world_allowed_says_its_missing_ranks_as_ranges(tmp_path):
     got = json.loads(out.stdout)
     assert got["world"] == 2**20 and [r["rank"] for r in got["ranks"]] == [0, 5]
     assert got["missing_ranks"] == "1-4, 6-1048575"
-    assert "ranks missing: 1-4, 6-1048575 of 1048576 (no trace given for them): showing 2 of 1048576" in out.stderr
+    assert "missing ranks: 1-4, 6-1048575 (2 of 1048576 ranks read: no trace given for the rest)" in out.stderr
 
 
 def test_a_rank_outside_the_world_or_not_a_number_is_left_out_with_the_allowed_range(tmp_path):
@@ -70,7 +70,7 @@ def test_a_rank_outside_the_world_or_not_a_number_is_left_out_with_the_allowed_r
     assert "rank -1 in its distributedInfo is outside" in out.stderr
     assert "rank 128 in its distributedInfo is outside" in out.stderr
     assert "rank True in its distributedInfo is not a rank" in out.stderr
-    assert "ranks missing: 1-127 of 128 (no trace given for them): showing 1 of 128" in out.stderr
+    assert "missing ranks: 1-127 (1 of 128 ranks read: no trace given for the rest)" in out.stderr
 
 
 def test_a_rank_beyond_a_world_given_later_is_left_out(tmp_path):
@@ -113,3 +113,84 @@ def test_a_rank_in_the_name_is_taken_in_its_usual_spellings(tmp_path):
     out = run_main("profile", "--trace", *paths, "--json", "--no-save", "-d", "h200")
     assert out.returncode == 0, out.stderr
     assert [r["rank"] for r in json.loads(out.stdout)["ranks"]] == [0, 1, 3]
+
+
+# -- files of two jobs, and the ranks a job lacks -------------------------------------------------------------------
+
+NCCL2 = REAL / "nccl_parser_config_nccl_data.json.gz"  # rank 0 of a 2-rank DDP job: its process group, NCCL 2.17.1
+
+
+def _ddp(path: Path, rank: int, edit=None) -> Path:
+    doc = json.loads(gzip.decompress(NCCL2.read_bytes()))
+    doc["distributedInfo"]["rank"] = rank
+    if edit:
+        edit(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _job(tmp_path: Path, edit) -> tuple[dict, str, dict]:
+    """Rank 0 as recorded and rank 1 as `edit` makes it: the job's JSON, stderr, and rank 0's alone."""
+    a, b = _ddp(tmp_path / "a.json", 0), _ddp(tmp_path / "b.json", 1, edit)
+    both = run_main("profile", "--trace", str(a), str(b), "-d", "a100", "--json", "--no-save")
+    alone = run_main("profile", "--trace", str(a), "-d", "a100", "--json", "--no-save")
+    assert both.returncode == 0 and alone.returncode == 0, both.stderr
+    return json.loads(both.stdout), both.stderr, json.loads(alone.stdout)
+
+
+def _calls(doc: dict) -> int:
+    return sum(c["calls"] for c in doc["collectives"])
+
+
+def test_the_same_program_recorded_an_hour_later_is_another_run_not_rank_1():
+    """Two runs of one 2-rank program: their distributedInfo and collectives are the same, so they were merged,
+    each collective's calls and time summed over both. Their clocks say they ended an hour apart."""
+    import tempfile
+
+    def later(doc):
+        doc["baseTimeNanoseconds"] += 3600 * 10**9
+
+    with tempfile.TemporaryDirectory() as d:
+        doc, err, alone = _job(Path(d), later)
+    assert [r["rank"] for r in doc["ranks"]] == [0] and _calls(doc) == _calls(alone) > 0
+    [line] = _lines(err, "b.json")
+    assert "rank 1: its collectives ended 3600 s apart from rank 0's in wall-clock time" in line
+    assert line.endswith("another run, or other steps: left out")
+    assert "missing ranks: 1 (1 of 2 ranks read: no trace given for the rest)" in err
+
+
+def test_ranks_whose_collectives_pair_with_none_are_of_another_job(tmp_path):
+    """A rank of another model (its all-reduces of other sizes) under the same distributedInfo: no collective of
+    it pairs with rank 0's, so none can be aligned nor summed with them."""
+    def other_model(doc):
+        for e in doc["traceEvents"]:
+            a = e.get("args") or {}
+            for k in ("In msg nelems", "Out msg nelems"):
+                if isinstance(a.get(k), int):
+                    a[k] = a[k] * 3 + 1
+
+    doc, err, alone = _job(tmp_path, other_model)
+    assert [r["rank"] for r in doc["ranks"]] == [0] and _calls(doc) == _calls(alone)
+    [line] = _lines(err, "b.json")
+    assert "rank 1: its 21 collectives pair with none of rank 0's 21 in the process groups both used" in line
+    assert line.endswith("another job: left out")
+
+
+def test_a_process_group_or_nccl_version_of_another_job_is_said_and_left_out(tmp_path):
+    def regroup(doc):
+        doc["distributedInfo"]["pg_config"][0]["ranks"] = [0, 3]
+        doc["distributedInfo"]["nccl_version"] = "2.18.3"
+
+    doc, err, _ = _job(tmp_path, regroup)
+    assert [r["rank"] for r in doc["ranks"]] == [0]
+    [line] = _lines(err, "b.json")
+    assert "from another job (NCCL version 2.18.3 against 2.17.1 in" in line
+    assert "process group 0 has ranks [0, 3] against ranks [0, 1] in" in line and line.endswith("left out")
+
+
+def test_a_missing_rank_0_is_said_to_be_missing(tmp_path):
+    """'ranks missing: 0 of 2' read as 'none of 2 missing'."""
+    out = run_main("profile", "--trace", str(_ddp(tmp_path / "b.json", 1)), "-d", "a100", "--no-save")
+    assert out.returncode == 0
+    assert "missing ranks: 0 (1 of 2 ranks read: no trace given for the rest)" in out.stderr
+    assert "0 of 2" not in out.stderr

@@ -22,6 +22,17 @@ def screen_lines(app: App) -> list[str]:
     return [strip.text for strip in app.screen._compositor.render_strips()]
 
 
+def printed(content: object, width: int = 100) -> str:
+    """A widget's content (a Static's Rich renderable) as a console of `width` columns prints it, as text."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=width, file=io.StringIO(), record=True)
+    console.print(content)
+    return console.export_text()
+
+
 def assert_visible(app: App, *texts: str) -> None:
     """Each text is on screen whole, within one row (not cut at an edge, not wrapped)."""
     lines = screen_lines(app)

@@ -25,7 +25,7 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 # only a name that says `rank`: a date, a version or a model's size in a name (train-20261130, ROCm6_2,
 # qwen2.5) is no rank
 RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_.]?(\d+)(?!\d)", re.IGNORECASE)
-JOB_FIELDS = ("world size", "backend", "GPU")  # what must agree between the ranks of one job
+JOB_FIELDS = ("world size", "backend", "GPU", "NCCL version")  # what must agree between the ranks of one job
 
 
 def trace_files(paths: list[str]) -> list[Path]:
@@ -149,7 +149,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
     chooses the device's roofs from the first trace read; `read` holds traces already read, by path (given
     up as they are used)."""
     read = read if read is not None else {}
-    from rooftop.models.job import build_job, summarize
+    from rooftop.models.job import build_job, group_conflicts, process_groups, summarize
     from rooftop.models.trace import TraceError
     from rooftop.models.workload import build_workload
     from rooftop.store.tracefile import load_trace
@@ -159,6 +159,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
     problems: list[str] = []
     seen: dict[int, Path] = {}
     job_id: tuple | None = None
+    groups: dict[str, Any] = {}  # the process groups named so far: name → (size, ranks)
     first_path: Path | None = None
     first_work = device = None
     for p in paths:
@@ -173,20 +174,23 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
         if rank is None:
             problems.append(f"{p}: {why}: left out")
             continue
-        ident = (file_world, d.get("backend"), trace.device_name or None)
+        ident = (file_world, d.get("backend"), trace.device_name or None, d.get("nccl_version"))
+        mine = process_groups(d)
         if job_id is None:
             job_id, first_path = ident, p
-        elif any(x is not None and y is not None and x != y for x, y in zip(ident, job_id)):
-            what = "; ".join(f"{name} {clean(str(x))} against {clean(str(y))} in {first_path}"
-                             for name, x, y in zip(JOB_FIELDS, ident, job_id) if x is not None and y is not None
-                             and x != y)
-            problems.append(f"{p}: from another job ({what}): left out")
+        differ = [f"{name} {clean(str(x))} against {clean(str(y))} in {first_path}"
+                  for name, x, y in zip(JOB_FIELDS, ident, job_id) if x is not None and y is not None and x != y]
+        differ += [f"process group {clean(name)} has {x} against {y} in {first_path}"
+                   for name, x, y in group_conflicts(groups, mine)]
+        if differ:
+            problems.append(f"{p}: from another job ({'; '.join(differ)}): left out")
             continue
         if rank in seen:
             problems.append(f"{p}: rank {rank} again ({seen[rank]} is rank {rank} too): left out")
             continue
         seen[rank] = p
         job_id = tuple(x if x is not None else y for x, y in zip(job_id, ident))  # what a later file adds
+        groups = {**mine, **groups}
         if device is None:
             device = device_for(trace)
         work = build_workload(trace, device[0], device_note=device[1])
@@ -199,19 +203,35 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
     world = job_id[0] if job_id and isinstance(job_id[0], int) and job_id[0] > 0 else None
     backend = str(job_id[1] or "") if job_id else ""
     if world:
-        from rooftop.models.job import missing_count, missing_text
-
         summaries = in_world(summaries, world, problems)
         if not summaries:
             return None, None, problems
+    summaries, al = one_job(summaries, problems)
+    if world:
+        from rooftop.models.job import missing_count, missing_text
+
         have = {x.rank for x in summaries}
         if missing_count(have, world):
-            problems.append(f"ranks missing: {missing_text(have, world)} of {world} (no trace given for them): "
-                            f"showing {len(have)} of {world}")
+            problems.append(f"missing ranks: {missing_text(have, world)} ({len(have)} of {world} ranks read: no "
+                            "trace given for the rest)")
     roofs = link_roofs(args, device[0], backend)
     job = build_job(summaries, world, backend, roofs, per_node=getattr(args, "nproc_per_node", None),
-                    link=getattr(args, "link", None) or "", problems=problems)
+                    link=getattr(args, "link", None) or "", problems=problems, alignment=al)
     return job, first_work, problems
+
+
+def one_job(summaries: list[Any], problems: list[str]) -> tuple[list[Any], Any]:
+    """The ranks of the lowest rank's job, aligned: one whose collectives cannot be of it (they pair with none of
+    the lowest rank's, or they ended far apart in wall-clock time) gets its line and is left out."""
+    from rooftop.models.job import align, foreign_ranks, without
+
+    summaries = sorted(summaries, key=lambda x: x.rank)
+    al = align(summaries)
+    foreign = foreign_ranks(summaries, al)
+    for x in summaries:
+        if x.rank in foreign:
+            problems.append(f"{x.path}: rank {x.rank}: {foreign[x.rank]}: left out")
+    return [x for x in summaries if x.rank not in foreign], without(al, set(foreign))
 
 
 def in_world(summaries: list[Any], world: int, problems: list[str]) -> list[Any]:

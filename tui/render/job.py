@@ -67,9 +67,10 @@ def _gbs(x: float | None) -> str:
 def collective_rows(job: Mapping[str, Any]) -> list[dict[str, str]]:
     """One row per (collective, size, group): calls, time, the wait for the slowest rank, algbw and busbw in
     GB/s, the link and the fraction of its roof, the α-β time of one call."""
-    return [{"collective": c["op"], "size": fmt_bytes(c.get("bytes") or 0), "ranks": str(c.get("group_size", "")),
-             "calls": str(c["calls"]), "time": _t(c["time_s"]), "wait": _t(c.get("wait_s")),
-             "algbw": _gbs(c.get("algbw")), "busbw": _gbs(c.get("busbw")), "link": c.get("link", ""),
+    return [{"collective": clean(str(c["op"])), "size": fmt_bytes(c.get("bytes") or 0),
+             "ranks": clean(str(c.get("group_size", ""))), "calls": str(c["calls"]), "time": _t(c["time_s"]),
+             "wait": _t(c.get("wait_s")),
+             "algbw": _gbs(c.get("algbw")), "busbw": _gbs(c.get("busbw")), "link": clean(str(c.get("link", ""))),
              "of link": _pct(c.get("fraction_of_link")) or "—", "α-β": _t(c.get("expected_s"))}
             for c in job.get("collectives") or ()]
 
@@ -88,8 +89,8 @@ def collectives_table(job: Mapping[str, Any], wide: bool = False) -> FitRows:
 
 def job_head(job: Mapping[str, Any]) -> Text:
     n, world, backend = len(job.get("ranks") or ()), job.get("world"), job.get("backend")
-    return Text(f"{n} rank{'s' if n != 1 else ''}" + (f" of {world}" if world else "")
-                + (f" ({backend})" if backend else "") + ": ranks aligned by their collectives' ends, not by wall clock",
+    return Text(f"{n} rank{'s' if n != 1 else ''}" + (f" of {clean(str(world))}" if world else "")
+                + (f" ({clean(str(backend))})" if backend else "") + ": ranks aligned by their collectives' ends, not by wall clock",
                 style="bold")
 
 

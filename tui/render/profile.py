@@ -183,8 +183,8 @@ def ops_table(work: Any, top: int = TOP, wide: bool = False) -> FitRows:
 
 
 IDLE_LEGEND = ("host wait: the CPU issued the next kernel only after the device went idle (busy in that op, in "
-               "a sync or a copy); kernel wait: a gap of about two launches; other: the next kernel was queued, "
-               "waiting on another stream or an event")
+               "a sync or a copy); kernel wait: the next kernel was already queued, a gap under 30 µs; other: it "
+               "was queued and waited longer, on another stream or an event")
 
 
 IDLE_COLS = (Col("share"), Col("time"), Col("cause", "left"), Col("", "left", text=True), Col("gaps", "left"))

@@ -9,16 +9,9 @@ Three kinds of outside text, three treatments, each kept as the views have alway
 
 from __future__ import annotations
 
-from rooftop.models.safetext import UNSAFE, safe_text
+from rooftop.models.safetext import clean, safe_text
 
 __all__ = ["clean", "printable", "safe_text"]
-
-CONTROL = UNSAFE  # one rule for both: controls, line separators and bidi overrides (which reorder a line)
-
-
-def clean(text: str) -> str:
-    """Text from a trace made safe for a terminal: the characters safe_text writes visibly, dropped."""
-    return CONTROL.sub("", text)
 
 
 def printable(text: str, limit: int = 24) -> str:
