@@ -546,3 +546,36 @@ def test_thousands_of_steps_list_the_first_and_a_count(capsys, tmp_path):
     out = capsys.readouterr().out
     assert out.count("  ProfilerStep#") == 8 and "ProfilerStep#8: CPU" in out and "ProfilerStep#9:" not in out
     assert "… 2,992 more steps (3,000 in all; --json lists each)" in out
+
+
+def test_a_launching_op_counts_only_what_the_launching_op_inside_it_does_not():
+    """On a GPU trace a pooling backward launches its own kernel and calls fill_, whose kernel clears grad_input:
+    grad_input's write is fill_'s, once, and the pooling op keeps its reads (it was counted in both)."""
+    n, c, h = 8, 16, 32
+    out, inp = [n, c, h // 2, h // 2], [n, c, h, h]
+
+    def ev(cat, name, ts, dur, **args):
+        dev = cat == "kernel"
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if dev else 1, "tid": 7 if dev else 1, "ts": ts,
+                "dur": dur, "args": args}
+    events = [
+        ev("cpu_op", "aten::max_pool2d_with_indices_backward", 0, 50, **{
+            "External id": 1, "Input Dims": [out, inp, [], [], [], [], [], out],
+            "Input type": ["float", "float", "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar",
+                           "long int"]}),
+        ev("cpu_op", "aten::fill_", 2, 10, **{"External id": 2, "Input Dims": [inp, []],
+                                              "Input type": ["float", "Scalar"]}),
+        ev("cuda_runtime", "cudaLaunchKernel", 3, 4, correlation=2),
+        ev("kernel", "fill_kernel", 10, 5, correlation=2, **{"External id": 2}),
+        ev("cuda_runtime", "cudaLaunchKernel", 20, 4, correlation=1),
+        ev("kernel", "max_pool_backward_kernel", 30, 20, correlation=1, **{"External id": 1}),
+    ]
+    w = build_workload(parse_trace({"traceEvents": events}), lookup_device("h200"))
+    by = {g.op: g for g in w.groups}
+    pool, fill = by["aten::max_pool2d_with_indices_backward"], by["aten::fill_"]
+    assert fill.bytes == n * c * h * h * 4  # grad_input cleared
+    assert pool.bytes == n * c * (h // 2) ** 2 * (4 + 8)  # grad_output and the indices read
+    assert pool.flops == n * c * (h // 2) ** 2
+    whole = cost_op("aten::max_pool2d_with_indices_backward", [out, inp, [], [], [], [], [], out],
+                    ["float", "float", "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", "long int"])
+    assert w.bytes == whole.bytes  # the two add up to the call, once
