@@ -591,8 +591,10 @@ class Store:
         return "; ".join(r[0] for r in self.conn.execute("PRAGMA integrity_check"))
 
 
-def _guarded(fn: Callable[..., Any], where: Callable[[tuple, dict], Any]) -> Callable[..., Any]:
-    """`fn`, with a sqlite3 or OS error met on the way turned into the store's one error (db.store_error)."""
+def _guarded(fn: Callable[..., Any], where: Callable[[tuple, dict], Any],
+             conn: Callable[[tuple], sqlite3.Connection | None] = lambda a: None) -> Callable[..., Any]:
+    """`fn`, with a sqlite3 or OS error met on the way turned into the store's one error (db.store_error, which
+    asks the store's connection what limits it)."""
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -601,7 +603,7 @@ def _guarded(fn: Callable[..., Any], where: Callable[[tuple, dict], Any]) -> Cal
         except StoreError:
             raise
         except (sqlite3.Error, OSError) as exc:
-            raise db.store_error(exc, where(args, kwargs)) from exc
+            raise db.store_error(exc, where(args, kwargs), conn(args)) from exc
 
     return guarded
 
@@ -615,7 +617,7 @@ for _name, _member in list(vars(Store).items()):
         setattr(Store, _name, classmethod(_guarded(
             _member.__func__, lambda a, k: db_path(a[1] if len(a) > 1 else k.get("path")))))
     elif callable(_member):
-        setattr(Store, _name, _guarded(_member, lambda a, k: a[0].path))
+        setattr(Store, _name, _guarded(_member, lambda a, k: a[0].path, lambda a: getattr(a[0], "conn", None)))
 
 
 # -- writes inside a caller's transaction ------------------------------------------------

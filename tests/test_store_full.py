@@ -1,14 +1,16 @@
 """A full disk is said as a full disk ("disk full (N bytes free)"), never as damage, by every command; a file
 SQLite may not grow on a disk with room is said as that.
 
-Two real ways to fill it: SQLite's own SQLITE_FULL from a file's page limit (`PRAGMA max_page_count`,
-set on each connection the command opens), and, where this process may mount one, a 1 MiB tmpfs
-filled to the last byte: there a reader cannot even make its -shm, and SQLite says "disk I/O error".
+Real ways to fill it: SQLite's own SQLITE_FULL from a file's page limit (`PRAGMA max_page_count`,
+set on each connection the command opens), a file-size limit (`ulimit -f`, which SQLite reports as
+"disk I/O error"), and, where this process may mount one, a 1 MiB tmpfs filled to the last byte: there a
+reader cannot even make its -shm, and SQLite says "disk I/O error".
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,8 +65,10 @@ def said_full(err: str) -> bool:
 
 
 def said_capped(err: str) -> bool:
-    """A file SQLite may not grow on a disk with room: a cap, not a full disk, and not damage either."""
-    return ("cannot grow though its disk has" in err and "raise the limit" in err and "disk full" not in err
+    """A file SQLite may not grow on a disk with room: its page limit, named with its size, not a full disk, not a
+    quota, and not damage either."""
+    return ("reached its page limit (PRAGMA max_page_count = " in err and " pages of 4,096 bytes" in err
+            and "raise the limit" in err and "disk full" not in err and "quota" not in err
             and "damaged" not in err and "integrity_check" not in err)
 
 
@@ -89,7 +93,7 @@ def test_an_import_into_a_store_that_may_not_grow_says_so(tmp_path: Path, capsys
     exported = export_file(tmp_path, 300)
     no_room(monkeypatch)
     rc, out, err = cli(capsys, "import", str(exported), "--db", str(db))
-    assert rc == 2 and err.count("\n") == 1 and said_capped(err), err  # was "disk full" with gigabytes free
+    assert rc == 2 and err.count("\n") == 1 and said_capped(err), err  # was "disk quota, or a page limit"
     with Store.open(db) as s:  # nothing half-imported
         assert len(s.runs()) == 1
 
@@ -135,6 +139,51 @@ def full_disk(tmp_path: Path):
         yield mnt / "r.db"
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _mounted(tmp_path: Path, size: str) -> Path:
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if sys.platform != "linux" or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                                                 capture_output=True).returncode:
+        pytest.skip("this process may not mount a tmpfs (a small disk needs one)")
+    return mnt
+
+
+def test_a_page_limit_on_a_small_disk_with_room_is_the_page_limit_not_a_full_disk(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 32 MiB disk with 31 MiB free: the page limit stopped the import, not the disk (it was 'disk full')."""
+    mnt = _mounted(tmp_path, "32m")
+    try:
+        db = mnt / "r.db"
+        measured_store(db)
+        exported = export_file(tmp_path, 300)
+        no_room(monkeypatch)
+        rc, out, err = cli(capsys, "import", str(exported), "--db", str(db))
+        assert rc == 2 and err.count("\n") == 1 and said_capped(err), err
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_file_size_limit_is_named_not_an_io_error(tmp_path: Path) -> None:
+    """`ulimit -f` below what an import needs: SQLite says only "disk I/O error"; the line names the limit."""
+    import resource
+
+    db = tmp_path / "r.db"
+    measured_store(db)
+    exported = export_file(tmp_path, 300)
+    size = max(db.stat().st_size, (tmp_path / "r.db-wal").stat().st_size if (tmp_path / "r.db-wal").exists() else 0)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
+    env = {**os.environ, "ROOFTOP_HOME": str(tmp_path / "home")}
+    p = subprocess.run([sys.executable, "-m", "rooftop.tui", "import", str(exported), "--db", str(db)],
+                       preexec_fn=limit, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert f"file-size limit (ulimit -f: {size:,} bytes)" in p.stderr and "ulimit -f unlimited" in p.stderr, p.stderr
+    assert "disk full" not in p.stderr and "damaged" not in p.stderr, p.stderr  # was "could not be used: disk I/O"
+    with Store.open(db) as s:  # nothing half-imported
+        assert len(s.runs()) == 1
 
 
 def test_a_really_full_disk_is_full_not_damage(full_disk: Path, tmp_path: Path,
