@@ -126,7 +126,7 @@ def store_error(exc: BaseException, path: Path | str, conn: sqlite3.Connection |
         msg = (f"database {path} is locked: another rooftop held it for over {BUSY_TIMEOUT_MS // 1000} s ({exc}); "
                "try again when it is done")
     elif reason == "full":
-        room = no_room(path, conn) or NoRoom(_disk_words(free_bytes(path)), "free some space")
+        room = room_for(path, conn)
         msg = f"database {path} cannot be used: {room.words} ({exc}); {room.hint}, or use another --db PATH"
     elif reason == "read-only":
         msg = f"database {path} cannot be written ({exc}); make it writable, or copy it and use --db COPY"
@@ -209,6 +209,11 @@ def _size_limit_room(path: Path) -> tuple[int, int] | None:
         with contextlib.suppress(OSError):
             largest = max(largest, f.stat().st_size)
     return max(0, soft - largest), soft
+
+
+def room_for(path: Path | str, conn: sqlite3.Connection | None = None) -> NoRoom:
+    """What leaves the store no room, for a store known to have none (`no_room`, else its disk)."""
+    return no_room(path, conn) or NoRoom(_disk_words(free_bytes(path)), "free some space")
 
 
 def no_room(path: Path | str, conn: sqlite3.Connection | None = None, strict: bool = False) -> NoRoom | None:
@@ -358,7 +363,7 @@ def _advice(path: Path) -> str:
     return f"move it away or point rooftop elsewhere with --db PATH or ROOFTOP_DB; rooftop left {path} untouched"
 
 
-def inspect(path: Path) -> bool:
+def inspect(path: Path, immutable: bool = False) -> bool:
     """Check, without writing, that `path` is absent, empty, or a rooftop database.
 
     Returns True when the file needs creating/initialising. Raises StoreError
@@ -380,7 +385,7 @@ def inspect(path: Path) -> bool:
         raise StoreError(f"{path} is not an SQLite database (corrupt or another kind of file); {_advice(path)}",
                          "foreign")
     try:
-        ro = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        ro = sqlite3.connect(read_only_uri(path, immutable), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
         _say_if_full(exc, path)
         raise StoreError(f"cannot open {path}: {exc}; {_advice(path)}", error_reason(exc)) from None
@@ -427,14 +432,15 @@ def read_only_reason(path: Path) -> str:
     return ""
 
 
-def read_only_uri(path: Path) -> str:
+def read_only_uri(path: Path, immutable: bool = False) -> str:
     """A URI that opens `path` for reading only, without writing anything beside it.
 
     `immutable=1` where the folder is read-only and no -shm is there: SQLite cannot make the
-    WAL index, and with no -shm nobody is writing the file (a writer keeps one beside it).
+    WAL index, and with no -shm nobody is writing the file (a writer keeps one beside it);
+    or where asked (`immutable`: a store with no room for its -shm and nothing in its -wal).
     """
     uri = f"{path.resolve().as_uri()}?mode=ro"
-    if not _writable(path.absolute().parent) and not path.with_name(path.name + "-shm").exists():
+    if immutable or (not _writable(path.absolute().parent) and not path.with_name(path.name + "-shm").exists()):
         uri += "&immutable=1"
     return uri
 
@@ -474,6 +480,33 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
     """
     if read_only:
         return _connect_read_only(path, read_only)
+    return _connect_writable(path)
+
+
+def connect_without_room(path: Path, full: StoreError) -> sqlite3.Connection:
+    """A read-only connection to a store with no room to write (`full`, the error a writable open met): a full
+    disk must not keep its data from being listed or exported elsewhere.
+
+    A reader normally makes the -shm index beside the file; with no room for it the file is opened immutable,
+    which is whole only while its -wal holds nothing (a clean close or checkpoint leaves it empty). Where the -wal
+    holds writes, they cannot be read without that index: `full` is raised, saying so.
+    """
+    with contextlib.suppress(StoreError):  # an index already beside it (a writer's) serves a reader as it is
+        return _connect_read_only(path, "no room to write")
+    wal = path.with_name(path.name + "-wal")
+    try:
+        pending = wal.stat().st_size if wal.exists() else 0
+    except OSError:
+        pending = 1
+    if pending:
+        raise StoreError(f"{full}; its last writes are still in {wal} ({pending:,} bytes), which cannot be read "
+                         "without room for its index", "full")
+    if inspect(path, immutable=True):  # empty, or needing an upgrade: nothing a reader can use before a write
+        raise full
+    return _connect_read_only(path, "no room to write", immutable=True)
+
+
+def _connect_writable(path: Path) -> sqlite3.Connection:
     if not path.exists():
         create(path)
     needs_init = inspect(path)
@@ -498,16 +531,16 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
     return conn
 
 
-def _connect_read_only(path: Path, why: str) -> sqlite3.Connection:
+def _connect_read_only(path: Path, why: str, immutable: bool = False) -> sqlite3.Connection:
     if not path.exists():
         raise StoreError(f"cannot create {path}: {why}; point --db PATH or ROOFTOP_DB at a writable place",
                          "read-only")
-    if inspect(path):
+    if inspect(path, immutable):
         raise StoreError(f"{path} is read-only ({why}) and holds no rooftop data this version can read "
                          "(it is empty, or must be upgraded by writing it); make it writable, or use another --db PATH",
                          "read-only")
     try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+        conn = sqlite3.connect(read_only_uri(path, immutable), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                                isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")

@@ -197,6 +197,8 @@ class Store:
         self.path = path
         self.read_only = read_only  # why this process cannot write the file; '' when it can
         self.interrupted: list[str] = []  # runs this open found orphaned and marked interrupted
+        self.no_room: StoreError | None = None  # why a store with no room to write was opened to read only
+        self.room: db.NoRoom | None = None  # and what leaves it none, in words
         self.unreadable: dict[str, list[str]] = {}  # run id → values read as unknown (see `_unknown`)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -208,10 +210,21 @@ class Store:
         Raises StoreError, without touching the file, when it is not a rooftop database.
         A store this process cannot write is opened read-only (`read_only` says why): it can
         be read, and each write raises ReadOnlyStore; orphaned runs are left for a writer to mark.
+        A store with no room to write (a full disk) is opened read-only too, `no_room` saying why:
+        each write raises that error (reason `full`).
         """
         p = db_path(path)
         why = db.read_only_reason(p)
-        store = cls(db.connect(p, read_only=why), p, why)
+        try:
+            conn = db.connect(p, read_only=why)
+        except StoreError as exc:
+            if exc.reason != "full" or why or not p.is_file():
+                raise
+            # no room to write (a full disk, a quota): what is there can still be read, listed and exported
+            store = cls(db.connect_without_room(p, exc), p, "no room to write")
+            store.no_room, store.room = exc, db.room_for(p)
+            return store
+        store = cls(conn, p, why)
         if recover and not why:
             store.interrupted = store.recover()
         return store
@@ -232,7 +245,10 @@ class Store:
         self.close()
 
     def _write(self) -> ContextManager[sqlite3.Connection]:
-        """One write transaction (db.write); ReadOnlyStore, in one line, on a store opened read-only."""
+        """One write transaction (db.write); ReadOnlyStore, in one line, on a store opened read-only (the error
+        that found no room, on a store opened read-only for that)."""
+        if self.no_room is not None:
+            raise StoreError(str(self.no_room), "full")
         if self.read_only:
             raise ReadOnlyStore(f"{self.path} is read-only ({self.read_only}); rooftop cannot change it: "
                                 "make it writable, or copy it and use --db COPY")

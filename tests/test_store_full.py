@@ -119,14 +119,19 @@ def test_measure_exits_non_zero_when_its_run_cannot_be_kept(tmp_path: Path, caps
     assert rc == 1 and doc["run_id"] is None and "the run is not kept in the store: " in doc["store_error"]
 
 
+def _mounted(tmp_path: Path, size: str) -> Path:
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if sys.platform != "linux" or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                                                 capture_output=True).returncode:
+        pytest.skip("this process may not mount a tmpfs (a small disk needs one)")
+    return mnt
+
+
 @pytest.fixture
 def full_disk(tmp_path: Path):
     """A real 1 MiB disk holding a measured store, filled to the last byte; skipped where mounting is not allowed."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if sys.platform != "linux" or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-                                                 capture_output=True).returncode:
-        pytest.skip("this process may not mount a tmpfs (a real full disk needs one)")
+    mnt = _mounted(tmp_path, "1m")
     try:
         measured_store(mnt / "r.db")
         with open(mnt / "filler", "wb") as f:
@@ -139,15 +144,6 @@ def full_disk(tmp_path: Path):
         yield mnt / "r.db"
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
-def _mounted(tmp_path: Path, size: str) -> Path:
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if sys.platform != "linux" or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
-                                                 capture_output=True).returncode:
-        pytest.skip("this process may not mount a tmpfs (a small disk needs one)")
-    return mnt
 
 
 def test_a_page_limit_on_a_small_disk_with_room_is_the_page_limit_not_a_full_disk(
@@ -186,16 +182,48 @@ def test_a_file_size_limit_is_named_not_an_io_error(tmp_path: Path) -> None:
         assert len(s.runs()) == 1
 
 
-def test_a_really_full_disk_is_full_not_damage(full_disk: Path, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def said_read_only(err: str, words: str) -> bool:
+    """A reader's one warning: the store is read, nothing new can be kept, and why (not damage)."""
+    return (err.count("\n") == 1 and "is read only for now, with no room to write: " in err and words in err
+            and "to keep anything new" in err and "damaged" not in err)
+
+
+def test_a_really_full_disk_is_read_and_only_writes_are_refused(full_disk: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Every read command works on a full disk (they all exited 2), so the data can be taken elsewhere; a write is
+    refused as a full disk, never as damage."""
     db = str(full_disk)
-    for argv in (["runs"], ["show", "1"], ["import", str(export_file(tmp_path, 3))]):
-        rc, out, err = cli(capsys, *argv, "--db", db)
-        assert rc == 2 and err.count("\n") == 1 and said_full(err), (argv, err)  # was "is corrupt"
+    with Store.open(full_disk) as s:
+        [run] = s.runs()
+    rc, out, err = cli(capsys, "runs", "--db", db)
+    assert rc == 0 and run.id[:8] in out and said_read_only(err, "disk full ("), err
+    rc, out, err = cli(capsys, "show", run.id[:8], "--db", db)
+    assert rc == 0 and "Lab GPU" in out and said_read_only(err, "disk full ("), err
+    rc, out, err = cli(capsys, "export", run.id[:8], "--db", db)
+    assert rc == 0 and json.loads(out)["runs"][0]["id"] == run.id, err
     rc, out, err = cli(capsys, "op", "gemm", "8", "8", "8", "-d", "local", "--db", db)
-    assert rc == 2 and said_full(err) and "unknown device" not in err, err  # was "unknown device 'local'"
-    rc, out, err = cli(capsys, "op", "gemm", "8", "8", "8", "-d", "h100", "--db", db)
-    assert rc == 0 and said_full(err), err  # a catalog device needs no store: a warning, and the answer
+    assert rc == 0 and "local" in out and said_read_only(err, "disk full ("), err
+    rc, out, err = cli(capsys, "import", str(export_file(tmp_path, 3)), "--db", db)
+    assert rc == 2 and err.count("\n") == 1 and said_full(err), err
+
+
+def test_a_store_this_process_may_not_grow_is_read_all_the_same(tmp_path: Path) -> None:
+    """The same without a disk to fill (any user): a file-size limit of 0 leaves a reader no room for its index,
+    as a full disk does. `runs`, `show`, `export` answer, with one warning naming the limit."""
+    import resource
+
+    db = tmp_path / "r.db"
+    rid = measured_store(db)
+
+    def no_room() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+    env = {**os.environ, "ROOFTOP_HOME": str(tmp_path / "home")}
+    for argv in (["runs"], ["show", rid[:8]], ["export", rid[:8]]):
+        p = subprocess.run([sys.executable, "-m", "rooftop.tui", *argv, "--db", str(db)], preexec_fn=no_room,
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == 0 and rid[:8] in p.stdout, (argv, p.stderr)  # was exit 2, "disk I/O error"
+        assert said_read_only(p.stderr, "file-size limit (ulimit -f: 0 bytes)"), (argv, p.stderr)
+    assert json.loads(p.stdout)["runs"][0]["id"] == rid
 
 
 def test_a_fleet_that_cannot_be_kept_exits_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -214,3 +242,40 @@ def test_a_fleet_that_cannot_be_kept_exits_non_zero(tmp_path: Path, capsys: pyte
     args = argparse.Namespace(no_save=False, db=str(tmp_path / "ok.db"), json=True)
     assert _report(args, payloads, "all-gpus", "quick", 60.0) == 0
     assert "saved as run" in capsys.readouterr().err
+
+
+def test_a_store_that_fills_mid_run_says_the_points_it_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store fills after some points were committed: measure said "not kept in the store" while those points
+    were a run (interrupted at the next open). It says how many it kept and as which run."""
+    import dataclasses
+
+    from rooftop.models.units import KiB
+    from rooftop.probes import plan as planmod
+
+    real = planmod.build_plan
+    many = dataclasses.replace(tiny_sizes(), working_sets=tuple(4 * KiB * (i + 1) for i in range(40)))
+    monkeypatch.setattr(planmod, "build_plan", lambda b, name="quick", only=None, sizes=None:
+                        real(b, name, only, sizes=many))
+    db = tmp_path / "r.db"
+    measured_store(db)
+    real_connect = dbmod.connect
+
+    def connect(path: Path, read_only: str = ""):
+        conn = real_connect(path, read_only)
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages + 2}")  # room for the run and its first points
+        return conn
+
+    monkeypatch.setattr(dbmod, "connect", connect)
+    rc, out, err = cli(capsys, "measure", "--device", "cpu", "--only", "bandwidth", "--json", "--db", str(db))
+    doc = json.loads(out)
+    monkeypatch.setattr(dbmod, "connect", real_connect)
+    with Store.open(db) as s:
+        run = s.run(doc["run_id"])
+        kept = len(s.samples(run.id))
+    flat = err.replace("\n", " ")
+    assert rc == 1 and 0 < kept < len(doc["samples"]), (rc, kept)
+    assert "not kept in the store" not in flat, err  # was: not kept, with the points in the store
+    assert f"kept in part as run {run.id[:8]}: {kept} of {len(doc['samples'])} points" in flat, err
+    assert doc["kept_samples"] == kept

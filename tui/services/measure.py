@@ -38,6 +38,7 @@ class RunResult:
     store_error: str = ""
     error: str = ""  # why a failed run failed
     throttled: list[Sample] = field(default_factory=list)  # points taken while the GPU throttled
+    kept: int = 0  # samples committed to the store (all of them unless store_error says otherwise)
 
 
 OnSample = Callable[[Progress, Sample, Calibration], None]
@@ -108,7 +109,8 @@ def measure_run(
     store_error = failed_mid_run[-1] if failed_mid_run else \
         (f"the run is not kept in the store: {keeper.error}" if keeper.error is not None and run_id is None else "")
     throttled = [s for s in samples if s.conditions.get("throttle")]
-    return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled)
+    return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled,
+                     keeper.added if run_id is not None else 0)
 
 
 def with_telemetry(sample: Sample, telemetry: dict[str, Any]) -> Sample:
