@@ -359,6 +359,7 @@ def _owner(trace: Trace, own: Sequence[OpCost | None]) -> list[int | None]:
 
 
 NO_WORK_GROUP = "(dispatch and views)"
+NO_WORK = "no work"  # the regime of a group that, by its shapes, computes and moves nothing (a 0-sized conv)
 
 
 class _Costs:
@@ -555,8 +556,10 @@ def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
         g.regime, g.bound_s = "comm", None
         return g
     if g.model == "unattributed" or (g.flops == 0 and g.bytes == 0):
-        g.regime = "none" if g.model != "unattributed" else "unknown"
-        g.bound_s = None if g.model == "unattributed" else 0.0
+        # nothing for the roofline to place: no bound (not a bound of 0 s, which read as "at its roof it takes
+        # 0 ns" and took its time off every op at its roof); its time stays as it ran
+        g.regime = NO_WORK if g.model != "unattributed" else "unknown"
+        g.bound_s = None
         return g
     try:
         bw = device.B("dram")

@@ -579,3 +579,37 @@ def test_a_launching_op_counts_only_what_the_launching_op_inside_it_does_not():
     whole = cost_op("aten::max_pool2d_with_indices_backward", [out, inp, [], [], [], [], [], out],
                     ["float", "float", "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", "long int"])
     assert w.bytes == whole.bytes  # the two add up to the call, once
+
+
+def test_an_op_with_no_work_is_said_so_and_keeps_its_time_at_the_roof(capsys, tmp_path):
+    """A convolution whose shapes give W = Q = 0 (batch 0, no output channels) had a bound of 0 s: at its roof it
+    'finished in 0 ns' and its kernel time came off every op at its roof. It does no work: no bound, its time kept
+    as it ran, and the row says so."""
+    conv = {"Input Dims": [[0, 3, 16, 16], [0, 3, 3, 3], [], [], [], [], [], [], []],
+            "Input type": ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList",
+                           "Scalar"],
+            "Concrete Inputs": ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1"]}
+
+    def ev(cat, name, ts, dur, **args):
+        dev = cat == "kernel"
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if dev else 1, "tid": 7 if dev else 1, "ts": ts,
+                "dur": dur, "args": args}
+    events = [
+        ev("cpu_op", "aten::convolution", 0, 20, **{"External id": 1, **conv}),
+        ev("cuda_runtime", "cudaLaunchKernel", 3, 4, correlation=1),
+        ev("kernel", "implicit_convolve_sgemm", 10, 50, correlation=1, **{"External id": 1}),
+        ev("cpu_op", "aten::mm", 30, 20, **{"External id": 2, "Input Dims": [[64, 64], [64, 64]],
+                                            "Input type": ["float", "float"]}),
+        ev("cuda_runtime", "cudaLaunchKernel", 33, 4, correlation=2),
+        ev("kernel", "sgemm", 60, 5, correlation=2, **{"External id": 2}),
+    ]
+    w = build_workload(parse_trace({"traceEvents": events}), lookup_device("h100"))
+    conv_g = next(g for g in w.groups if g.op == "aten::convolution")
+    assert conv_g.flops == 0 and conv_g.bytes == 0 and conv_g.model == "conv"
+    assert conv_g.regime == "no work" and conv_g.bound_s is None and conv_g.fraction_of_roof is None
+    assert w.bound_s >= conv_g.time_s  # its 50 µs stay in "both fixes" (was 16 ns: the mm's bound alone)
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert main(["profile", "--trace", str(path), "--no-save", "-d", "h100"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "convolution" in line)
+    assert "no work" in row and "%" in row.split("no work")[0] and "ns" not in row  # its share, no rate, no bound
