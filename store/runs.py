@@ -57,6 +57,7 @@ COMM_PLAN = "comm"
 FLEET_PLAN = "fleet"  # many devices measured at once: its members are measurement runs (store.fleets)
 SHORT_ID = 8
 MIN_PREFIX = 4
+ACTIVE_S = 600.0  # a run of another host counts as running while it added a sample or began this recently
 LOCAL = "local"  # the device id of this machine's latest measured profile (DESIGN.md, vocabulary)
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 HEX_RE = re.compile(r"[0-9a-fA-F]+")
@@ -273,6 +274,28 @@ class Store:
                 if cur.rowcount:
                     marked.append(rid)
         return marked
+
+    def running_beside(self, own: str | None = None) -> list[tuple[Run, int | None]]:
+        """Runs another live process is measuring into this store now, with each one's pid: a `running` run's row
+        is its lease. On this host its pid and start token say whether its process lives (a crash leaves a
+        mark that reads dead, and the next open marks it interrupted); on another host, where that cannot be
+        seen, it counts while it added a sample or began within ACTIVE_S. `own` (this process's run) is left out."""
+        me, host, now = os.getpid(), host_name(), time.time()
+        rows = self.conn.execute(
+            "SELECT r.id, r.host, r.pid, r.proc_token, MAX(r.started_at, COALESCE(MAX(s.created_at), 0))"
+            " FROM runs r LEFT JOIN samples s ON s.run_id = r.id WHERE r.status = 'running' GROUP BY r.id"
+        ).fetchall()
+        live = []
+        for rid, where, pid, token, last in rows:
+            if rid == own:
+                continue
+            if where == host:
+                if not pid or int(pid) == me or not is_alive(int(pid), token or ""):
+                    continue
+            elif not (isinstance(last, (int, float)) and now - last < ACTIVE_S):
+                continue
+            live.append((rid, int(pid) if pid else None))
+        return [(self.run(rid), pid) for rid, pid in live]
 
     # -- writing a run -----------------------------------------------------------
 

@@ -412,6 +412,7 @@ class RooftopApp(App[None]):
             cancel=worker.cancelled_event,  # toolong's pattern: the domain loop checks the worker's event
             on_sample=lambda p, s, c: self.post_message(SampleTaken(p, s, c)),
             on_store_error=lambda m: self.post_message(StoreProblem(m)),
+            on_note=lambda m: self.post_message(StoreProblem(m)),
         )
         self.post_message(MeasureFinished(result))
         return result

@@ -73,7 +73,8 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
         err.print(f"rooftop comm: note: {note}", style="yellow")
     keeper = RunKeeper(getattr(args, "db", None), save=not args.no_save,
                        on_error=lambda exc, _begun: err.print(safe_text(f"rooftop comm: warning: the run is not kept in the store: {exc}"),
-                                                              style="yellow"))
+                                                              style="yellow"),
+                       on_beside=lambda msg: err.print(safe_text(f"rooftop comm: warning: {msg}"), style="yellow"))
     if keeper.save:
         import torch
 

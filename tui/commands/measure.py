@@ -114,6 +114,7 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
             plan, args.db, store=not args.no_save, sampler=sampler, cancel=cancel,
             on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
             on_store_error=lambda msg: err.print(safe_text(f"rooftop measure: warning: {msg}"), style="yellow"),
+            on_note=lambda msg: err.print(safe_text(f"rooftop measure: warning: {msg}"), style="yellow"),
         )
     return _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
 

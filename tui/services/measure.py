@@ -53,12 +53,14 @@ def measure_run(
     cancel: threading.Event | None = None,
     on_sample: OnSample | None = None,
     on_store_error: Callable[[str], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run `plan`, storing as it goes; returns what was measured however the run ended.
 
     Ctrl-C (KeyboardInterrupt) and `cancel` end the run as cancelled; an exception from a
     probe ends it as failed (its message in `error`). `on_sample` gets each sample with the
-    ceilings so far, computed here so a UI only shows them.
+    ceilings so far, computed here so a UI only shows them. `on_note` is told of another measurement running
+    into the same store at once (a warning: both are kept).
     """
     backend = plan.backend
     hw = backend.info.hardware()
@@ -73,7 +75,7 @@ def measure_run(
         else:  # told with the result
             failed_mid_run.append(f"saving to the store failed: {exc}")
 
-    keeper = RunKeeper(db_path, save=store, on_error=store_failed)
+    keeper = RunKeeper(db_path, save=store, on_error=store_failed, on_beside=on_note)
     run_id = keeper.begin(info.to_dict(), plan.name, backend.spec, _versions(info.to_dict()))
     samples: list[Sample] = []
     status, error = "complete", ""
