@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.disks import fill, small_disk
 from helpers.store_writer import synthetic_sample
 from probe_fixtures import tiny_sizes
 from rooftop.models.profile import Ceiling, DeviceProfile
@@ -119,46 +120,25 @@ def test_measure_exits_non_zero_when_its_run_cannot_be_kept(tmp_path: Path, caps
     assert rc == 1 and doc["run_id"] is None and "the run is not kept in the store: " in doc["store_error"]
 
 
-def _mounted(tmp_path: Path, size: str) -> Path:
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if sys.platform != "linux" or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
-                                                 capture_output=True).returncode:
-        pytest.skip("this process may not mount a tmpfs (a small disk needs one)")
-    return mnt
-
-
 @pytest.fixture
 def full_disk(tmp_path: Path):
     """A real 1 MiB disk holding a measured store, filled to the last byte; skipped where mounting is not allowed."""
-    mnt = _mounted(tmp_path, "1m")
-    try:
+    with small_disk(tmp_path, "1m") as mnt:
         measured_store(mnt / "r.db")
-        with open(mnt / "filler", "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
+        fill(mnt)
         yield mnt / "r.db"
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def test_a_page_limit_on_a_small_disk_with_room_is_the_page_limit_not_a_full_disk(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A 32 MiB disk with 31 MiB free: the page limit stopped the import, not the disk (it was 'disk full')."""
-    mnt = _mounted(tmp_path, "32m")
-    try:
+    with small_disk(tmp_path, "32m") as mnt:
         db = mnt / "r.db"
         measured_store(db)
         exported = export_file(tmp_path, 300)
         no_room(monkeypatch)
         rc, out, err = cli(capsys, "import", str(exported), "--db", str(db))
         assert rc == 2 and err.count("\n") == 1 and said_capped(err), err
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def test_a_file_size_limit_is_named_not_an_io_error(tmp_path: Path) -> None:

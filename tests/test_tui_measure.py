@@ -226,25 +226,11 @@ async def test_a_store_that_cannot_keep_a_run_starts_no_measurement_and_says_why
 
 
 async def test_on_a_full_disk_the_app_reads_the_store_and_starts_no_measurement(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+    from helpers.disks import fill, small_disk
 
-    import pytest
-
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if sys.platform != "linux" or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-                                                 capture_output=True).returncode:
-        pytest.skip("this process may not mount a tmpfs (a real full disk needs one)")
-    try:
+    with small_disk(tmp_path, "1m") as mnt:
         Store.open(mnt / "r.db").close()
-        with open(mnt / "filler", "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
+        fill(mnt)
         app = create_app(AppConfig(device="h100", sampler=None, db_path=mnt / "r.db", autostart=True,
                                    plan=tiny_plan("launch")))
         async with app.run_test(size=SIZE) as pilot:
@@ -253,5 +239,3 @@ async def test_on_a_full_disk_the_app_reads_the_store_and_starts_no_measurement(
             status = str(app.query_one("#ms-status", Static).render())
             assert not app.measuring and app.run_view.result is None, status
             assert "the store cannot keep a run (it has no room to write: disk full (" in status, status
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
