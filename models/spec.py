@@ -123,8 +123,12 @@ KIND_ALIASES = {
 }
 _KIND_PRESETS = {"rmsnorm": {"type": "rms"}, "layernorm": {"type": "layer"}}
 
-# a count as a person writes it: 8192, 1e9 or 1E9, .5e3, 2^20, 8k, 16M, 1G; a leading '-' is read so it is told "at least 1"
-_NUMBER = re.compile(r"^(-?)(?:(\d+)\^(\d+)|((?:[0-9][0-9_]*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?\d+)?)([kKmMgG]?))$")
+# a number as a person writes it: every float literal Python reads (8192, 1e9, 1E+9, .5e1, 5., 1_000, +8), or 2^20,
+# with an optional binary suffix (8k, 16M, 1G); a leading '-' is read so it is told "at least 1" / "positive"
+_DIGITS = r"[0-9](?:_?[0-9])*"
+_FLOAT = rf"(?:{_DIGITS}\.(?:{_DIGITS})?|\.{_DIGITS}|{_DIGITS})(?:[eE][+-]?{_DIGITS})?"
+_NUMBER = re.compile(rf"^([+-]?)(?:({_DIGITS})\^({_DIGITS})|({_FLOAT})([kKmMgG]?))$")
+_NOT_FINITE = re.compile(r"^[+-]?(?:inf|infinity|nan)$", re.IGNORECASE)  # Python reads these; no size is one
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 MAX_DIM = 2**62  # beyond any real shape; keeps products finite
 MAX_DIGITS = 30  # 2^62 has 19: a longer integer is too large before Python is asked to convert it
@@ -139,23 +143,31 @@ def is_kind(token: str) -> bool:
     return t in GRAMMARS or t in KIND_ALIASES
 
 
-def parse_count(text: str, what: str = "value") -> int:
-    """A positive whole number: 8192, 1e9 (1E9), 2^20, 8k (= 8192), 16M (= 16·2^20), 1G (= 2^30)."""
-    m = _NUMBER.match(text.strip())
+def _number(text: str, what: str) -> tuple[float, bool]:
+    """The value of a number token and whether it had a leading '-'; SpecError when it is no number."""
+    t = text.strip()
+    m = _NUMBER.match(t)
     shown = _quoted(text)
     if not m:
-        raise SpecError(f"{what}={shown} is not a number (examples: 8192, 1e9, 2^20, 8k, 16M)")
-    if m.group(1):
-        raise SpecError(f"{what}={shown} must be at least 1")
+        if _NOT_FINITE.match(t):
+            raise SpecError(f"{what}={shown} is not a finite number (examples: 8192, 1e9, .5e1, 2^20, 8k, 16M)")
+        raise SpecError(f"{what}={shown} is not a number (examples: 8192, 1e9, .5e1, 2^20, 8k, 16M)")
     if m.group(2) is not None:
         if len(m.group(2)) > MAX_DIGITS or len(m.group(3)) > MAX_DIGITS:
             raise SpecError(f"{what}={shown} is too large (at most 2^62)")
         base, exp = int(m.group(2)), int(m.group(3))
         if base > 1 and (exp > 62 or base > MAX_DIM):
             raise SpecError(f"{what}={shown} is too large (at most 2^62)")
-        value: float = base**exp
-    else:
-        value = float(m.group(4).replace("_", "")) * _SUFFIX[m.group(5).lower()]
+        return float(base**exp), m.group(1) == "-"
+    return float(m.group(4)) * _SUFFIX[m.group(5).lower()], m.group(1) == "-"
+
+
+def parse_count(text: str, what: str = "value") -> int:
+    """A positive whole number: 8192, 1e9 (1E9, .5e1), 2^20, 8k (= 8192), 16M (= 16·2^20), 1G (= 2^30)."""
+    value, negative = _number(text, what)
+    shown = _quoted(text)
+    if negative:
+        raise SpecError(f"{what}={shown} must be at least 1")
     if not math.isfinite(value) or value > MAX_DIM:
         raise SpecError(f"{what}={shown} is too large (at most 2^62)")
     if value != int(value):
@@ -171,11 +183,9 @@ def _quoted(text: str, width: int = 40) -> str:
 
 
 def parse_real(text: str, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise SpecError(f"{what}={_quoted(text)} is not a number") from None
-    if not (0 < value < 1e18):
+    """A positive real number below 1e18, written as a count is (2.5, .5e1, 1_000, 2^3, 1k)."""
+    value, negative = _number(text, what)
+    if negative or not (0 < value < 1e18):
         raise SpecError(f"{what}={_quoted(text)} must be a positive number below 1e18")
     return value
 

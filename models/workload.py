@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -275,34 +275,74 @@ def _group(groups: dict, key: tuple, cost: OpCost, shapes: list, dtype: str) -> 
 STRONG = ("gemm", "conv", "attention", "norm", "softmax")  # models that own the copies and views they call
 
 
-def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[bool]:
-    """Which ops own work on a CPU trace, so no W or Q is counted twice.
+def _less(cost: OpCost, flops: float, nbytes: float) -> OpCost:
+    """An op's own share of its cost: what its model counts beyond `flops` and `nbytes`, the work the ops it
+    calls count themselves (never below 0: a child that moved more than the parent's model says keeps it)."""
+    if flops <= 0 and nbytes <= 0:
+        return cost
+    f, b = max(0.0, cost.flops - flops), max(0.0, cost.bytes - nbytes)
+    if f == cost.flops and b == cost.bytes:
+        return cost
+    return dataclasses.replace(cost, flops=f, bytes=b,
+                               counting=cost.counting + "; less what the ops it calls count themselves")
 
-    An op with a GEMM / attention / norm / softmax model owns its work unless an
-    op inside it has one of those too (the innermost wins: aten::linear is
-    dispatch around the aten::addmm that does the GEMM; the copy inside addmm
-    that broadcasts the bias is part of the GEMM). Any other op with W or Q
-    owns work when nothing inside it does.
+
+def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[OpCost | None]:
+    """Each op's own work on a CPU trace (None where it owns none), so no W or Q is counted twice or dropped.
+
+    An op's model costs the whole call. An op with a GEMM / attention / norm /
+    softmax model owns all of it unless an op inside it has one of those too
+    (the innermost wins: aten::linear is dispatch around the aten::addmm that
+    does the GEMM; the copy inside addmm that broadcasts the bias is part of the
+    GEMM). Any other op owns what its model counts beyond what the ops inside it
+    count: aten::relu nothing beyond its clamp_min, aten::nll_loss_backward the
+    N values it writes beyond the zero_ that clears grad_input, aten::sum the
+    input it reads beyond the fill_ that sets its output.
     """
     n = len(trace.ops)
     strong_below = [False] * n
-    any_below = [False] * n
-    work = [False] * n
+    total = [(0.0, 0.0)] * n  # W and Q counted in each op's subtree
+    own: list[OpCost | None] = [None] * n
     for i in reversed(range(n)):  # children come after parents in the ops' order
         o = trace.ops[i]
-        sb = any(strong_below[c] or costs[c].model in STRONG for c in o.children)
-        ab = any(any_below[c] or work[c] for c in o.children)
+        sb = any(strong_below[k] or costs[k].model in STRONG for k in o.children)
+        bf = sum(total[k][0] for k in o.children)
+        bb = sum(total[k][1] for k in o.children)
         c = costs[i]
         if c.model in STRONG:
-            work[i] = not sb
+            own[i] = None if sb else c
+            total[i] = (bf, bb) if sb else (c.flops, c.bytes)
         else:
-            work[i] = (c.flops > 0 or c.bytes > 0) and not ab
+            mine = _less(c, bf, bb)
+            own[i] = mine if mine.flops > 0 or mine.bytes > 0 else None
+            total[i] = (bf + mine.flops, bb + mine.bytes)
         strong_below[i] = sb or c.model in STRONG
-        any_below[i] = ab or work[i]
-    return work
+    return own
 
 
-def _owner(trace: Trace, work: Sequence[bool], costs: Sequence[OpCost]) -> list[int | None]:
+def launch_work(trace: Trace, costs: Sequence[OpCost], launched: Collection[int]) -> dict[int, OpCost]:
+    """Each op that launched device activity on a GPU trace: its own work, its cost less what the launching ops
+    inside it count (nll_loss_backward's own kernel writes N values; the fill kernel its zero_ launched clears
+    grad_input and is costed as zero_)."""
+    ops = trace.ops
+    inside: dict[int, list[int]] = {}
+    for oi in launched:
+        j = ops[oi].parent
+        while j is not None and j not in launched:
+            j = ops[j].parent
+        if j is not None:
+            inside.setdefault(j, []).append(oi)
+    total: dict[int, tuple[float, float]] = {}
+    out: dict[int, OpCost] = {}
+    for oi in sorted(launched, reverse=True):  # children come after parents in the ops' order
+        kids = inside.get(oi, ())
+        bf, bb = sum(total[k][0] for k in kids), sum(total[k][1] for k in kids)
+        mine = out[oi] = _less(costs[oi], bf, bb)
+        total[oi] = (bf + mine.flops, bb + mine.bytes)
+    return out
+
+
+def _owner(trace: Trace, own: Sequence[OpCost | None]) -> list[int | None]:
     """Each op's owner: the nearest enclosing-or-self op that owns work and has a strong model, else the
     op itself when it owns work, else None (dispatch, views)."""
     out: list[int | None] = []
@@ -310,15 +350,17 @@ def _owner(trace: Trace, work: Sequence[bool], costs: Sequence[OpCost]) -> list[
         j: int | None = o.parent
         found = None
         while j is not None:
-            if work[j] and costs[j].model in STRONG:
+            c = own[j]
+            if c is not None and c.model in STRONG:
                 found = j
                 break
             j = trace.ops[j].parent
-        out.append(found if found is not None else (i if work[i] else None))
+        out.append(found if found is not None else (i if own[i] is not None else None))
     return out
 
 
 NO_WORK_GROUP = "(dispatch and views)"
+NO_WORK = "no work"  # the regime of a group that, by its shapes, computes and moves nothing (a 0-sized conv)
 
 
 class _Costs:
@@ -399,16 +441,17 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             e[0] += 1
             e[1] += k.dur
             e[2] += alone
+        mine = launch_work(trace, costs, per_op)
         for oi, (n, t, alone) in per_op.items():
             o = trace.ops[oi]
             key = _key(o, elements.get(oi))
-            g = _group(groups, key, costs[oi], list(o.dims), key[2])
+            g = _group(groups, key, mine[oi], list(o.dims), key[2])
             g.calls += 1
             g.kernels += n
             g.time_s += t
             g.alone_s += alone
-            g.flops += costs[oi].flops
-            g.bytes += costs[oi].bytes
+            g.flops += mine[oi].flops
+            g.bytes += mine[oi].bytes
         for name, (n, t, alone) in loose.items():
             g = OpGroup(op=name, shapes=[], dtype="", model="unattributed", path="",
                         counting="kernels no op of this trace launched (a CUDA graph replays them as one launch): "
@@ -420,7 +463,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
                          "their time is unattributed, with no W or Q")
         transfers = sorted((place_transfer(t, device) for t in moves.values()), key=lambda t: -t.time_s)
         causes = idle_causes(trace)
-        top = top_kernels(trace, costs)
+        top = top_kernels(trace, mine)
         if len(trace.gpus) > 1:
             notes.append(f"one process ran kernels on {len(trace.gpus)} GPUs ({', '.join(map(str, trace.gpus))}): "
                          "busy is the time any of them worked and idle the time none did, the overlap row "
@@ -432,7 +475,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
     else:
         busy_s = trace.busy_s
         work = work_ops(trace, costs)
-        owners = _owner(trace, work, costs)
+        owners = _owner(trace, work)
         for i, o in enumerate(trace.ops):
             own = owners[i]
             if own is None:  # time around the work: the framework's dispatch, views, allocation
@@ -445,14 +488,14 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
                 g.time_s += o.self_s
                 g.calls += 1
                 continue
-            w = trace.ops[own]
+            w, mine_w = trace.ops[own], work[own]
             key = _key(w)
-            g = _group(groups, key, costs[own], list(w.dims), key[2])
+            g = _group(groups, key, mine_w, list(w.dims), key[2])
             g.time_s += o.self_s
             if own == i:
                 g.calls += 1
-                g.flops += costs[i].flops
-                g.bytes += costs[i].bytes
+                g.flops += mine_w.flops
+                g.bytes += mine_w.bytes
         groups = {k: g for k, g in groups.items() if g.time_s > 0 or g.flops > 0}
         total = sum(g.time_s for g in groups.values())
         scale = busy_s / total if total > busy_s > 0 else 1.0  # ops on several threads at once
@@ -476,9 +519,10 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
     return dataclasses.replace(w, flags=tuple(flags))
 
 
-def top_kernels(trace: Trace, costs: Sequence[OpCost], n: int = TOP_KERNELS) -> list[TopKernel]:
-    """The kernels by total time (by name), with W and Q from their ops: an op's W and Q split over its kernels
-    in proportion to their time (one GEMM kernel per aten::mm takes all of it)."""
+def top_kernels(trace: Trace, costs: Mapping[int, OpCost], n: int = TOP_KERNELS) -> list[TopKernel]:
+    """The kernels by total time (by name), with W and Q from their ops (`costs`: each launching op's own work):
+    an op's W and Q split over its kernels in proportion to their time (one GEMM kernel per aten::mm takes all
+    of it)."""
     op_time: dict[int, float] = {}
     for k, oi in zip(trace.kernels, trace.kernel_op):
         if oi is not None and k.cat == "kernel":
@@ -512,8 +556,10 @@ def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
         g.regime, g.bound_s = "comm", None
         return g
     if g.model == "unattributed" or (g.flops == 0 and g.bytes == 0):
-        g.regime = "none" if g.model != "unattributed" else "unknown"
-        g.bound_s = None if g.model == "unattributed" else 0.0
+        # nothing for the roofline to place: no bound (not a bound of 0 s, which read as "at its roof it takes
+        # 0 ns" and took its time off every op at its roof); its time stays as it ran
+        g.regime = NO_WORK if g.model != "unattributed" else "unknown"
+        g.bound_s = None
         return g
     try:
         bw = device.B("dram")

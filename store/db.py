@@ -28,6 +28,7 @@ import os
 import shutil
 import sqlite3
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Literal, Sequence
 
@@ -87,17 +88,16 @@ def _io_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError) or "disk i/o error" in str(exc).lower()
 
 
-def error_reason(exc: BaseException, path: Path | str | None = None) -> Reason:
+def error_reason(exc: BaseException, path: Path | str | None = None, conn: sqlite3.Connection | None = None) -> Reason:
     """Why a sqlite3 or OS error happened, as a StoreError reason.
 
-    With the store's `path`, an I/O error on a disk with under LOW_SPACE free is `full`, not damage:
-    a full disk is what makes a reader's -shm or a writer's page fail there.
+    With the store's `path`, an I/O error where something leaves the store no room (a full disk, a quota, this
+    process's file-size limit) is `full`, not damage: that is what makes a reader's -shm or a writer's page fail.
     """
     reason = _reason(exc)
-    if reason in ("damaged", "unusable") and path is not None and _io_error(exc):
-        free = free_bytes(path)
-        if free is not None and free < LOW_SPACE:
-            return "full"
+    if reason in ("damaged", "unusable") and path is not None and _io_error(exc) \
+            and no_room(path, conn, strict=True) is not None:
+        return "full"
     return reason
 
 
@@ -118,14 +118,16 @@ def _reason(exc: BaseException) -> Reason:
         else "unusable"
 
 
-def store_error(exc: BaseException, path: Path | str) -> StoreError:
-    """A sqlite3 or OS error met while using the store at `path`, as one line saying what to do."""
-    reason = error_reason(exc, path)
+def store_error(exc: BaseException, path: Path | str, conn: sqlite3.Connection | None = None) -> StoreError:
+    """A sqlite3 or OS error met while using the store at `path` (through `conn`, when there is one), as one line
+    saying what to do."""
+    reason = error_reason(exc, path, conn)
     if reason == "locked":
         msg = (f"database {path} is locked: another rooftop held it for over {BUSY_TIMEOUT_MS // 1000} s ({exc}); "
                "try again when it is done")
     elif reason == "full":
-        msg = f"database {path} cannot be used: {full_words(path)} ({exc}); {room_hint(path)}, or use another --db PATH"
+        room = room_for(path, conn)
+        msg = f"database {path} cannot be used: {room.words} ({exc}); {room.hint}, or use another --db PATH"
     elif reason == "read-only":
         msg = f"database {path} cannot be written ({exc}); make it writable, or copy it and use --db COPY"
     elif reason in ("damaged", "foreign"):  # damage found mid-command: name the file
@@ -137,21 +139,121 @@ def store_error(exc: BaseException, path: Path | str) -> StoreError:
 
 
 ROOM = 64 * 1024 * 1024  # a disk with this much free is not what stopped SQLite growing a file
+PROBE = 1024 * 1024  # bytes a test write beside the store tries, to learn what refuses it
+_EDQUOT = getattr(errno, "EDQUOT", -1)
+_SPACE_ERRNOS = (errno.ENOSPC, _EDQUOT, errno.EFBIG)
 
 
-def full_words(path: Path | str) -> str:
-    """'disk full (N bytes free)' where the store's disk is full; where it has room, SQLite's SQLITE_FULL
-    came from something else that caps the file (a disk quota, PRAGMA max_page_count), and
-    calling that a full disk would send the user to free space they already have."""
-    free = free_bytes(path)
-    if free is not None and free >= ROOM:
-        return f"the store cannot grow though its disk has {free:,} bytes free (a disk quota, or a page limit on the file)"
+@dataclass(frozen=True)
+class NoRoom:
+    """What leaves the store no room to grow, in words, and what to do about it."""
+
+    words: str
+    hint: str
+
+
+def _disk_words(free: int | None) -> str:
     return "disk full" + (f" ({free:,} bytes free)" if free is not None else "")
 
 
-def room_hint(path: Path | str) -> str:
-    free = free_bytes(path)
-    return "raise the limit" if free is not None and free >= ROOM else "free some space"
+def _probe(folder: Path) -> int | None:
+    """The errno a test write of PROBE bytes in `folder` fails with (ENOSPC, EDQUOT, EFBIG), or None: it fits,
+    or the folder cannot be written at all (a read-only store is not short of room). The file goes at once."""
+    tmp = folder / f".rooftop-room-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return exc.errno if exc.errno in _SPACE_ERRNOS else None
+    try:
+        chunk = b"\0" * 65536
+        for _ in range(PROBE // len(chunk)):
+            os.write(fd, chunk)
+        os.fsync(fd)
+        return None
+    except OSError as exc:
+        return exc.errno if exc.errno in _SPACE_ERRNOS else None
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _page_room(conn: sqlite3.Connection | None) -> tuple[int, int, int] | None:
+    """(bytes the connection's page limit leaves, the limit in pages, the page size), where one below SQLite's
+    default is set (`PRAGMA max_page_count`); None otherwise."""
+    if conn is None:
+        return None
+    try:
+        limit = conn.execute("PRAGMA max_page_count").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        with contextlib.closing(sqlite3.connect(":memory:")) as fresh:
+            default = fresh.execute("PRAGMA max_page_count").fetchone()[0]
+    except sqlite3.Error:
+        return None
+    return (max(0, limit - pages) * size, limit, size) if limit < default else None
+
+
+def _size_limit_room(path: Path) -> tuple[int, int] | None:
+    """(bytes this process's file-size limit leaves the store or its -wal, the limit), where one is set
+    (`ulimit -f`); None otherwise."""
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    largest = 0
+    for f in (path, path.with_name(path.name + "-wal")):
+        with contextlib.suppress(OSError):
+            largest = max(largest, f.stat().st_size)
+    return max(0, soft - largest), soft
+
+
+def room_for(path: Path | str, conn: sqlite3.Connection | None = None) -> NoRoom:
+    """What leaves the store no room, for a store known to have none (`no_room`, else its disk)."""
+    return no_room(path, conn) or NoRoom(_disk_words(free_bytes(path)), "free some space")
+
+
+def no_room(path: Path | str, conn: sqlite3.Connection | None = None, strict: bool = False) -> NoRoom | None:
+    """What leaves the store at `path` no room, found by asking each thing that can: a test write beside it (a
+    used-up quota, a folder's own limit), the connection's page limit, this process's file-size limit, the disk's
+    free space; the one leaving least room is named as what it is (a page limit on a disk with room is not a full
+    disk). None where none is short of room. `strict` (for an I/O error, which damage gives too) counts a limit or
+    the disk only when it leaves under a page or LOW_SPACE, or the test write fails."""
+    p = Path(path).absolute()
+    folder = next((f for f in (p.parent, *p.parent.parents) if f.exists()), p.parent)
+    free = free_bytes(p)
+    shown = f"{free:,} bytes" if free is not None else "room"
+    probe = _probe(folder)
+    if probe == _EDQUOT:
+        return NoRoom(f"the disk quota for this user is used up (the disk itself has {shown} free)",
+                      "free some of the quota or ask for a larger one (`quota -s` shows it)")
+    near = LOW_SPACE if strict else ROOM
+    candidates: list[tuple[int, NoRoom]] = []
+    page = _page_room(conn)
+    if page is not None and (page[0] < page[2] or (not strict and page[0] < near)):
+        left, limit, size = page
+        candidates.append((left, NoRoom(
+            f"the store reached its page limit (PRAGMA max_page_count = {limit:,} pages of {size:,} bytes, "
+            f"{limit * size:,} bytes) though its disk has {shown} free", "raise the limit")))
+    sized = _size_limit_room(p)
+    if sized is not None and (sized[0] < near or probe == errno.EFBIG):
+        candidates.append((sized[0], NoRoom(
+            f"the store reached this process's file-size limit (ulimit -f: {sized[1]:,} bytes) though its disk "
+            f"has {shown} free", "raise it (`ulimit -f unlimited`) and run again")))
+    if free is not None and free < near:
+        candidates.append((free, NoRoom(_disk_words(free), "free some space")))
+    if candidates:
+        return min(candidates, key=lambda c: c[0])[1]
+    if probe == errno.ENOSPC:
+        return NoRoom(f"its folder {folder} is out of space though the disk reports {shown} free (a project "
+                      "quota or a container's storage limit)", "free space within that limit or raise it")
+    if strict:
+        return None
+    return NoRoom(f"the store cannot grow though its disk has {shown} free and a test write beside it fits "
+                  "(something else caps the file)", "check what limits the file")
 
 
 def _say_if_full(exc: BaseException, path: Path) -> None:
@@ -261,7 +363,7 @@ def _advice(path: Path) -> str:
     return f"move it away or point rooftop elsewhere with --db PATH or ROOFTOP_DB; rooftop left {path} untouched"
 
 
-def inspect(path: Path) -> bool:
+def inspect(path: Path, immutable: bool = False) -> bool:
     """Check, without writing, that `path` is absent, empty, or a rooftop database.
 
     Returns True when the file needs creating/initialising. Raises StoreError
@@ -283,7 +385,7 @@ def inspect(path: Path) -> bool:
         raise StoreError(f"{path} is not an SQLite database (corrupt or another kind of file); {_advice(path)}",
                          "foreign")
     try:
-        ro = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        ro = sqlite3.connect(read_only_uri(path, immutable), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as exc:
         _say_if_full(exc, path)
         raise StoreError(f"cannot open {path}: {exc}; {_advice(path)}", error_reason(exc)) from None
@@ -330,14 +432,15 @@ def read_only_reason(path: Path) -> str:
     return ""
 
 
-def read_only_uri(path: Path) -> str:
+def read_only_uri(path: Path, immutable: bool = False) -> str:
     """A URI that opens `path` for reading only, without writing anything beside it.
 
     `immutable=1` where the folder is read-only and no -shm is there: SQLite cannot make the
-    WAL index, and with no -shm nobody is writing the file (a writer keeps one beside it).
+    WAL index, and with no -shm nobody is writing the file (a writer keeps one beside it);
+    or where asked (`immutable`: a store with no room for its -shm and nothing in its -wal).
     """
     uri = f"{path.resolve().as_uri()}?mode=ro"
-    if not _writable(path.absolute().parent) and not path.with_name(path.name + "-shm").exists():
+    if immutable or (not _writable(path.absolute().parent) and not path.with_name(path.name + "-shm").exists()):
         uri += "&immutable=1"
     return uri
 
@@ -377,6 +480,33 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
     """
     if read_only:
         return _connect_read_only(path, read_only)
+    return _connect_writable(path)
+
+
+def connect_without_room(path: Path, full: StoreError) -> sqlite3.Connection:
+    """A read-only connection to a store with no room to write (`full`, the error a writable open met): a full
+    disk must not keep its data from being listed or exported elsewhere.
+
+    A reader normally makes the -shm index beside the file; with no room for it the file is opened immutable,
+    which is whole only while its -wal holds nothing (a clean close or checkpoint leaves it empty). Where the -wal
+    holds writes, they cannot be read without that index: `full` is raised, saying so.
+    """
+    with contextlib.suppress(StoreError):  # an index already beside it (a writer's) serves a reader as it is
+        return _connect_read_only(path, "no room to write")
+    wal = path.with_name(path.name + "-wal")
+    try:
+        pending = wal.stat().st_size if wal.exists() else 0
+    except OSError:
+        pending = 1
+    if pending:
+        raise StoreError(f"{full}; its last writes are still in {wal} ({pending:,} bytes), which cannot be read "
+                         "without room for its index", "full")
+    if inspect(path, immutable=True):  # empty, or needing an upgrade: nothing a reader can use before a write
+        raise full
+    return _connect_read_only(path, "no room to write", immutable=True)
+
+
+def _connect_writable(path: Path) -> sqlite3.Connection:
     if not path.exists():
         create(path)
     needs_init = inspect(path)
@@ -401,16 +531,16 @@ def connect(path: Path, read_only: str = "") -> sqlite3.Connection:
     return conn
 
 
-def _connect_read_only(path: Path, why: str) -> sqlite3.Connection:
+def _connect_read_only(path: Path, why: str, immutable: bool = False) -> sqlite3.Connection:
     if not path.exists():
         raise StoreError(f"cannot create {path}: {why}; point --db PATH or ROOFTOP_DB at a writable place",
                          "read-only")
-    if inspect(path):
+    if inspect(path, immutable):
         raise StoreError(f"{path} is read-only ({why}) and holds no rooftop data this version can read "
                          "(it is empty, or must be upgraded by writing it); make it writable, or use another --db PATH",
                          "read-only")
     try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+        conn = sqlite3.connect(read_only_uri(path, immutable), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                                isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from pathlib import Path
 
 from rooftop.models.llm import Arch, ModelError, arch_from_config, builtin_arch, builtin_models, served
@@ -45,19 +46,53 @@ def load_arch(ref: str) -> Arch:
     return served(arch_from_config(cfg, model_name(path, cfg)), cfg)
 
 
+# folder names that say where a config is kept, not which model it is (a checkout's `configs/`, a training run's
+# `checkpoint-500/`, a snapshot named by its commit, a temporary folder)
+GENERIC_FOLDERS = frozenset((
+    "config", "configs", "cfg", "conf", "model", "models", "checkpoint", "checkpoints", "ckpt", "ckpts", "snapshot",
+    "snapshots", "weights", "hf", "huggingface", "hub", "output", "outputs", "out", "export", "exported", "final",
+    "latest", "best", "last", "tmp", "temp", "data", "files", "download", "downloads", "src", "work", "run", "runs",
+))
+_GENERIC = re.compile(r"^(?:[0-9a-f]{7,64}|(?:checkpoint|ckpt|step|global_step|epoch|iter|run)[-_]?\d+|v?\d+(?:\.\d+)*"
+                      r"|tmp[\w.-]*)$", re.IGNORECASE)
+
+
+def generic_folder(name: str) -> bool:
+    """A folder name that says where a config is kept rather than which model it holds."""
+    return not name.strip(" ./\\") or name.lower() in GENERIC_FOLDERS or bool(_GENERIC.match(name))
+
+
+def config_family(cfg: dict) -> str:
+    """The model's kind as its config names it: `model_type` (mistral), else its first architecture less the
+    head (MistralForCausalLM → Mistral), else 'model'."""
+    kind = cfg.get("model_type")
+    if isinstance(kind, str) and kind.strip():
+        return kind.strip()
+    archs = cfg.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0].strip():
+        head = re.split(r"For(?=[A-Z])", archs[0].strip(), maxsplit=1)[0]
+        return head.removesuffix("Model") or archs[0].strip()
+    return "model"
+
+
 def model_name(path: Path, cfg: dict) -> str:
     """What to call a model read from a file: the name its config gives (`_name_or_path`, as
     `save_pretrained` writes it); else a file's own name when it is not `config.json`; else, in the Hugging
-    Face cache (`models--org--name/snapshots/<commit>/config.json`), `org/name`; else its folder's name.
-    The folder alone misnames a config kept in `configs/` or a snapshot named by its commit."""
+    Face cache (`models--org--name/snapshots/<commit>/config.json`), `org/name`; else its folder's name, unless
+    that names where configs are kept (`configs/`, `checkpoint-500/`, a commit, a temporary folder): then the
+    config's own kind (`model_type`, else its architecture). A local `_name_or_path` is read the same way."""
     given = cfg.get("_name_or_path")
     if isinstance(given, str) and given.strip().rstrip("/\\"):
         given = given.strip().rstrip("/\\")
         local = given.startswith(("/", ".", "~")) or "\\" in given or given.count("/") > 1
-        return Path(given.replace("\\", "/")).name if local else given  # a hub id (org/name) stays whole
-    if path.name != "config.json":
-        return path.stem
+        if not local:
+            return given  # a hub id (org/name) stays whole
+        last = Path(given.replace("\\", "/")).name
+        if not generic_folder(last):
+            return last
+    if path.name != "config.json" and not generic_folder(path.stem):
+        return path.stem  # mistral-7b.json (model.json says no more than config.json)
     folder = path.resolve().parent
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
         return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
-    return folder.name or str(cfg.get("model_type") or "model")
+    return config_family(cfg) if generic_folder(folder.name) else folder.name

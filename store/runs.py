@@ -57,6 +57,7 @@ COMM_PLAN = "comm"
 FLEET_PLAN = "fleet"  # many devices measured at once: its members are measurement runs (store.fleets)
 SHORT_ID = 8
 MIN_PREFIX = 4
+ACTIVE_S = 600.0  # a run of another host counts as running while it added a sample or began this recently
 LOCAL = "local"  # the device id of this machine's latest measured profile (DESIGN.md, vocabulary)
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 HEX_RE = re.compile(r"[0-9a-fA-F]+")
@@ -197,6 +198,8 @@ class Store:
         self.path = path
         self.read_only = read_only  # why this process cannot write the file; '' when it can
         self.interrupted: list[str] = []  # runs this open found orphaned and marked interrupted
+        self.no_room: StoreError | None = None  # why a store with no room to write was opened to read only
+        self.room: db.NoRoom | None = None  # and what leaves it none, in words
         self.unreadable: dict[str, list[str]] = {}  # run id → values read as unknown (see `_unknown`)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -208,10 +211,21 @@ class Store:
         Raises StoreError, without touching the file, when it is not a rooftop database.
         A store this process cannot write is opened read-only (`read_only` says why): it can
         be read, and each write raises ReadOnlyStore; orphaned runs are left for a writer to mark.
+        A store with no room to write (a full disk) is opened read-only too, `no_room` saying why:
+        each write raises that error (reason `full`).
         """
         p = db_path(path)
         why = db.read_only_reason(p)
-        store = cls(db.connect(p, read_only=why), p, why)
+        try:
+            conn = db.connect(p, read_only=why)
+        except StoreError as exc:
+            if exc.reason != "full" or why or not p.is_file():
+                raise
+            # no room to write (a full disk, a quota): what is there can still be read, listed and exported
+            store = cls(db.connect_without_room(p, exc), p, "no room to write")
+            store.no_room, store.room = exc, db.room_for(p)
+            return store
+        store = cls(conn, p, why)
         if recover and not why:
             store.interrupted = store.recover()
         return store
@@ -232,7 +246,10 @@ class Store:
         self.close()
 
     def _write(self) -> ContextManager[sqlite3.Connection]:
-        """One write transaction (db.write); ReadOnlyStore, in one line, on a store opened read-only."""
+        """One write transaction (db.write); ReadOnlyStore, in one line, on a store opened read-only (the error
+        that found no room, on a store opened read-only for that)."""
+        if self.no_room is not None:
+            raise StoreError(str(self.no_room), "full")
         if self.read_only:
             raise ReadOnlyStore(f"{self.path} is read-only ({self.read_only}); rooftop cannot change it: "
                                 "make it writable, or copy it and use --db COPY")
@@ -257,6 +274,28 @@ class Store:
                 if cur.rowcount:
                     marked.append(rid)
         return marked
+
+    def running_beside(self, own: str | None = None) -> list[tuple[Run, int | None]]:
+        """Runs another live process is measuring into this store now, with each one's pid: a `running` run's row
+        is its lease. On this host its pid and start token say whether its process lives (a crash leaves a
+        mark that reads dead, and the next open marks it interrupted); on another host, where that cannot be
+        seen, it counts while it added a sample or began within ACTIVE_S. `own` (this process's run) is left out."""
+        me, host, now = os.getpid(), host_name(), time.time()
+        rows = self.conn.execute(
+            "SELECT r.id, r.host, r.pid, r.proc_token, MAX(r.started_at, COALESCE(MAX(s.created_at), 0))"
+            " FROM runs r LEFT JOIN samples s ON s.run_id = r.id WHERE r.status = 'running' GROUP BY r.id"
+        ).fetchall()
+        live = []
+        for rid, where, pid, token, last in rows:
+            if rid == own:
+                continue
+            if where == host:
+                if not pid or int(pid) == me or not is_alive(int(pid), token or ""):
+                    continue
+            elif not (isinstance(last, (int, float)) and now - last < ACTIVE_S):
+                continue
+            live.append((rid, int(pid) if pid else None))
+        return [(self.run(rid), pid) for rid, pid in live]
 
     # -- writing a run -----------------------------------------------------------
 
@@ -591,8 +630,10 @@ class Store:
         return "; ".join(r[0] for r in self.conn.execute("PRAGMA integrity_check"))
 
 
-def _guarded(fn: Callable[..., Any], where: Callable[[tuple, dict], Any]) -> Callable[..., Any]:
-    """`fn`, with a sqlite3 or OS error met on the way turned into the store's one error (db.store_error)."""
+def _guarded(fn: Callable[..., Any], where: Callable[[tuple, dict], Any],
+             conn: Callable[[tuple], sqlite3.Connection | None] = lambda a: None) -> Callable[..., Any]:
+    """`fn`, with a sqlite3 or OS error met on the way turned into the store's one error (db.store_error, which
+    asks the store's connection what limits it)."""
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -601,7 +642,7 @@ def _guarded(fn: Callable[..., Any], where: Callable[[tuple, dict], Any]) -> Cal
         except StoreError:
             raise
         except (sqlite3.Error, OSError) as exc:
-            raise db.store_error(exc, where(args, kwargs)) from exc
+            raise db.store_error(exc, where(args, kwargs), conn(args)) from exc
 
     return guarded
 
@@ -615,7 +656,7 @@ for _name, _member in list(vars(Store).items()):
         setattr(Store, _name, classmethod(_guarded(
             _member.__func__, lambda a, k: db_path(a[1] if len(a) > 1 else k.get("path")))))
     elif callable(_member):
-        setattr(Store, _name, _guarded(_member, lambda a, k: a[0].path))
+        setattr(Store, _name, _guarded(_member, lambda a, k: a[0].path, lambda a: getattr(a[0], "conn", None)))
 
 
 # -- writes inside a caller's transaction ------------------------------------------------

@@ -156,6 +156,24 @@ def test_ctrl_c_leaves_no_rank_behind(tmp_path):
             proc.wait()
 
 
+@pytest.mark.parametrize("status, error, want", [
+    ("cancelled", "", " — cancelled; saved as run c0ffee00"),  # a stop (SIGTERM) tells no error: was "cancelled: ;"
+    ("failed", "rank 1 exited with code 1", " — failed: rank 1 exited with code 1; saved as run c0ffee00"),
+])
+def test_a_stopped_comm_run_says_how_it_ended_with_nothing_empty(status, error, want, capsys):
+    import argparse
+
+    from rooftop.probes.comm import CommResult
+    from rooftop.tui.commands.comm import _report
+    from rooftop.tui.render.report import make_console
+
+    plan = build_comm_plan("gloo", 2, "quick", max_size="8")
+    result = CommResult(plan, status=status, error=error, wall_s=1.5)
+    code = _report(argparse.Namespace(json=True), plan, result, make_console(stderr=True), "c0ffee00" * 4)
+    line = " ".join(capsys.readouterr().err.split())  # the console wraps at its width
+    assert line == "rooftop comm: 0 points in 1.5 s" + want and code == (130 if status == "cancelled" else 1)
+
+
 def test_sigkill_of_comm_takes_its_ranks_with_it(tmp_path):
     proc, ranks, measuring = start_measuring_ranks(tmp_path)
     try:

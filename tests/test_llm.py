@@ -178,6 +178,28 @@ def test_a_model_read_from_a_file_is_named_by_its_config_then_its_file_then_the_
     assert load_arch(str(folder / "config.json")).name == "Mistral-7B-v0.1"
 
 
+@pytest.mark.parametrize("where", ["configs", "checkpoint-500", "7231864abcdef0", "model", "tmpab12_x"])
+def test_a_config_kept_in_a_folder_that_names_no_model_is_named_by_its_config(tmp_path, monkeypatch, capsys,
+                                                                              where) -> None:
+    """`rooftop llm configs/config.json` was the model "configs": a folder that says where configs are kept gives
+    the config's own kind (model_type, else its architecture), never the folder's name."""
+    cfg = {"model_type": "mistral", "architectures": ["MistralForCausalLM"], "hidden_size": 4096,
+           "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "vocab_size": 32000, "torch_dtype": "bfloat16"}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / where).mkdir()
+    (tmp_path / where / "config.json").write_text(json.dumps(cfg))
+    assert load_arch(f"{where}/config.json").name == "mistral"
+    (tmp_path / where / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "model_type"}))
+    assert load_arch(where).name == "Mistral"  # MistralForCausalLM less its head
+    (tmp_path / where / "config.json").write_text(json.dumps({**cfg, "_name_or_path": f"/data/{where}"}))
+    assert load_arch(where).name == "mistral"  # a local _name_or_path that names no model either
+    (tmp_path / where / "model.json").write_text(json.dumps(cfg))
+    assert load_arch(f"{where}/model.json").name == "mistral"
+    assert main(["llm", f"{where}/config.json", "-d", "h100"]) == 0
+    assert capsys.readouterr().out.startswith("mistral decode on h100")
+
+
 def test_a_built_in_answers_to_its_name_and_hub_id_and_a_near_miss_is_told_the_name(tmp_path, monkeypatch) -> None:
     want = load_arch("mistral-7b")
     for ref in ("Mistral-7B-v0.1", "mistral-7b-v0.1", "mistralai/Mistral-7B-v0.1"):

@@ -43,7 +43,8 @@ def test_nll_loss_reads_the_picked_log_probabilities_not_the_whole_input():
     assert none.bytes == 64 * 8 + 64 * 4 + (64 + 1) * 4  # reduction='none': one loss per target
     bwd = cost_op("aten::nll_loss_backward", [[], [8192, 50304], [8192], [], [], [], []],
                   [F, F, L, "", "Scalar", "Scalar", F], None, ["", "", "", "", "1", "-100", ""])
-    assert bwd.bytes == 4 + 4 + 8192 * 8 + 8192 * 4  # grad, total weight, target read; N values written
+    # grad, total weight, target read; grad_input cleared (its zero_ does it), N values written
+    assert bwd.bytes == 4 + 4 + 8192 * 8 + 8192 * 4 + 8192 * 50304 * 4
 
 
 def test_fill_and_zero_only_write():

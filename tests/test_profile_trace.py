@@ -531,3 +531,70 @@ def test_thousands_of_steps_list_the_first_and_a_count(capsys, tmp_path):
     steps = [line for line in out.splitlines() if line.startswith("  ProfilerStep#")]  # one line a step
     assert [s.split()[0] for s in steps] == [f"ProfilerStep#{n}" for n in range(1, 9)]
     assert "… 2,992 more steps (3,000 in all; --json lists each)" in out
+
+
+def test_a_launching_op_counts_only_what_the_launching_op_inside_it_does_not():
+    """On a GPU trace a pooling backward launches its own kernel and calls fill_, whose kernel clears grad_input:
+    grad_input's write is fill_'s, once, and the pooling op keeps its reads (it was counted in both)."""
+    n, c, h = 8, 16, 32
+    out, inp = [n, c, h // 2, h // 2], [n, c, h, h]
+
+    def ev(cat, name, ts, dur, **args):
+        dev = cat == "kernel"
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if dev else 1, "tid": 7 if dev else 1, "ts": ts,
+                "dur": dur, "args": args}
+    events = [
+        ev("cpu_op", "aten::max_pool2d_with_indices_backward", 0, 50, **{
+            "External id": 1, "Input Dims": [out, inp, [], [], [], [], [], out],
+            "Input type": ["float", "float", "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar",
+                           "long int"]}),
+        ev("cpu_op", "aten::fill_", 2, 10, **{"External id": 2, "Input Dims": [inp, []],
+                                              "Input type": ["float", "Scalar"]}),
+        ev("cuda_runtime", "cudaLaunchKernel", 3, 4, correlation=2),
+        ev("kernel", "fill_kernel", 10, 5, correlation=2, **{"External id": 2}),
+        ev("cuda_runtime", "cudaLaunchKernel", 20, 4, correlation=1),
+        ev("kernel", "max_pool_backward_kernel", 30, 20, correlation=1, **{"External id": 1}),
+    ]
+    w = build_workload(parse_trace({"traceEvents": events}), lookup_device("h200"))
+    by = {g.op: g for g in w.groups}
+    pool, fill = by["aten::max_pool2d_with_indices_backward"], by["aten::fill_"]
+    assert fill.bytes == n * c * h * h * 4  # grad_input cleared
+    assert pool.bytes == n * c * (h // 2) ** 2 * (4 + 8)  # grad_output and the indices read
+    assert pool.flops == n * c * (h // 2) ** 2
+    whole = cost_op("aten::max_pool2d_with_indices_backward", [out, inp, [], [], [], [], [], out],
+                    ["float", "float", "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", "long int"])
+    assert w.bytes == whole.bytes  # the two add up to the call, once
+
+
+def test_an_op_with_no_work_is_said_so_and_keeps_its_time_at_the_roof(capsys, tmp_path):
+    """A convolution whose shapes give W = Q = 0 (batch 0, no output channels) had a bound of 0 s: at its roof it
+    'finished in 0 ns' and its kernel time came off every op at its roof. It does no work: no bound, its time kept
+    as it ran, and the row says so."""
+    conv = {"Input Dims": [[0, 3, 16, 16], [0, 3, 3, 3], [], [], [], [], [], [], []],
+            "Input type": ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList",
+                           "Scalar"],
+            "Concrete Inputs": ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1"]}
+
+    def ev(cat, name, ts, dur, **args):
+        dev = cat == "kernel"
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if dev else 1, "tid": 7 if dev else 1, "ts": ts,
+                "dur": dur, "args": args}
+    events = [
+        ev("cpu_op", "aten::convolution", 0, 20, **{"External id": 1, **conv}),
+        ev("cuda_runtime", "cudaLaunchKernel", 3, 4, correlation=1),
+        ev("kernel", "implicit_convolve_sgemm", 10, 50, correlation=1, **{"External id": 1}),
+        ev("cpu_op", "aten::mm", 30, 20, **{"External id": 2, "Input Dims": [[64, 64], [64, 64]],
+                                            "Input type": ["float", "float"]}),
+        ev("cuda_runtime", "cudaLaunchKernel", 33, 4, correlation=2),
+        ev("kernel", "sgemm", 60, 5, correlation=2, **{"External id": 2}),
+    ]
+    w = build_workload(parse_trace({"traceEvents": events}), lookup_device("h100"))
+    conv_g = next(g for g in w.groups if g.op == "aten::convolution")
+    assert conv_g.flops == 0 and conv_g.bytes == 0 and conv_g.model == "conv"
+    assert conv_g.regime == "no work" and conv_g.bound_s is None and conv_g.fraction_of_roof is None
+    assert w.bound_s >= conv_g.time_s  # its 50 µs stay in "both fixes" (was 16 ns: the mm's bound alone)
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert main(["profile", "--trace", str(path), "--no-save", "-d", "h100"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "convolution" in line)
+    assert "no work" in row and "%" in row.split("no work")[0] and "ns" not in row  # its share, no rate, no bound

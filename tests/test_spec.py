@@ -111,6 +111,28 @@ def valid_ops(draw: st.DrawFn) -> object:
     return Softmax(rows=draw(dim), cols=draw(dim))
 
 
+@pytest.mark.parametrize("text", [".5e1", "5.", "5.0", "+5", "0.5e1", "5E0", "5e+0", ".5E+1", "50e-1", "5_0e-1",
+                                  "0_5.0e0_0_0"])
+def test_every_float_python_reads_is_read_the_same_in_every_numeric_field(text: str) -> None:
+    """Counts (positional or key=value) and real fields (flops=) take one number syntax, Python's own."""
+    want = float(text)
+    assert want == 5.0
+    assert parse_spec(f"gemm {text} 8 8").m == 5 and parse_spec(f"gemm 8 8 8 batch={text}").batch == 5
+    assert parse_spec(f"attn b=1 h=8 t={text}").t == 5 and parse_spec(f"ew {text}").n == 5
+    assert parse_spec(f"ew 8 flops={text}").flops == want
+    assert parse_spec("ew 8 flops=2^3").flops == 8 and parse_spec("ew 8 flops=1k").flops == 1024  # as a count
+
+
+@pytest.mark.parametrize("text", ["1_", "1__0", "_1", "1._5", "1e", "e5", "1e_5", "nan", "inf", "-inf", "٣"])
+def test_what_python_does_not_read_as_a_size_is_refused_in_every_field(text: str) -> None:
+    for spec in (f"gemm 8 8 8 batch={text}", f"ew 8 flops={text}", f"attn b=1 h=8 t={text}"):
+        with pytest.raises(SpecError) as err:
+            parse_spec(spec)
+        assert "\n" not in str(err.value) and repr(text) in str(err.value), spec
+    with pytest.raises(SpecError):
+        parse_spec(f"gemm {text} 8 8")
+
+
 @given(valid_ops())
 @settings(max_examples=300, deadline=None)
 def test_canonical_spec_round_trips(op: object) -> None:

@@ -112,3 +112,60 @@ def test_a_reader_racing_the_first_write_never_finds_an_empty_file(tmp_path: Pat
         assert proc.communicate(timeout=30)[0].splitlines()[-1] == "done"
         assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
     assert seen["absent"] and seen["read"]
+
+
+def _measure_launch(capsys: pytest.CaptureFixture[str], db: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    from probe_fixtures import tiny_sizes
+    from rooftop.probes import plan as planmod
+
+    real = planmod.build_plan
+    monkeypatch.setattr(planmod, "build_plan", lambda b, name="quick", only=None, sizes=None:
+                        real(b, name, only, sizes=tiny_sizes()))
+    assert main(["measure", "--device", "cpu", "--only", "launch", "--json", "--db", str(db)]) == 0
+    return " ".join(capsys.readouterr().err.split())  # the console wraps the warning at its width
+
+
+def test_a_second_measurement_into_a_store_is_warned_of_the_first_and_a_crashed_one_is_not(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two measurements ran into one store at once with no word. The first one's `running` row, with its pid and
+    start token, is the lease: a second one is warned in one line (and still kept); once the first has crashed
+    (SIGKILL) its mark reads dead, and nothing is said."""
+    monkeypatch.setenv("ROOFTOP_HOME", str(tmp_path / "home"))
+    db = tmp_path / "rooftop.db"
+    first = writer(db, 100_000, 0.05)  # a measurement in another process, adding a sample every 50 ms
+    try:
+        assert first.stdout is not None
+        begun = first.stdout.readline().split()
+        assert begun[0] == "begun", first.stderr.read() if first.stderr else ""
+        err = _measure_launch(capsys, db, monkeypatch)
+        assert err.count("running into this store") == 1, err
+        assert (f"warning: another measurement is running into this store: run {begun[1][:8]} (test on Synthetic "
+                f"GPU, pid {first.pid}, since ") in err, err
+        assert "both are kept" in err and "saved as run" in err, err
+    finally:
+        first.kill()
+        first.wait(timeout=10)
+    err = _measure_launch(capsys, db, monkeypatch)  # the first crashed: its lease is stale
+    assert "running into this store" not in err and "saved as run" in err, err
+    with Store.open(db) as s:
+        assert s.run(begun[1]).status == "interrupted"  # marked by the measurement's own open
+
+
+def test_a_run_of_another_host_counts_while_it_is_recent(tmp_path: Path) -> None:
+    """Another host's process cannot be seen from here: its run counts as running while it added a sample within
+    ACTIVE_S, so a mark a crash left there goes quiet."""
+    import time
+
+    from rooftop.store.runs import ACTIVE_S
+
+    with Store.open(tmp_path / "r.db") as s:
+        rid = s.begin_run({"name": "far GPU"}, "quick", "cuda")
+        s.add_sample(rid, synthetic_sample(0))
+        s.conn.execute("UPDATE runs SET host = 'node7', pid = 1 WHERE id = ?", (rid,))
+        assert [(r.id, r.host) for r, _ in s.running_beside()] == [(rid, "node7")]
+        old = time.time() - ACTIVE_S - 60
+        s.conn.execute("UPDATE runs SET started_at = ? WHERE id = ?", (old, rid))
+        s.conn.execute("UPDATE samples SET created_at = ? WHERE run_id = ?", (old, rid))
+        assert s.running_beside() == []
+        mine = s.begin_run({"name": "this GPU"}, "quick", "cuda")
+        assert s.running_beside() == [] and s.running_beside(own=mine) == []  # this process's own run is not another

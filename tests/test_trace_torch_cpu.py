@@ -76,3 +76,28 @@ def test_the_cpu_threads_the_program_used_against_the_roofs_threads(tmp_path):
     assert "measured with 1 thread" in flag.text and "ran with 4" in flag.text and "--threads 4" in flag.text
     four = dataclasses.replace(cpu, sm_count=4)
     assert not [f for f in build_workload(trace, four).flags if f.kind == "threads"]
+
+
+def test_a_parent_op_keeps_its_own_work_beside_the_op_it_calls(tmp_path):
+    """nll_loss_backward clears grad_input through the zero_ it calls and writes the N picked values itself;
+    sum sets its output through fill_ and reads its input itself. Each parent keeps its own W and Q beside its
+    child's (they were dropped), and nothing is counted twice: the two add up to the parent's whole call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    n, c = 48, 64
+    logp = torch.randn(n, c).log_softmax(1).detach().requires_grad_()
+    target = torch.randint(0, c, (n,))
+    x = torch.randn(256, 32)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as p:
+        torch.nn.functional.nll_loss(logp, target).backward()
+        x.sum(0)
+    path = tmp_path / "parents.json"
+    p.export_chrome_trace(str(path))
+    work = build_workload(load_trace(path), lookup_device("h100"))
+    by = {(g.op, g.shapes_text): g for g in work.groups}
+    back, zero = by[("aten::nll_loss_backward", "48×64 · 48")], by[("aten::zero_", "48×64")]
+    assert back.flops == n  # one FLOP per target
+    assert back.bytes == 4 + 4 + n * 8 + n * 4  # grad_output, total_weight, target read; N values written
+    assert zero.bytes == n * c * 4  # the clearing of grad_input, once
+    total = by[("aten::sum", "256×32")].bytes + by[("aten::fill_", "1×32")].bytes
+    assert by[("aten::sum", "256×32")].flops == 256 * 32 and total == (256 * 32 + 32) * 4  # x read, 32 sums written

@@ -207,3 +207,35 @@ def test_live_ceilings_give_write_beside_b_and_say_which_ran_capped() -> None:
     text = ceilings_text(calibrate(h200_run() + [ran(stream("write", 512 * MiB, 4580), 1980.0)], GPU)).plain
     assert f"B dram 4363 GB/s [read_reduce:{512 * MiB}]; write 4580 GB/s [write:{512 * MiB}]; F " in text
     assert text.splitlines()[-1].startswith("tf32-tc measured power-capped and thermally capped (700 W)")
+
+
+async def test_a_store_that_cannot_keep_a_run_starts_no_measurement_and_says_why(tmp_path: Path) -> None:
+    """The app measured 109 points by itself into a store that could not keep one: it now starts none, says why
+    on the Live tab (m still measures, the run said not kept, as any run the store refuses)."""
+    bad = tmp_path / "not-a-db"
+    bad.write_text("plain text")
+    app = create_app(AppConfig(device="h100", sampler=None, db_path=bad, autostart=True, plan=tiny_plan("launch")))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "live")
+        await pilot.pause(0.3)
+        status = str(app.query_one("#ms-status", Static).render())
+        assert not app.measuring and app.run_view.result is None, status
+        assert "none started by itself: the store cannot keep a run" in status and "not an SQLite database" in status
+        assert "press m to measure anyway (not kept)" in status
+    assert bad.read_text() == "plain text"
+
+
+async def test_on_a_full_disk_the_app_reads_the_store_and_starts_no_measurement(tmp_path: Path) -> None:
+    from helpers.disks import fill, small_disk
+
+    with small_disk(tmp_path, "1m") as mnt:
+        Store.open(mnt / "r.db").close()
+        fill(mnt)
+        app = create_app(AppConfig(device="h100", sampler=None, db_path=mnt / "r.db", autostart=True,
+                                   plan=tiny_plan("launch")))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "live")
+            await pilot.pause(0.3)
+            status = str(app.query_one("#ms-status", Static).render())
+            assert not app.measuring and app.run_view.result is None, status
+            assert "the store cannot keep a run (it has no room to write: disk full (" in status, status

@@ -3,9 +3,9 @@
 FlopCounterMode counts none of these, so W is rooftop's own per-element count
 of a fused kernel (written in each model's counting). Q is the compulsory
 traffic: every tensor input read once, every output written once (a norm's
-saved statistics included). Where an op zeroes its output through another
-recorded op (nll_loss_backward's zero_), that op carries the zeroing's bytes
-and this one counts only what it writes itself.
+saved statistics included). Each model costs the whole call: where an op
+zeroes its output through another recorded op (nll_loss_backward's zero_), the
+workload keeps the zeroing with that op and leaves this one the rest.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ NLL_BACKWARD = frozenset(("aten::nll_loss_backward", "aten::nll_loss2d_backward"
 
 def nll_loss(c: Call) -> OpCost | None:
     """Forward reads the target and the one log-probability each target picks (not the whole N×C input);
-    backward writes those N values of grad_input (the zero_ it calls writes the rest)."""
+    backward clears grad_input (N×C, through the zero_ it calls) and writes the N picked values."""
     backward = c.name in NLL_BACKWARD
     off = 1 if backward else 0
     x, target, weight = c.tensor(off), c.tensor(off + 1), c.tensor(off + 2)
@@ -122,8 +122,9 @@ def nll_loss(c: Call) -> OpCost | None:
     picked = n * x.size * (2 if weight is not None else 1)  # the picked values (and their class weights)
     if backward:
         small = sum(t.nbytes for t in (c.tensor(0), c.tensor(6)) if t is not None)  # grad_output, total_weight
-        q = target.nbytes + small + picked  # the class weights read, the N values written
-        how = "Q = target, grad_output, total_weight (and class weights) read once, N picked values written once"
+        q = target.nbytes + small + picked + x.nbytes  # the class weights read, the N values written, x cleared
+        how = ("Q = target, grad_output, total_weight (and class weights) read once, grad_input cleared and its N "
+               "picked values written once")
     else:
         red = c.text(off + 3)
         out = n if red == "0" else 1

@@ -3,7 +3,7 @@
 Each model runs one step (forward, backward, optimizer) under torch.profiler
 (record_shapes) and the same step again under FlopCounterMode. The trace is
 read with rooftop's reader, each op costed with `cost_op`, and only the ops
-that own work (`work_ops`, as the workload keeps them) are summed, per op
+that own work (`work_ops`, as the workload keeps them: each op's own share) are summed, per op
 family and phase. FlopCounterMode's count is adjusted only where rooftop's
 convention differs, and by its own figures: causal attention at half
 (Megatron's convention), and a grouped convolution's weight gradient, which
@@ -219,15 +219,15 @@ def run(name: str, optimizer: str = "fused", tmp: Path | None = None) -> Check:
                if e.get("ph") == "X" and str(e.get("name", "")).startswith("phase:")]
     trace = load_trace(path)
     costs = [cost_op(o.name, o.dims, o.types, None, o.concrete) for o in trace.ops]
-    for i, (o, own) in enumerate(zip(trace.ops, work_ops(trace, costs))):
-        if not own:
+    for o, own in zip(trace.ops, work_ops(trace, costs)):
+        if own is None:
             continue
         phase = next((p for p, s, e in windows if s <= o.ts < e), None)
         if phase is None:
             continue
-        check.ours[(phase, costs[i].model)] += costs[i].flops
-        check.bytes[(phase, costs[i].model)] += costs[i].bytes
-        check.ops.append((phase, o.name, costs[i]))
+        check.ours[(phase, own.model)] += own.flops
+        check.bytes[(phase, own.model)] += own.bytes
+        check.ops.append((phase, o.name, own))
     return check
 
 

@@ -34,7 +34,7 @@ from rooftop.tui.app.panes.whatif import WhatIf
 from rooftop.tui.app.state import AppConfig, RunView, measured_here
 from rooftop.tui.app.widgets import HelpScreen
 from rooftop.tui.app.widgets.base import closing
-from rooftop.tui.services.context import FALLBACK_DEVICE, default_device, store_session
+from rooftop.tui.services.context import FALLBACK_DEVICE, cannot_create, default_device, store_session
 from rooftop.tui.services.stopsignals import leave_terminal, on_stop_signals
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -124,6 +124,7 @@ class RooftopApp(App[None]):
         self._pin_specs: list[str] = []  # the store's saved ops, read with the profiles
         self._unsignal: Callable[[], None] = lambda: None  # removes the stop-signal handlers (on_mount's)
         self.measured_here = False  # a run of this host is kept (any status, even cancelled): no measuring at start
+        self.cannot_keep = ""  # why the store cannot keep a run (unusable, read-only, no room); '' when it can
         self.profiles: dict[str, DeviceProfile] = {**catalog(), **self._stored_profiles(), **self.config.profiles}
         self.device_id, self.device_note = self._pick_device()
         self._sampler: Sampler | None = None
@@ -164,13 +165,20 @@ class RooftopApp(App[None]):
         try:
             with store_session(self.config.db_path) as store:
                 if store is None:
+                    self.cannot_keep = cannot_create(self.config.db_path)
                     return {}
+                if store.room is not None:
+                    self.cannot_keep = f"it has no room to write: {store.room.words}"
+                    self.store_note = f"the store is read only for now: {store.room.words}"
+                elif store.read_only:
+                    self.cannot_keep = f"it is read-only: {store.read_only}"
                 found = store.profiles()
                 local = store.local_profile()
                 self._pin_specs = [str(o["spec"]) for o in store.saved_ops()]
                 self.measured_here = any(measured_here(r) for r in store.runs())
         except StoreError as exc:
             self.store_note = f"store unavailable: {exc}"
+            self.cannot_keep = str(exc)
             return {}
         if local is not None:
             found["local"] = local
@@ -287,7 +295,13 @@ class RooftopApp(App[None]):
                 self._sampler.own = by_device_key(self.profiles.values())
             self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
-        if self.config.autostart and not self.measured_here:
+        if self.config.autostart and not self.measured_here and self.config.save and self.cannot_keep:
+            # a run it could not keep would cost the user minutes for nothing: say why on the Live tab instead
+            self.query_one(TabbedContent).active = "live"
+            self.run_view = RunView(held=safe_text(
+                f"no measurement of this machine yet, and none started by itself: the store cannot keep a run "
+                f"({self.cannot_keep}) — press m to measure anyway (not kept), or start rooftop with --db PATH"))
+        elif self.config.autostart and not self.measured_here:
             self.notify("no measurement of this machine yet: measuring it now (quick plan) — c cancels",
                         timeout=NOTE_S)
             self.query_one(TabbedContent).active = "live"
@@ -398,6 +412,7 @@ class RooftopApp(App[None]):
             cancel=worker.cancelled_event,  # toolong's pattern: the domain loop checks the worker's event
             on_sample=lambda p, s, c: self.post_message(SampleTaken(p, s, c)),
             on_store_error=lambda m: self.post_message(StoreProblem(m)),
+            on_note=lambda m: self.post_message(StoreProblem(m)),
         )
         self.post_message(MeasureFinished(result))
         return result

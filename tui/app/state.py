@@ -31,6 +31,7 @@ class RunView:
     result: RunResult | None = None  # once finished
     error: str = ""  # the worker could not even start
     starting: bool = False  # asked for; the worker is loading torch and sizing the plan
+    held: str = ""  # why no measurement started by itself (the store cannot keep one)
     stored: Run | None = None  # this machine's last run, kept from an earlier session
 
     def add(self, progress: Progress, sample: Sample, calibration: Calibration) -> None:

@@ -31,7 +31,7 @@ op specs (one or more; a new op starts at each op name):
   ew N [dtype] [flops=F] [reads=R] [writes=W] elementwise (y = a*x + b)
   fma R [N] [dtype]                          FMA sweep: R FMAs per element
   norm ROWS COLS [dtype] [rms|layer]         softmax ROWS COLS [dtype]
-numbers: 8192, 1e9 (1E9), 2^20, 8k (= 8192), 16M; dtypes: fp64 fp32 tf32 fp16 bf16 fp8
+numbers: 8192, 1e9 (1E9, .5e1), 2^20, 8k (= 8192), 16M; dtypes: fp64 fp32 tf32 fp16 bf16 fp8
 int8 fp4 (default bf16; fp32 for ew and fma); any op takes level=LEVEL to read
 from a cache instead of dram, where the profile has that slope: level=l1 or
 level=l2 on a GPU, level=l2 (private caches) or level=llc on a CPU.

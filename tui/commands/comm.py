@@ -73,7 +73,8 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
         err.print(f"rooftop comm: note: {note}", style="yellow")
     keeper = RunKeeper(getattr(args, "db", None), save=not args.no_save,
                        on_error=lambda exc, _begun: err.print(safe_text(f"rooftop comm: warning: the run is not kept in the store: {exc}"),
-                                                              style="yellow"))
+                                                              style="yellow"),
+                       on_beside=lambda msg: err.print(safe_text(f"rooftop comm: warning: {msg}"), style="yellow"))
     if keeper.save:
         import torch
 
@@ -116,7 +117,8 @@ def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: 
     points = comm_points(result.samples)
     fits = fit_points(points)
     err.print(f"rooftop comm: {len(points)} points in {result.wall_s:.1f} s"
-              + (f" — {result.status}: {result.error}" if result.status != "complete" else "")
+              + (f" — {result.status}" + (f": {result.error}" if result.error else "")
+                 if result.status != "complete" else "")
               + (f"; saved as run {run_id[:8]}" if run_id else ""))
     code = 0 if result.status == "complete" else (130 if result.status == "cancelled" else 1)
     if args.json:

@@ -114,6 +114,7 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
             plan, args.db, store=not args.no_save, sampler=sampler, cancel=cancel,
             on_sample=lambda prog, _s, _c: bar.update(task, completed=prog.done, description=prog.label),
             on_store_error=lambda msg: err.print(safe_text(f"rooftop measure: warning: {msg}"), style="yellow"),
+            on_note=lambda msg: err.print(safe_text(f"rooftop measure: warning: {msg}"), style="yellow"),
         )
     return _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
 
@@ -137,6 +138,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
     """The run's summary on stderr, then the report or the JSON on stdout; the exit status (130 for Ctrl-C)."""
     from rooftop.models.calibrate import label_of
     from rooftop.models.units import fmt_count
+    from rooftop.tui.render.measure_report import kept_words
     from rooftop.tui.render.report import make_console
 
     samples, cal, wall = result.samples, result.calibration, result.wall_s
@@ -150,8 +152,8 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
         + ((f" — stopped by {stopped_by}" if stopped_by else " — interrupted") + ", showing what was measured"
            if interrupted else "")
         + (f" — failed: {result.error}" if result.status == "failed" else "")
-        + (f"; saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "")
-        + ("; not kept in the store" if result.store_error else "")
+        + (f"; {kept_words(result.run_id, result.store_error, result.kept, len(samples))}"
+           if result.run_id or result.store_error else "")
     )
     if result.throttled:
         n = len(result.throttled)
@@ -174,6 +176,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
             "run_id": result.run_id,
             "throttled": [label_of(s) for s in result.throttled],
             "store_error": result.store_error or None,  # why the run is not (wholly) in the store
+            "kept_samples": result.kept,  # the samples the store holds (run_id's), all of them unless store_error
         })
         return _exit_status(result)
     from rooftop.tui.render.measure_report import measure_report

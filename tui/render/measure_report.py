@@ -17,6 +17,18 @@ from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_count, fmt_flops_
 from rooftop.tui.render.report import Prose, hanging
 
 
+def kept_words(run_id: str | None, store_error: str, kept: int, measured: int) -> str:
+    """Where a measurement's points are, said as it is: saved as a run; kept in part (the store failed
+    after some points were committed: they are a run, marked interrupted by the next rooftop with room to
+    write); or not kept at all."""
+    if run_id and not store_error:
+        return f"saved as run {run_id[:8]}"
+    if run_id and kept:
+        return (f"kept in part as run {run_id[:8]}: {kept} of {fmt_count(measured, 'point')} (the next rooftop "
+                "that can write the store marks it interrupted)")
+    return "not kept in the store"
+
+
 def _stability(stable: bool) -> Text:
     return Text("yes") if stable else Text("no", style="yellow")
 

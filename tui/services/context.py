@@ -83,6 +83,7 @@ def open_store(args: argparse.Namespace, create: bool = False) -> Iterator[Store
         raise StoreError(f"no rooftop database at {path} yet: `rooftop import FILE` or a measurement creates it "
                          "(or point --db PATH / ROOFTOP_DB at one)", "missing")
     tell_interrupted(store)
+    tell_no_room(store)
     try:
         yield store
     finally:
@@ -94,6 +95,25 @@ def tell_interrupted(store: Store) -> None:
     """Name on stderr the runs this open found cut off (their process is gone)."""
     for rid in store.interrupted:
         sys.stderr.write(f"rooftop: run {rid[:8]} was cut off (its process is gone); marked interrupted, samples kept\n")
+
+
+def cannot_create(db: str | Path | None) -> str:
+    """Why no store can be made at `db` (--db, ROOFTOP_DB, the data dir) to keep a run; '' when one can."""
+    from rooftop.store.db import read_only_reason
+    from rooftop.store.locations import db_path
+
+    try:
+        why = read_only_reason(db_path(db))
+    except OSError as exc:  # the data directory cannot be found or read
+        why = exc.strerror or str(exc)
+    return f"it cannot be created: {why}" if why else ""
+
+
+def tell_no_room(store: Store) -> None:
+    """Say on stderr that a store with no room to write (a full disk) is read, and that nothing new is kept."""
+    if store.room is not None:
+        sys.stderr.write(safe_text(f"rooftop: warning: database {store.path} is read only for now, with no room to "
+                                   f"write: {store.room.words}; {store.room.hint} to keep anything new") + "\n")
 
 
 def db_file(args: argparse.Namespace) -> str:
@@ -191,6 +211,7 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
             if store is None:  # removed since the check above
                 return {}
             later.callback(warn_unreadable, store)
+            tell_no_room(store)
             found = store.profiles()
             local = store.local_profile()  # the default device, and one of the ids an unknown one is told of
             if local is not None:

@@ -2,7 +2,8 @@
 
 The one keeper of `rooftop measure` (and the app's Live tab, and a fleet's runs), `rooftop comm` and
 `rooftop profile`.
-Its policy: the store never stops the work. A store that cannot be opened or written is told
+Its policy: the store never stops the work; a measurement another process runs into the same store at
+the same time is told in one line (`on_beside`), never refused. A store that cannot be opened or written is told
 once, through `on_error`, and from then on nothing more is written (what was committed stays;
 a run left `running` is marked interrupted by the next rooftop that opens the store). A run
 cancelled before its first sample is deleted, so no empty run shows in History.
@@ -16,18 +17,35 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample
 from rooftop.store.db import StoreError
-from rooftop.store.runs import NewRun, RunStatus, Store
+from rooftop.store.runs import NewRun, Run, RunStatus, Store
 from rooftop.tui.services.context import open_db
 
 OnError = Callable[[StoreError, bool], None]  # the error, and whether the run had begun
+
+
+def beside_words(beside: Sequence[tuple[Run, int | None]]) -> str:
+    """One line for the measurements another process is running into the same store: which, where, since when;
+    both runs are kept, but two measurements share the machine."""
+    from rooftop.models.units import fmt_when
+    from rooftop.store.process import host_name
+
+    here = host_name()
+    runs = [f"run {r.short_id} ({r.plan} on {r.device_name}, "
+            + (f"pid {pid}" if r.host == here and pid else f"on {r.host}")
+            + f", since {fmt_when(r.started_at, '%H:%M:%S')})" for r, pid in beside[:3]]
+    more = f" and {len(beside) - 3} more" if len(beside) > 3 else ""
+    return (f"{'another measurement is' if len(beside) == 1 else 'other measurements are'} running into this store: "
+            f"{', '.join(runs)}{more}; both are kept, but measurements that share a machine can each read low")
 
 
 class RunKeeper:
     """One run in the store at `db` (--db / ROOFTOP_DB / the data dir); with `save` off, keeps nothing."""
 
     def __init__(self, db: str | Path | None, *, save: bool = True, on_error: OnError | None = None,
-                 on_open: Callable[[Store], None] | None = None) -> None:
+                 on_open: Callable[[Store], None] | None = None,
+                 on_beside: Callable[[str], None] | None = None) -> None:
         self.db, self.save, self.on_error, self.on_open = db, save, on_error, on_open
+        self.on_beside = on_beside  # told, in one line, of measurements other processes run into the store
         self.store: Store | None = None
         self.run_id: str | None = None
         self.error: StoreError | None = None  # the first failure; nothing is written after it
@@ -47,8 +65,12 @@ class RunKeeper:
             if self.on_open is not None:
                 self.on_open(self.store)
             self.run_id = self.store.begin_run(dict(device_info), plan=plan, backend=backend, versions=versions)
+            beside = self.store.running_beside(self.run_id) if self.on_beside is not None else []
         except StoreError as exc:
             self._drop(exc, begun=False)
+            return self.run_id
+        if beside and self.on_beside is not None:
+            self.on_beside(beside_words(beside))
         return self.run_id
 
     def keep_whole(self, items: Sequence[NewRun]) -> str | None:

@@ -38,6 +38,7 @@ class RunResult:
     store_error: str = ""
     error: str = ""  # why a failed run failed
     throttled: list[Sample] = field(default_factory=list)  # points taken while the GPU throttled
+    kept: int = 0  # samples committed to the store (all of them unless store_error says otherwise)
 
 
 OnSample = Callable[[Progress, Sample, Calibration], None]
@@ -52,12 +53,14 @@ def measure_run(
     cancel: threading.Event | None = None,
     on_sample: OnSample | None = None,
     on_store_error: Callable[[str], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run `plan`, storing as it goes; returns what was measured however the run ended.
 
     Ctrl-C (KeyboardInterrupt) and `cancel` end the run as cancelled; an exception from a
     probe ends it as failed (its message in `error`). `on_sample` gets each sample with the
-    ceilings so far, computed here so a UI only shows them.
+    ceilings so far, computed here so a UI only shows them. `on_note` is told of another measurement running
+    into the same store at once (a warning: both are kept).
     """
     backend = plan.backend
     hw = backend.info.hardware()
@@ -72,7 +75,7 @@ def measure_run(
         else:  # told with the result
             failed_mid_run.append(f"saving to the store failed: {exc}")
 
-    keeper = RunKeeper(db_path, save=store, on_error=store_failed)
+    keeper = RunKeeper(db_path, save=store, on_error=store_failed, on_beside=on_note)
     run_id = keeper.begin(info.to_dict(), plan.name, backend.spec, _versions(info.to_dict()))
     samples: list[Sample] = []
     status, error = "complete", ""
@@ -108,7 +111,8 @@ def measure_run(
     store_error = failed_mid_run[-1] if failed_mid_run else \
         (f"the run is not kept in the store: {keeper.error}" if keeper.error is not None and run_id is None else "")
     throttled = [s for s in samples if s.conditions.get("throttle")]
-    return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled)
+    return RunResult(samples, cal, status, time.perf_counter() - t0, run_id, store_error, error, throttled,
+                     keeper.added if run_id is not None else 0)
 
 
 def with_telemetry(sample: Sample, telemetry: dict[str, Any]) -> Sample:

@@ -17,6 +17,7 @@ from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import GpuSnapshot, Snapshot
 from rooftop.tui.app.state import RunView
 from rooftop.tui.app.widgets import watch_app
+from rooftop.tui.render.measure_report import kept_words
 
 HISTORY = 120  # points per sparkline
 
@@ -265,9 +266,12 @@ class MeasurePanel(Widget):
 
     def show_run(self, view: RunView) -> None:
         """Start showing `view`: a run just started, finished, failed, or one mounted late into."""
-        if not (view.plan or view.starting or view.error):
+        if not (view.plan or view.starting or view.error or view.held):
             return  # no run yet: the panel says how to start one
         self.view = view
+        if view.held and not (view.plan or view.starting or view.error):
+            self.query_one("#ms-status", Static).update(Text(view.held, style="bold yellow"))
+            return
         if view.error and not view.plan:
             self.query_one("#ms-status", Static).update(Text(f"failed: {view.error}", style="bold red"))
             return
@@ -364,7 +368,7 @@ class MeasurePanel(Widget):
         bar = self.query_one("#ms-progress", ProgressBar)
         bar.update(total=max(self.view.points, done), progress=done)
         self._show_eta(bar, False)  # the run is over: no time left to estimate
-        saved = f"saved as run {result.run_id[:8]}" if result.run_id and not result.store_error else "not kept in the store"
+        saved = kept_words(result.run_id, result.store_error, result.kept, done)
         style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
         text = Text(f"{result.status}: {fmt_count(done, 'point')} in {result.wall_s:.1f} s, {saved}",
                     style=style)
