@@ -226,9 +226,10 @@ def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Exit 0 when every ceiling holds, 1 when one falls short, 2 for bad input (one line)."""
-    from rooftop.models.check import (CheckError, check_fleet, check_profile, missing_ceilings, tolerance_problem,
-                                      verdict)
+    """Exit 0 when every ceiling holds, 1 when one falls short or a fleet member gave no result, 2 for bad
+    input (one line)."""
+    from rooftop.models.check import (CheckError, check_fleet, check_profile, fleet_notes, model_notes,
+                                      tolerance_problem, unchecked, verdict)
     from rooftop.store.fleets import fleet_of, is_fleet
     from rooftop.tui.services.context import open_store
 
@@ -238,14 +239,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         run = store.run(args.run) if args.run else _latest(store)
         notes: list[str] = []
+        lost: list[str] = []
+        nothing = ""
         if is_fleet(run):
             fleet = fleet_of(store, run)
             models = [g.model for g in fleet.groups]
             base = _baseline(args, run, models[0] if len(models) == 1 else "")
             results = check_fleet(fleet, base, args.tolerance)
-            notes += [f"{m.label}: no result ({m.error or m.status}): counts as short" for m in fleet.members
-                      if m.profile is None]
-            missing = bool(notes)
+            lost, notes = fleet_notes(fleet, base)
+            if base is None:
+                notes.append("no baseline: each member held to its peers only")
+                nothing = (f"fleet run {run.label} has fewer than two members measured to the end and no baseline "
+                           "to hold one to; give --against RUN or a device id from `rooftop devices`")
         else:
             if not run.has_ceilings:
                 raise UsageError(f"run {run.label} ({run.status}) has no ceilings to check; "
@@ -256,25 +261,19 @@ def cmd_check(args: argparse.Namespace) -> int:
                 raise UsageError(f"no baseline for {profile.name}: give --against RUN or a device id "
                                  "from `rooftop devices`")
             results = check_profile(f"run {run.label}", profile, base, args.tolerance)
-            missing = False
-            unmeasured = missing_ceilings(profile, base)
-            if unmeasured:  # told, not failed: a run of `--only launch` is no regression
-                notes.append(f"not measured in this run, so not checked: {', '.join(unmeasured)}")
+            notes += model_notes([profile.name], base) + unchecked(profile, base)
             if run.status != "complete":
                 notes.append(f"run {run.label} is {run.status}: only what it measured is checked")
     try:
-        v = verdict(results, notes + ([] if base is not None else ["no baseline: held to the fleet median only"]))
+        v = verdict(results, notes, lost, nothing)
     except CheckError as exc:
         raise UsageError(str(exc)) from None
-    ok = v.ok and not missing
     if args.json:
         print_json({"run": run.id, "baseline": base.id if base is not None else None, "tolerance": args.tolerance,
-                    **v.to_dict(), "ok": ok})
-        return 0 if ok else 1
+                    **v.to_dict()})
+        return 0 if v.ok else 1
     from rooftop.tui.render.fleet import verdict_lines
 
     for line in verdict_lines(v):
         sys.stdout.write(line + "\n")
-    if missing and v.ok:
-        sys.stdout.write("FAILED: a member gave no result\n")
-    return 0 if ok else 1
+    return 0 if v.ok else 1
