@@ -327,8 +327,9 @@ class RankGroup:
                 self.said = self._read_kept()
                 self._try(lambda: self.store.add(f"{KEY}/heard", 1))  # the keeper may now go (and its store)
                 return None
-            # after a stop the keeper waits STOP_PEERS_S, then keeps: time for that, inside torchrun's 30 s
-            if time.monotonic() > self._deadline(posted_at + self.wait_s + SILENT_S, STOP_PEERS_S + 10):
+            # a keeper alive but silent this long is stuck (its own wait is one wait_s); after a stop it waits
+            # STOP_PEERS_S, then keeps: time for that, inside torchrun's 30 s
+            if time.monotonic() > self._deadline(posted_at + 2 * self.wait_s + SILENT_S, STOP_PEERS_S + 10):
                 return None
             time.sleep(max(poll_s, PEERS_POLL_S))
 
