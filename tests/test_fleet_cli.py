@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from helpers.procs import finish
 from rooftop.models.fleet import STRAGGLER_RATIO, short_of
 from rooftop.store.fleets import members_of
 from rooftop.store.runs import Store
@@ -104,11 +105,8 @@ def test_torchrun_fleet_keeps_the_rows_of_a_rank_whose_measurement_dies(tmp_path
             assert launcher.poll() is None and time.monotonic() < deadline, "rank 1 never started measuring"
             time.sleep(0.02)
         child.send_signal(signal.SIGKILL)
-        out, err = launcher.communicate(timeout=240)
     finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.communicate()
+        out, err = finish(launcher, timeout=240)
     assert launcher.returncode != 0, err  # a member was lost, as for a rank that hangs
     doc = json.loads(out)
     rows = doc["rows"]

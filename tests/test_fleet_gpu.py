@@ -57,6 +57,8 @@ def test_all_gpus_stopped_by_sigterm_keeps_what_each_gpu_measured(tmp_path):
 
     import psutil
 
+    from helpers.procs import family, finish, none_left
+
     db = tmp_path / "f.db"
     proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "measure", "--all-gpus", "--plan", "full",
                              "--json", "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -68,23 +70,14 @@ def test_all_gpus_stopped_by_sigterm_keeps_what_each_gpu_measured(tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, "the GPUs' processes never started"
             time.sleep(0.2)
         time.sleep(20)  # torch and CUDA start in ~5 s; the full plan runs for minutes: each GPU has points by now
-        everything = [top, *top.children(recursive=True)]
+        everything = family(top)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        out, err = finish(proc)
     assert proc.returncode == 128 + signal.SIGTERM, err
     doc = json.loads(out)
     assert doc["stopped_by"] == "SIGTERM" and doc["run_id"]
     assert all(r["status"] == "cancelled" and r["run_id"] for r in doc["rows"])
     (line,) = [x for x in err.splitlines() if "stopped by SIGTERM" in x]
     assert f"kept as run {doc['run_id'][:8]}" in line
-    def alive(p: psutil.Process) -> bool:
-        try:
-            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-    assert not [p.pid for p in everything if alive(p)]
+    assert none_left(everything) == []

@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from helpers.procs import family, finish, none_left
 from rooftop.store.fleets import members_of
 from rooftop.store.runs import Store
 
@@ -67,35 +68,6 @@ def _measuring(top: psutil.Process, n: int = 2) -> dict[str, psutil.Process]:
         time.sleep(0.1)
 
 
-def _everything_under(top: psutil.Process) -> list[psutil.Process]:
-    return [top, *top.children(recursive=True)]
-
-
-def _none_left(procs: list[psutil.Process]) -> list[int]:
-    """The pids of `procs` still alive (zombies aside) 10 s after the job ended."""
-    deadline = time.monotonic() + 10
-    while True:
-        alive = []
-        for p in procs:
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(p.pid)
-            except psutil.NoSuchProcess:
-                pass
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)
-
-
-def _finish(proc: subprocess.Popen) -> tuple[str, str]:
-    try:
-        return proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-
-
 def _rooftop_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("rooftop measure:")]
 
@@ -128,10 +100,10 @@ def test_a_signal_to_torchrun_keeps_what_each_rank_measured(tmp_path, capsys, si
     try:
         top = psutil.Process(launcher.pid)
         _measuring(top)
-        procs = _everything_under(top)
+        procs = family(top)
         launcher.send_signal(sig)
     finally:
-        out, err = _finish(launcher)
+        out, err = finish(launcher)
     doc = json.loads(out)
     name = sig.name
     assert doc["stopped_by"] == name and doc["run_id"], err
@@ -148,7 +120,7 @@ def test_a_signal_to_torchrun_keeps_what_each_rank_measured(tmp_path, capsys, si
     assert status == "cancelled" and [(r, s) for r, s, _ in members] == [(0, "cancelled"), (1, "cancelled")]
     assert all(points > 0 for _, _, points in members)
     assert f"{doc['rows'][0]['model']}: 2 members" in _shown(tmp_path, doc["run_id"], capsys)
-    assert _none_left(procs) == []
+    assert none_left(procs) == []
     assert sorted(os.listdir(tmp_path / "tmp")) == []
 
 
@@ -162,12 +134,12 @@ def test_a_rank_that_dies_costs_its_row_only(tmp_path, capsys, dead):
     try:
         top = psutil.Process(launcher.pid)
         children = _measuring(top)
-        procs = _everything_under(top)
+        procs = family(top)
         (rank,) = [p for p in top.children() if p.pid == children[str(dead)].ppid()]
         started = time.monotonic()
         rank.send_signal(signal.SIGKILL)
     finally:
-        out, err = _finish(launcher)
+        out, err = finish(launcher)
     doc = json.loads(out)
     rows = doc["rows"]
     assert [(r["rank"], r["status"]) for r in rows] == sorted([(live, "cancelled"), (dead, "lost")]), err
@@ -182,7 +154,7 @@ def test_a_rank_that_dies_costs_its_row_only(tmp_path, capsys, dead):
     assert "exitcode  : 143" in err  # the live rank: 128 + SIGTERM, in torchrun's own failure table
     shown = _shown(tmp_path, doc["run_id"], capsys)
     assert f"{rows[live]['model']}: 2 members" in shown and not any(line.startswith("None") for line in shown)
-    assert _none_left(procs) == []
+    assert none_left(procs) == []
     assert sorted(os.listdir(tmp_path / "tmp")) == []
 
 
@@ -205,15 +177,15 @@ def test_each_stopped_rank_exits_128_plus_n_with_one_line(tmp_path, sig):
         tops = [psutil.Process(p.pid) for p in ranks]
         for top in tops:
             _measuring(top, 1)
-        procs = [p for top in tops for p in _everything_under(top)]
+        procs = [p for top in tops for p in family(top)]
         for p in ranks:
             p.send_signal(sig)
     finally:
-        results = [_finish(p) for p in ranks]
+        results = [finish(p) for p in ranks]
     assert [p.returncode for p in ranks] == [128 + sig, 128 + sig], [e for _, e in results]
     (zero,) = _rooftop_lines(results[0][1])[-1:]
     assert f"fleet of 2 stopped by {sig.name}" in zero and "kept as run" in zero
     (one,) = _rooftop_lines(results[1][1])[-1:]
     assert one.startswith(f"rooftop measure: rank 1 stopped by {sig.name}: its row (") and "kept in fleet run" in one
-    assert _none_left(procs) == []
+    assert none_left(procs) == []
     assert sorted(os.listdir(tmp_path / "tmp")) == []
