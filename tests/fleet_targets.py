@@ -58,7 +58,7 @@ def torchrun_rank(rank: int, job: dict, stop=None) -> dict:
     try:
         if rank == 1 and job.get("hang"):
             time.sleep(600)
-        rows = group.gather(quick(rank, job))
+        rows = group.gather({**quick(rank, job), "blob": b"x" * job.get("blob", 0)})
         if rows is not None:
             group.kept(None)
     finally:

@@ -144,12 +144,13 @@ def test_rank0_gathers_every_row_or_names_the_rank_that_hung(hang):
     """The gloo gather torchrun's ranks use (gather_object), started here as torchrun would start them."""
     from rooftop.probes.comm import free_port
 
-    job = {"device": "cpu", "port": free_port(), "world": 3, "wait_s": 4, "hang": hang}
+    # a row as big as a full plan's samples can be: over the 8 MiB the job's store takes in one value
+    job = {"device": "cpu", "port": free_port(), "world": 3, "wait_s": 4, "hang": hang, "blob": 9 << 20}
     out = run_local(fleet_targets.torchrun_rank, [job] * 3, wait_s=30 if not hang else 8)
     rows = out[0]["gathered"]
     assert [r["rank"] for r in rows] == [0, 1, 2]
     if not hang:
-        assert all(r["status"] == "complete" for r in rows)
+        assert all(r["status"] == "complete" and len(r["blob"]) == 9 << 20 for r in rows)
         assert out[1]["gathered"] is None and out[2]["gathered"] is None  # only rank 0 holds the fleet
     else:
         assert [r["status"] for r in rows] == ["complete", "lost", "complete"]  # the others' rows kept
