@@ -65,6 +65,16 @@ def _family(name: str, props: Mapping[str, Any], vendor: str) -> dict[str, Any] 
     return None
 
 
+def same_model(a: str, b: str) -> bool:
+    """Whether two device names are one model: the same name, or of one family (a datasheet's "NVIDIA H200 SXM
+    141GB" is NVML's "NVIDIA H200"), a MIG slice being no whole GPU."""
+    sa, sb = _squash(a), _squash(b)
+    if sa == sb:
+        return True
+    fa, fb = _family(a, {}, trace_vendor(a, {})), _family(b, {}, trace_vendor(b, {}))
+    return fa is not None and fa is fb and ("mig" in sa) == ("mig" in sb)
+
+
 def place_device(name: str, props: Mapping[str, Any] | None = None,
                  pool: Mapping[str, DeviceProfile] | None = None) -> Placement:
     """The profile for a trace's device `name` (with its deviceProperties `props`), from `pool` (the catalog)."""

@@ -3,8 +3,11 @@
 One row per member with its ceilings (B per level, F per path, launch) and what it ran under (SM clock,
 power, throttling, other processes on it); the median row of each GPU model; and the straggler rule: a
 member whose ceiling is below 0.9× the median of its peers (the other members of the same model) is
-flagged, with the ceiling named. Members of different models are never compared with one another: an
-H100 is not a slow H200. Pure: profiles in, rows and flags out.
+flagged, with the ceiling named. That rule is the fleet's one answer to "is this member fine?": the
+report's flags and `rooftop check`'s median results both come from `peer_comparisons`. Only members
+that completed their plan are compared (a stopped one's sweep is partial: kept, shown, not a peer).
+Members of different models are never compared with one another: an H100 is not a slow H200. Pure:
+profiles in, rows and flags out.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from .profile import DeviceProfile
 
 STRAGGLER_RATIO = 0.9  # below 0.9× the peers' median is a straggler
 LAUNCH = "launch"
+UNKNOWN_MODEL = "device model unknown"  # the heading of members that gave no result and no device name
 POWER_REASONS = ("power cap", "power brake")
 THERMAL_REASONS = ("sw thermal", "hw thermal", "hw slowdown")
 
@@ -55,6 +59,11 @@ def short_of(ceiling: str, value: float, reference: float, ratio: float) -> bool
     return value > reference / ratio
 
 
+def peer_rule(ratio: float = STRAGGLER_RATIO) -> str:
+    """The straggler rule's words, as the fleet report and `rooftop check` both name it."""
+    return f"{ratio:g}× its peers' median"
+
+
 @dataclass(frozen=True)
 class Member:
     """One measured device of a fleet: who (rank, host, device), what it measured, what it ran under."""
@@ -79,7 +88,13 @@ class Member:
 
     @property
     def label(self) -> str:
-        return f"rank {self.rank} ({self.host} {self.device})"
+        where = " ".join(x for x in (self.host, self.device) if x)
+        return f"rank {self.rank} ({where})" if where else f"rank {self.rank}"
+
+    @property
+    def comparable(self) -> bool:
+        """Measured to the end of its plan: only such a member sets its peers' median or is held to it."""
+        return self.profile is not None and self.status == "complete"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,7 +113,7 @@ class Flag:
 
     rank: int
     host: str
-    kind: str  # straggler | power | thermal | busy | failed | lost | shared
+    kind: str  # straggler | power | thermal | busy | failed | lost | cancelled | shared
     text: str
     ceiling: str = ""
     value: float | None = None
@@ -146,33 +161,56 @@ class FleetReport:
 
 
 def median_row(members: Sequence[Member]) -> dict[str, float]:
-    """Per ceiling, the median over the members that have it."""
+    """Per ceiling, the median over the comparable members that have it."""
     values: dict[str, list[float]] = {}
     for m in members:
-        if m.profile is not None:
-            for k, v in ceiling_values(m.profile).items():
+        if m.comparable:
+            for k, v in ceiling_values(m.profile).items():  # type: ignore[arg-type]
                 values.setdefault(k, []).append(v)
     return {k: float(median(vs)) for k, vs in values.items()}
 
 
-def straggler_flags(members: Sequence[Member], ratio: float = STRAGGLER_RATIO) -> list[Flag]:
-    """Each member's ceilings against the median of its peers (the others of its group that have it)."""
-    flags = []
-    measured = [m for m in members if m.profile is not None]
+@dataclass(frozen=True)
+class PeerComparison:
+    """One ceiling of one member against the median of its peers, judged by the straggler rule."""
+
+    member: Member
+    ceiling: str
+    value: float
+    peers_median: float
+    ratio: float = STRAGGLER_RATIO
+
+    @property
+    def straggles(self) -> bool:
+        return short_of(self.ceiling, self.value, self.peers_median, self.ratio)
+
+
+def peer_comparisons(members: Sequence[Member], ratio: float = STRAGGLER_RATIO) -> list[PeerComparison]:
+    """Each comparable member's ceilings against the median of its peers (the other comparable members of
+    its group that have that ceiling): the one rule behind the report's stragglers and check's median."""
+    out = []
+    measured = [m for m in members if m.comparable]
     for m in measured:
         mine = ceiling_values(m.profile)  # type: ignore[arg-type]
         for ceiling in ceiling_order(mine):
             peers = [ceiling_values(p.profile)[ceiling] for p in measured  # type: ignore[arg-type]
                      if p is not m and ceiling in ceiling_values(p.profile)]  # type: ignore[arg-type]
-            if not peers:
-                continue
-            ref = float(median(peers))
-            if short_of(ceiling, mine[ceiling], ref, ratio):
-                rule = (f"below {ratio:g}× its peers' median {fmt_ceiling(ceiling, ref)}" if higher_is_better(ceiling)
-                        else f"above its peers' median {fmt_ceiling(ceiling, ref)} ÷ {ratio:g}")
-                flags.append(Flag(m.rank, m.host, "straggler",
-                                  f"{m.label}: {ceiling} {fmt_ceiling(ceiling, mine[ceiling])} is {rule}",
-                                  ceiling, mine[ceiling], ref))
+            if peers:
+                out.append(PeerComparison(m, ceiling, mine[ceiling], float(median(peers)), ratio))
+    return out
+
+
+def straggler_flags(members: Sequence[Member], ratio: float = STRAGGLER_RATIO) -> list[Flag]:
+    """A flag for each ceiling `peer_comparisons` finds short, with both figures."""
+    flags = []
+    for c in peer_comparisons(members, ratio):
+        if c.straggles:
+            m, ref = c.member, c.peers_median
+            rule = (f"below {peer_rule(ratio)} {fmt_ceiling(c.ceiling, ref)}" if higher_is_better(c.ceiling)
+                    else f"above its peers' median {fmt_ceiling(c.ceiling, ref)} ÷ {ratio:g}")
+            flags.append(Flag(m.rank, m.host, "straggler",
+                              f"{m.label}: {c.ceiling} {fmt_ceiling(c.ceiling, c.value)} is {rule}",
+                              c.ceiling, c.value, ref))
     return flags
 
 
@@ -188,9 +226,14 @@ def condition_flags(m: Member) -> list[Flag]:
     if m.processes:
         out.append(Flag(m.rank, m.host, "busy", f"{m.label}: measured while in use by {', '.join(m.processes)}"))
     if m.profile is None:
-        why = m.error or "it measured nothing"
+        why = m.error or ("stopped before its first ceiling" if m.status == "cancelled" else "it measured nothing")
         out.append(Flag(m.rank, m.host, m.status if m.status in ("lost", "failed") else "failed",
                         f"{m.label}: no result ({why})"))
+    elif m.status != "complete":
+        how = m.error or ("stopped" if m.status == "cancelled" else m.status)
+        out.append(Flag(m.rank, m.host, "cancelled" if m.status == "cancelled" else "failed",
+                        f"{m.label}: {how}, before the end of its plan: what it measured is kept, not compared "
+                        "with its peers"))
     return out
 
 
@@ -207,9 +250,11 @@ def shared_flags(m: Member, ratio: float = STRAGGLER_RATIO) -> list[Flag]:
 def fleet_report(members: Sequence[Member], ratio: float = STRAGGLER_RATIO) -> FleetReport:
     """Rows, the median row of each model, and every flag, members in rank order."""
     members = sorted(members, key=lambda m: m.rank)
+    known = {m.model for m in members if m.model}
     models: dict[str, list[Member]] = {}
-    for m in members:
-        models.setdefault(m.model, []).append(m)
+    for m in members:  # a member with no device name (it gave no result) joins the fleet's one model, if one
+        model = m.model or (next(iter(known)) if len(known) == 1 else UNKNOWN_MODEL)
+        models.setdefault(model, []).append(m)
     groups, flags = [], []
     for model, ms in models.items():
         names = {k for m in ms if m.profile is not None for k in ceiling_values(m.profile)}
@@ -221,9 +266,9 @@ def fleet_report(members: Sequence[Member], ratio: float = STRAGGLER_RATIO) -> F
     if len(groups) > 1:
         notes.append(f"{len(groups)} device models ({', '.join(g.model for g in groups)}): each is compared "
                      "with its own kind only")
-    lonely = [g.model for g in groups if sum(1 for m in g.members if m.profile is not None) < 2]
+    lonely = [g.model for g in groups if g.model != UNKNOWN_MODEL and sum(1 for m in g.members if m.comparable) < 2]
     if lonely:
-        notes.append(f"no peer to compare with for {', '.join(lonely)}: one measured member")
+        notes.append(f"no peer to compare with for {', '.join(lonely)}: fewer than two members measured to the end")
     flags.sort(key=lambda f: f.rank)
     return FleetReport(tuple(members), tuple(groups), tuple(flags), ratio, tuple(notes))
 
@@ -247,7 +292,7 @@ def member_from_dict(d: Mapping[str, Any], profile: DeviceProfile | None,
     lr = d.get("local_rank")
     return Member(
         rank=int(d["rank"]), host=str(d.get("host", "")), device=str(d.get("device", "")),
-        model=str(d.get("model", "")), profile=profile, status=str(d.get("status", "complete")),
+        model=str(d.get("model") or ""), profile=profile, status=str(d.get("status", "complete")),
         error=str(d.get("error", "")), run_id=d.get("run_id") if isinstance(d.get("run_id"), str) else None,
         local_rank=int(lr) if isinstance(lr, int) else None, sm_clock_mhz=num("sm_clock_mhz"),
         power_w=num("power_w"), power_limit_w=num("power_limit_w"), max_temperature_c=num("max_temperature_c"),

@@ -226,7 +226,7 @@ class DeviceProfile:
         problem = plausible.free_problem("extra", extra)
         if problem and strict:
             raise ValueError(problem)
-        launch = read("launch", "overhead", lo, prov.get("launch_overhead")) if lo else None
+        launch = read("launch", "overhead", lo, prov.get("launch_overhead")) if lo is not None else None
         return cls(
             id=str(d["id"]),
             name=str(d.get("name", d["id"])),

@@ -53,8 +53,9 @@ def fleet_runs(payloads: Sequence[Mapping[str, Any]], mode: str, plan: str,
     """A fleet (one payload per rank, in rank order) as whole runs to keep together: the member runs
     measured elsewhere, then the fleet run (last), which refers to every member.
 
-    A payload that carries its samples (a torchrun rank's) becomes a member run here; one with a
-    `run_id` (an --all-gpus rank's, kept as it measured) is referred to. Lost ranks stay as entries.
+    A payload that carries its samples (a torchrun rank's, or an --all-gpus rank's whose store failed it)
+    becomes a member run here; one with a `run_id` (an --all-gpus rank's, kept as it measured) is referred
+    to. A member a stop ended is kept as it measured (cancelled); lost ranks stay as entries.
     """
     new = {i: _member_run(p) for i, p in enumerate(payloads)
            if not p.get("run_id") and p.get("started_at") is not None and (p.get("samples") or p.get("profile"))}
@@ -77,12 +78,25 @@ def fleet_runs(payloads: Sequence[Mapping[str, Any]], mode: str, plan: str,
         "fleet": {"mode": mode, "plan": plan, "world": len(members), "members": members,
                   "hosts": sorted({str(m.get("host") or "") for m in members})},
     }
-    measured = sum(1 for m in members if m.get("run_id") and m.get("status") == "complete")
     now, host = time.time(), host_name()
     fleet = Run(id=uuid.uuid4().hex, device_key=device_key_for(info, host), host=host, device=info, backend=mode,
-                plan=PLAN, started_at=started_at or now, ended_at=now, status="complete" if measured else "failed",
-                versions=default_versions())
+                plan=PLAN, started_at=started_at or _first_start(payloads) or now, ended_at=now,
+                status=fleet_status(members), versions=default_versions())
     return [*new.values(), NewRun(fleet, measured=True)]
+
+
+def fleet_status(members: Sequence[Mapping[str, Any]]) -> str:
+    """failed when no member kept a run; cancelled when a stop ended one (what it measured is kept); else
+    complete (a lost member is an entry of a complete fleet, flagged where it is shown)."""
+    kept = [m for m in members if m.get("run_id")]
+    if not kept:
+        return "failed"
+    return "cancelled" if any(m.get("status") == "cancelled" for m in kept) else "complete"
+
+
+def _first_start(payloads: Sequence[Mapping[str, Any]]) -> float | None:
+    starts = [float(p["started_at"]) for p in payloads if isinstance(p.get("started_at"), (int, float))]
+    return min(starts) if starts else None
 
 
 def save_fleet(store: Store, payloads: Sequence[Mapping[str, Any]], mode: str, plan: str,

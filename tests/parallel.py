@@ -17,7 +17,7 @@ import os
 import pytest
 
 WORKERS = 2  # measured: 2 workers on 2 cores (more only add contention to the timed tests)
-DEFAULT_MARKERS = "not bench and not gpu"  # pyproject.toml's addopts
+DEFAULT_MARKERS = "not bench and not gpu and not slow"  # pyproject.toml's addopts
 
 
 def parallel_workers(config: pytest.Config) -> int:

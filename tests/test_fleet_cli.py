@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from helpers.procs import finish
 from rooftop.models.fleet import STRAGGLER_RATIO, short_of
 from rooftop.store.fleets import members_of
 from rooftop.store.runs import Store
@@ -104,11 +105,8 @@ def test_torchrun_fleet_keeps_the_rows_of_a_rank_whose_measurement_dies(tmp_path
             assert launcher.poll() is None and time.monotonic() < deadline, "rank 1 never started measuring"
             time.sleep(0.02)
         child.send_signal(signal.SIGKILL)
-        out, err = launcher.communicate(timeout=240)
     finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.communicate()
+        out, err = finish(launcher, timeout=240)
     assert launcher.returncode != 0, err  # a member was lost, as for a rank that hangs
     doc = json.loads(out)
     rows = doc["rows"]
@@ -226,3 +224,98 @@ def test_fleet_outside_torchrun_and_all_gpus_without_gpus(tmp_path):
     assert r.returncode == 2 and "no CUDA GPU" in r.stderr
     r = rooftop("measure", "--all-gpus", "--fleet")
     assert r.returncode == 2 and "not allowed with" in r.stderr
+
+
+def _member_payload(rank: int, dram: float | None, model: str = "AMD EPYC 9654", status: str = "complete") -> dict:
+    """A rank's payload as the ranks send it: its ceilings, or (dram None) none, lost."""
+    from rooftop.models.profile import Ceiling, DeviceProfile
+
+    if dram is None:
+        return {"rank": rank, "host": "node0", "device": "", "status": "lost",
+                "error": "its process ended about 19 s into the run: no sign of life for 10 s"}
+    prof = DeviceProfile("x", model, "measured", {"dram": Ceiling(dram, "measured", "read_reduce:1G")},
+                         {"fp32-fma": Ceiling(2e12, "measured")}, kind="cpu", launch_overhead=Ceiling(5e-6, "measured"))
+    now = time.time()
+    return {"rank": rank, "local_rank": rank, "host": "node0", "device": "cpu", "model": model, "status": status,
+            "error": "", "run_id": None, "profile": prof.to_dict(), "device_info": {"name": model, "kind": "cpu"},
+            "plan": "quick", "backend": "cpu", "versions": {}, "started_at": now - 60, "ended_at": now,
+            "wall_s": 60.0, "processes": [], "throttle": [], "samples": []}
+
+
+def _kept_fleet(db: Path, payloads: list[dict]) -> str:
+    from rooftop.store.fleets import save_fleet
+
+    with Store.open(db) as store:
+        return save_fleet(store, payloads, "torchrun", "quick")
+
+
+@pytest.mark.parametrize("share, fine", [(0.91, True), (0.89, False)])
+def test_the_fleet_report_and_check_agree_on_a_member(tmp_path, share, fine):
+    """The report said "no straggler: every ceiling is within 0.9× its peers' median" of a member at 0.91×
+    that `rooftop check` (no baseline) then failed; at 0.89× both fail it. Both name the one rule."""
+    db = tmp_path / "f.db"
+    fid = _kept_fleet(db, [_member_payload(0, 100e9), _member_payload(1, 100e9), _member_payload(2, share * 100e9)])
+    report = rooftop("show", fid[:8], "--db", str(db))
+    check = rooftop("check", fid[:8], "--db", str(db))
+    assert report.returncode == 0, report.stderr
+    rule = "0.9× its peers' median"
+    assert rule in check.stdout and rule in report.stdout
+    if fine:
+        assert "no straggler: every ceiling is within 0.9× its peers' median" in report.stdout
+        assert check.returncode == 0 and "SHORT" not in check.stdout and check.stdout.strip().startswith(
+            "each member is held to"), check.stdout
+    else:
+        assert "! rank 2 (node0 cpu): B dram 89 GB/s is below 0.9× its peers' median 100 GB/s" in report.stdout
+        assert check.returncode == 1
+        (short,) = [line for line in check.stdout.splitlines() if "SHORT" in line]
+        assert short.startswith("rank 2 (node0 cpu): B dram 89 GB/s vs 100 GB/s (peers' median, 0.89×")
+
+
+def test_check_of_a_fleet_with_a_lost_member_fails_naming_the_rank(tmp_path):
+    """No baseline, one member measured, one lost: check exited 2 blaming --only."""
+    db = tmp_path / "f.db"
+    fid = _kept_fleet(db, [_member_payload(0, 100e9), _member_payload(1, None)])
+    r = rooftop("check", fid[:8], "--db", str(db))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "--only" not in r.stdout + r.stderr and not r.stderr
+    assert "! rank 1 (node0): no result (its process ended about 19 s into the run" in r.stdout
+    assert r.stdout.strip().splitlines()[-1] == "FAILED: 0 of 0 ceiling checks hold; 1 member gave no result"
+    doc = json.loads(rooftop("check", fid[:8], "--json", "--db", str(db)).stdout)
+    assert doc["ok"] is False and len(doc["lost"]) == 1 and doc["lost"][0].startswith("rank 1 (node0)")
+    # one member and nobody lost: nothing to hold it to, and it says so (bad input, exit 2)
+    lone = _kept_fleet(db, [_member_payload(0, 100e9)])
+    r = rooftop("check", lone[:8], "--db", str(db))
+    assert r.returncode == 2 and "fewer than two members" in r.stderr and "--against" in r.stderr
+
+
+def test_check_against_another_device_model_says_so(tmp_path):
+    """An H200 run against h100 gave SHORT or ok with no word about the mismatch."""
+    db = tmp_path / "c.db"
+    _import(tmp_path, db, _h200_run())
+    other = rooftop("check", "node7", "--against", "h100", "--db", str(db))
+    assert other.returncode in (0, 1)
+    (line,) = [x for x in other.stdout.splitlines() if "another device model" in x]
+    assert line.startswith("the baseline h100 is NVIDIA H100 80GB HBM3, this is NVIDIA H200: another device model")
+    same = rooftop("check", "node7", "--against", "h200-ds", "--db", str(db))  # the datasheet names it otherwise
+    assert same.returncode in (0, 1) and "another device model" not in same.stdout
+
+
+def test_a_zero_launch_floor_is_refused_at_import_and_check_says_what_it_left_out(tmp_path):
+    """`"launch_overhead": 0` was read as "no launch": imported, then skipped by check without a word."""
+    db = tmp_path / "c.db"
+    zero = _h200_run()
+    zero["profile"]["launch_overhead"] = 0
+    f = tmp_path / "zero.json"
+    f.write_text(json.dumps({"format": "rooftop-runs", "format_version": 1, "runs": [zero]}))
+    r = rooftop("import", str(f), "--db", str(db))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "launch overhead = 0" in r.stderr
+    assert not db.exists() or not json.loads(rooftop("runs", "--json", "--db", str(db)).stdout)
+    # a baseline without a launch floor: the run's is not checked, and check says so
+    run = _h200_run()
+    run["profile"]["launch_overhead"] = 5e-6
+    _import(tmp_path, db, run)
+    nolaunch = _doc_run(_h200_run(), "nolaunch")
+    nolaunch["profile"]["launch_overhead"] = None
+    _import(tmp_path, db, nolaunch)
+    r = rooftop("check", "node7", "--against", "nolaunch", "--db", str(db))
+    assert "not in the baseline nolaunch, so not checked: launch" in r.stdout, r.stdout

@@ -144,15 +144,48 @@ def test_rank0_gathers_every_row_or_names_the_rank_that_hung(hang):
     """The gloo gather torchrun's ranks use (gather_object), started here as torchrun would start them."""
     from rooftop.probes.comm import free_port
 
-    job = {"device": "cpu", "port": free_port(), "world": 3, "wait_s": 4, "hang": hang}
+    # a row as big as a full plan's samples can be: over the 8 MiB the job's store takes in one value
+    job = {"device": "cpu", "port": free_port(), "world": 3, "wait_s": 4, "hang": hang, "blob": 9 << 20}
     out = run_local(fleet_targets.torchrun_rank, [job] * 3, wait_s=30 if not hang else 8)
     rows = out[0]["gathered"]
     assert [r["rank"] for r in rows] == [0, 1, 2]
     if not hang:
-        assert all(r["status"] == "complete" for r in rows)
+        assert all(r["status"] == "complete" and len(r["blob"]) == 9 << 20 for r in rows)
         assert out[1]["gathered"] is None and out[2]["gathered"] is None  # only rank 0 holds the fleet
     else:
         assert [r["status"] for r in rows] == ["complete", "lost", "complete"]  # the others' rows kept
-        assert "no result within 4 s" in rows[1]["error"] and rows[1]["host"]
+        assert "it hung: nothing within 4 s of rank 0's result" in rows[1]["error"] and rows[1]["host"]
         assert out[1]["status"] == "lost"  # and the hung process itself was stopped
+    assert _no_children_left()
+
+
+def _wait_for_pids(folder, n: int) -> list[int]:
+    deadline = time.monotonic() + 120
+    while len(list(folder.glob("*.pid"))) < n:
+        assert time.monotonic() < deadline, "the ranks did not start"
+        time.sleep(0.1)
+    time.sleep(0.3)  # each has measured a few points
+    return [int(p.read_text()) for p in folder.glob("*.pid")]
+
+
+def test_a_stop_lets_each_rank_hand_in_what_it_measured(tmp_path):
+    """A stop (--all-gpus's SIGTERM/SIGINT/SIGHUP, a torchrun rank's) killed each rank's process outright, so what
+    it had measured was lost: each is now asked to stop and hands in its points."""
+    import threading
+
+    cancel = threading.Event()
+    got: list = []
+    threading.Thread(target=lambda: got.append(run_local(fleet_targets.until_stopped, [{"device": "cpu",
+                     "dir": str(tmp_path)}] * 2, wait_s=60, cancel=cancel)), daemon=True).start()
+    _wait_for_pids(tmp_path, 2)
+    t0 = time.monotonic()
+    cancel.set()
+    deadline = time.monotonic() + 60
+    while not got:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (out,) = got
+    assert [(p["rank"], p["status"]) for p in out] == [(0, "cancelled"), (1, "cancelled")]
+    assert all(p["points"] > 0 for p in out)
+    assert time.monotonic() - t0 < 30  # handed in at once, not after the grace
     assert _no_children_left()

@@ -100,5 +100,54 @@ def test_check_bad_input():
 def test_check_fleet_holds_each_row_to_the_median():
     rep = fleet_report([member(0), member(1), member(2, bf16=600e12)])
     v = verdict(check_fleet(rep, None))
-    assert [(r.subject.split()[1], r.ceiling, r.against) for r in v.failures] == [("2", "F bf16-tc", "fleet median")]
+    assert [(r.subject.split()[1], r.ceiling, r.against) for r in v.failures] == [("2", "F bf16-tc", "peers' median")]
     assert set(ceiling_values(prof())) == {"B dram", "F bf16-tc", "launch"}
+
+
+@pytest.mark.parametrize("share, fine", [(0.91, True), (0.89, False)])
+def test_the_fleet_report_and_check_give_one_answer_for_a_member(share, fine):
+    """One rule: the report said "no straggler" for a member at 0.91× its peers' median while check failed it
+    (5% tolerance against the median); at 0.89× both must fail it, on the same ceiling, naming the same rule."""
+    from rooftop.models.fleet import peer_rule
+
+    rep = fleet_report([member(0), member(1), member(2, dram=share * 3e12), member(3)])
+    v = verdict(check_fleet(rep, None))
+    flagged = [(f.rank, f.ceiling) for f in rep.stragglers]
+    failed = [(int(r.subject.split()[1]), r.ceiling) for r in v.failures]
+    assert flagged == failed == ([] if fine else [(2, "B dram")])
+    assert v.ok is fine
+    peers = [r for r in v.results if r.against == "peers' median"]
+    assert peers and all(r.rule == f"the straggler rule: {peer_rule()}" for r in peers)
+    if not fine:
+        assert peer_rule() in rep.stragglers[0].text and "0.89×" in v.failures[0].text()
+
+
+def test_a_slow_launch_floor_is_one_answer_too():
+    rep = fleet_report([member(0), member(1), member(2, launch=5e-6 / 0.89)])
+    assert [(f.rank, f.ceiling) for f in rep.stragglers] == [(2, "launch")]
+    assert [(r.subject.split()[1], r.ceiling) for r in verdict(check_fleet(rep, None)).failures] == [("2", "launch")]
+    rep = fleet_report([member(0), member(1), member(2, launch=5e-6 / 0.91)])
+    assert not rep.stragglers and verdict(check_fleet(rep, None)).ok
+
+
+def test_a_stopped_member_is_kept_and_shown_but_no_peer():
+    """A member a stop ended measured part of its plan: its figures are no straggler's, and set no median."""
+    stopped = Member(2, "node0", "cuda:2", "NVIDIA H100", prof(dram=1.0e12), status="cancelled",
+                     error="stopped by SIGTERM after 12 points")
+    rep = fleet_report([member(0), member(1, dram=2.9e12), stopped])
+    assert not rep.stragglers and rep.groups[0].median["B dram"] == pytest.approx(2.95e12)
+    (flag,) = [f for f in rep.flags if f.rank == 2]
+    assert flag.kind == "cancelled" and "stopped by SIGTERM after 12 points" in flag.text and "kept" in flag.text
+    v = verdict(check_fleet(rep, None))
+    assert {r.subject.split()[1] for r in v.results} == {"0", "1"}
+
+
+def test_a_member_without_a_result_or_a_model_joins_the_fleets_model():
+    """A rank lost before it named its device was headed "None: 2 members"."""
+    lost = member_from_dict({"rank": 1, "host": "node0", "device": "", "model": None, "status": "lost",
+                             "error": "its process ended"}, None)
+    assert lost.model == "" and lost.label == "rank 1 (node0)"
+    rep = fleet_report([member(0), lost])
+    assert [(g.model, len(g.members)) for g in rep.groups] == [("NVIDIA H100", 2)]
+    mixed = fleet_report([member(0), member(2, model="NVIDIA H200"), lost])
+    assert sorted(g.model for g in mixed.groups) == ["NVIDIA H100", "NVIDIA H200", "device model unknown"]

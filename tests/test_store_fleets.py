@@ -195,3 +195,43 @@ def test_a_store_that_fails_keeps_nothing_and_the_report_is_still_printed(tmp_pa
     if failure == "locked":
         with Store.open(db) as store:
             assert store.runs() == []  # all or none
+
+
+def test_a_fleet_tells_a_failing_store_once_and_keeps_what_its_members_could_not(tmp_path, capsys, monkeypatch):
+    """--all-gpus members keep their own runs as they measure; when the store failed them, each member's row said
+    "the run is not kept in the store: …" beside the fleet's own "the fleet run is not kept …" (and its points were
+    lost even once the store was back). Now the member's points travel with its row, the fleet keeps them, and
+    a store that fails the fleet is told once, in the one wording (services.fleet.store_warning)."""
+    from argparse import Namespace
+
+    from rooftop.tui.commands.fleet import _report
+    from rooftop.tui.services.fleet import measure_member
+
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setattr(dbmod, "BUSY_TIMEOUT_MS", 100)
+    db = tmp_path / "f.db"
+    Store.open(db).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        job = {"device": "cpu", "threads": 1, "plan": "quick", "only": ["launch"], "db": str(db), "store": True}
+        payload = measure_member(0, job)
+        assert payload["run_id"] is None and payload["samples"] and "is locked" in payload["store_error"]
+        rc = _report(Namespace(db=str(db), no_save=False, json=True), [payload], "all-gpus", "quick", 1.0)
+        out = capsys.readouterr()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    doc = json.loads(out.out)
+    assert rc == 1 and doc["run_id"] is None and doc["rows"][0]["error"] == ""
+    warnings = [line for line in out.err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("rooftop measure: warning: the fleet run is not kept in the "
+                                                         "store: ") and str(db) in warnings[0]
+    assert out.err.count("not kept in the store") == 2  # the warning, and the summary's "; not kept in the store"
+
+    rc = _report(Namespace(db=str(db), no_save=False, json=True), [payload], "all-gpus", "quick", 1.0)
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["run_id"]
+    with Store.open(db) as store:
+        (member,) = members_of(store.run(doc["run_id"]))
+        assert len(store.samples(member["run_id"])) == len(payload["samples"]) == 1

@@ -30,48 +30,81 @@ def members_from_payloads(payloads: Sequence[Mapping[str, Any]]) -> list[Any]:
     return out
 
 
-def _keep(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, plan: str,
+def _keep(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, plan: str, started_at: float,
           err: Any) -> tuple[str | None, Any]:
     """Keep the fleet through the run keeper, as other runs are kept; its id (None when it could not be
-    kept: the error told once) and, read back as kept, its report (None when not read)."""
+    kept: told once) and, read back as kept, its report (None when not read: told once)."""
     from rooftop.store.db import StoreError
     from rooftop.store.fleets import fleet_of, fleet_runs
+    from rooftop.tui.services.fleet import store_warning
     from rooftop.tui.services.keeper import RunKeeper
 
-    keeper = RunKeeper(args.db, on_error=lambda exc, _begun: err.print(
-        safe_text(f"rooftop measure: warning: the fleet run is not kept in the store: {exc}"), style="yellow"))
+    def warn(exc: object, kept_as: str | None = None) -> None:
+        err.print(safe_text(store_warning(exc, kept_as)), style="yellow")
+
+    keeper = RunKeeper(args.db, on_error=lambda exc, _begun: warn(exc))
     try:
-        run_id = keeper.keep_whole(fleet_runs(payloads, mode, plan))
+        run_id = keeper.keep_whole(fleet_runs(payloads, mode, plan, started_at))
         if run_id is None or keeper.store is None:
             return None, None
         try:  # as kept, the report also knows each device alone (earlier runs): what sharing the budget cost
             return run_id, fleet_of(keeper.store, keeper.store.run(run_id))
         except StoreError as exc:
-            err.print(f"rooftop measure: warning: run {run_id[:8]} is kept, but reading it back failed: {exc}",
-                      style="yellow")
+            warn(exc, run_id)
             return run_id, None
     finally:
         keeper.close()
 
 
-def _report(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, plan: str, wall: float) -> int:
+def _members_said(report: Any) -> str:
+    """What each member came to, for the one line a stopped fleet ends with: by rank up to 8 members."""
+    def said(m: Any) -> str:
+        if m.profile is None and m.status not in ("complete", "cancelled"):
+            return "lost"
+        return m.status if m.status != "cancelled" else "stopped"
+
+    if len(report.members) <= 8:
+        return ", ".join(f"rank {m.rank} {said(m)}" for m in report.members)
+    counts: dict[str, int] = {}
+    for m in report.members:
+        counts[said(m)] = counts.get(said(m), 0) + 1
+    return ", ".join(f"{n} {what}" for what, n in counts.items())
+
+
+def _report(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, plan: str, wall: float,
+            stopped_by: str | None = None, on_kept: Any = None) -> int:
     """Keep the fleet (unless --no-save), then print its report or JSON; 1 when a member gave no result or the
-    fleet run could not be kept (the report is printed either way)."""
+    fleet run could not be kept (the report is printed either way). `on_kept(run_id)` hears at once how the
+    keeping went (the other ranks wait for it); a stop (`stopped_by`) ends in one line saying what was kept."""
     from rooftop.models.fleet import fleet_report
     from rooftop.tui.render.report import make_console
+    from rooftop.tui.services.fleet import store_warning
 
     err = make_console(stderr=True)
-    run_id, report = _keep(args, payloads, mode, plan, err) if not args.no_save else (None, None)
+    run_id, report = (_keep(args, payloads, mode, plan, time.time() - wall, err) if not args.no_save
+                      else (None, None))
+    if on_kept is not None:
+        on_kept(run_id)
     if report is None:
         report = fleet_report(members_from_payloads(payloads))
+    for p in payloads:  # a member kept its own run as it measured (--all-gpus) until the store failed it
+        if p.get("store_error") and p.get("run_id"):
+            err.print(safe_text(store_warning(p["store_error"], member=f"rank {p.get('rank')}")), style="yellow")
     bad = [m for m in report.members if m.profile is None]
     not_kept = not args.no_save and run_id is None
-    err.print(f"rooftop measure: fleet of {len(report.members)} in {wall:.1f} s"
-              + (f", {len(bad)} without a result" if bad else "")
-              + (f"; saved as run {run_id[:8]}" if run_id else "; not kept in the store" if not_kept else ""))
+    kept = (f"saved as run {run_id[:8]}" if run_id else "not kept in the store" if not_kept
+            else "not kept (--no-save)")
+    if stopped_by:
+        err.print(f"rooftop measure: fleet of {len(report.members)} stopped by {stopped_by} after {wall:.1f} s; "
+                  f"what each member measured is {kept.replace('saved as', 'kept as')} ({_members_said(report)})",
+                  soft_wrap=True)  # one line, however narrow the terminal
+    else:
+        err.print(f"rooftop measure: fleet of {len(report.members)} in {wall:.1f} s"
+                  + (f", {len(bad)} without a result" if bad else "") + f"; {kept}")
     status = 1 if bad or not_kept else 0  # a script must know the fleet is not in the store
     if args.json:
-        print_json({"mode": mode, "plan": plan, "run_id": run_id, "wall_s": wall, **report.to_dict()})
+        print_json({"mode": mode, "plan": plan, "run_id": run_id, "wall_s": wall, "stopped_by": stopped_by,
+                    **report.to_dict()})
         return status
     from rooftop.tui.render.fleet import fleet_flag_lines, fleet_tables
 
@@ -86,8 +119,15 @@ def _job(args: argparse.Namespace, only: Sequence[str], **kw: Any) -> dict[str, 
     return {"plan": args.plan, "only": list(only), "db": args.db, **kw}
 
 
-def cmd_all_gpus(args: argparse.Namespace, only: Sequence[str], cancel: Any) -> int:
-    """One process per visible GPU, all at once; each GPU's run kept as it is measured."""
+def _signal_name(stopped: Sequence[int]) -> str | None:
+    import signal
+
+    return signal.Signals(stopped[0]).name if stopped else None
+
+
+def cmd_all_gpus(args: argparse.Namespace, only: Sequence[str], cancel: Any, stopped: Sequence[int] = ()) -> int:
+    """One process per visible GPU, all at once; each GPU's run kept as it is measured. A stop signal (`cancel`,
+    `stopped`) ends every GPU's plan at its next point, and what each measured is kept as the fleet."""
     if args.device or args.threads:
         raise UsageError("--all-gpus measures every visible GPU: leave out --device and --threads "
                       "(CUDA_VISIBLE_DEVICES chooses which GPUs)")
@@ -106,12 +146,23 @@ def cmd_all_gpus(args: argparse.Namespace, only: Sequence[str], cancel: Any) -> 
     payloads = run_local(measure_member, jobs, wait_s=args.wait, cancel=cancel,
                          on_payload=lambda r, p: sys.stderr.write(
                              f"rooftop measure: rank {r} ({p.get('device') or '?'}): {p.get('status')}\n"))
-    return _report(args, payloads, "all-gpus", args.plan, time.perf_counter() - t0)
+    stopped_by = _signal_name(stopped)
+    for p in payloads:
+        _stopped_error(p, stopped_by)
+    return _report(args, payloads, "all-gpus", args.plan, time.perf_counter() - t0, stopped_by)
 
 
-def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None) -> int:
-    """This rank of a torchrun job: measure the local device, send the row to rank 0, which keeps the fleet."""
-    from rooftop.probes.fleet import FleetError, RankEnv, RankGroup, cpu_share
+def _stopped_error(payload: dict[str, Any], stopped_by: str | None) -> None:
+    """A member the stop ended says so, with how far it got (its error, shown beside its row)."""
+    if stopped_by and payload.get("status") == "cancelled" and not payload.get("error"):
+        payload["error"] = f"stopped by {stopped_by} after {payload.get('points', 0)} points"
+
+
+def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None, stopped: Sequence[int] = ()) -> int:
+    """This rank of a torchrun job: measure the local device and post the row; the keeper (rank 0, or the lowest
+    rank alive when rank 0 is gone) keeps the fleet. A stop signal (`cancel`, `stopped`) ends the measurement at
+    its next point: what it measured is sent and kept, within the 30 s torchrun allows before it kills."""
+    from rooftop.probes.fleet import NOT_ASKED, FleetError, RankEnv, RankGroup, cpu_share
 
     try:
         env = RankEnv.from_env()
@@ -145,7 +196,7 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None)
         cpus = cpu_share(env.local_rank, env.local_world, have)
         job.update(device="cpu", cpus=cpus, threads=args.threads or len(cpus))
     try:
-        group = RankGroup(env, wait_s=args.wait)
+        group = RankGroup(env, wait_s=args.wait, cancel=cancel)
     except FleetError as exc:
         raise UsageError(str(exc)) from None
     t0 = time.perf_counter()
@@ -153,20 +204,44 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None)
         sys.stderr.write(f"rooftop measure: rank {env.rank} of {env.world}: {args.plan} plan on {job['device']}"
                          + (f" ({len(job['cpus'])} CPUs)" if job.get("cpus") else "") + "\n")
         payload = _rank_payload(env, job, group, args.wait, cancel)
+        _stopped_error(payload, _signal_name(stopped))
         if payload.get("status") == "lost":
             sys.stderr.write(f"rooftop measure: rank {env.rank}: no result: {payload.get('error')}\n")
         payloads = group.gather(payload)
+        if payloads is None:  # another rank keeps the fleet
+            return _sent(env, group, payload, _signal_name(stopped))
+        return _report(args, payloads, "torchrun", args.plan, time.perf_counter() - t0, _signal_name(stopped),
+                       on_kept=lambda run_id: group.kept(NOT_ASKED if args.no_save else run_id))
     finally:
         group.close()
-    if payloads is None:  # not rank 0: its row went there
+
+
+def _sent(env: Any, group: Any, payload: dict[str, Any], stopped_by: str | None) -> int:
+    """A rank whose row another rank keeps: quiet when the keeper kept it; one line when stopped or when the
+    keeper never said (exit 1: the row may not be in any store)."""
+    from rooftop.probes.fleet import NOT_ASKED
+
+    said = group.said
+    what = f"its row ({payload.get('points', 0)} points)" if payload.get("status") != "lost" else "its row (no result)"
+    who = f"rooftop measure: rank {env.rank}" + (f" stopped by {stopped_by}" if stopped_by else "")
+    if said == NOT_ASKED:
+        if stopped_by:
+            sys.stderr.write(f"{who}: {what} was sent to the keeper, which keeps nothing (--no-save)\n")
         return 0
-    return _report(args, payloads, "torchrun", args.plan, time.perf_counter() - t0)
+    if not said:
+        how = "the keeper never said it kept it" if said is None else "the keeper could not keep the fleet"
+        sys.stderr.write(f"{who}: {what} was sent, but {how}\n")
+        return 1
+    if stopped_by:
+        sys.stderr.write(f"{who}: {what} is kept in fleet run {said[:8]}\n")
+    return 0
 
 
 def _rank_payload(env: Any, job: dict[str, Any], group: Any, wait_s: float, cancel: Any) -> dict[str, Any]:
     """Measure in a child process (torch's starter, one job), so a measurement that dies (a signal, a CUDA
     fault, os._exit) or hangs leaves this rank alive to send a row naming how: torchrun would otherwise end
-    the whole job, and rank 0 could keep none of the others' rows. A stop signal (cancel) stops the child."""
+    the whole job, and rank 0 could keep none of the others' rows. A stop signal (cancel) asks the child to
+    hand in what it measured."""
     from rooftop.probes.fleet import run_local
     from rooftop.tui.services.fleet import measure_member
 
@@ -226,9 +301,10 @@ def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Exit 0 when every ceiling holds, 1 when one falls short, 2 for bad input (one line)."""
-    from rooftop.models.check import (CheckError, check_fleet, check_profile, missing_ceilings, tolerance_problem,
-                                      verdict)
+    """Exit 0 when every ceiling holds, 1 when one falls short or a fleet member gave no result, 2 for bad
+    input (one line)."""
+    from rooftop.models.check import (CheckError, check_fleet, check_profile, fleet_notes, model_notes,
+                                      tolerance_problem, unchecked, verdict)
     from rooftop.store.fleets import fleet_of, is_fleet
     from rooftop.tui.services.context import open_store
 
@@ -238,14 +314,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         run = store.run(args.run) if args.run else _latest(store)
         notes: list[str] = []
+        lost: list[str] = []
+        nothing = ""
         if is_fleet(run):
             fleet = fleet_of(store, run)
             models = [g.model for g in fleet.groups]
             base = _baseline(args, run, models[0] if len(models) == 1 else "")
             results = check_fleet(fleet, base, args.tolerance)
-            notes += [f"{m.label}: no result ({m.error or m.status}): counts as short" for m in fleet.members
-                      if m.profile is None]
-            missing = bool(notes)
+            lost, notes = fleet_notes(fleet, base)
+            if base is None:
+                notes.append("no baseline: each member held to its peers only")
+                nothing = (f"fleet run {run.label} has fewer than two members measured to the end and no baseline "
+                           "to hold one to; give --against RUN or a device id from `rooftop devices`")
         else:
             if not run.has_ceilings:
                 raise UsageError(f"run {run.label} ({run.status}) has no ceilings to check; "
@@ -256,25 +336,19 @@ def cmd_check(args: argparse.Namespace) -> int:
                 raise UsageError(f"no baseline for {profile.name}: give --against RUN or a device id "
                                  "from `rooftop devices`")
             results = check_profile(f"run {run.label}", profile, base, args.tolerance)
-            missing = False
-            unmeasured = missing_ceilings(profile, base)
-            if unmeasured:  # told, not failed: a run of `--only launch` is no regression
-                notes.append(f"not measured in this run, so not checked: {', '.join(unmeasured)}")
+            notes += model_notes([profile.name], base) + unchecked(profile, base)
             if run.status != "complete":
                 notes.append(f"run {run.label} is {run.status}: only what it measured is checked")
     try:
-        v = verdict(results, notes + ([] if base is not None else ["no baseline: held to the fleet median only"]))
+        v = verdict(results, notes, lost, nothing)
     except CheckError as exc:
         raise UsageError(str(exc)) from None
-    ok = v.ok and not missing
     if args.json:
         print_json({"run": run.id, "baseline": base.id if base is not None else None, "tolerance": args.tolerance,
-                    **v.to_dict(), "ok": ok})
-        return 0 if ok else 1
+                    **v.to_dict()})
+        return 0 if v.ok else 1
     from rooftop.tui.render.fleet import verdict_lines
 
     for line in verdict_lines(v):
         sys.stdout.write(line + "\n")
-    if missing and v.ok:
-        sys.stdout.write("FAILED: a member gave no result\n")
-    return 0 if ok else 1
+    return 0 if v.ok else 1

@@ -67,7 +67,8 @@ def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int |
 
 def cmd_measure(args: argparse.Namespace) -> int:
     cancel = threading.Event()
-    with stop_on_signals(cancel) as stopped:  # from the start: torch alone takes seconds to load
+    fleet = bool(args.fleet or args.all_gpus)  # many processes: Ctrl-C too must let each hand in what it has
+    with stop_on_signals(cancel, interrupt=fleet) as stopped:  # from the start: torch alone takes seconds to load
         status = _measure(args, cancel, stopped)
         return 128 + stopped[0] if stopped else status  # as a shell reports a death by that signal
 
@@ -83,7 +84,7 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     if args.fleet or args.all_gpus:
-        return _measure_fleet(args, only, cancel)
+        return _measure_fleet(args, only, cancel, stopped)
     from rooftop.probes.backend import BackendError, select_backend
     from rooftop.probes.plan import build_plan
     from rooftop.models.units import fmt_count
@@ -119,7 +120,8 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
     return _report(args, plan, backend, result, err, signal.Signals(stopped[0]).name if stopped else None)
 
 
-def _measure_fleet(args: argparse.Namespace, only: tuple[str, ...], cancel: threading.Event) -> int:
+def _measure_fleet(args: argparse.Namespace, only: tuple[str, ...], cancel: threading.Event,
+                   stopped: list[int]) -> int:
     """--all-gpus or --fleet: many devices at once, kept as one fleet run (rooftop.tui.commands.fleet)."""
     from rooftop.probes.backend import BackendError
     from rooftop.probes.fleet import FleetError
@@ -129,7 +131,8 @@ def _measure_fleet(args: argparse.Namespace, only: tuple[str, ...], cancel: thre
     if not 1 <= args.wait <= 86400:
         raise UsageError(f"--wait {args.wait:g}: give seconds from 1 to 86400")
     try:
-        return cmd_all_gpus(args, only, cancel) if args.all_gpus else cmd_fleet(args, only, cancel)
+        run = cmd_all_gpus if args.all_gpus else cmd_fleet
+        return run(args, only, cancel, stopped)
     except (BackendError, PlanError, FleetError) as exc:
         raise UsageError(str(exc)) from None
 

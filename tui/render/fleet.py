@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rooftop.models.check import Verdict
-from rooftop.models.fleet import FleetReport, ceiling_values
+from rooftop.models.fleet import FleetReport, ceiling_values, peer_rule
 from rooftop.models.safetext import safe_text
 
 COLUMNS_PER_BLOCK = 5
@@ -87,16 +87,17 @@ def fleet_flag_lines(report: FleetReport) -> list[str]:
     """The flags in words, then the notes; one line that says so when nothing was flagged."""
     lines = [safe_text(f"! {f.text}") for f in report.flags]
     if not report.flags:
-        lines.append(f"no straggler: every ceiling is within {report.ratio:g}× its peers' median, "
-                     "and no member ran capped")
+        lines.append(f"no straggler: every ceiling is within {peer_rule(report.ratio)}, and no member ran capped")
     return lines + [safe_text(n) for n in report.notes]
 
 
 def verdict_lines(v: Verdict) -> list[str]:
-    """`rooftop check`'s answer: each failing ceiling with both figures, then a summary line."""
-    out = [safe_text(r.text()) for r in v.failures]
+    """`rooftop check`'s answer: each failing ceiling with both figures, each member without a result, the
+    notes, then a summary line."""
+    out = [safe_text(r.text()) for r in v.failures] + [safe_text(f"! {x}") for x in v.lost]
     out += [safe_text(n) for n in v.notes]
     held = len(v.results) - len(v.failures)
     out.append(f"{'ok' if v.ok else 'FAILED'}: {held} of {len(v.results)} ceiling checks hold"
-               + ("" if v.ok else f", {len(v.failures)} short"))
+               + (f", {len(v.failures)} short" if v.failures else "")
+               + (f"; {len(v.lost)} member{'s' if len(v.lost) != 1 else ''} gave no result" if v.lost else ""))
     return out

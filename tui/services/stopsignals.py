@@ -24,10 +24,12 @@ def stop_signals() -> list[signal.Signals]:
 
 
 @contextlib.contextmanager
-def stop_on_signals(cancel: threading.Event) -> Iterator[list[int]]:
+def stop_on_signals(cancel: threading.Event, interrupt: bool = False) -> Iterator[list[int]]:
     """While inside, SIGHUP and SIGTERM set `cancel`; yields the signals received (exit 128 + the first).
 
-    The handler raises nothing: an exception could land in the store's final writes.
+    The handler raises nothing: an exception could land in the store's final writes. `interrupt` takes
+    SIGINT the same way, for work that must hand in what it has rather than unwind (a fleet's rank: torchrun
+    passes Ctrl-C on to its ranks and kills them 30 s later).
     """
     got: list[int] = []
 
@@ -37,7 +39,8 @@ def stop_on_signals(cancel: threading.Event) -> Iterator[list[int]]:
         got.append(signum)
         cancel.set()
 
-    old = {sig: signal.signal(sig, handle) for sig in stop_signals()}
+    sigs = stop_signals() + ([signal.SIGINT] if interrupt else [])
+    old = {sig: signal.signal(sig, handle) for sig in sigs}
     try:
         yield got
     finally:
