@@ -244,12 +244,21 @@ def _python_shebang(path: Path) -> bool:
     return line.startswith(b"#!") and b"python" in line
 
 
-def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: int = 3) -> Recording:
+def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: int = 3,
+               keep: list[object] | None = None) -> Recording:
     """Run a Python program in this process under the profiler; ProgramFailed if it fails.
 
     Its output goes where this process's goes; an exception it raises is printed as
     Python would (its own frames only), and exit status 1 reported.
+
+    `keep`, where given, gets what the program leaves however it ends: its module's globals
+    (runpy's copy), or the exception that ended it (SystemExit too), whose frames hold its
+    globals and locals. Held there, nothing the program made is freed when it ends. A rank
+    keeps it until it leaves by os._exit (rankrun): freed here, a DDP model whose gloo group
+    was destroyed frees the group's last reference, and the group's destructor joins its
+    worker thread with the GIL held while that thread waits for the GIL: the rank hangs.
     """
+    hold = keep.append if keep is not None else _drop
     kind, target, args = python_target(argv)
     rec = Recorder(trace_path, steps)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -264,17 +273,20 @@ def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: i
         with _StepHooks(rec.step):
             try:
                 if kind == "path":
-                    runpy.run_path(target, run_name="__main__")
+                    hold(runpy.run_path(target, run_name="__main__"))
                 else:
-                    runpy.run_module(target, run_name="__main__", alter_sys=True)
+                    hold(runpy.run_module(target, run_name="__main__", alter_sys=True))
             except SystemExit as exc:
+                hold(exc)
                 code = exc.code
                 status = code if isinstance(code, int) else (0 if code is None else 1)
                 if code is not None and not isinstance(code, int):
                     sys.stderr.write(f"{code}\n")
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
+                hold(exc)
                 raise
             except BaseException as exc:  # the user's program's own error
+                hold(exc)
                 _print_user_traceback(exc)
                 status = 1
         recording = rec.stop()
@@ -284,6 +296,10 @@ def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: i
     if status != 0:
         raise ProgramFailed(f"{target} exited with status {status}; nothing to show", status)
     return recording
+
+
+def _drop(_what: object) -> None:
+    """Nothing to keep: what the program left is freed as run_script returns."""
 
 
 def _print_user_traceback(exc: BaseException) -> None:

@@ -2,17 +2,28 @@
 
 Run by torch's launcher as `python -m rooftop.probes.rankrun DIR STEPS script.py ARGS…` (or `… -m module
 ARGS…`); the trace goes to DIR/rank-N.trace.json, N being the launcher's RANK.
+
+Nothing the script made is freed before the rank ends: what it left (its globals, or the exception that
+ended it, frames and all) is held in KEPT, and the rank leaves by os._exit, skipping the interpreter's
+teardown. Freed while the interpreter runs, a DDP model whose gloo group the script destroyed holds the
+group's last reference: the group's destructor joins its worker thread with the GIL held, while that thread
+waits for the GIL to free a Python object the profiler left it. The rank then never exits, and the whole
+job waits on it (a third of the runs under load).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 from pathlib import Path
+from typing import NoReturn
 
 from .lifeline import die_with_parent
 from .profiler import NotPython, ProgramFailed, run_script
 from .torchrun import TRACE_NAME
+
+KEPT: list[object] = []  # what the script left, held until the rank leaves (see the module's docstring)
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +34,7 @@ def main(argv: list[str]) -> int:
     out, steps, program = Path(argv[0]), int(argv[1]), argv[2:]
     path = out / TRACE_NAME.format(rank=int(os.environ.get("RANK", "0")))
     try:
-        run_script(program, path, steps=steps)
+        run_script(program, path, steps=steps, keep=KEPT)
     except NotPython as exc:
         sys.stderr.write(f"rooftop profile: {exc}\n")
         return 2
@@ -32,12 +43,21 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def leave(code: int) -> None:
+def run_rank(argv: list[str]) -> NoReturn:
+    """The rank from start to end: `main`, then `leave`, whatever happens (an error of rooftop's own is printed
+    and ends the rank with status 1, still by `leave`)."""
+    try:
+        code = main(argv)
+    except BaseException as exc:  # KEPT holds it (and its frames): printed here, then the rank leaves
+        KEPT.append(exc)
+        traceback.print_exc()
+        code = 1
+    leave(code)
+
+
+def leave(code: int) -> NoReturn:
     """End the rank once its script is done and its trace written: the script's exit handlers run, the output
-    is flushed, and the interpreter's teardown is skipped. That teardown is where torch can deadlock: a DDP
-    model freed after its gloo group was destroyed frees the group's last reference in the reducer, which
-    joins the group's worker thread while holding the GIL the thread waits for (seen in 3 of 9 loaded runs);
-    the rank then never exits and the whole job waits on it."""
+    is flushed, and the interpreter's teardown (which would free KEPT) is skipped."""
     import atexit
 
     try:
@@ -52,4 +72,4 @@ def leave(code: int) -> None:
 
 
 if __name__ == "__main__":
-    leave(main(sys.argv[1:]))
+    run_rank(sys.argv[1:])
