@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-DDP = Path(__file__).parent / "data" / "ddp_destroy.py"
+DDP = Path(__file__).parent / "data" / "ddp_gloo.py"
+SIZES = ("256", "1024", "256", "4")  # the case that hung: Linear 256→1024→256, 4 steps
 
 
 def profile_once(tmp: Path, limit_s: float) -> tuple[int | None, float]:
@@ -28,7 +29,7 @@ def profile_once(tmp: Path, limit_s: float) -> tuple[int | None, float]:
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "profile", "--json", "--no-save", "--",
                              sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                             str(DDP)], stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                             str(DDP), *SIZES], stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
                             env={**os.environ, "TMPDIR": str(tmp), "NO_COLOR": "1"})
     try:
         code: int | None = proc.wait(timeout=limit_s)
