@@ -129,7 +129,9 @@ class Recorder:
 
     def _export(self) -> None:
         self.trace_path.parent.mkdir(parents=True, exist_ok=True)
-        self._prof.export_chrome_trace(str(self.trace_path))
+        part = partial_path(self.trace_path)
+        self._prof.export_chrome_trace(str(part))
+        os.replace(part, self.trace_path)  # a trace under its name is whole, even if the process is killed
 
     def _finish(self, write: bool = True) -> None:
         if self._done or self._prof is None:
@@ -149,6 +151,12 @@ class Recorder:
         self._finish(write=not warmup_only)
         kept = 0 if self._kept_from is None else min(self.seen - self._kept_from, self.steps)
         return Recording(self.trace_path, self.seen, kept, whole_run=self.seen == 0, warmup_only=warmup_only)
+
+
+def partial_path(path: Path) -> Path:
+    """Where a trace is written before it takes its name (`.NAME.part`, and `.gz` kept where the name has it:
+    torch compresses by the name); no trace reader takes such a file for a trace."""
+    return path.with_name(f".{path.name}.part" + (".gz" if path.name.endswith(".gz") else ""))
 
 
 @contextlib.contextmanager

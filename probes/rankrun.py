@@ -14,6 +14,7 @@ job waits on it (a third of the runs under load).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -28,6 +29,9 @@ KEPT: list[object] = []  # what the script left, held until the rank leaves (see
 
 def main(argv: list[str]) -> int:
     die_with_parent(os.getppid())  # a killed launcher must not leave this rank waiting on its peers forever
+    # A stop (Ctrl-C, SIGTERM, SIGHUP: torch's launcher passes each on) ends the rank at once, as SIGTERM's and
+    # SIGHUP's default action does: no traceback per rank, no teardown to wait for; a trace is whole or absent.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     if len(argv) < 3 or not argv[1].isdigit():
         sys.stderr.write("usage: python -m rooftop.probes.rankrun DIR STEPS script.py ARGS…\n")
         return 2
