@@ -98,12 +98,13 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3, log_d
     if opts.log_dir is None and log_dir is not None and opts.redirects == "0" and opts.tee == "0":
         opts.log_dir = str(log_dir)  # torch's default: a torchelastic_* folder it never removes (kept for logs asked for)
     theirs = _take_stop_signals(opts)
+    before = {t.name: t.stat().st_mtime_ns for t in _traces(out)}  # a reused --save-trace folder's old ones
     got = list(stopped)
     quiet = logging.root.manager.disable
 
     def stop(signum: int, _frame: Any) -> None:
         got.append(signum)
-        if len(got) == 1:  # the first stops the job; torch's agent says so in lines of its own: the caller's is one
+        if len(got) == 1:  # the first stops the job; the caller says so in one line, torch's agent in many: not
             logging.disable(logging.WARNING)
             raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
 
@@ -129,7 +130,7 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3, log_d
     if got:
         for part in out.glob(partial_path(out / TRACE_NAME.format(rank="*")).name):  # one a rank was writing
             part.unlink(missing_ok=True)
-        raise Stopped(got[0], _traces(out), launched=not stopped)
+        raise Stopped(got[0], _traces(out, before), launched=not stopped)
     if failed is not None:
         # the rank that failed on its own (exit status > 0) before those the launcher then stopped (a signal)
         rank, first = min(failed.failures.items(), key=lambda kv: (not (kv[1].exitcode or 0) > 0, kv[0])) \
@@ -138,11 +139,13 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3, log_d
         raise ProgramFailed(f"{' '.join(script)} failed on rank {rank} (exit status {code}); nothing to show",
                             code or 1)
     n = str(opts.nproc_per_node)
-    return Launched(_traces(out), int(n) if n.isdigit() else None)
+    return Launched(_traces(out, before), int(n) if n.isdigit() else None)
 
 
-def _traces(out: Path) -> tuple[Path, ...]:
-    found = (p for p in out.iterdir() if _TRACE.search(p.name))
+def _traces(out: Path, before: dict[str, int] | None = None) -> tuple[Path, ...]:
+    """The rank traces in `out`, by rank; with `before` (name → mtime), only those written since."""
+    found = (p for p in out.iterdir() if _TRACE.search(p.name)
+             and (before is None or before.get(p.name) != p.stat().st_mtime_ns))
     return tuple(sorted(found, key=lambda p: int(_TRACE.search(p.name)[1])))
 
 

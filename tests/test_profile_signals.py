@@ -149,14 +149,18 @@ def test_a_hangup_keeps_the_traces_written_in_the_save_trace_folder(tmp_path):
     from rooftop.store.tracefile import load_trace
 
     traces = tmp_path / "traces"
+    traces.mkdir()
+    old = traces / "rank-2.trace.json"  # a trace of an earlier job kept there: not this one's, left as it is
+    old.write_text('{"traceEvents": []}')
     proc, tmp = start(tmp_path, "--save-trace", str(traces))
     wait_for_traces(proc, (traces, "rank-*.trace.json"))
     out, err, started = stop(proc, signal.SIGHUP, group=False)
     assert proc.returncode == 128 + signal.SIGHUP, err
     assert err.splitlines() == [f"rooftop profile: stopped by SIGHUP: the job and its ranks are stopped; no profile "
                                 f"is kept; the 2 rank traces written so far are kept in {traces}"], err
-    assert sorted(p.name for p in traces.iterdir()) == ["rank-0.trace.json", "rank-1.trace.json"]
-    assert all(load_trace(p).ops for p in traces.iterdir())  # whole: each one reads, its ops there
+    assert sorted(p.name for p in traces.iterdir()) == ["rank-0.trace.json", "rank-1.trace.json", old.name]
+    assert all(load_trace(traces / f"rank-{r}.trace.json").ops for r in (0, 1))  # whole: each one reads
+    assert old.read_text() == '{"traceEvents": []}'
     nothing_left(proc, started, tmp)
 
 
