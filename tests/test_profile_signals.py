@@ -199,7 +199,7 @@ def test_a_stop_after_the_ranks_ended_lets_the_report_finish(tmp_path, monkeypat
     import json
 
     from inprocess import run_main
-    from rooftop.tui.commands import job
+    from rooftop.tui.commands import job, profile  # noqa: F401 - profile first: it binds the real profile_job
 
     real = job.profile_job
 
@@ -208,6 +208,7 @@ def test_a_stop_after_the_ranks_ended_lets_the_report_finish(tmp_path, monkeypat
         return real(*args, **kwargs)
 
     monkeypatch.setattr(job, "profile_job", report)
+    monkeypatch.delenv("TORCHELASTIC_SIGNALS_TO_HANDLE", raising=False)  # torch's launcher sets it: undone after
     script = tmp_path / "steps.py"
     script.write_text(STEPS)
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
