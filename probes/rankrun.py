@@ -3,22 +3,25 @@
 Run by torch's launcher as `python -m rooftop.probes.rankrun DIR STEPS script.py ARGS…` (or `… -m module
 ARGS…`); the trace goes to DIR/rank-N.trace.json, N being the launcher's RANK.
 
-Nothing the script made is freed before the rank ends: what it left (its globals, or the exception that
-ended it, frames and all) is held in KEPT, and the rank leaves by os._exit, skipping the interpreter's
-teardown. Freed while the interpreter runs, a DDP model whose gloo group the script destroyed holds the
-group's last reference: the group's destructor joins its worker thread with the GIL held, while that thread
-waits for the GIL to free a Python object the profiler left it. The rank then never exits, and the whole
-job waits on it (a third of the runs under load).
+Nothing the script made is freed before the rank ends, and no process group is. A gloo group's destructor
+joins its worker threads with the GIL held; a worker that ran a collective the profiler recorded holds the
+Python state it was given (the backward pass's context) and waits for the GIL to free it: the rank then never
+exits, and the whole job waits on it (a third of the runs under load). So each group the script destroys is
+also held in KEPT (`keep_process_groups`): a DDP model freed after `destroy_process_group()`, by the script's
+own `main()` returning or as the script ends, holds no group's last reference. What the script left (its
+globals, or the exception that ended it, frames and all) is held there too, and the rank leaves by os._exit,
+skipping the interpreter's teardown.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .lifeline import die_with_parent
 from .profiler import NotPython, ProgramFailed, run_script
@@ -37,6 +40,7 @@ def main(argv: list[str]) -> int:
         return 2
     out, steps, program = Path(argv[0]), int(argv[1]), argv[2:]
     path = out / TRACE_NAME.format(rank=int(os.environ.get("RANK", "0")))
+    keep_process_groups()
     try:
         run_script(program, path, steps=steps, keep=KEPT)
     except NotPython as exc:
@@ -45,6 +49,30 @@ def main(argv: list[str]) -> int:
     except ProgramFailed as exc:
         return exc.status
     return 0
+
+
+def keep_process_groups() -> None:
+    """From now on, each process group `torch.distributed.destroy_process_group` destroys is also held in KEPT:
+    destroyed (shut down, out of torch's registry) but not freed until the rank leaves (see the module's
+    docstring). Called before the script runs, so that its own `from torch.distributed import …` gets this."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # no torch: run_script says so
+        return
+    if not dist.is_available():
+        return
+    from torch.distributed import distributed_c10d as c10d
+
+    real = c10d.destroy_process_group
+
+    @functools.wraps(real)
+    def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+        group = args[0] if args else kwargs.get("group")
+        registry = getattr(getattr(c10d, "_world", None), "pg_map", None)  # every group: what None destroys
+        KEPT.extend([group] if group is not None else list(registry or ()) or [c10d.GroupMember.WORLD])
+        return real(*args, **kwargs)
+
+    c10d.destroy_process_group = dist.destroy_process_group = destroy_process_group
 
 
 def run_rank(argv: list[str]) -> NoReturn:

@@ -1,11 +1,13 @@
-"""A profiled script's objects outlive its end, however it ends, until its rank leaves by os._exit.
+"""A profiled script's objects outlive its end, however it ends, and the process groups it destroys outlive
+it, until its rank leaves by os._exit.
 
-The hang this guards against: a 2-rank gloo DDP script ending with `dist.destroy_process_group()`, its model
-a global. Freed as `run_script` returned (runpy's copy of the globals dropped), the model held the destroyed
-group's last reference; the group's destructor joined its worker thread with the GIL held while that thread
-waited for the GIL, and the rank never exited (a third of the runs under load). The loop that shows it on
-real ranks is tests/test_bench_torchrun_hang.py; these check, in this process with real torch, that nothing
-the script made is freed when it ends, in each way it can end, as a path and as a module.
+The hang this guards against: a 2-rank gloo DDP script ending with `dist.destroy_process_group()`. Freed as
+`run_script` returned (runpy's copy of the globals dropped), or by the script's own `main()` returning, the
+model held the destroyed group's last reference; the group's destructor joined its worker thread with the GIL
+held while that thread waited for the GIL, and the rank never exited (a third of the runs under load). The
+loop that shows it on real ranks is tests/test_bench_torchrun_hang.py; these check, with real torch, that
+nothing the script made is freed when it ends, in each way it can end, as a path and as a module, and that
+a rank frees no group its script destroys.
 """
 
 from __future__ import annotations
@@ -125,3 +127,40 @@ def test_a_rank_keeps_what_its_script_made_until_it_leaves(tmp_path):
                          capture_output=True, text=True, timeout=120, env={**os.environ, "RANK": "0"})
     assert out.returncode == 1 and "RuntimeError: the script failed" in out.stderr
     assert out.stdout.splitlines()[-1] == "model alive"
+
+
+DESTROYS_ITS_GROUP = """
+import atexit, gc, os, sys
+import torch
+import torch.distributed as dist
+from torch.distributed import destroy_process_group  # bound as the script starts, as scripts do
+
+def gloo_workers():
+    tasks = os.listdir("/proc/self/task")
+    return sum(open(f"/proc/self/task/{t}/comm").read().strip() == "pt_gloo_runloop" for t in tasks)
+
+def main():
+    dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+    dist.all_reduce(torch.ones(4))
+    print("workers", gloo_workers(), flush=True)
+    destroy_process_group()  # then nothing of the script's holds the group
+
+main()
+gc.collect()
+atexit.register(lambda: print("after", gloo_workers(), flush=True))
+"""
+
+
+def test_a_rank_frees_no_process_group_its_script_destroys(tmp_path):
+    """A gloo group freed in a rank joins its worker threads with the GIL held (the hang with a DDP model that
+    a script's main() frees as it returns, after destroy_process_group): the rank holds each destroyed group
+    until it leaves, so the group's workers are still there at its exit handlers."""
+    script = tmp_path / "destroys.py"
+    script.write_text(DESTROYS_ITS_GROUP)
+    out = subprocess.run([sys.executable, "-m", "rooftop.probes.rankrun", str(tmp_path / "t"), "1", str(script),
+                          str(tmp_path / "store")], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "RANK": "0"})
+    assert out.returncode == 0, out.stderr
+    workers, after = out.stdout.splitlines()[-2:]
+    assert workers.startswith("workers ") and int(workers.split()[1]) >= 1
+    assert after == f"after {workers.split()[1]}"
