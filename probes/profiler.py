@@ -129,7 +129,9 @@ class Recorder:
 
     def _export(self) -> None:
         self.trace_path.parent.mkdir(parents=True, exist_ok=True)
-        self._prof.export_chrome_trace(str(self.trace_path))
+        part = partial_path(self.trace_path)
+        self._prof.export_chrome_trace(str(part))
+        os.replace(part, self.trace_path)  # a trace under its name is whole, even if the process is killed
 
     def _finish(self, write: bool = True) -> None:
         if self._done or self._prof is None:
@@ -149,6 +151,12 @@ class Recorder:
         self._finish(write=not warmup_only)
         kept = 0 if self._kept_from is None else min(self.seen - self._kept_from, self.steps)
         return Recording(self.trace_path, self.seen, kept, whole_run=self.seen == 0, warmup_only=warmup_only)
+
+
+def partial_path(path: Path) -> Path:
+    """Where a trace is written before it takes its name (`.NAME.part`, and `.gz` kept where the name has it:
+    torch compresses by the name); no trace reader takes such a file for a trace."""
+    return path.with_name(f".{path.name}.part" + (".gz" if path.name.endswith(".gz") else ""))
 
 
 @contextlib.contextmanager
@@ -244,12 +252,21 @@ def _python_shebang(path: Path) -> bool:
     return line.startswith(b"#!") and b"python" in line
 
 
-def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: int = 3) -> Recording:
+def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: int = 3,
+               keep: list[object] | None = None) -> Recording:
     """Run a Python program in this process under the profiler; ProgramFailed if it fails.
 
     Its output goes where this process's goes; an exception it raises is printed as
     Python would (its own frames only), and exit status 1 reported.
+
+    `keep`, where given, gets what the program leaves however it ends: its module's globals
+    (runpy's copy), or the exception that ended it (SystemExit too), whose frames hold its
+    globals and locals. Held there, nothing the program made is freed when it ends. A rank
+    keeps it until it leaves by os._exit (rankrun): freed here, a DDP model whose gloo group
+    was destroyed frees the group's last reference, and the group's destructor joins its
+    worker thread with the GIL held while that thread waits for the GIL: the rank hangs.
     """
+    hold = keep.append if keep is not None else _drop
     kind, target, args = python_target(argv)
     rec = Recorder(trace_path, steps)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -264,17 +281,20 @@ def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: i
         with _StepHooks(rec.step):
             try:
                 if kind == "path":
-                    runpy.run_path(target, run_name="__main__")
+                    hold(runpy.run_path(target, run_name="__main__"))
                 else:
-                    runpy.run_module(target, run_name="__main__", alter_sys=True)
+                    hold(runpy.run_module(target, run_name="__main__", alter_sys=True))
             except SystemExit as exc:
+                hold(exc)
                 code = exc.code
                 status = code if isinstance(code, int) else (0 if code is None else 1)
                 if code is not None and not isinstance(code, int):
                     sys.stderr.write(f"{code}\n")
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
+                hold(exc)
                 raise
             except BaseException as exc:  # the user's program's own error
+                hold(exc)
                 _print_user_traceback(exc)
                 status = 1
         recording = rec.stop()
@@ -284,6 +304,10 @@ def run_script(argv: Sequence[str], trace_path: str | os.PathLike[str], steps: i
     if status != 0:
         raise ProgramFailed(f"{target} exited with status {status}; nothing to show", status)
     return recording
+
+
+def _drop(_what: object) -> None:
+    """Nothing to keep: what the program left is freed as run_script returns."""
 
 
 def _print_user_traceback(exc: BaseException) -> None:

@@ -29,9 +29,9 @@ NCCL2 = REAL / "nccl_parser_config_nccl_data.json.gz"
 DDP = DATA / "ddp_gloo.py"
 
 
-def rooftop(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def rooftop(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rooftop.tui.cli", *args], capture_output=True, text=True, check=False,
-                          timeout=timeout, env={**os.environ, "COLUMNS": "100", "NO_COLOR": "1"})
+                          timeout=timeout, env={**os.environ, "COLUMNS": "100", "NO_COLOR": "1", **env})
 
 
 def raw_events(path: Path) -> list[dict]:
@@ -263,12 +263,15 @@ def test_names_and_rank_lists():
 
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory) -> tuple[dict, Path, Path]:
-    """A real 2-rank gloo DDP run under torchrun, its traces kept in a folder, its profile in a store."""
+    """A real 2-rank gloo DDP run under torchrun, its traces kept in a folder, its profile in a store; its
+    temporary folder (TMPDIR) left as it found it: empty but for torch's compile cache."""
     tmp = tmp_path_factory.mktemp("ddp")
-    db, traces = tmp / "p.db", tmp / "traces"
+    db, traces, temp = tmp / "p.db", tmp / "traces", tmp / "tmp"
+    temp.mkdir()
     out = rooftop("profile", "--steps", "2", "--json", "--db", str(db), "--save-trace", str(traces), "--",
-                  "torchrun", "--standalone", "--nproc-per-node", "2", str(DDP))
+                  "torchrun", "--standalone", "--nproc-per-node", "2", str(DDP), TMPDIR=str(temp))
     assert out.returncode == 0, out.stderr
+    assert [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")] == []  # no torchelastic_*
     return json.loads(out.stdout), db, traces
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -289,28 +291,66 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
 
 def profile_torchrun(program: list[str], args: argparse.Namespace, *, device_for: Any, save: Any) -> int:
     """`-- torchrun …` (or `python -m torch.distributed.run …`): torch's launcher starts the ranks, each under the
-    profiler, each writing its trace; the traces are then read as one job."""
+    profiler, each writing its trace; the traces are then read as one job. SIGTERM, SIGINT and SIGHUP stop it:
+    the ranks are stopped and one line says what was kept (exit status 128 + the signal)."""
+    from rooftop.probes.torchrun import Stopped, run_torchrun  # torch loads with the launch
     from rooftop.tui.render.text import clean
+    from rooftop.tui.services.stopsignals import stop_on_signals
 
-    try:
-        import torch  # noqa: F401 - the launcher and the profiler need it
-    except ImportError:
-        raise JobError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
-    from rooftop.probes.profiler import NotPython, ProgramFailed
-    from rooftop.probes.torchrun import run_torchrun
-
-    with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
-        out = Path(args.save_trace) if args.save_trace else Path(tmp)
+    with stop_on_signals(threading.Event()) as stopped:  # from the start: torch alone takes seconds to load
         try:
-            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-                launched = run_torchrun(program, out, steps=args.steps)
-        except (NotPython, ProgramFailed) as exc:
-            raise JobError(clean(str(exc))) from None
-        if not launched.traces:
-            raise JobError("no rank wrote a trace (the program ended before the profiler wrote one)")
-        args.nproc_per_node = launched.nproc_per_node
-        return profile_job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler",
-                           device_for=device_for, save=save)
+            import torch  # noqa: F401 - the launcher and the profiler need it
+        except ImportError:
+            raise JobError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+        except KeyboardInterrupt:
+            return tell_stopped(Stopped(signal.SIGINT, launched=False), args.save_trace)
+        from rooftop.probes.profiler import NotPython, ProgramFailed
+
+        with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
+            out = Path(args.save_trace) if args.save_trace else Path(tmp)
+            try:
+                with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+                    launched = run_torchrun(program, out, steps=args.steps, log_dir=Path(tmp) / "torchelastic",
+                                            stopped=stopped)
+            except Stopped as exc:
+                return tell_stopped(exc, args.save_trace)
+            except (NotPython, ProgramFailed) as exc:
+                raise JobError(clean(str(exc))) from None
+            if stopped:  # as the launch ended: its traces are not read
+                return tell_stopped(Stopped(stopped[0], launched.traces), args.save_trace)
+            if not launched.traces:
+                raise JobError("no rank wrote a trace (the program ended before the profiler wrote one)")
+            args.nproc_per_node = launched.nproc_per_node
+            status = profile_job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler",
+                                 device_for=device_for, save=save)
+        if stopped:  # while the traces were read and the report made: it is whole
+            sys.stderr.write(f"rooftop profile: stopped by {signal.Signals(stopped[0]).name} after the job ended; "
+                             "the report is complete\n")
+            return 128 + stopped[0]
+        return status
+
+
+def tell_stopped(stop: Any, save_trace: str | None) -> int:
+    """The one line a stopped launch ends with, saying what was kept; its exit status (128 + the signal)."""
+    from rooftop.tui.services.stopsignals import leave_terminal
+
+    name = signal.Signals(stop.signum).name
+    if stop.signum == getattr(signal, "SIGHUP", None):
+        leave_terminal()  # the terminal is gone: the line still goes to a file or a pipe
+    n = len(stop.traces)
+    written = f"the {n} rank trace{'s' if n != 1 else ''} written so far"
+    if not stop.launched:
+        what = f"stopped by {name} before the job started; nothing is kept"
+    elif not n:
+        what = f"stopped by {name}: the job and its ranks are stopped; nothing is kept (no rank had written its trace)"
+    elif save_trace:
+        what = (f"stopped by {name}: the job and its ranks are stopped; no profile is kept; {written} "
+                f"{'are' if n != 1 else 'is'} kept in {save_trace}")
+    else:
+        what = (f"stopped by {name}: the job and its ranks are stopped; nothing is kept ({written} "
+                f"{'are' if n != 1 else 'is'} deleted; --save-trace DIR keeps them)")
+    sys.stderr.write(safe_text(f"rooftop profile: {what}") + "\n")  # the folder is the user's
+    return 128 + stop.signum
 
 
 def print_problems(problems: list[str]) -> None:
