@@ -5,7 +5,8 @@ The definitions are the reference's (shared/reference/README.md):
   FMA sweep at R = 1) whose working set is far above the last cache level:
   ≥ max(4 × L2, 256 MiB) on a GPU, ≥ 4 × LLC on a CPU, where it must also sit on
   the curve's DRAM plateau (see on_plateau). `write` (a memset) is never B: its
-  best figure in the same window is reported beside it (extra["write_bandwidth"]).
+  best figure in the same window (a CPU: at B's working sets) is reported beside
+  it (extra["write_bandwidth"]).
 - The cache levels (GPU l2, l1; CPU llc, l2), from reading kernels only:
   models.hierarchy picks their samples and flags a level above its physical
   limit or slower than the level under it (left out of the ceilings, listed in
@@ -184,6 +185,16 @@ def dram_window(cands: Sequence[Sample], hw: Hardware, win: Windows) -> tuple[li
     return far, note, False
 
 
+def write_window(writes: Sequence[Sample], far: Sequence[Sample], hw: Hardware, win: Windows) -> list[Sample]:
+    """The write points that count beside B: on a CPU, those at the working sets B came from (`far`), since a
+    smaller set can be a host cache's (a quick plan runs no write there: then there is no write figure);
+    on a GPU, or with no B, write's own DRAM window."""
+    if hw.kind != "cpu" or not far:
+        return dram_window(writes, hw, win)[0]
+    sets = {s.footprint_bytes for s in far}
+    return [w for w in writes if any(abs(w.footprint_bytes / f - 1.0) <= 0.1 for f in sets)]
+
+
 def write_figure(p: DeviceProfile) -> Ceiling | None:
     """The write (memset) bandwidth kept beside B, as a Ceiling to show; None when the profile has
     none (or a stored file holds something else there)."""
@@ -217,7 +228,7 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
     dram = _best(far, _bw)
     if dram:
         bandwidth["dram"] = dram
-    write = _best(dram_window([s for s in warm if s.family == "write"], hw, win)[0], _bw)
+    write = _best(write_window([s for s in warm if s.family == "write"], far, hw, win), _bw)
     for level, cands in hierarchy.candidates([s for s in warm if s.family != "write"], hw).items():
         c = _best(cands, _bw)
         if c:

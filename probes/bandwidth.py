@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any, Callable
 
 from rooftop.models.sample import Sample
-from rooftop.models.units import GiB, KiB, MiB
+from rooftop.models.units import GiB, KiB, MiB, fmt_bytes
 
 from .backend import Backend
 from .steps import Step
@@ -52,29 +52,70 @@ def working_sets(top: float, bottom: float = 4 * KiB, factor: float = 4.0) -> li
 
 
 CPU_TOP = 4 * GiB  # a CPU's reported LLC can be far smaller than the cache serving it (a VM's host L3)
+MEMORY_SHARE = 0.25  # a CPU's sweep takes at most this share of the memory free when the plan is made
+DRAM_SETS = 2  # calibration takes a CPU's B dram from the plateau of the two largest sets (models.calibrate)
 
 
-def sweep_top(backend: Backend) -> int:
-    """Far past the last cache level: GPU ≥ 4×L2 and ≥ 512 MiB; CPU ≥ 8×LLC and ≥ 4 GiB, capped by a
-    quarter of free memory. On a CPU the LLC that lscpu reports is no bound (a VM reports 32 MiB over a
-    host whose cache served 1 GiB sets at 75 GB/s where DRAM gave 48–50), so the sweep reaches sets no
-    host cache holds, and calibration takes B dram from the plateau of the two largest ones."""
-    llc = backend.info.l2_bytes or 0
+def memory_cap(backend: Backend) -> int | None:
+    """The most a CPU's sweep may take: MEMORY_SHARE of the free RAM now; None on a GPU (sized by its L2)."""
+    return None if backend.is_cuda else int(backend.free_bytes() * MEMORY_SHARE)
+
+
+def cpu_reach(backend: Backend) -> int:
+    """How far a CPU's sweep should reach: ≥ 8×LLC and ≥ 4 GiB. The LLC that lscpu reports is no bound (a
+    VM reports 32 MiB over a host whose cache served 1 GiB sets at 75 GB/s where DRAM gave 48–50), so the
+    sweep reaches sets no host cache holds, and calibration takes B dram from the plateau of the two
+    largest ones."""
+    return int(max(8 * (backend.info.l2_bytes or 0), CPU_TOP))
+
+
+def sweep_top(backend: Backend, cap: int | None = None) -> int:
+    """Far past the last cache level: GPU ≥ 4×L2 and ≥ 512 MiB; CPU cpu_reach, capped by `cap` (default
+    memory_cap: a quarter of the free memory)."""
     if backend.is_cuda:
-        return int(max(4 * llc, 512 * MiB))
-    want = max(8 * llc, CPU_TOP)
-    cap = backend.free_bytes() // 4
-    return int(min(want, cap))
+        return int(max(4 * (backend.info.l2_bytes or 0), 512 * MiB))
+    return int(min(cpu_reach(backend), memory_cap(backend) if cap is None else cap))
+
+
+def cap_note(backend: Backend, top: int, cap: int) -> str:
+    """The plan's note on its memory cap: the free memory it was drawn from, the largest set it allows."""
+    reach = cpu_reach(backend)
+    short = "" if top >= reach else (
+        f", short of the {fmt_bytes(reach)} that no host cache holds: a cache may serve the largest sets")
+    return (f"bandwidth: memory capped at {MEMORY_SHARE:.0%} of the {fmt_bytes(cap / MEMORY_SHARE)} free "
+            f"({fmt_bytes(cap)}); the largest working set is {fmt_bytes(top)}{short}")
 
 
 def elements(working_set: float, arrays: int) -> int:
     return max(1, int(working_set) // (arrays * ELEMENT))
 
 
-def template(family: str, working_set: float) -> Sample:
+ALIGN = 4096 // ELEMENT  # each array starts on a page of the shared buffer (a fresh allocation's alignment or better)
+
+
+def _stride(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def buffer_bytes(family: str, working_set: float) -> int:
+    """The bytes of the shared buffer that a point's arrays take, each starting on a page."""
+    arrays, _ = KERNELS[family]
+    return arrays * _stride(elements(working_set, arrays)) * ELEMENT
+
+
+def arrays_of(buf: Any, arrays: int, n: int) -> list[Any]:
+    """`arrays` disjoint, page-aligned views of n elements each, from the front of `buf`."""
+    step = _stride(n)
+    return [buf[i * step: i * step + n] for i in range(arrays)]
+
+
+def template(family: str, working_set: float, memory_cap: int | None = None) -> Sample:
     arrays, _ = KERNELS[family]
     n = elements(working_set, arrays)
     nbytes = float(arrays * n * ELEMENT)
+    conditions: dict[str, Any] = {"working_set": int(working_set)}  # nominal: arrays·n·4 rounds it down a little
+    if memory_cap is not None:
+        conditions["memory_cap"] = int(memory_cap)  # what the sweep was allowed to take (plan.memory_cap)
     return Sample(
         family=family,
         dtype="fp32",
@@ -84,29 +125,49 @@ def template(family: str, working_set: float) -> Sample:
         footprint_bytes=nbytes,
         cache="warm",
         path=None,
-        conditions={"working_set": int(working_set)},  # nominal: arrays·n·4 rounds it down a little
+        conditions=conditions,
     )
 
 
-def _run(backend: Backend, family: str, working_set: float) -> Sample:
-    import torch
-
-    tmpl = template(family, working_set)
-    arrays, kernel = KERNELS[family]
+def _run(backend: Backend, tmpl: Sample, reserve: int) -> Sample:
+    arrays, kernel = KERNELS[tmpl.family]
     n = tmpl.shape["n"]
     backend.check_fits(tmpl.footprint_bytes)
-    dev = backend.torch_device
-    bufs = [torch.empty(n, dtype=torch.float32, device=dev).fill_(1.0 + i) for i in range(arrays)]
+    buf = backend.scratch(buffer_bytes(tmpl.family, tmpl.conditions["working_set"]), reserve)
+    bufs = arrays_of(buf, arrays, n)
+    for i, b in enumerate(bufs):
+        b.fill_(1.0 + i)
     backend.sync()
     stats = backend.measure(lambda: kernel(bufs))  # noqa: F821 - measured before the del below
-    del bufs
+    del bufs, buf
     return dataclasses.replace(tmpl, stats=stats)
 
 
-def steps(backend: Backend, sets: list[int], families: tuple[str, ...] = tuple(KERNELS)) -> list[Step]:
+def _then_release(backend: Backend, run: Callable[[], Sample]) -> Callable[[], Sample]:
+    """The sweep's last point: its buffer goes back once it is measured, however the point ends."""
+    def last() -> Sample:
+        try:
+            return run()
+        finally:
+            backend.release()
+    return last
+
+
+def steps(backend: Backend, sets: list[int], families: tuple[str, ...] = tuple(KERNELS),
+          top_families: tuple[str, ...] | None = None, top_sets: int = 0,
+          memory_cap: int | None = None) -> list[Step]:
+    """One step per working set and kernel, smallest first, their arrays carved from one buffer taken once.
+
+    The `top_sets` largest sets run only `top_families` (a CPU quick plan: one pass over its 4 GiB set
+    takes longer than a whole point of a set under 64 MiB)."""
+    top = set(sorted(sets)[-top_sets:]) if top_sets and top_families is not None else set()
+    points = [(ws, fam) for ws in sets for fam in families if ws not in top or fam in top_families]
+    reserve = max((buffer_bytes(fam, ws) for ws, fam in points), default=0)
     out = []
-    for ws in sets:
-        for fam in families:
-            label = f"{fam} {ws / MiB:.3g} MiB" if ws >= MiB else f"{fam} {ws / KiB:.3g} KiB"
-            out.append(Step(label, template(fam, ws), lambda f=fam, w=ws: _run(backend, f, w)))
+    for ws, fam in points:
+        label = f"{fam} {fmt_bytes(ws)}"
+        tmpl = template(fam, ws, memory_cap)
+        out.append(Step(label, tmpl, lambda t=tmpl: _run(backend, t, reserve)))
+    if out:
+        out[-1] = dataclasses.replace(out[-1], run=_then_release(backend, out[-1].run))
     return out

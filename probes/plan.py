@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from rooftop.models.sample import Sample
+from rooftop.models.units import fmt_bytes
 
 from . import bandwidth, cache, launch
 from .backend import Backend, busy_note
@@ -26,6 +27,7 @@ from .timing import Cancelled, Protocol
 
 PLANS = ("quick", "full")
 PARTS = ("bandwidth", "cache", "gemm", "fma", "launch")
+QUICK_DRAM_KERNELS = ("read_reduce", "triad")  # a CPU quick plan's kernels at the sets B dram comes from
 
 
 class PlanError(ValueError):
@@ -42,6 +44,8 @@ class Sizes:
     fma: FmaSweep
     fma_elements: int | None = None  # None: the probe's default (512 MiB traffic on a GPU)
     cache_sweep: cache.CacheSweep | None = None  # the GPU's cache probes; None: none (a CPU)
+    memory_cap: int | None = None  # bytes the bandwidth sweep may take (a CPU: a share of free RAM); None: no cap
+    dram_kernels: tuple[str, ...] | None = None  # the only kernels run at the DRAM plateau's sets; None: all
 
 
 def _doubling(lo: int, hi: int) -> tuple[int, ...]:
@@ -53,8 +57,9 @@ def _doubling(lo: int, hi: int) -> tuple[int, ...]:
 
 
 def default_sizes(backend: Backend, plan: str) -> Sizes:
-    """The reference's shapes on a GPU; scaled down on a CPU so `quick` stays under ~90 s on 2 cores."""
-    top = bandwidth.sweep_top(backend)
+    """The reference's shapes on a GPU; scaled down on a CPU so `quick` stays under ~20 s on 2 cores."""
+    cap = bandwidth.memory_cap(backend)
+    top = bandwidth.sweep_top(backend, cap)
     quick = plan == "quick"
     sets = tuple(bandwidth.working_sets(top, factor=4.0 if quick else 2.0))
     if backend.is_cuda:
@@ -78,7 +83,9 @@ def default_sizes(backend: Backend, plan: str) -> Sizes:
         else:
             gemm = GemmSweeps(squares=_doubling(128, 2048), nk=2048, ms=_doubling(1, 1024), cold_squares=(256, 1024))
             fma = FmaSweep(reps=_doubling(1, 256))
-    return Sizes(proto, sets, gemm, fma)
+    # quick: each pass over the two largest sets (4 and 1 GiB) costs what the whole cache region does, so
+    # they run only the two kernels B dram has come from; copy and write stop below them
+    return Sizes(proto, sets, gemm, fma, memory_cap=cap, dram_kernels=QUICK_DRAM_KERNELS if quick else None)
 
 
 @dataclass(frozen=True)
@@ -130,8 +137,16 @@ def build_plan(backend: Backend, name: str = "quick", only: str | Iterable[str] 
     if "launch" in parts:
         steps += launch.steps(backend)
     if "bandwidth" in parts:
-        steps += bandwidth.steps(backend, list(sizes.working_sets))
+        steps += bandwidth.steps(backend, list(sizes.working_sets), top_families=sizes.dram_kernels,
+                                 top_sets=bandwidth.DRAM_SETS, memory_cap=sizes.memory_cap)
         notes.append(bandwidth.CONVENTION)
+        if sizes.memory_cap is not None and sizes.working_sets:
+            notes.append(bandwidth.cap_note(backend, max(sizes.working_sets), sizes.memory_cap))
+        if sizes.dram_kernels is not None and sizes.working_sets:
+            top = sorted(sizes.working_sets)[-bandwidth.DRAM_SETS:]
+            notes.append(f"bandwidth: the {' and '.join(fmt_bytes(w) for w in top)} sets, where B dram is "
+                         f"taken, run {' and '.join(sizes.dram_kernels)} only, so no write figure is shown "
+                         "beside B (the full plan runs every kernel there)")
     if "cache" in parts and sizes.cache_sweep is not None:
         steps += cache.steps(backend, sizes.cache_sweep)
         notes.append(cache.NOTE)

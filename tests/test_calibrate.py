@@ -150,6 +150,22 @@ def test_cpu_dram_points_a_host_cache_still_holds_are_not_b():
     assert p.extra["write_bandwidth"] == pytest.approx(20e9)
 
 
+def test_cpu_write_figure_comes_from_the_sets_b_came_from():
+    """A CPU quick run writes no larger than 256 MiB, which a VM's host cache can serve: that memset is
+    not shown beside a B taken at 1 and 4 GiB. Where the full plan wrote at B's sets, that is the figure."""
+    quick = [
+        stream("write", 256 * MiB, 70), stream("read_reduce", 256 * MiB, 95),
+        stream("read_reduce", 1024 * MiB, 47), stream("triad", 1024 * MiB, 46),
+        stream("read_reduce", 4096 * MiB, 45), stream("triad", 4096 * MiB, 49),
+    ]
+    p = calibrate(quick, CPU).profile
+    assert p.B("dram") == pytest.approx(49e9) and "write_bandwidth" not in p.extra
+    full = calibrate(quick + [stream("write", 1024 * MiB, 24), stream("write", 4096 * MiB, 21)], CPU).profile
+    assert full.extra["write_bandwidth"] == pytest.approx(24e9) and full.extra["write_case"] == f"write:{1024 * MiB}"
+    only_write = calibrate([stream("write", 256 * MiB, 70)], CPU).profile  # no B: write's own window
+    assert only_write.extra["write_bandwidth"] == pytest.approx(70e9)
+
+
 def test_cpu_dram_from_a_curve_still_falling_is_an_upper_estimate():
     """The review's run: the 1 GiB sets ran at 75 GB/s from the host's cache, 4 GiB at 49. B is the
     largest set's, and the run says it is an upper estimate (a larger set might be slower still)."""

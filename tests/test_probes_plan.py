@@ -136,3 +136,34 @@ def test_h200_quick_plan_fits_the_device(cpu_backend):
             n = s.template.shape["n"]
             assert s.template.bytes == 512 * MiB
             assert n + fma_triton.BLOCK < 2**31  # pid * BLOCK + arange stays in int32
+
+
+def test_cpu_quick_plan_takes_its_largest_sets_at_most_twice_within_a_memory_cap(cpu_backend, monkeypatch):
+    """The quick plan took 48 s on a 2-core VM once its DRAM sweep reached 4 GiB: each of the two largest
+    sets ran all four kernels. Now they run the two that B dram comes from, and the sweep stays within a
+    quarter of the free memory, which the notes and each bandwidth sample's conditions say."""
+    from rooftop.models.units import GiB, MiB, fmt_bytes
+    from rooftop.probes import bandwidth
+
+    for free, top in ((24 * GiB, 4 * GiB), (8 * GiB, 2 * GiB), (1 * GiB, 256 * MiB)):
+        monkeypatch.setattr(type(cpu_backend), "free_bytes", lambda self, f=free: f)
+        cap = free // 4
+        plan = build_plan(cpu_backend, "quick", "bandwidth")
+        by_set: dict[int, list[str]] = {}
+        for s in plan.steps:
+            by_set.setdefault(s.template.conditions["working_set"], []).append(s.template.family)
+        sets = sorted(by_set)
+        assert sets[-1] == top
+        for ws in sets[-2:]:
+            assert sorted(by_set[ws]) == ["read_reduce", "triad"]
+        assert all(sorted(by_set[ws]) == sorted(bandwidth.KERNELS) for ws in sets[:-2])  # every kernel below
+        for s in plan.steps:
+            assert s.template.footprint_bytes <= cap and s.template.conditions["memory_cap"] == cap
+        reserve = max(bandwidth.buffer_bytes(f, ws) for ws, fams in by_set.items() for f in fams)
+        assert reserve <= cap + 3 * 4096  # the one buffer: the largest set, each array on its own page
+        (note,) = [n for n in plan.notes if "memory capped" in n]
+        assert f"25% of the {fmt_bytes(free)} free ({fmt_bytes(cap)})" in note
+        assert ("short of" in note) == (top < 4 * GiB)
+        full = build_plan(cpu_backend, "full", "bandwidth")  # the full plan keeps every kernel at every set
+        assert all(len([s for s in full.steps if s.template.conditions["working_set"] == ws]) == 4
+                   for ws in {s.template.conditions["working_set"] for s in full.steps})
