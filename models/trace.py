@@ -167,6 +167,8 @@ class CpuOp:
     parent: int | None = None  # index of the enclosing op in Trace.ops
     children: tuple[int, ...] = ()
     self_s: float = 0.0  # dur less the children's
+    origin: str = "op"  # what recorded it: "op" (a framework op of this trace), "capture" (the op that launched the
+    # kernel when its CUDA/HIP graph was captured, joined from a capture trace), "annotation" (a user range)
 
     @property
     def end(self) -> float:

@@ -29,6 +29,10 @@ from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
 from .trace import CpuOp, Trace, paused_gc
 from .units import fmt_percent
 
+# who owns a group's kernels, in the order a kernel's owner is looked for: the op that launched it, the op that
+# launched it when its graph was captured, the annotation enclosing its launch, its kernel family by name; and
+# kernels that ran in the window but were launched before it (no launch event to own them)
+OWNERS = ("op", "graph", "annotation", "family", "before window")
 UNATTRIBUTED = "(unattributed kernels)"
 GRAPH_REPLAY = "(CUDA graph replay)"
 TOP_KERNELS = 10
@@ -73,6 +77,7 @@ class OpGroup(Rates):
     bytes: float = 0.0
     kernels: int = 0
     alone_s: float = 0.0  # the part of time_s when nothing else ran on the device: its share of the span
+    owner: str = "op"  # who owns its kernels (OWNERS): the op that launched them, or what stands in for it
     # against the device, set by place():
     bound_s: float | None = None
     regime: str = ""
@@ -111,7 +116,7 @@ class OpGroup(Rates):
             "regime": self.regime, "bound_s": self.bound_s, "fraction_of_roof": self.fraction_of_roof,
             "achieved_flops": self.achieved_flops, "achieved_bandwidth": self.achieved_bandwidth,
             "path": self.path, "model": self.model, "counting": self.counting, "estimate": True,
-            "shape": dict(self.shape), "time_alone_s": self.alone_s,
+            "shape": dict(self.shape), "time_alone_s": self.alone_s, "owner": self.owner,
         }
 
 

@@ -252,7 +252,7 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
                 time_s=float(g.get("time_s") or 0.0), flops=s.flops * calls if calls else s.flops,
                 bytes=s.bytes * calls if calls else s.bytes, kernels=int(g.get("kernels") or 0),
                 bound_s=None if bound is None else float(bound), regime=str(g.get("regime") or ""),
-                alone_s=float(g.get("time_alone_s", g.get("time_s")) or 0.0),
+                alone_s=float(g.get("time_alone_s", g.get("time_s")) or 0.0), owner=str(g.get("owner") or "op"),
             ))
         except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"a stored op group is malformed ({exc})") from None
