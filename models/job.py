@@ -83,10 +83,11 @@ def group_label(g: Any) -> str:
 
 
 def exposed(comm: Sequence[tuple[float, float]], compute: Sequence[tuple[float, float]]) -> tuple[float, float, float]:
-    """(communication, compute, communication not overlapped by compute): unions, and comm − |comm ∩ compute|."""
+    """(communication, compute, communication not overlapped by compute): unions, and comm − |comm ∩ compute|,
+    which is |comm ∪ compute| − compute, held within [0, comm] (the unions' sums round in the last digit)."""
     c, k = union_length(comm), union_length(compute)
     both = union_length([*comm, *compute])
-    return c, k, c - (c + k - both)
+    return c, k, min(c, max(0.0, both - k))
 
 
 def summarize(trace: Trace, work: Workload, rank: int, path: str) -> RankSummary:

@@ -621,3 +621,17 @@ def test_clock_offsets_stay_in_the_traces_own_clocks_when_times_count_from_each_
     assert after.waits == before.waits
     first = min(e["ts"] for e in raw_events(RANK1) if e.get("ph") == "X")
     assert abs(before.offsets[1]) < 1.0 and first > 1.6e15  # one job's clocks: within a second, in µs since 1970
+
+
+def test_exposed_communication_never_exceeds_communication_by_rounding():
+    from rooftop.models.job import exposed
+
+    # times counted from a trace's first event: sums of these round in the last digit (0.0010868110000000033
+    # exposed beside 0.0010868109999999998 communication was seen on a real gloo job)
+    comm = [(0.00038708223230210503, 0.0005239730081664131), (0.0019530948022926224, 0.001980985592970351),
+            (0.0035142715040122926, 0.003985792283991065)]
+    compute = [(0.0006511321218034063, 0.0016083582971017918), (0.0020463418757010023, 0.002949191683905957),
+               (0.004794482080407082, 0.005681385140221351)]  # no compute overlaps any comm: all of it is exposed
+    c, _k, e = exposed(comm, compute)
+    assert 0.0 <= e <= c
+    assert e == pytest.approx(c)
