@@ -39,7 +39,7 @@ import gc
 import itertools
 import math
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +88,7 @@ class EventArgs(CommArgs, gc=False):  # with a collective's message fields
     dims_old: msgspec.Raw = msgspec.field(default=None, name="Input dims")
     types: msgspec.Raw = msgspec.field(default=None, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")
+    kernel: Any = None  # a HIP launch call's kernel name (read only while a graph is being captured)
 
 
 class Event(msgspec.Struct, gc=False):
@@ -152,6 +153,24 @@ class Kernel:
         return self.ts + self.dur
 
 
+@dataclass(frozen=True, slots=True)
+class CapturedLaunch:
+    """One launch recorded while a CUDA/HIP graph was captured: it issued no kernel then (the graph replays it)."""
+
+    name: str  # the kernel's name where the launch call gives it (HIP), "" where not (CUDA); a copy: its call's
+    cat: str  # kernel, memcpy, memset
+    op: int | None  # the op of this trace that issued it (index in Trace.ops)
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedGraph:
+    """The launches between a stream's BeginCapture and EndCapture on one thread, in the order they were issued."""
+
+    ts: float  # the capture's window, seconds
+    end: float
+    launches: tuple[CapturedLaunch, ...]
+
+
 @dataclass(slots=True)
 class CpuOp:
     """One dispatched op with its inputs' shapes and types, and its place in the op tree."""
@@ -208,9 +227,11 @@ class Trace:
     wall_base_us: float | None = None  # the wall-clock time (µs since 1970) of the trace clock's zero; None: unknown
     gpu_evidence: bool = False  # runtime calls, device properties or GPU ranges: a GPU program even with 0 kernels
     cpu_threads: int | None = None  # the program's torch threads, when the trace says
-    warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted
+    warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted (and what a graph-capture join did)
     comms: tuple[CommCall, ...] = ()  # the collectives the CPU side recorded, by start (rooftop.models.commtrace)
     distributed: Mapping[str, Any] = field(default_factory=dict)  # distributedInfo: backend, rank, world_size, …
+    captured: tuple[CapturedGraph, ...] = ()  # the graphs this trace captured (a capture trace's), by start
+    graph_join: Mapping[str, Any] = field(default_factory=dict)  # joined to a graph capture: what was (capture.py)
 
     @property
     def on_device(self) -> bool:
@@ -467,6 +488,9 @@ def _parse_trace(data: Any) -> Trace:
     names: dict[str, str] = {}
     gpu_evidence = False
     comms: list[CommCall] = []
+    captures: list[tuple] = []  # (pid, tid, ts, dur, is the begin): a stream's graph capture opened or closed
+    capturing: dict[tuple, int] = {}  # (pid, tid) → captures open there, in the file's order
+    launch_names: dict[int, str] = {}  # correlation → the kernel a launch made while capturing names (HIP)
     empty_args = EventArgs()
     shape_cache: dict = {}
     none3 = ((), (), ())
@@ -565,11 +589,22 @@ def _parse_trace(data: Any) -> Trace:
             if corr is not None:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
             if "Launch" in name:  # a launch holds the CPU for its own cost only
+                if capturing and corr is not None and a.kernel.__class__ is str and (pid, tid) in capturing:
+                    got = names.get(a.kernel)  # a graph's launch: no kernel runs, its name is only here
+                    launch_names[corr] = got if got is not None else names.setdefault(a.kernel, clean(a.kernel))
                 continue
             if "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
                 host.append((pid, tid, ts, dur, name, "sync"))
             elif "emcpy" in name or "emset" in name:  # cudaMemcpyAsync, hipMemsetAsync, cuMemcpyDtoH, …
                 host.append((pid, tid, ts, dur, name, "copy"))
+            elif "BeginCapture" in name or "EndCapture" in name:  # cudaStreamBeginCapture, hipStreamEndCapture, …
+                begin = "Begin" in name
+                captures.append((pid, tid, ts, dur, begin))
+                n_open = capturing.get((pid, tid), 0) + (1 if begin else -1)
+                if n_open > 0:
+                    capturing[(pid, tid)] = n_open
+                else:
+                    capturing.pop((pid, tid), None)
         elif kind == "gpu":
             gpu_evidence = True
     del events
@@ -632,6 +667,8 @@ def _parse_trace(data: Any) -> Trace:
         links.append(_link(ops, by_ext, threads, op_thread, ext, at))
     host_calls = tuple(sorted((HostCall(name, ts * US, dur * US, kind, _enclosing_name(ops, threads, (pid, tid, ts)))
                                for pid, tid, ts, dur, name, kind in host), key=lambda h: h.ts))
+    captured = _captured(captures, runtime, launch_names, {k.correlation for k in kernels},
+                         lambda ext, at: _link(ops, by_ext, threads, op_thread, _id(ext), at)) if captures else ()
     props, dev = _device_props(meta.get("deviceProperties"))
     threads_v = _id(meta.get("rooftop_cpu_threads"))
     return Trace(
@@ -644,8 +681,45 @@ def _parse_trace(data: Any) -> Trace:
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=clean_tree(dict(meta["distributedInfo"])) if isinstance(meta.get("distributedInfo"), Mapping)
-        else {},
+        else {}, captured=captured,
     )
+
+
+GRAPH_CALLS = ("GraphLaunch", "HostFunc")  # launches that put no kernel into the graph being captured
+
+
+def _captured(marks: Sequence[tuple], runtime: Mapping[int, tuple], names: Mapping[int, str], ran: Collection,
+              link: Callable[[Any, tuple], int | None]) -> tuple[CapturedGraph, ...]:
+    """The graphs captured in the trace: each BeginCapture paired with the next EndCapture on its thread, and the
+    kernel launches, memcpy and memset calls made on that thread between them that ran nothing then (a launch on
+    a stream not being captured runs: it has a device activity), each with the op that issued it."""
+    windows: dict[tuple, list[tuple[float, float]]] = {}
+    open_: dict[tuple, list[float]] = {}
+    for pid, tid, ts, dur, begin in sorted(marks, key=lambda m: m[2]):
+        if begin:
+            open_.setdefault((pid, tid), []).append(ts + dur)
+        elif open_.get((pid, tid)):
+            windows.setdefault((pid, tid), []).append((open_[(pid, tid)].pop(), ts))
+    found: dict[tuple, list[tuple]] = {}
+    for corr, (pid, tid, ts, _dur, name, ext, _size) in runtime.items():
+        spans = windows.get((pid, tid))
+        if not spans or corr in ran:
+            continue
+        if "Launch" in name and not any(w in name for w in GRAPH_CALLS):
+            cat = "kernel"
+        elif "emcpy" in name or "emset" in name:
+            cat = "memcpy" if "emcpy" in name else "memset"
+        else:
+            continue
+        for lo, hi in spans:
+            if lo <= ts <= hi:
+                label = names.get(corr, "") if cat == "kernel" else name
+                found.setdefault((pid, tid, lo, hi), []).append((ts, corr, CapturedLaunch(label, cat,
+                                                                                          link(ext, (pid, tid, ts)))))
+                break
+    graphs = [CapturedGraph(lo * US, hi * US, tuple(c for *_, c in sorted(rows, key=lambda r: r[:2])))
+              for (_p, _t, lo, hi), rows in found.items()]
+    return tuple(sorted(graphs, key=lambda g: g.ts))
 
 
 REPEATED = "skipped: an exact copy of another event (recorded twice: same name, times and ids)"
