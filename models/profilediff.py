@@ -1,7 +1,7 @@
 """Two profiles of a program side by side: the same op groups' time before and after, and the split.
 
 Pure: takes the op groups as their JSON form (`OpGroup.to_dict`, as a stored
-profile keeps them) and pairs them by (op, input shapes, dtype).
+profile keeps them) and pairs them by (op, input shapes, dtype, owner).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class GroupDiff:
     time_b_s: float | None
     calls_a: int = 0
     calls_b: int = 0
+    owner: str = "op"  # who owns the group's kernels (workload.OWNERS): a graph's replayed op is a row of its own
 
     @property
     def ratio(self) -> float | None:
@@ -32,11 +33,11 @@ class GroupDiff:
 
     def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "shapes": self.shapes, "dtype": self.dtype, "time_a_s": self.time_a_s,
-                "time_b_s": self.time_b_s, "calls_a": self.calls_a, "calls_b": self.calls_b, "ratio": self.ratio}
+                "time_b_s": self.time_b_s, "calls_a": self.calls_a, "calls_b": self.calls_b, "ratio": self.ratio, "owner": self.owner}
 
 
-def _key(g: Mapping[str, Any]) -> tuple[str, str, str]:
-    return str(g.get("op", "")), json.dumps(g.get("shapes", [])), str(g.get("dtype", ""))
+def _key(g: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return str(g.get("op", "")), json.dumps(g.get("shapes", [])), str(g.get("dtype", "")), str(g.get("owner") or "op")
 
 
 def diff_groups(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> list[GroupDiff]:
@@ -51,6 +52,7 @@ def diff_groups(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) 
             op=k[0], shapes=list(src.get("shapes", [])), dtype=k[2],
             time_a_s=float(ga["time_s"]) if ga else None, time_b_s=float(gb["time_s"]) if gb else None,
             calls_a=int(ga.get("calls", 0)) if ga else 0, calls_b=int(gb.get("calls", 0)) if gb else 0,
+            owner=k[3],
         ))
     out.sort(key=lambda d: -max(d.time_a_s or 0.0, d.time_b_s or 0.0))
     return out

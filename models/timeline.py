@@ -166,8 +166,8 @@ def idle_causes(trace: Trace) -> list[IdleCause]:
             elif any_copy and _covered(copies, lo, hi)[0] >= 0.5 * dur:
                 key, cat, detail = "memcpy (host side)", "host wait", "a copy call held the CPU"
             else:
-                oi = trace.kernel_op[nxt_i]
-                name = trace.ops[oi].name if oi is not None else "(no op)"
+                oi = trace.kernel_op[nxt_i]  # an op joined from a graph's capture ran then, not now: no op held the CPU
+                name = trace.ops[oi].name if oi is not None and trace.ops[oi].origin != "capture" else "(no op)"
                 key, cat, detail = (f"CPU: {name}", "host wait",
                                     "the next kernel was launched after the device went idle")
         elif round(dur * 1e9) < KERNEL_WAIT_NS:  # in whole ns (a trace's finest tick): 30.000 µs is not under 30

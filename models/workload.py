@@ -33,6 +33,7 @@ from .units import fmt_percent
 # launched it when its graph was captured, the annotation enclosing its launch, its kernel family by name; and
 # kernels that ran in the window but were launched before it (no launch event to own them)
 OWNERS = ("op", "graph", "annotation", "family", "before window")
+ORIGIN_OWNER = {"op": "op", "capture": "graph", "annotation": "annotation"}  # an op's origin → its group's owner
 UNATTRIBUTED = "(unattributed kernels)"
 GRAPH_REPLAY = "(CUDA graph replay)"
 TOP_KERNELS = 10
@@ -140,6 +141,7 @@ class Workload:
     flags: tuple[Flag, ...] = ()  # faster than a roof: the roof is low (or a model is wrong)
     device_note: str = ""  # how the device was chosen, or that the trace's device has no reference here
     gpus: int = 1  # GPUs one process drove: MFU and bandwidth utilisation are over that many of the roofs
+    graph_capture: Mapping[str, Any] = field(default_factory=dict)  # the graph-capture join (GraphJoin.to_dict)
 
     @property
     def idle_s(self) -> float:
@@ -235,6 +237,7 @@ class Workload:
             "overlap_s": self.overlap_s, "transfer_time_s": sum(t.time_s for t in self.transfers),
             "transfer_bytes": sum(t.bytes for t in self.transfers), "device_note": self.device_note,
             "shares": self.shares(),
+            **({"graph_capture": dict(self.graph_capture)} if self.graph_capture else {}),
         }
 
     def largest_share(self) -> str:
@@ -450,7 +453,10 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         for oi, (n, t, alone) in per_op.items():
             o = trace.ops[oi]
             key = _key(o, elements.get(oi))
+            if o.origin == "capture":  # replayed in a graph: a row of its own beside the same op run eagerly
+                key = (*key, "graph")
             g = _group(groups, key, mine[oi], list(o.dims), key[2])
+            g.owner = ORIGIN_OWNER.get(o.origin, "op")
             g.calls += 1
             g.kernels += n
             g.time_s += t
@@ -518,7 +524,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         groups=tuple(placed), device=device, on_device=trace.on_device, kernels=trace.kernel_count,
         span_s=trace.span_s, busy_s=busy_s, device_name=trace.device_name, notes=tuple(notes),
         transfers=tuple(transfers), overlap_s=overlap_s, idle_causes=tuple(causes), top_kernels=tuple(top),
-        steps=tuple(steps), device_note=device_note, gpus=max(1, len(trace.gpus)),
+        steps=tuple(steps), device_note=device_note, gpus=max(1, len(trace.gpus)), graph_capture=trace.graph_join,
     )
     flags = roof_flags(w, trace.cpu_threads)
     return dataclasses.replace(w, flags=tuple(flags))

@@ -55,6 +55,7 @@ class ProfileSummary(TypedDict, total=False):
     transfer_bytes: float
     device_note: str  # how the device was chosen, or that the trace's own has no reference here
     shares: dict[str, float]  # idle, overlap, ops, transfers: the span's split (adds up to 1)
+    graph_capture: dict[str, Any]  # a replay joined to its graph capture: how much was joined (GraphJoin.to_dict)
     source: str  # the trace file, or the program's command line
     notes: list[str]
     rows: dict[str, Any]  # Workload.rows(): transfers, overlap, idle_causes, top_kernels, steps, flags
@@ -286,6 +287,7 @@ def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) 
                         kernels=int(s.get("kernels") or 0), span_s=float(s.get("span_s") or 0.0),
                         busy_s=float(s.get("device_busy_s") or 0.0), device_name=str(s.get("trace_device") or ""),
                         notes=tuple(str(n) for n in (s.get("notes") or ())), gpus=max(1, int(s.get("gpus") or 1)),
+                        graph_capture=dict(gc) if isinstance(gc := s.get("graph_capture"), Mapping) else {},
                         **stored_rows(s))
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ValueError(f"the stored profile is malformed ({exc})") from None
