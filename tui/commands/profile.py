@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from rooftop.models.safetext import safe_text
 from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option, add_wide_option
-from rooftop.tui.commands.job import TRACE_SUFFIXES, is_job, profile_job, profile_torchrun
+from rooftop.tui.commands.job import TRACE_SUFFIXES, is_job, profile_job, profile_torchrun, trace_files
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.profile import TOP, profile_report
 from rooftop.tui.render.text import clean
@@ -32,6 +32,7 @@ examples:
   rooftop profile -d h100 --steps 3 -- python train.py --epochs 1
   rooftop profile --trace run.trace.json.gz -d h200
   rooftop profile --trace traces/ -d a100-80g-ds          (one trace per rank)
+  rooftop profile --trace replay.json.gz --graph-capture capture_traces/  (graph replays get their ops)
   rooftop profile -- torchrun --nproc-per-node 2 train.py  (kept as one profile)
   rooftop profile --ncu kernels.csv -d h200 --json
   rooftop profile run.trace.json.gz -d h200  (a trace or .csv named alone: read)
@@ -60,6 +61,10 @@ def add_profile_command(sub: Any) -> None:
     pr.add_argument("--trace", metavar="FILE", nargs="+",
                     help="read a Chrome/Kineto trace (.json or .json.gz) instead; several files, or a folder of them, "
                          "are one trace per rank of a distributed job (read one at a time)")
+    pr.add_argument("--graph-capture", metavar="CAPTURE", nargs="+",
+                    help="with --trace: the trace of the CUDA/HIP graph capture (files or a folder; vLLM's "
+                         "capture_traces/, SGLang's --enable-profile-cuda-graph): each graph-replayed kernel gets "
+                         "the op that launched it at capture, shown as (graph) rows")
     pr.add_argument("--link", choices=("nvlink", "pcie", "net"),
                     help="the link the job's collectives crossed (default: told from the group's ranks)")
     pr.add_argument("--ncu", metavar="FILE", help="read an Nsight Compute `--csv --page raw` export instead")
@@ -131,6 +136,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.save_trace and (args.trace or args.ncu or args.compare):
         raise ProfileError("--save-trace keeps the trace of a program run here; with --trace, --ncu or --compare "
                            "there is none to keep")
+    if args.graph_capture and not args.trace:
+        raise ProfileError("--graph-capture joins a graph replay to its capture: give the replay with --trace FILE")
+    if args.graph_capture and is_job(args.trace):
+        raise ProfileError("--graph-capture joins one replay trace to its capture: give one --trace FILE")
     if args.steps < 1:
         raise ProfileError(f"--steps must be at least 1, got {args.steps}")
     if args.top < 0:
@@ -145,6 +154,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         return profile_torchrun(program, args, device_for=_trace_device, save=_save)
     if args.trace:
         trace = _load(args.trace[0])
+        if args.graph_capture:
+            trace = _join_capture(trace, args.graph_capture)
         source, backend = str(args.trace[0]), "trace"
         world = trace.distributed.get("world_size")
         if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
@@ -180,6 +191,21 @@ def _load(path: str) -> Any:
         return load_trace(path)
     except TraceError as exc:
         raise ProfileError(clean(str(exc))) from None
+
+
+def _join_capture(trace: Any, paths: list[str]) -> Any:
+    """The replay joined to the graph captures in `paths` (files or folders), read as --trace reads a trace."""
+    from rooftop.models.capture import CaptureError, join_captures
+
+    try:
+        files = trace_files(paths)
+    except FileNotFoundError as exc:
+        raise ProfileError(f"--graph-capture {clean(str(exc))}") from None
+    captures = [(f.name, _load(str(f))) for f in files]
+    try:
+        return join_captures(trace, captures)[0]
+    except CaptureError as exc:
+        raise ProfileError(f"--graph-capture: {clean(str(exc))}") from None
 
 
 def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str]:

@@ -24,6 +24,7 @@ from rooftop.tui.render.report import Prose
 from rooftop.tui.render.text import clean
 
 TOP_OPS = 5
+OWNER_TAGS = {"graph": "(graph)"}  # an op group whose kernels a graph replayed: the op that launched them at capture
 
 
 def _pct(x: Any) -> str:
@@ -57,7 +58,9 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
     groups = sorted(group_records(samples), key=lambda g: -(g.get("time_s") or 0.0))
     for g in groups[:TOP_OPS]:
         roof = g.get("fraction_of_roof")
-        text.append(f"  {clean(str(g.get('op', '?')))} {clean(str(g.get('dtype', '')))} ×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"
+        tag = OWNER_TAGS.get(str(g.get("owner") or "op"), "")
+        text.append(f"  {tag + ' ' if tag else ''}{clean(str(g.get('op', '?')))} {clean(str(g.get('dtype', '')))} "
+                    f"×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"
                     f" ({_pct((g.get('time_s') or 0) / span if span else None)}), {g.get('regime', '')}"
                     + (f", {_pct(roof)} of roof" if isinstance(roof, (int, float)) else "") + "\n")
     text.append("W and Q estimated from shapes; times measured\n", style="dim")
@@ -72,7 +75,8 @@ def sample_label(sample: Any) -> str:
     if not isinstance(g, Mapping):  # an op group a store holds malformed: named by what the sample says
         return f"{sample.family} {sample.dtype} {sample.shape_text}".strip()
     return op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
-                            dtype=str(g.get("dtype", "")), model="", path="", counting=""))
+                            dtype=str(g.get("dtype", "")), model="", path="", counting="",
+                            owner=str(g.get("owner") or "op")))
 
 
 TOP = 20
@@ -111,8 +115,10 @@ def op_name(op: str) -> str:
 
 
 def op_label(g: Any) -> str:
-    """How an op group reads in a table: torch's name (without `aten::`), dtype, input shapes (cropped)."""
-    return clean(" ".join(x for x in (op_name(g.op), g.dtype, shapes_brief(g.shapes_text)) if x))
+    """How an op group reads in a table: `(graph)` first where a CUDA/HIP graph replayed its kernels (so a cropped
+    row still says it), torch's name (without `aten::`), dtype, input shapes (cropped)."""
+    tag = OWNER_TAGS.get(getattr(g, "owner", "op"), "")
+    return clean(" ".join(x for x in (tag, op_name(g.op), g.dtype, shapes_brief(g.shapes_text)) if x))
 
 
 SHAPES_CHARS = 100  # about four lines of the op column at 100 columns
@@ -369,7 +375,8 @@ def compare_report(ra: Any, rb: Any, split: dict[str, Any], diffs: Sequence[Any]
             return "n/a"
         return f"{fmt(a)} → {fmt(b)}" + (f" ({fmt_ratio(b / a)})" if a else "")
 
-    rows = [(op_label(OpGroup(op=d.op, shapes=d.shapes, dtype=d.dtype, model="", path="", counting="")),
+    rows = [(op_label(OpGroup(op=d.op, shapes=d.shapes, dtype=d.dtype, model="", path="", counting="",
+                              owner=d.owner)),
              fmt_time(d.time_a_s) if d.time_a_s is not None else "—",
              fmt_time(d.time_b_s) if d.time_b_s is not None else "—",
              fmt_ratio(d.ratio) if d.ratio is not None else "") for d in diffs[:top]]

@@ -88,7 +88,8 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
         alone = _num(g.get("time_alone_s", t))
         i = g.get("intensity")
         label = op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
-                                 dtype=str(g.get("dtype", "")), model="", path="", counting=""))
+                                 dtype=str(g.get("dtype", "")), model="", path="", counting="",
+                                 owner=str(g.get("owner") or "op")))
         rows.append((alone, (_pct(alone / span if span else None), fmt_time(t), str(g.get("calls", "")), Text(label),
                              intensity_text(i) if isinstance(i, (int, float)) else "", str(g.get("regime", "")),
                              _pct(g.get("fraction_of_roof")))))
