@@ -88,7 +88,7 @@ class EventArgs(CommArgs, gc=False):  # with a collective's message fields
     dims_old: msgspec.Raw = msgspec.field(default=None, name="Input dims")
     types: msgspec.Raw = msgspec.field(default=None, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")
-    kernel: Any = None  # a HIP launch call's kernel name (read only while a graph is being captured)
+    kernel: msgspec.Raw = None  # a HIP launch call's kernel name: raw, decoded only while a graph is captured
 
 
 class Event(msgspec.Struct, gc=False):
@@ -110,6 +110,7 @@ class PlainArgs(EventArgs, gc=False):
     dims_old: Any = msgspec.field(default=None, name="Input dims")
     types: Any = msgspec.field(default=None, name="Input type")
     concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    kernel: Any = None
 
 
 class PlainEvent(Event, gc=False):
@@ -589,9 +590,10 @@ def _parse_trace(data: Any) -> Trace:
             if corr is not None:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
             if "Launch" in name:  # a launch holds the CPU for its own cost only
-                if capturing and corr is not None and a.kernel.__class__ is str and (pid, tid) in capturing:
-                    got = names.get(a.kernel)  # a graph's launch: no kernel runs, its name is only here
-                    launch_names[corr] = got if got is not None else names.setdefault(a.kernel, clean(a.kernel))
+                if capturing and corr is not None and (pid, tid) in capturing and \
+                        (k := _plain(a.kernel)).__class__ is str:  # a graph's launch: its kernel is named only here
+                    got = names.get(k)
+                    launch_names[corr] = got if got is not None else names.setdefault(k, clean(k))
                 continue
             if "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
                 host.append((pid, tid, ts, dur, name, "sync"))

@@ -440,3 +440,16 @@ async def test_the_profile_tab_marks_graph_rows(tmp_path):
         rows = [" ".join(str(c) for c in ops.get_row_at(i)) for i in range(ops.row_count)]
         assert any("(graph) mm bf16 32×4096" in r for r in rows)
         assert any("argmax" in r and "(graph)" not in r for r in rows)  # an eager op says nothing
+
+
+def test_a_capture_read_leniently_keeps_its_launches_kernel_names(tmp_path):
+    """A file that is not strict JSON (a NaN somewhere) is read event by event as plain JSON: the launches made
+    while capturing still name their kernels, so the graphs still match by name."""
+    replay, capture = write_pair(tmp_path, [LAYER, TAIL])
+    text = gzip.decompress(capture.read_bytes()).decode().replace('"traceEvents": [',
+                                                                   '"traceEvents": [{"ph": "X", "ts": NaN}, ', 1)
+    capture.write_bytes(gzip.compress(text.encode()))
+    cap = load_trace(capture)
+    assert [x.name for x in cap.captured[0].launches] == ["rmsnorm_kernel", "Cijk_gemm_A"]
+    _, report = join_captures(load_trace(replay), [(capture.name, cap)])
+    assert report.joined == 6 and report.by_order == 0

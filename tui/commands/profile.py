@@ -32,7 +32,8 @@ examples:
   rooftop profile -d h100 --steps 3 -- python train.py --epochs 1
   rooftop profile --trace run.trace.json.gz -d h200
   rooftop profile --trace traces/ -d a100-80g-ds          (one trace per rank)
-  rooftop profile --trace replay.json.gz --graph-capture capture_traces/  (graph replays get their ops)
+  rooftop profile --trace replay.json.gz --graph-capture capture_traces/
+                                      (each graph-replayed kernel gets its op)
   rooftop profile -- torchrun --nproc-per-node 2 train.py  (kept as one profile)
   rooftop profile --ncu kernels.csv -d h200 --json
   rooftop profile run.trace.json.gz -d h200  (a trace or .csv named alone: read)
