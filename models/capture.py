@@ -38,6 +38,10 @@ from .units import fmt_percent, fmt_time
 PASS_OVER = 0.25  # at most this share of a captured graph's launches (or PASS_OVER_MIN) may have no replayed kernel
 PASS_OVER_MIN = 2
 AMBIGUOUS = "ambiguous"  # a fit that gives a kernel different ops depending on how it is made
+# why a graph launch was not joined (the key kept in --json's not_joined) → in words
+NOT_JOINED = {"no_match": "as no captured graph has the same kernels",
+              "other_shapes": "as several captures match with other shapes",
+              "ambiguous_fit": "as the kernels fit a capture in more than one way"}
 
 
 class CaptureError(ValueError):
@@ -89,7 +93,7 @@ class GraphJoin:
     time_joined_s: float = 0.0
     passed_over: int = 0  # captured launches with no replayed kernel, fitted around
     by_order: int = 0  # launches matched by the count and kind of activities only (the capture names no kernel)
-    failed: dict[str, list[str]] = field(default_factory=dict)  # why a launch did not join → one line per launch
+    failed: dict[str, list[str]] = field(default_factory=dict)  # why (NOT_JOINED) → a line per launch not joined
     failed_kernels: int = 0
     failed_time_s: float = 0.0
 
@@ -110,9 +114,9 @@ class GraphJoin:
         files = ", ".join(self.sources)
         out = [f"graph capture ({files}): {self.joined} of {self.launches} graph launch"
                f"{'es' if self.launches != 1 else ''} joined to {'its' if self.launches == 1 else 'their'} "
-               f"capture; {self.kernels_joined:,} of "
-               f"{self.kernels:,} replayed kernels ({fmt_percent(self.share)} of their time) have the op that "
-               "launched them, shown as (graph) rows"]
+               f"capture; {self.kernels_joined:,} of {self.kernels:,} replayed kernels ({fmt_percent(self.share)} "
+               "of their time) have the op that launched them" + (", shown as (graph) rows" if self.kernels_joined
+                                                                   else "")]
         if self.passed_over:
             out.append(f"{self.passed_over:,} captured launch{'es' if self.passed_over != 1 else ''} had no "
                        "replayed kernel and were fitted around (each kernel's op is the same whichever way)")
@@ -123,7 +127,7 @@ class GraphJoin:
         for why, lines in self.failed.items():
             n = len(lines)
             more = f" (and {n - 1} more)" if n > 1 else ""
-            out.append(f"{n} graph launch{'es' if n != 1 else ''} not joined, {why}: {lines[0]}{more}; "
+            out.append(f"{n} graph launch{'es' if n != 1 else ''} not joined, {NOT_JOINED[why]}: {lines[0]}{more}; "
                        "their kernels stay a graph replay with no op")
         return out
 
@@ -249,7 +253,7 @@ class _Matcher:
         self.memo: dict[tuple, tuple[_Match | None, str, str]] = {}
 
     def match(self, acts: Sequence[Kernel]) -> tuple[_Match | None, str, str]:
-        """(the match, '', '') or (None, the kind of failure, the line that says it)."""
+        """(the match, '', '') or (None, why it failed (NOT_JOINED), the line that says how)."""
         keys = tuple(replay_key(k) for k in acts)
         streams = tuple(k.stream for k in acts)
         several = len(set(streams)) > 1
@@ -273,7 +277,7 @@ class _Matcher:
                 elif m == AMBIGUOUS:
                     unsure.append(g)
         if not found and unsure:
-            return None, "as their kernels fit a capture in more than one way", (
+            return None, "ambiguous_fit", (
                 f"{len(keys)} activities fit {unsure[0].label} ({len(unsure[0].keys)} launches) with kernels left "
                 "over, and which launch each kernel is would change its op")
         if not found:
@@ -281,10 +285,10 @@ class _Matcher:
             found = [_Match(g, tuple(range(len(keys)))) for g in self.graphs if not g.named
                      and tuple(k if k.startswith("(") else "kernel" for k in g.keys) == kinds]
         if not found:
-            return None, "as no captured graph has their kernels", _why_not(keys, self.graphs)
+            return None, "no_match", _why_not(keys, self.graphs)
         chosen, why = _choose(found)
         if chosen is None:
-            return None, "as they match several captures", why
+            return None, "other_shapes", why
         return chosen, "", ""
 
 
