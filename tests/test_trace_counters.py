@@ -1,7 +1,7 @@
 """The GPU's own counters a trace carries (CUPTI `cuda_profiler_range` events) as measured W and Q, beside the model's.
 
 On the real range-profiler trace (HTA's test data: no kernel events, 77 ranges of FP instruction counters) the
-figures are checked against the raw JSON by hand: the n-th range (by start) is the n-th cudaLaunchKernel (by
+figures are checked against HTA's own (tests/data/hta-cupti.json) and against the raw JSON by hand: the n-th range (by start) is the n-th cudaLaunchKernel (by
 start), its op the innermost cpu_op enclosing that launch on its thread (HTA's pairing, in
 hta/analyzers/cupti_counter_analysis.py), its W 2 × the FMA instructions + the multiplies + the adds.
 """
@@ -88,6 +88,14 @@ def test_the_ranges_are_the_kernels_with_measured_w_per_op_group(cupti_json):
     assert doc["summary"]["measured_flops"] == pytest.approx(sum(w for _, w in theirs.values()), rel=1e-12)
     assert "smsp__sass_thread_inst_executed_op_" in doc["summary"]["counted_by"]
     assert "Q: no DRAM counter recorded" in doc["summary"]["counted_by"]
+
+
+def test_the_same_op_groups_and_w_as_hta(cupti_json):
+    """HTA 0.5.0's own get_cupti_counter_data_with_operators, by its bottom-level op (scripts/hta_cupti.py)."""
+    hta = json.loads((Path(__file__).parent / "data" / "hta-cupti.json").read_text())
+    assert hta["ranges"] == cupti_json["summary"]["kernels"]
+    mine = {g["op"]: {"kernels": g["kernels"], "flops": g["measured_flops"]} for g in cupti_json["ops"]}
+    assert mine == hta["ops"]
 
 
 def test_a_trace_of_ranges_is_not_called_idle(cupti_json):
