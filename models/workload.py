@@ -328,6 +328,13 @@ def _key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple[str, byte
     return op.name, msgspec.json.encode(op.dims), dtype
 
 
+def _launcher_key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple:
+    """The group of an op that launched kernels on a GPU trace: one replayed in a graph (joined from its capture)
+    is a row of its own beside the same op run eagerly. The one rule for the groups and their counted W and Q."""
+    key = _key(op, element)
+    return (*key, "graph") if op.origin == "capture" else key
+
+
 def _group(groups: dict, key: tuple, cost: OpCost, shapes: list, dtype: str) -> OpGroup:
     g = groups.get(key)
     if g is None:
@@ -510,7 +517,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         mine = launch_work(trace, costs, per_op)
         for oi, (n, t, alone) in per_op.items():
             o = trace.ops[oi]
-            key = _key(o, elements.get(oi))
+            key = _launcher_key(o, elements.get(oi))
             g = _group(groups, key, mine[oi], list(o.dims), key[2])
             g.calls += 1
             g.kernels += n
@@ -616,7 +623,7 @@ def _add_counted(trace: Trace, counters: TraceCounters, groups: Mapping[tuple, O
     for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
         if k.cat != "kernel":
             continue
-        key = _key(trace.ops[oi], elements.get(oi)) if oi is not None else (_loose(trace, ki), "", "")
+        key = _launcher_key(trace.ops[oi], elements.get(oi)) if oi is not None else (_loose(trace, ki), "", "")
         by.setdefault(key, []).append(counters.kernels.get(ki))
     for key, counts in by.items():
         g = groups.get(key)

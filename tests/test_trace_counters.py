@@ -176,6 +176,19 @@ def test_measured_w_and_q_beside_the_estimate_per_op_group():
     assert all(len(line) <= 80 for line in text.splitlines())
 
 
+def test_an_op_replayed_in_a_graph_has_its_own_counted_figures():
+    import dataclasses
+
+    t = parse_trace(_mixed())
+    second = max((i for i, o in enumerate(t.ops) if o.name == "aten::mm"), key=lambda i: t.ops[i].ts)
+    ops = list(t.ops)
+    ops[second] = dataclasses.replace(ops[second], origin="capture")  # as a graph-capture join leaves it
+    work = build_workload(dataclasses.replace(t, ops=tuple(ops)), lookup_device("h100"))
+    mm = sorted((g for g in work.groups if g.op == "aten::mm"), key=lambda g: g.measured_flops)
+    assert [g.measured_flops for g in mm] == [2 * 2_097_152 + 10, 2 * 2_101_248]
+    assert [g.measured_bytes for g in mm] == [229_376, 250_000]
+
+
 def test_the_same_from_a_file_as_from_plain_json(tmp_path: Path):
     p = tmp_path / "mixed.json"
     p.write_text(json.dumps(_mixed()))
