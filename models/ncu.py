@@ -5,7 +5,8 @@ ncu reports rates, so bytes = rate × the kernel's duration —
 DRAM `dram__bytes.sum.per_second` × `gpu__time_duration.sum`, and L2→SM
 `derived__lts__lts2xbar_bytes.sum.per_second` × the same time. Tensor work is
 counted by the tensor pipes (`sm__ops_path_tensor_src_*.sum`, one FLOP per op
-as ncu counts them: the 4096³ bf16 GEMM's is 2·4096³). Each kernel then has
+as ncu counts them: the 4096³ bf16 GEMM's is 2·4096³; the metrics' meanings are
+`rooftop.models.counters`', shared with the counters a trace carries). Each kernel then has
 one point per level: the hierarchical roofline of real kernels.
 
 The export starts with ncu's own log lines (`==PROF== …`), then the header
@@ -23,14 +24,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
+from .counters import DRAM_BYTES, tensor_path
 from .profile import DeviceProfile, NoRoof
 
 TIME = "gpu__time_duration.sum"
-DRAM_RATE = "dram__bytes.sum.per_second"
+DRAM_RATE = DRAM_BYTES + ".per_second"
 L2_RATE = "derived__lts__lts2xbar_bytes.sum.per_second"
-TENSOR_RE = re.compile(r"^sm__ops_path_tensor_src_([a-z0-9]+?)(?:_dst_[a-z0-9]+)?(?:_sparsity_(?:on|off))?\.sum$")
-TENSOR_PATHS = {"bf16": "bf16-tc", "fp16": "fp16-tc", "tf32": "tf32-tc", "fp8": "fp8-tc", "int8": "int8-tc",
-                "fp64": "fp64-tc", "fp4": "fp4-tc"}
 TIME_UNITS = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3,
               "s": 1.0, "second": 1.0}
 PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -153,7 +152,7 @@ class _Columns:
     t_scale: float
     dram_scale: float | None
     l2_scale: float | None
-    tensor: tuple[tuple[int, str], ...]  # (column, ncu's source type), for the known tensor paths
+    tensor: tuple[tuple[int, str], ...]  # (column, its compute path), for the known tensor paths
 
 
 def _columns(header_row: list[str], units: list[str] | None) -> _Columns:
@@ -169,7 +168,7 @@ def _columns(header_row: list[str], units: list[str] | None) -> _Columns:
     if dram_scale is None and l2_scale is None:
         raise NcuError(f"the CSV has neither {DRAM_RATE} nor {L2_RATE}: no bytes to place the kernels by "
                        "(collect with --set roofline)")
-    tensor = tuple((i, m.group(1)) for i, c in enumerate(header) if (m := TENSOR_RE.match(c)) and m.group(1) in TENSOR_PATHS)
+    tensor = tuple((i, p) for i, c in enumerate(header) if (p := tensor_path(c)))
     return _Columns(col, len(header), _time_scale(unit(TIME) or "ns"), dram_scale, l2_scale, tensor)
 
 
@@ -195,10 +194,10 @@ def _kernel(r: list[str], c: _Columns) -> NcuKernel | None:
         return None if v is None else v * scale * t  # type: ignore[operator]
 
     by_path: dict[str, float] = {}
-    for i, src in c.tensor:
+    for i, path in c.tensor:
         v = _counter(r, i, "tensor ops") or 0.0
         if v:
-            by_path[TENSOR_PATHS[src]] = by_path.get(TENSOR_PATHS[src], 0.0) + v
+            by_path[path] = by_path.get(path, 0.0) + v
     def get(name: str) -> str:
         return r[c.col[name]] if name in c.col else ""
 

@@ -46,6 +46,7 @@ from typing import Any
 import msgspec
 
 from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
+from .counters import RANGE_CAT, Counted, TraceCounters, counted, value
 from .safetext import clean, clean_tree
 
 US = 1e-6
@@ -233,6 +234,13 @@ class Trace:
     distributed: Mapping[str, Any] = field(default_factory=dict)  # distributedInfo: backend, rank, world_size, …
     captured: tuple[CapturedGraph, ...] = ()  # the graphs this trace captured (a capture trace's), by start
     graph_join: Mapping[str, Any] = field(default_factory=dict)  # joined to a graph capture: what was (capture.py)
+    counters: TraceCounters | None = None  # the per-kernel CUPTI counters its cuda_profiler_range events carried
+
+    @property
+    def range_times(self) -> bool:
+        """The kernels are the CUPTI range profiler's ranges (the trace has no kernel events): their times are its
+        even split of its window, not measured (it replays each kernel to count it, and times none)."""
+        return self.counters is not None and self.counters.as_kernels
 
     @property
     def on_device(self) -> bool:
@@ -451,6 +459,9 @@ def _convert(e: Any) -> Event | PlainEvent | None:
         return e
     if not isinstance(e, Mapping):
         return None
+    if e.get("cat") == RANGE_CAT:  # kept as JSON: its counters are args no field of PlainArgs holds
+        with contextlib.suppress(TypeError, ValueError, OverflowError, RecursionError):
+            return msgspec.Raw(msgspec.json.encode(e))
     try:
         return msgspec.convert(e, PlainEvent, strict=False)
     except (msgspec.ValidationError, RecursionError, TypeError):
@@ -492,12 +503,14 @@ def _parse_trace(data: Any) -> Trace:
     captures: list[tuple] = []  # (pid, tid, ts, dur, is the begin): a stream's graph capture opened or closed
     capturing: dict[tuple, int] = {}  # (pid, tid) → captures open there, in the file's order
     launch_names: dict[int, str] = {}  # correlation → the kernel a launch made while capturing names (HIP)
+    ranges: list[tuple] = []  # cuda_profiler_range events: (ts, dur, name, pid, tid, event index, counters)
     empty_args = EventArgs()
     shape_cache: dict = {}
     none3 = ((), (), ())
     decode_event = _EVENT.decode
     for i in range(len(events)):
         e, events[i] = events[i], None
+        raw = e  # a counter range's args are read again from it (its counters are not fields of EventArgs)
         if e.__class__ is msgspec.Raw:
             try:
                 e = decode_event(e)
@@ -609,12 +622,15 @@ def _parse_trace(data: Any) -> Trace:
                     capturing.pop((pid, tid), None)
         elif kind == "gpu":
             gpu_evidence = True
+            if cat == RANGE_CAT:
+                ranges.append(_range(raw, ts, dur, name, e.pid, e.tid, i, counts))
     del events
-    e = a = None  # the last event's raw fields are views of the file's bytes: let them go
+    e = a = raw = None  # the last event's raw fields are views of the file's bytes: let them go
     steps = sorted(set(steps))  # a step recorded twice is one step
     host = list(dict.fromkeys(host))
     comms = list(dict.fromkeys(comms))
 
+    range_counts = _match_ranges(ranges, runtime, dev_raw, counts)
     dev_raw.sort(key=lambda r: r[0])
     cpu_spans = itertools.chain(((c[2], c[3]) for c in runtime.values()), ((s0, s1 - s0) for s0, s1, _ in steps))
     dev_raw = _far_out(_unrepeated(dev_raw, counts), op_raw, cpu_spans, counts)
@@ -667,6 +683,7 @@ def _parse_trace(data: Any) -> Trace:
             links.append(None)
             continue
         links.append(_link(ops, by_ext, threads, op_thread, ext, at))
+    counters = _kernel_counters(ranges, range_counts, dev_raw)
     host_calls = tuple(sorted((HostCall(name, ts * US, dur * US, kind, _enclosing_name(ops, threads, (pid, tid, ts)))
                                for pid, tid, ts, dur, name, kind in host), key=lambda h: h.ts))
     captured = _captured(captures, runtime, launch_names, {k.correlation for k in kernels},
@@ -684,6 +701,7 @@ def _parse_trace(data: Any) -> Trace:
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=clean_tree(dict(meta["distributedInfo"])) if isinstance(meta.get("distributedInfo"), Mapping)
         else {}, captured=captured,
+        counters=counters,
     )
 
 
@@ -816,6 +834,113 @@ def _flow_maps(flows: Sequence[tuple]) -> tuple[dict, dict]:
         else:
             end[key] = fid
     return start, end
+
+
+# -- counter ranges: the CUPTI range profiler's per-kernel counters (rooftop.models.counters) ------------------
+
+
+class _RangeEvent(msgspec.Struct, gc=False):
+    """A counter range's args whole: metric name → count (the few such events are decoded twice)."""
+
+    args: dict[str, Any] | None = None
+
+
+_RANGE = msgspec.json.Decoder(_RangeEvent)
+RANGE_IDS = ("correlation", "External id", "device", "stream")  # args of a range that are ids, not counters
+LAUNCHES = ("LaunchKernel", "LaunchCooperativeKernel")  # cudaLaunchKernel(ExC), cuLaunchKernel(Ex), …
+BAD_COUNTER = "with a counter that is not a finite, non-negative number (that counter left out)"
+
+
+def _range(raw: Any, ts: float, dur: float, name: str, pid: Any, tid: Any, i: int, counts: _Counts) -> tuple:
+    """A cuda_profiler_range event as (ts, dur, name, pid, tid, event index, {metric: value}): its args are its
+    counters, read again from the event's JSON (they are no fields of EventArgs)."""
+    args: dict[str, Any] = {}
+    if raw.__class__ is msgspec.Raw:
+        with contextlib.suppress(msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            args = _RANGE.decode(raw).args or {}
+    values: dict[str, float] = {}
+    for k, v in args.items():
+        if k in RANGE_IDS:
+            continue
+        x = value(v)
+        if x is None:
+            counts.add(BAD_COUNTER, _where(i, f"{name[:40]}: {k}"))
+        else:
+            values[clean(k)] = x
+    return ts, dur, name, _thread(pid), _thread(tid), i, values
+
+
+def _match_ranges(ranges: list[tuple], runtime: Mapping[int, tuple], dev_raw: list[tuple],
+                  counts: _Counts) -> tuple[dict[int, Counted], int]:
+    """Each counter range's kernel, as HTA pairs them: the range profiler replays the kernels in launch order, so
+    the n-th range (by start) counts the n-th kernel launch (cudaLaunchKernel and kin, by start), where the trace
+    holds as many launches as ranges (on one device: the launches do not say theirs). The launch gives the kernel
+    by its correlation; a trace with no kernel events (a range-profiler trace: the profiler records nothing else)
+    gets each range as its kernel instead, with its launch's correlation, so it is linked to its op as a kernel is.
+    With kernel events but another number of launches, the n-th range is the n-th kernel where there are as many.
+    A pairing whose kernel names disagree with the ranges' (most of them) is no pairing. Returns the event index of
+    each counted kernel (or range) → its W and Q, and how many ranges were matched; appends the ranges that stand
+    for kernels to `dev_raw`."""
+    if not ranges:
+        return {}, 0
+    ranges.sort(key=lambda r: (r[0], r[5]))
+    launches = sorted((c[2], corr) for corr, c in runtime.items() if any(n in c[4] for n in LAUNCHES))
+    one_device = len({r[3] for r in ranges}) == 1
+    kernel_rows = [r for r in dev_raw if r[2] == "kernel"]
+    out: dict[int, Counted] = {}
+    if not kernel_rows:
+        paired = one_device and len(launches) == len(ranges)
+        for n, (ts, dur, name, pid, tid, i, values) in enumerate(ranges):
+            corr = launches[n][1] if paired else None
+            dev = pid if pid.__class__ is int else None
+            dev_raw.append((ts, dur, "kernel", name, None, corr, None, dev, None, pid, tid, None, i))
+            out[i] = counted(values)
+        matched = len(ranges) if paired else 0
+    else:
+        by_corr = {_id(r[5]): r for r in kernel_rows}
+        rows: list[tuple | None] = []
+        if one_device and len(launches) == len(ranges):
+            rows = [by_corr.get(corr) for _, corr in launches]
+        if not _names_agree(ranges, rows) and len(kernel_rows) == len(ranges):
+            rows = sorted(kernel_rows, key=lambda r: (r[0], r[-1]))
+        if not _names_agree(ranges, rows):
+            rows = []
+        for r, k in zip(ranges, rows):
+            if k is not None:
+                out[k[-1]] = counted(r[6])
+        matched = len(out)
+    if matched < len(ranges):
+        what = (f"(counter ranges) matched to no kernel: {len(ranges)} ranges, {len(launches)} kernel launches, "
+                f"{len(kernel_rows)} kernels" + ("" if one_device else ", ranges of several GPUs")
+                + " (the n-th range is the n-th launch only where there are as many); "
+                + ("each is a kernel no op owns" if not kernel_rows else "their counters are left out"))
+        for r in ranges[:len(ranges) - matched]:
+            counts.add(what, _where(r[5], r[2]))
+    return out, matched
+
+
+UNNAMED_RANGE = "__missing__"  # a range whose kernel name the profiler did not keep
+
+
+def _names_agree(ranges: Sequence[tuple], rows: Sequence[tuple | None]) -> bool:
+    """Whether a pairing of ranges with kernel rows holds: one row each, most of whose names are the range's."""
+    if not rows or len(rows) != len(ranges) or any(k is None for k in rows):
+        return False
+    named = [(r[2], k[3]) for r, k in zip(ranges, rows) if k is not None and r[2] != UNNAMED_RANGE]
+    return sum(a == b for a, b in named) * 2 >= len(named)
+
+
+def _kernel_counters(ranges: Sequence[tuple], matched: tuple[dict[int, Counted], int],
+                     dev_raw: Sequence[tuple]) -> TraceCounters | None:
+    """The counters by kernel index (`dev_raw` is in the kernels' order, each row's last field its event's index)."""
+    if not ranges:
+        return None
+    by_event, n = matched
+    kernels = {k: by_event[r[-1]] for k, r in enumerate(dev_raw) if r[-1] in by_event}
+    metrics = tuple(sorted({m for r in ranges for m in r[6]}))
+    own = {r[5] for r in ranges}
+    as_kernels = not any(r[2] == "kernel" and r[-1] not in own for r in dev_raw)  # no kernel but the ranges
+    return TraceCounters(kernels, metrics, len(ranges), n, as_kernels)
 
 
 EPOCH_US = 1e15  # a trace time past this (2001 in µs since 1970; 31 years of a clock since boot) is wall clock

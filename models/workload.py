@@ -7,6 +7,13 @@ their time, with Q estimated from their tensors' sizes and W = 0. Time is
 measured: a kernel's duration on a GPU trace, an op's own (self) time on a CPU
 trace. The step split (kernel time vs the gaps between kernels) is measured
 too; only W and Q are modelled.
+
+Where the trace carries the GPU's counters (CUPTI `cuda_profiler_range`
+events, `rooftop.models.counters` says how they count W and Q), each op group
+and top kernel also has its W and Q as measured, beside the model's. A trace
+of ranges alone (the range profiler records no kernel events) has them as its
+kernels, with the profiler's times: an even split of its window, not measured,
+so no fraction of a roof, MFU or speed-up is read from them.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import msgspec
 from . import roofline
 from .calibrate import ABOVE_ROOF
 from .commtrace import is_comm_op
+from .counters import Counted, TraceCounters
 from .paths import matmul_ladder
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
@@ -34,6 +42,7 @@ from .units import fmt_percent
 # kernels that ran in the window but were launched before it (no launch event to own them)
 OWNERS = ("op", "graph", "annotation", "family", "before window")
 ORIGIN_OWNER = {"op": "op", "capture": "graph", "annotation": "annotation"}  # an op's origin → its group's owner
+MEASURED, RANGES = "measured", "counter ranges"  # what a GPU trace's kernel times are (Workload.kernel_times)
 UNATTRIBUTED = "(unattributed kernels)"
 GRAPH_REPLAY = "(CUDA graph replay)"
 TOP_KERNELS = 10
@@ -79,6 +88,9 @@ class OpGroup(Rates):
     kernels: int = 0
     alone_s: float = 0.0  # the part of time_s when nothing else ran on the device: its share of the span
     owner: str = "op"  # who owns its kernels (OWNERS): the op that launched them, or what stands in for it
+    measured_flops: float | None = None  # W as the GPU's counters counted it, where the trace has them for each kernel
+    measured_bytes: float | None = None  # Q (DRAM bytes read and written) as they counted it
+    timed: bool = True  # False: its time is the range profiler's split of its window, not its kernels' time
     # against the device, set by place():
     bound_s: float | None = None
     regime: str = ""
@@ -94,9 +106,14 @@ class OpGroup(Rates):
     @property
     def fraction_of_roof(self) -> float | None:
         """bound / time: 1 at the roof, small far below it (= achieved / attainable where W > 0)."""
-        if self.bound_s is None or self.time_s <= 0 or self.bound_s <= 0:
+        if self.bound_s is None or self.time_s <= 0 or self.bound_s <= 0 or not self.timed:
             return None
         return self.bound_s / self.time_s
+
+    @property
+    def measured_intensity(self) -> float | None:
+        """I from the counters' W and Q, where both were counted."""
+        return measured_intensity(self.measured_flops, self.measured_bytes)
 
     @property
     def shapes_text(self) -> str:
@@ -115,10 +132,38 @@ class OpGroup(Rates):
             "kernels": self.kernels, "time_s": self.time_s, "flops": self.flops, "bytes": self.bytes,
             "intensity": i if i is None or math.isfinite(i) else None,
             "regime": self.regime, "bound_s": self.bound_s, "fraction_of_roof": self.fraction_of_roof,
-            "achieved_flops": self.achieved_flops, "achieved_bandwidth": self.achieved_bandwidth,
+            "achieved_flops": self.achieved_flops if self.timed else None,
+            "achieved_bandwidth": self.achieved_bandwidth if self.timed else None,
             "path": self.path, "model": self.model, "counting": self.counting, "estimate": True,
             "shape": dict(self.shape), "time_alone_s": self.alone_s, "owner": self.owner,
+            **measured_dict(self.measured_flops, self.measured_bytes, self.timed),
         }
+
+
+def measured_intensity(flops: float | None, nbytes: float | None) -> float | None:
+    """W / Q as counted; None unless both were (and Q > 0)."""
+    return flops / nbytes if flops is not None and nbytes else None
+
+
+def measured_dict(flops: float | None, nbytes: float | None, timed: bool) -> dict[str, Any]:
+    """The measured fields of an op group or a kernel in --json and the store: W and Q as the counters counted
+    them (null where not counted), their I, and whether its time was measured."""
+    return {"measured_flops": flops, "measured_bytes": nbytes, "measured_intensity": measured_intensity(flops, nbytes),
+            "time_measured": timed}
+
+
+def measured_from(d: Mapping[str, Any]) -> dict[str, Any]:
+    """measured_dict's fields back as keyword arguments (an op group or kernel kept before them has none)."""
+    def opt(k: str) -> float | None:
+        v = d.get(k)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{k} = {v!r:.40} is not a count")
+        return float(v)
+
+    return {"measured_flops": opt("measured_flops"), "measured_bytes": opt("measured_bytes"),
+            "timed": d.get("time_measured") is not False}
 
 
 @dataclass(frozen=True)
@@ -142,6 +187,8 @@ class Workload:
     device_note: str = ""  # how the device was chosen, or that the trace's device has no reference here
     gpus: int = 1  # GPUs one process drove: MFU and bandwidth utilisation are over that many of the roofs
     graph_capture: Mapping[str, Any] = field(default_factory=dict)  # the graph-capture join (GraphJoin.to_dict)
+    counted_by: str = ""  # how the trace's counters gave W and Q (counters.rule); "" where it has none
+    kernel_times: str = MEASURED  # RANGES: the kernels are counter ranges, timed by the profiler's split
 
     @property
     def idle_s(self) -> float:
@@ -176,7 +223,7 @@ class Workload:
         share at bound/time, an op already faster than its roof saving nothing (its bound is not its time)."""
         saved = 0.0
         for g in self.groups:
-            if g.bound_s is not None and g.time_s > 0:
+            if g.bound_s is not None and g.time_s > 0 and g.timed:
                 saved += g.alone_s * max(0.0, 1.0 - g.bound_s / g.time_s)
         return saved
 
@@ -212,31 +259,43 @@ class Workload:
     def mfu(self) -> float | None:
         """Model FLOPs over the span, over the peak of the main matmul path."""
         p = self.mfu_path
-        if p is None or self.span_s <= 0:
+        if p is None or self.span_s <= 0 or self.kernel_times != MEASURED:
             return None
         return self.flops / self.span_s / (self.gpus * self.device.F(p))
 
     @property
     def bandwidth_utilisation(self) -> float | None:
         """Bytes moved (as counted) over the span, over the DRAM bandwidth."""
-        if self.span_s <= 0 or "dram" not in self.device.bandwidth:
+        if self.span_s <= 0 or "dram" not in self.device.bandwidth or self.kernel_times != MEASURED:
             return None
         return self.bytes / self.span_s / (self.gpus * self.device.B("dram"))
 
+    def measured(self) -> tuple[float | None, float | None]:
+        """The program's W and Q as counted: the sums over the op groups, where every group with kernels has
+        them (a part would read as the whole)."""
+        kerneled = [g for g in self.groups if g.kernels]
+        if not self.counted_by:
+            return None, None
+        return every([g.measured_flops for g in kerneled]), every([g.measured_bytes for g in kerneled])
+
     def summary(self) -> dict[str, Any]:
+        timed = self.kernel_times == MEASURED
+        mw, mq = self.measured()
         return {
             "device": self.device.id, "trace_device": self.device_name, "on_device": self.on_device,
             "kernels": self.kernels, "gpus": self.gpus, "span_s": self.span_s, "device_busy_s": self.busy_s, "idle_s": self.idle_s,
             "idle_share": self.idle_s / self.span_s if self.span_s > 0 else None,
-            "op_time_s": self.op_time_s, "bound_s": self.bound_s, "flops": self.flops, "bytes": self.bytes,
-            "mfu": self.mfu, "mfu_path": self.mfu_path, "bandwidth_utilisation": self.bandwidth_utilisation,
-            "step_at_roof_s": self.at_roof_s, "step_without_gaps_s": self.no_gaps_s,
-            "speedup_at_roof": self.span_s / self.at_roof_s if self.at_roof_s > 0 else None,
-            "speedup_without_gaps": self.span_s / self.no_gaps_s if self.no_gaps_s > 0 else None,
+            "op_time_s": self.op_time_s, "bound_s": self.bound_s if timed else None, "flops": self.flops,
+            "bytes": self.bytes, "mfu": self.mfu, "mfu_path": self.mfu_path,
+            "bandwidth_utilisation": self.bandwidth_utilisation,
+            "step_at_roof_s": self.at_roof_s if timed else None, "step_without_gaps_s": self.no_gaps_s if timed else None,
+            "speedup_at_roof": self.span_s / self.at_roof_s if self.at_roof_s > 0 and timed else None,
+            "speedup_without_gaps": self.span_s / self.no_gaps_s if self.no_gaps_s > 0 and timed else None,
             "largest_share": self.largest_share(),
             "overlap_s": self.overlap_s, "transfer_time_s": sum(t.time_s for t in self.transfers),
             "transfer_bytes": sum(t.bytes for t in self.transfers), "device_note": self.device_note,
-            "shares": self.shares(),
+            "shares": self.shares(), "kernel_times": self.kernel_times, "counted_by": self.counted_by,
+            "measured_flops": mw, "measured_bytes": mq,
             **({"graph_capture": dict(self.graph_capture)} if self.graph_capture else {}),
         }
 
@@ -270,6 +329,13 @@ class Workload:
 def _key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple[str, bytes, str]:
     dtype = op_dtype(op.types) or (element[0] if element and "TensorList" in op.types else "")
     return op.name, msgspec.json.encode(op.dims), dtype
+
+
+def _launcher_key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple:
+    """The group of an op that launched kernels on a GPU trace: one replayed in a graph (joined from its capture)
+    is a row of its own beside the same op run eagerly. The one rule for the groups and their counted W and Q."""
+    key = _key(op, element)
+    return (*key, "graph") if op.origin == "capture" else key
 
 
 def _group(groups: dict, key: tuple, cost: OpCost, shapes: list, dtype: str) -> OpGroup:
@@ -421,6 +487,8 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
     if trace.on_device:
         sw = sweep(trace.kernels)
         busy_s, overlap_s = sw.busy_s, sw.overlap_s
+        if trace.range_times:  # the ranges tile the profiler's window: no gap or overlap but the floats' rounding
+            busy_s, overlap_s = trace.span_s, 0.0
         per_op: dict[int, list[float]] = {}
         loose: dict[str, list[float]] = {}
         moves: dict[tuple[str, str], Transfer] = {}
@@ -439,7 +507,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
                     per_op.setdefault(oi, [0, 0.0, 0.0])
                 continue
             if oi is None:
-                name = GRAPH_REPLAY if ki in trace.graph_kernels else UNATTRIBUTED
+                name = _loose(trace, ki)
                 e = loose.setdefault(name, [0, 0.0, 0.0])
                 e[0] += 1
                 e[1] += k.dur
@@ -452,9 +520,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         mine = launch_work(trace, costs, per_op)
         for oi, (n, t, alone) in per_op.items():
             o = trace.ops[oi]
-            key = _key(o, elements.get(oi))
-            if o.origin == "capture":  # replayed in a graph: a row of its own beside the same op run eagerly
-                key = (*key, "graph")
+            key = _launcher_key(o, elements.get(oi))
             g = _group(groups, key, mine[oi], list(o.dims), key[2])
             g.owner = ORIGIN_OWNER.get(o.origin, "op")
             g.calls += 1
@@ -472,17 +538,22 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             groups[(name, "", "")] = g
             notes.append(f"{n} kernels ({t * 1e3:.3g} ms) are {name.strip('()')}: "
                          "their time is unattributed, with no W or Q")
+        if trace.counters is not None:
+            _add_counted(trace, trace.counters, groups, elements)
+            notes.extend(_counter_notes(trace, trace.counters, busy_s))
         transfers = sorted((place_transfer(t, device) for t in moves.values()), key=lambda t: -t.time_s)
         causes = idle_causes(trace)
         top = top_kernels(trace, mine)
+        if trace.counters is not None:
+            _count_top(trace, trace.counters, top)
         if len(trace.gpus) > 1:
             notes.append(f"one process ran kernels on {len(trace.gpus)} GPUs ({', '.join(map(str, trace.gpus))}): "
                          "busy is the time any of them worked and idle the time none did, the overlap row "
                          f"counts them running at once, and MFU and bandwidth utilisation are over "
                          f"{len(trace.gpus)} × the roofs")
         if not trace.kernels:
-            notes.append("the trace records no kernels, memcpy or memset (GPU activity was not recorded, or only "
-                         "range-profiler events were): the device was busy for 0 s as far as it shows")
+            notes.append("the trace records no kernels, memcpy or memset (GPU activity was not recorded): the device "
+                         "was busy for 0 s as far as it shows")
     else:
         busy_s = trace.busy_s
         work = work_ops(trace, costs)
@@ -519,15 +590,80 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
     placed.sort(key=lambda g: -g.time_s)
     for t in top:
         place_kernel(t, device)
-    steps = step_splits(trace) if trace.steps else []
+    steps = step_splits(trace) if trace.steps and not trace.range_times else []  # ranges: no step was timed
     w = Workload(
         groups=tuple(placed), device=device, on_device=trace.on_device, kernels=trace.kernel_count,
         span_s=trace.span_s, busy_s=busy_s, device_name=trace.device_name, notes=tuple(notes),
         transfers=tuple(transfers), overlap_s=overlap_s, idle_causes=tuple(causes), top_kernels=tuple(top),
         steps=tuple(steps), device_note=device_note, gpus=max(1, len(trace.gpus)), graph_capture=trace.graph_join,
+        counted_by=trace.counters.rule if trace.counters is not None else "",
+        kernel_times=RANGES if trace.range_times else MEASURED,
     )
     flags = roof_flags(w, trace.cpu_threads)
     return dataclasses.replace(w, flags=tuple(flags))
+
+
+def _loose(trace: Trace, ki: int) -> str:
+    """The group of a kernel no op of the trace launched."""
+    return GRAPH_REPLAY if ki in trace.graph_kernels else UNATTRIBUTED
+
+
+def every(xs: Sequence[float | None]) -> float | None:
+    """The sum of counted figures, None unless there is at least one and every one was counted (a part would
+    read as the whole)."""
+    return None if not xs or any(x is None for x in xs) else sum(xs)  # type: ignore[arg-type]
+
+
+def _sum_counted(counts: Sequence[Counted | None]) -> tuple[float | None, float | None]:
+    """W and Q over kernels as counted: None for either unless every kernel has it."""
+    return every([c.flops if c else None for c in counts]), every([c.bytes if c else None for c in counts])
+
+
+def _add_counted(trace: Trace, counters: TraceCounters, groups: Mapping[tuple, OpGroup],
+                 elements: Mapping[int, tuple[str, float]]) -> None:
+    """Each op group's W and Q as the trace's counters measured them: the sums over its kernels, where every kernel
+    of the group was counted. On a trace of ranges alone no group's time is measured (the profiler's split)."""
+    by: dict[tuple, list[Counted | None]] = {}
+    for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
+        if k.cat != "kernel":
+            continue
+        key = _launcher_key(trace.ops[oi], elements.get(oi)) if oi is not None else (_loose(trace, ki), "", "")
+        by.setdefault(key, []).append(counters.kernels.get(ki))
+    for key, counts in by.items():
+        g = groups.get(key)
+        if g is None:
+            continue
+        g.measured_flops, g.measured_bytes = _sum_counted(counts)
+    for g in groups.values():
+        g.timed = not counters.as_kernels
+
+
+def _count_top(trace: Trace, counters: TraceCounters, top: Sequence[TopKernel]) -> None:
+    """Each top kernel's W and Q as counted (all its calls counted, else None)."""
+    want = {t.name: t for t in top}
+    by: dict[str, list[Counted | None]] = {}
+    for ki, k in enumerate(trace.kernels):
+        if k.cat == "kernel" and k.name in want:
+            by.setdefault(k.name, []).append(counters.kernels.get(ki))
+    for name, counts in by.items():
+        t = want[name]
+        t.measured_flops, t.measured_bytes = _sum_counted(counts)
+        if counters.as_kernels:
+            t.timed, t.fraction_of_roof, t.roof = False, None, ""
+
+
+def _counter_notes(trace: Trace, c: TraceCounters, busy_s: float) -> list[str]:
+    """What the counters are and what they missed: a trace of ranges alone says its times are not measured."""
+    out = []
+    if c.as_kernels and c.ranges:
+        out.append(f"the trace has no kernel events: its {c.ranges} CUPTI counter ranges stand for its kernels, timed "
+                   f"by the range profiler's even split of its window ({busy_s / c.ranges * 1e3:.3g} ms each), not "
+                   "measured: no fraction of a roof, MFU or speed-up is read from them; their counted W and Q are")
+    missed = sum(1 for k in trace.kernels if k.cat == "kernel") - len(c.kernels)
+    if missed > 0 and not c.as_kernels:
+        out.append(f"{missed} kernel{'s' if missed != 1 else ''} have no counter range: an op group with one of "
+                   "them has no counted W or Q")
+    return out
 
 
 def top_kernels(trace: Trace, costs: Mapping[int, OpCost], n: int = TOP_KERNELS) -> list[TopKernel]:
@@ -656,19 +792,23 @@ class TopKernel(Rates):
     path: str = ""
     fraction_of_roof: float | None = None
     roof: str = ""  # the roof that bounds it: a compute path or "dram"
+    measured_flops: float | None = None  # W and Q as the trace's counters counted them (all its calls), else None
+    measured_bytes: float | None = None
+    timed: bool = True  # False: its time is the range profiler's split of its window
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "calls": self.calls, "time_s": self.time_s, "flops": self.flops,
-                "bytes": self.bytes, "achieved_flops": self.achieved_flops,
-                "achieved_bandwidth": self.achieved_bandwidth, "path": self.path,
-                "fraction_of_roof": self.fraction_of_roof, "roof": self.roof, "estimate": True}
+                "bytes": self.bytes, "achieved_flops": self.achieved_flops if self.timed else None,
+                "achieved_bandwidth": self.achieved_bandwidth if self.timed else None, "path": self.path,
+                "fraction_of_roof": self.fraction_of_roof, "roof": self.roof, "estimate": True,
+                **measured_dict(self.measured_flops, self.measured_bytes, self.timed)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TopKernel:
         f = d.get("fraction_of_roof")
         return cls(str(d["name"]), int(d["calls"]), float(d["time_s"]), float(d.get("flops") or 0.0),
                    float(d.get("bytes") or 0.0), str(d.get("path") or ""), None if f is None else float(f),
-                   str(d.get("roof") or ""))
+                   str(d.get("roof") or ""), **measured_from(d))
 
 
 def _bound(flops: float, nbytes: float, path: str, device: DeviceProfile) -> tuple[float | None, str]:
@@ -686,7 +826,7 @@ def place_kernel(t: TopKernel, device: DeviceProfile) -> TopKernel:
     if t.path:
         t.path = device.path_name(t.path)
     bound, roof = _bound(t.flops, t.bytes, t.path, device)
-    if bound is not None and t.time_s > 0:
+    if bound is not None and t.time_s > 0 and t.timed:
         t.fraction_of_roof, t.roof = bound / t.time_s, roof
     return t
 

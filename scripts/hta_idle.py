@@ -161,7 +161,7 @@ def rooftop_split(path: Path) -> tuple[float, dict[str, float]]:
     out = dict.fromkeys(CATEGORIES, 0.0)
     for c in idle_causes(t):
         out[c.category.replace(" ", "_")] += c.time_s
-    return (t.span_s if t.kernels else 0.0), out
+    return (t.span_s if t.kernels and not t.range_times else 0.0), out  # HTA's idle time reads no counter range
 
 
 def table() -> int:

@@ -18,7 +18,7 @@ from rooftop.models import plausible
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.timeline import IdleCause, StepSplit
-from rooftop.models.workload import Flag, OpGroup, TopKernel, Transfer, Workload
+from rooftop.models.workload import MEASURED, Flag, OpGroup, TopKernel, Transfer, Workload, measured_from
 
 from .runs import PROFILE_PLAN, Run, Store
 
@@ -59,6 +59,10 @@ class ProfileSummary(TypedDict, total=False):
     source: str  # the trace file, or the program's command line
     notes: list[str]
     rows: dict[str, Any]  # Workload.rows(): transfers, overlap, idle_causes, top_kernels, steps, flags
+    kernel_times: str  # "measured", or "counter ranges" (a trace of CUPTI ranges: the profiler's split of its window)
+    counted_by: str  # how the trace's GPU counters gave the measured W and Q; "" (or absent) without counters
+    measured_flops: float | None  # the program's W and Q as counted (None: not counted for every group)
+    measured_bytes: float | None
 
 
 def profile_summary(run: Run) -> ProfileSummary:
@@ -135,10 +139,11 @@ def save_profile(store: Store, work: Workload, source: str, backend: str,
 SUMMARY_SECONDS = ("span_s", "device_busy_s", "idle_s", "op_time_s", "bound_s", "step_at_roof_s",
                    "step_without_gaps_s", "overlap_s", "transfer_time_s")
 SUMMARY_AMOUNTS = ("flops", "bytes", "transfer_bytes", "mfu", "bandwidth_utilisation", "speedup_at_roof",
-                   "speedup_without_gaps")
+                   "speedup_without_gaps", "measured_flops", "measured_bytes")
 SUMMARY_SHARES = ("idle_share",)
 SUMMARY_COUNTS = ("kernels", "gpus")
-SUMMARY_TEXTS = ("device", "trace_device", "mfu_path", "largest_share", "device_note", "source")
+SUMMARY_TEXTS = ("device", "trace_device", "mfu_path", "largest_share", "device_note", "source", "kernel_times",
+                 "counted_by")
 WITHIN_SPAN = ("device_busy_s", "idle_s", "overlap_s")  # parts of the span: none can be longer than it
 ROW_READERS = {"transfers": Transfer.from_dict, "idle_causes": IdleCause.from_dict,
                "top_kernels": TopKernel.from_dict, "steps": StepSplit.from_dict, "flags": Flag.from_dict}
@@ -254,6 +259,7 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
                 bytes=s.bytes * calls if calls else s.bytes, kernels=int(g.get("kernels") or 0),
                 bound_s=None if bound is None else float(bound), regime=str(g.get("regime") or ""),
                 alone_s=float(g.get("time_alone_s", g.get("time_s")) or 0.0), owner=str(g.get("owner") or "op"),
+                **measured_from(g),
             ))
         except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"a stored op group is malformed ({exc})") from None
@@ -288,6 +294,7 @@ def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) 
                         busy_s=float(s.get("device_busy_s") or 0.0), device_name=str(s.get("trace_device") or ""),
                         notes=tuple(str(n) for n in (s.get("notes") or ())), gpus=max(1, int(s.get("gpus") or 1)),
                         graph_capture=dict(gc) if isinstance(gc := s.get("graph_capture"), Mapping) else {},
+                        counted_by=str(s.get("counted_by") or ""), kernel_times=str(s.get("kernel_times") or MEASURED),
                         **stored_rows(s))
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ValueError(f"the stored profile is malformed ({exc})") from None

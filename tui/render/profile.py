@@ -16,7 +16,7 @@ from rich.text import Text
 from rooftop.models.catalog import UnknownDevice, lookup_device
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.units import fmt_percent, fmt_time
-from rooftop.models.workload import IMPLAUSIBLE
+from rooftop.models.workload import IMPLAUSIBLE, MEASURED, RANGES
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, placed_on, profile_summary
 from rooftop.tui.render.fit import Col, FitRows
@@ -63,7 +63,22 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
                     f"×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"
                     f" ({_pct((g.get('time_s') or 0) / span if span else None)}), {g.get('regime', '')}"
                     + (f", {_pct(roof)} of roof" if isinstance(roof, (int, float)) else "") + "\n")
-    text.append("W and Q estimated from shapes; times measured\n", style="dim")
+    text.append(basis_text(s.get("kernel_times"), s.get("counted_by"), short=True) + "\n", style="dim")
+    return text
+
+
+def basis_text(kernel_times: Any, counted_by: Any, short: bool = False) -> str:
+    """What the figures are: W and Q estimated (and, where the trace has counters, counted: how), times measured
+    (or, for a trace of counter ranges, the range profiler's split of its window)."""
+    timed = kernel_times in (None, MEASURED)
+    if short:
+        est = "W and Q estimated from shapes" + ("; counted by the GPU's counters where shown" if counted_by else "")
+        return f"{est}; times {'measured' if timed else 'the range profiler split of its window, not measured'}"
+    text = ("W and Q are estimates from the recorded shapes and dtypes (rooftop's op models); "
+            + ("times are measured." if timed else "times are the range profiler's even split of its window, not "
+               "measured."))
+    if counted_by:
+        text += " Counted W and Q are the GPU's own (its CUPTI counters in the trace; how: under their table)."
     return text
 
 
@@ -148,7 +163,7 @@ def achieved_text(g: Any) -> str:
     """What the group achieved on its limiting resource: B/s when memory-bound, FLOP/s otherwise."""
     from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
 
-    if g.time_s <= 0:  # no time recorded (a 0-µs event): no rate, rather than "0 GB/s"
+    if g.time_s <= 0 or not g.timed:  # no time recorded (a 0-µs event, a counter range): no rate, not "0 GB/s"
         return ""
     if g.flops > 0 and g.regime == "compute":
         return fmt_flops_rate(g.achieved_flops)
@@ -188,6 +203,38 @@ def ops_table(work: Any, top: int = TOP, wide: bool = False) -> FitRows:
     return FitRows(OPS_COLS, [r for _, r in sorted(rows, key=lambda x: -x[0])], wide=wide)
 
 
+COUNTED_COLS = (Col("op dtype shapes", "left", text=True), Col("W model", drop=2), Col("W counted"),
+                Col("Q model", drop=3), Col("Q counted"), Col("I counted", drop=1))
+
+
+def counted_cells(flops: Any, nbytes: Any) -> tuple[str, str]:
+    """W and Q as the counters counted them, for a table ("" where not counted)."""
+    from rooftop.models.units import fmt_bytes, fmt_flops
+
+    real = (int, float)
+    return (fmt_flops(flops) if isinstance(flops, real) else "", fmt_bytes(nbytes) if isinstance(nbytes, real) else "")
+
+
+def counter_lines(work: Any, top: int = TOP, wide: bool = False) -> list[Any]:
+    """The op groups' W and Q as the trace's GPU counters measured them, beside the model's estimate, one line each
+    (a trace without counters: none). Empty columns (no DRAM counter recorded: Q counted) are left out."""
+    from rooftop.models.units import fmt_bytes, fmt_flops
+
+    if not work.counted_by:
+        return []
+    rows = []
+    for g in work.groups[:top]:
+        if not g.kernels:
+            continue
+        w, q = counted_cells(g.measured_flops, g.measured_bytes)
+        rows.append((Text(op_label(g)), fmt_flops(g.flops), w or "not counted", fmt_bytes(g.bytes),
+                     q, intensity_text(g.measured_intensity)))
+    if not rows:
+        return []
+    return [Text("counted by the GPU (CUPTI counters in the trace), beside the model's estimate:", style="bold"),
+            FitRows(COUNTED_COLS, rows, wide, indent=2), Prose(clean(work.counted_by), style="dim")]
+
+
 IDLE_LEGEND = ("host wait: the CPU issued the next kernel only after the device went idle (busy in that op, in "
                "a sync or a copy); kernel wait: the next kernel was already queued, a gap under 30 µs; other: it "
                "was queued and waited longer, on another stream or an event")
@@ -215,7 +262,7 @@ def idle_lines(work: Any, wide: bool = False) -> list[Any]:
 
 
 KERNEL_COLS = (Col("time"), Col("calls", "left"), Col("kernel", "left", text=True, least=8, most=KERNEL_WIDTH),
-               Col("achieved", "left"))
+               Col("achieved", "left"), Col("counted", "left", drop=1))
 
 
 def kernel_lines(work: Any, n: int = 5, wide: bool = False) -> list[Any]:
@@ -228,9 +275,14 @@ def kernel_lines(work: Any, n: int = 5, wide: bool = False) -> list[Any]:
     rows = []
     for k in work.top_kernels[:n]:
         rate = ", ".join(x for x in (fmt_flops_rate(k.achieved_flops) if k.flops else "",
-                                     fmt_bandwidth(k.achieved_bandwidth) if k.bytes else "") if x)
-        rows.append((fmt_time(k.time_s), f"×{k.calls}", short_kernel(k.name), rate))
-    return [Text("top kernels (W and Q from the ops that launched them):", style="bold"),
+                                     fmt_bandwidth(k.achieved_bandwidth) if k.bytes else "") if x) if k.timed else ""
+        w, q = counted_cells(k.measured_flops, k.measured_bytes)
+        counted = " · ".join(x for x in (f"W {w}" if w else "", f"Q {q}" if q else "") if x)
+        rows.append((fmt_time(k.time_s), f"×{k.calls}", short_kernel(k.name), rate, counted))
+    counted = any(k.measured_flops is not None or k.measured_bytes is not None for k in work.top_kernels[:n])
+    head = ("top kernels (rates from their ops' W and Q; counted: by the GPU):" if counted
+            else "top kernels (W and Q from the ops that launched them):")
+    return [Text(head, style="bold"),
             FitRows(KERNEL_COLS, rows, wide, header=False, indent=2)]
 
 
@@ -255,10 +307,18 @@ def step_lines(work: Any, wide: bool = False) -> list[Any]:
     return out
 
 
+def ranges_text(span_s: float, kernels: Any) -> str:
+    """The span of a trace of counter ranges, for what it is."""
+    return (f"span {fmt_time(span_s)}: the CUPTI range profiler's window over {kernels} kernels (it replays each "
+            "one to count it, and times none): no kernel time, idle time or step split is measured")
+
+
 def mfu_text(work: Any) -> str:
     """MFU against the main matmul path's roof; above 100% it is not a fact but a low roof, and says so."""
     from rooftop.models.units import fmt_flops_rate
 
+    if work.kernel_times == RANGES:
+        return "MFU n/a (no kernel was timed)"
     if work.mfu is None:
         return "MFU n/a (no matmul FLOPs on a path this device has)"
     times = f"{work.gpus} × " if work.gpus > 1 else ""
@@ -294,6 +354,8 @@ def split_lines(work: Any) -> list[Text]:
              f"no gaps: {fmt_time(work.no_gaps_s)} ({fmt_ratio(s['speedup_without_gaps'] or 0)}); "
              f"both: {fmt_time(work.bound_s)} ({fmt_ratio(work.span_s / work.bound_s if work.bound_s > 0 else 0)})"),
     ]
+    if work.kernel_times == RANGES:  # a trace of counter ranges: nothing was timed, so no split and no fix
+        lines = [Text(ranges_text(work.span_s, work.kernels))]
     dev = work.device
     times = f"{work.gpus} × " if work.gpus > 1 else ""
     bw = (f"bandwidth {share(work.bandwidth_utilisation)} of {times}{fmt_bandwidth(dev.B('dram'))}"
@@ -309,8 +371,7 @@ def split_lines(work: Any) -> list[Text]:
         lines.append(Text(f"flag: {clean(f)}", style="bold red"))
     for n in work.notes:
         lines.append(Text(f"note: {clean(n)}", style="yellow"))
-    lines.append(Text("W and Q are estimates from the recorded shapes and dtypes (rooftop's op models); "
-                      "times are measured.", style="dim"))
+    lines.append(Text(basis_text(work.kernel_times, work.counted_by), style="dim"))
     return lines
 
 
@@ -319,7 +380,7 @@ def profile_report(work: Any, top: int = TOP, wide: bool = False) -> Group:
     `wide`, to print with crop=False), then the step split and MFU."""
     head = Text(f"{clean(work.device_name) or ('CPU program' if not work.on_device else 'GPU program')} on the "
                 f"roofs of {work.device.id} ({work.device.name})", style="bold")
-    parts = (idle_lines(work, wide), kernel_lines(work, wide=wide), step_lines(work, wide))
+    parts = (counter_lines(work, top, wide), idle_lines(work, wide), kernel_lines(work, wide=wide), step_lines(work, wide))
     extra = [x for part in parts if part for x in (Text(""), *part)]
     prose = (Prose(line) for line in split_lines(work))  # a value keeps its unit on its line ("13.8" over "ms")
     return Group(Prose(head), Text(""), ops_table(work, top, wide), *extra, Text(""), *prose)

@@ -21,10 +21,12 @@ from textual.widgets import DataTable, Static
 
 from rooftop.models.job import TOP_GROUPS
 from rooftop.models.units import fmt_percent, fmt_time
+from rooftop.models.workload import RANGES
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, profile_summary
 from rooftop.tui.render.job import rank_group_rows, rank_rows
+from rooftop.tui.render.profile import basis_text, ranges_text
 from rooftop.tui.render.text import clean
 from rooftop.tui.services.context import store_session
 from rooftop.tui.app.widgets import Col, FitTable, watch_app
@@ -34,6 +36,8 @@ RUNS = (Col("run", "run"), Col("device", "device", max_width=22), Col("started",
 OPS = (Col("share", "share"), Col("time", "time"), Col("calls", "calls", drop=2),
        Col("op", "op dtype shapes", max_width=34), Col("I", "I", drop=3), Col("regime", "regime", drop=1),
        Col("roof", "of roof"))
+# W and Q as the trace's GPU counters counted them, each where some op group has it
+COUNTED = {"measured_flops": Col("wc", "W counted", drop=1), "measured_bytes": Col("qc", "Q counted", drop=1)}
 RANKS = (Col("rank", "rank"), Col("step", "step", drop=3), Col("busy", "busy", drop=2), Col("idle", "idle", drop=4),
          Col("compute", "compute"), Col("comm", "comm"), Col("exposed", "exposed"), Col("mfu", "MFU", drop=1))
 
@@ -62,11 +66,12 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
     first): each row's share is its time alone on the device, so they add up to 100%."""
     from rooftop.models.units import fmt_bytes
     from rooftop.models.workload import OpGroup
-    from rooftop.tui.render.profile import intensity_text, op_label
+    from rooftop.tui.render.profile import counted_cells, intensity_text, op_label
 
     s = profile_summary(run)
     span = s.get("span_s") or 0.0
     more = _stored_rows(run)
+    counted = counted_keys(groups)
     rows: list[tuple[float, tuple[str | Text, ...]]] = []
     idle = s.get("idle_s") or 0.0
     rows.append((idle, (_pct(idle / span if span else None), fmt_time(idle), "", Text("idle time", style="bold"),
@@ -90,10 +95,22 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
         label = op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
                                  dtype=str(g.get("dtype", "")), model="", path="", counting="",
                                  owner=str(g.get("owner") or "op")))
+        measured = dict(zip(COUNTED, counted_cells(g.get("measured_flops"), g.get("measured_bytes"))))
         rows.append((alone, (_pct(alone / span if span else None), fmt_time(t), str(g.get("calls", "")), Text(label),
                              intensity_text(i) if isinstance(i, (int, float)) else "", str(g.get("regime", "")),
-                             _pct(g.get("fraction_of_roof")))))
-    return [(None, r) for _, r in sorted(rows, key=lambda x: -x[0])]
+                             _pct(g.get("fraction_of_roof")), *(measured[k] for k in counted))))
+    width = len(OPS) + len(counted)  # the rows that are no op group get empty cells there
+    return [(None, r + ("",) * (width - len(r))) for _, r in sorted(rows, key=lambda x: -x[0])]
+
+
+def counted_keys(groups: list[dict]) -> tuple[str, ...]:
+    """The counted figures (measured_flops, measured_bytes) some op group of a kept profile has."""
+    return tuple(k for k in COUNTED if any(isinstance(g.get(k), (int, float)) for g in groups))
+
+
+def ops_columns(groups: list[dict]) -> tuple[Col, ...]:
+    """The op table's columns: W and Q counted too where the profile's trace carried GPU counters."""
+    return OPS + tuple(COUNTED[k] for k in counted_keys(groups))
 
 
 def rows_text(run: Run) -> Text:
@@ -248,12 +265,12 @@ class ProfilePane(Widget):
         table = self.query_one("#prof-ops", FitTable)
         ranks = [r["rank"] for r in job["ranks"]] if job else []
         if not ranks or rank is None or rank == ranks[0]:
-            table.set_rows(op_rows(run, groups))
+            table.set_rows(op_rows(run, groups), columns=ops_columns(groups))
             more = " (↑↓ in the rank table opens another rank's)" if len(ranks) > 1 else ""
             title.update(Text(f"rank {ranks[0]}'s op groups{more}", style="dim") if ranks else "")
             title.display = bool(ranks)
             return
-        table.set_rows((None, row) for row in rank_group_rows(job, rank))
+        table.set_rows(((None, row) for row in rank_group_rows(job, rank)), columns=OPS)
         title.update(Text(f"rank {rank}'s op groups: its {TOP_GROUPS} largest compute groups, shares of its span",
                           style="dim"))
         title.display = True
@@ -282,10 +299,13 @@ def split_text(run: Run) -> Text:
     s = profile_summary(run)
     span, busy, idle = s.get("span_s") or 0.0, s.get("device_busy_s") or 0.0, s.get("idle_s") or 0.0
     what = "kernels" if s.get("on_device") else "ops"
+    ranges = s.get("kernel_times") == RANGES  # a trace of counter ranges: no kernel was timed
     text = Text(f"on the roofs of {s.get('device', '?')}: span {fmt_time(span)}, {what} busy {fmt_time(busy)}, "
                 f"idle {fmt_time(idle)} ({_pct(idle / span if span else None)})\n")
+    if ranges:
+        text = Text(f"on the roofs of {s.get('device', '?')}: {ranges_text(span, s.get('kernels', '?'))}\n")
     at_roof, no_gaps = s.get("step_at_roof_s"), s.get("step_without_gaps_s")
-    if isinstance(at_roof, (int, float)) and isinstance(no_gaps, (int, float)):
+    if isinstance(at_roof, (int, float)) and isinstance(no_gaps, (int, float)) and not ranges:
         text.append(f"every op at its roof: {fmt_time(at_roof)}; no gaps: {fmt_time(no_gaps)}; "
                     f"both: {fmt_time(s.get('bound_s') or 0.0)}\n")
     top = s.get("largest_share")
@@ -295,5 +315,5 @@ def split_text(run: Run) -> Text:
                 f"largest share: {'idle time' if top == 'idle' else clean(str(top))}", style="bold")
     if s.get("device_note"):
         text.append(f"\ndevice: {clean(str(s['device_note']))}", style="yellow")
-    text.append("\nW and Q estimated from shapes; times measured", style="dim")
+    text.append("\n" + basis_text(s.get("kernel_times"), s.get("counted_by"), short=True), style="dim")
     return text
