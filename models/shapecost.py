@@ -4,7 +4,10 @@ torch.profiler (with `record_shapes`) records each op's `Input Dims`,
 `Input type` and `Concrete Inputs`; the models in `models.opcost` turn them
 into estimates (conventions in its docstring: FLOPs as FlopCounterMode counts
 them, causal attention at half the score matrix, Q the compulsory traffic).
-An op without a model keeps Q = its input tensors' sizes and W = 0; views and
+An op without a model has W and Q unknown: both 0 here, model "tensors" (its
+inputs' sizes are no measure of its traffic: a KV-cache write or an embedding
+lookup takes the whole cache or table as an input and touches a few rows of
+it), so it is placed nowhere on the roofline (regime "W unknown"). Views and
 metadata move nothing. A record whose shapes describe no real tensors (a
 negative or non-integer dimension, a stride of 0) is left uncosted, never a
 crash and never a NaN, infinite or negative figure.
@@ -34,6 +37,7 @@ from .opcost.base import (
 from .paths import vector_path
 
 __all__ = [
+    "NO_MODEL",
     "NO_WORK",
     "TORCH_TYPES",
     "OpCost",
@@ -58,6 +62,9 @@ NO_WORK = frozenset(
         "scalar_tensor", "lift_fresh_copy", "meshgrid", "unfold", "view_as_real", "view_as_complex", "real", "imag",
     )
 )
+
+# the models of a cost with W and Q unknown: no model for the op, or a malformed record
+NO_MODEL = frozenset(("tensors", "uncosted"))
 
 # autograd's own records: a graph node (MmBackward0) or the engine around it; the aten ops they call do the work
 AUTOGRAD_NODE = re.compile(r"(autograd::|torch::autograd::|[A-Za-z0-9_]*Backward\d*$)")
@@ -169,8 +176,9 @@ def _cost_op(name: str, dims: Sequence[Any], types: Sequence[str], list_element:
         cost = model(call) if model else None
         if cost is None:
             ts = call.tensors
-            cost = OpCost(0.0, float(sum(t.nbytes for t in ts)), _vector(dtype), "tensors",
-                          "no model for this op: Q = its input tensors' sizes, W not counted",
+            cost = OpCost(0.0, 0.0, _vector(dtype), "tensors",
+                          "no model for this op: W and Q unknown, not counted (its inputs hold "
+                          f"{sum(t.nbytes for t in ts):.4g} B, which says nothing of what it reads or writes)",
                           {"n": max((t.numel for t in ts), default=0)})
     except BadShape as exc:
         return _uncosted(dtype, f"{exc}")

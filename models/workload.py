@@ -3,7 +3,7 @@
 W and Q are estimates: rooftop's own op models (`models.ops`) applied to the
 shapes and dtypes the profiler recorded, counted as everywhere else in rooftop
 (each array read or written once, an FMA is 2 FLOP). Ops without a model keep
-their time, with Q estimated from their tensors' sizes and W = 0. Time is
+their time with W and Q unknown (regime "W unknown", no bound). Time is
 measured: a kernel's duration on a GPU trace, an op's own (self) time on a CPU
 trace. The step split (kernel time vs the gaps between kernels) is measured
 too; only W and Q are modelled.
@@ -24,7 +24,7 @@ from .calibrate import ABOVE_ROOF
 from .commtrace import is_comm_op
 from .paths import matmul_ladder
 from .profile import Ceiling, DeviceProfile, NoRoof
-from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
+from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
 from .trace import CpuOp, Trace, paused_gc
 from .units import fmt_percent
@@ -317,6 +317,9 @@ def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[OpCost | None]:
         if c.model in STRONG:
             own[i] = None if sb else c
             total[i] = (bf, bb) if sb else (c.flops, c.bytes)
+        elif c.model in NO_MODEL:  # W unknown: a leaf is its own group, a composite's ops inside carry its work
+            own[i] = None if bf > 0 or bb > 0 or sb else c
+            total[i] = (bf, bb)
         else:
             mine = _less(c, bf, bb)
             own[i] = mine if mine.flops > 0 or mine.bytes > 0 else None
@@ -366,6 +369,7 @@ def _owner(trace: Trace, own: Sequence[OpCost | None]) -> list[int | None]:
 
 NO_WORK_GROUP = "(dispatch and views)"
 NO_WORK = "no work"  # the regime of a group that, by its shapes, computes and moves nothing (a 0-sized conv)
+W_UNKNOWN = "W unknown"  # the regime of an op with no model: neither memory- nor compute-bound, no bound
 
 
 class _Costs:
@@ -559,6 +563,9 @@ def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
         g.path = device.path_name(g.path)
     if is_comm_op(g.op):
         g.regime, g.bound_s = "comm", None
+        return g
+    if g.model in NO_MODEL:  # W and Q unknown: no point, no bound; its time stays as it ran at any roof
+        g.regime, g.bound_s = W_UNKNOWN, None
         return g
     if g.model == "unattributed" or (g.flops == 0 and g.bytes == 0):
         # nothing for the roofline to place: no bound (not a bound of 0 s, which read as "at its roof it takes
