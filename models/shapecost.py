@@ -44,6 +44,7 @@ __all__ = [
     "Tensor",
     "broadcast",
     "cost_op",
+    "cost_with",
     "element_from_kernel",
     "op_dtype",
     "tensors_of",
@@ -78,7 +79,7 @@ def _family(name: str) -> Model | None:
         return matmul.gemm
     if name in matmul.CONVS:
         return matmul.conv
-    if name == matmul.CONV_BACKWARD:
+    if name in matmul.CONV_BACKWARDS:
         return matmul.conv_backward
     if name in matmul.ATTENTION:
         return matmul.attention
@@ -139,6 +140,25 @@ def tensors_of(dims: Sequence[Any], types: Sequence[str], list_element: tuple[st
     return make_call("", dims, types, list_element, ()).tensors
 
 
+def cost_with(name: str, dims: Sequence[Any], types: Sequence[str], concrete: Sequence[str], model: Model,
+              ) -> OpCost | None:
+    """One call costed by `model`, a model the ops around it chose (`models.opcontext`: a convolution's output
+    size from the op that reads it, a MoE's experts from the ops inside it): None where it does not fit the
+    record. Never raises, never a NaN, infinite or negative figure."""
+    try:
+        call = make_call(name, dims, types, ("fp32", 4.0), concrete if isinstance(concrete, (list, tuple)) else ())
+        cost = model(call)
+    except (ArithmeticError, ValueError, TypeError, IndexError, KeyError):  # BadShape is a ValueError
+        return None
+    return _frozen(cost) if cost is not None and _sane(cost) else None
+
+
+def _frozen(cost: OpCost) -> OpCost:
+    """The cost with its figures as floats and its shape read-only (shared by every call with the same record)."""
+    return OpCost(float(cost.flops), float(cost.bytes), cost.path, cost.model, cost.counting,
+                  MappingProxyType(dict(cost.shape)))
+
+
 # A trace repeats the same records step after step: each distinct one is costed once.
 _MEMO: dict[tuple, OpCost] = {}
 _MEMO_SIZE = 200_000
@@ -186,6 +206,4 @@ def _cost_op(name: str, dims: Sequence[Any], types: Sequence[str], list_element:
         return _uncosted(dtype, f"the recorded shapes and arguments do not fit {name} ({type(exc).__name__})")
     if not _sane(cost):
         return _uncosted(dtype, "the recorded shapes give a figure out of range")
-    # shared by every call with the same record (memoised): its shape is read-only
-    return OpCost(float(cost.flops), float(cost.bytes), cost.path, cost.model, cost.counting,
-                  MappingProxyType(dict(cost.shape)))
+    return _frozen(cost)

@@ -23,6 +23,7 @@ from . import roofline
 from .calibrate import ABOVE_ROOF
 from .commtrace import is_comm_op
 from .paths import matmul_ladder
+from .opcontext import CONTEXT_OPS, OpContext
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
@@ -375,12 +376,14 @@ W_UNKNOWN = "W unknown"  # the regime of an op with no model: neither memory- no
 class _Costs:
     """Each op's W and Q, computed when first asked for (a GPU trace needs only the ops that launched work); ops
     with the same name, shapes, types and arguments are costed once (a long trace repeats a few hundred distinct
-    calls; the reader shares one object among identical shapes, so their ids key the memo)."""
+    calls; the reader shares one object among identical shapes, so their ids key the memo). An op its own record
+    cannot cost is costed from the ops around it where they say more (`models.opcontext`), call by call."""
 
     def __init__(self, trace: Trace, elements: Mapping[int, tuple[str, float]]) -> None:
         self.ops, self.elements = trace.ops, elements
         self.done: list[OpCost | None] = [None] * len(trace.ops)
         self.memo: dict[tuple, OpCost] = {}
+        self.context = OpContext(trace)
 
     def __len__(self) -> int:
         return len(self.done)
@@ -393,6 +396,8 @@ class _Costs:
             c = self.memo.get(key)
             if c is None:
                 c = self.memo[key] = cost_op(o.name, o.dims, o.types, el, o.concrete)
+            if c.model in NO_MODEL and o.name in CONTEXT_OPS:
+                c = self.context.cost(i) or c
             self.done[i] = c
         return c
 
