@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from .opcost import matmul, memory, rows
+from .opcost import inference, matmul, memory, rows
 from .opcost.base import (
     FLOAT_DTYPES,
     TORCH_TYPES,
@@ -75,6 +75,8 @@ Model = Callable[[Call], "OpCost | None"]
 
 def _family(name: str) -> Model | None:
     """The op model for `name`, or None (the generic fallback)."""
+    if not name.startswith("aten::") and "::" in name:  # an inference framework's op (vLLM, SGLang, aiter, fbgemm)
+        return inference.model_for(inference.base_name(name))
     if name in matmul.GEMMS:
         return matmul.gemm
     if name in matmul.CONVS:

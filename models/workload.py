@@ -23,7 +23,7 @@ from . import roofline
 from .calibrate import ABOVE_ROOF
 from .commtrace import is_comm_op
 from .paths import matmul_ladder
-from .opcontext import CONTEXT_OPS, OpContext
+from .opcontext import OpContext, needs_context
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
@@ -396,7 +396,7 @@ class _Costs:
             c = self.memo.get(key)
             if c is None:
                 c = self.memo[key] = cost_op(o.name, o.dims, o.types, el, o.concrete)
-            if c.model in NO_MODEL and o.name in CONTEXT_OPS:
+            if c.model in NO_MODEL and needs_context(o.name):
                 c = self.context.cost(i) or c
             self.done[i] = c
         return c
