@@ -167,3 +167,23 @@ def test_a_real_rank_s_fbgemm_ops_now_have_models_and_its_tbe_lookup_stays_unkno
         assert by[op].model == "copy" and by[op].bytes > 0 and by[op].regime == "memory", op
         assert by[op].fraction_of_roof is not None and by[op].fraction_of_roof < 1.5, op  # no op above its roof
     assert by["fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function"].regime == "W unknown"
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_aiter_batch_prefill_reads_its_causal_flag_and_its_paged_caches_kv_heads(causal):
+    """aiter::mha_batch_prefill(q [tokens, h, d], k, v as a paged cache [blocks, h_kv, d/8, block, 8], cu_seqlens_q,
+    kv_indptr, kv_page_indices, max_seqlen_q, max_seqlen_k, p_dropout, softmax_scale, logits_soft_cap,
+    zero_tensors, is_causal, …): two prefill chunks, 100 tokens after 400 cached and 200 after 600."""
+    from rooftop.models.opcost import inference
+    from rooftop.models.shapecost import cost_with
+
+    bf = "c10::BFloat16"
+    dims = [[300, 32, 128], [1000, 8, 16, 16, 8], [1000, 8, 16, 16, 8], [3], [3], [80]] + [[]] * 9
+    types = [bf, bf, bf, "int", "int", "int"] + ["Scalar"] * 9
+    concrete = [""] * 6 + ["200", "800", "0.0", "0.088", "0.0", "False", str(causal)] + ["-1", "-1"]
+    assert cost_op("aiter::mha_batch_prefill", dims, types, None, concrete).model == "tensors"  # lengths unknown
+    lengths = inference.lengths_of("execute_2_context_2(sq300sk1300sqsq50000sqsk210000)_generation_0(sq0sk0sqsq0sqsk0)")
+    c = cost_with("aiter::mha_batch_prefill", dims, types, concrete, lambda call: inference.attention(call, lengths))
+    pairs = 100 * 500 + 200 * 800 - ((100 * 99 + 200 * 199) / 2 if causal else 0)
+    assert c.flops == 2 * 32 * pairs * 256 and c.shape["kv"] == 8
+    assert c.bytes == 2 * 300 * 32 * 128 * 2 + 2 * 1300 * 8 * 128 * 2  # Q and O; K and V of every key once

@@ -262,13 +262,12 @@ def lengths_of(name: str) -> Lengths | None:
 
 @dataclass(frozen=True)
 class AttnArgs:
-    """Where a framework attention op keeps its query [tokens, h, d] (or [tokens, h·d]), its keys (the new
-    tokens' [tokens, h_kv, d] or the cache [blocks, …, h_kv, d]) and its causal flag (None: causal prefill)."""
+    """Where a framework attention op keeps its query [tokens, h, d], its keys (the new tokens' or the paged
+    cache) and its causal flag (None: not an argument, a prefill chunk is causal)."""
 
     q: int
     k: int
     causal: int | None = None
-    cache: bool = False  # k is the paged cache: its h_kv is dims[2] (NHD), or dims[1] where dims[2] does not fit
 
 
 ATTENTION: dict[str, AttnArgs] = {
@@ -277,32 +276,28 @@ ATTENTION: dict[str, AttnArgs] = {
     "vllm::unified_attention": AttnArgs(0, 1),  # (query, key, value, layer_name)
     # (q, k, v, cu_seqlens_q, kv_indptr, kv_page_indices, max_seqlen_q, max_seqlen_k, p_dropout, softmax_scale,
     #  logits_soft_cap, zero_tensors, is_causal, …)
-    "aiter::mha_batch_prefill": AttnArgs(0, 1, causal=12, cache=True),
+    "aiter::mha_batch_prefill": AttnArgs(0, 1, causal=12),
     # (out, workspace_buffer, query, key_cache, value_cache, …)
-    "aiter::paged_attention_ragged": AttnArgs(2, 3, cache=True),
-    "aiter::paged_attention_v1": AttnArgs(2, 3, cache=True),
-    "sglang_profiler::attention_paged_attention_ragged": AttnArgs(2, 3, cache=True),
+    "aiter::paged_attention_ragged": AttnArgs(2, 3),
+    "aiter::paged_attention_v1": AttnArgs(2, 3),
+    "sglang_profiler::attention_paged_attention_ragged": AttnArgs(2, 3),
     # (out, exp_sums, max_logits, tmp_out, query, key_cache, value_cache, num_kv_heads, …)
-    "aiter::paged_attention_rocm": AttnArgs(4, 5, cache=True),
-    "_C::paged_attention_v2": AttnArgs(4, 5, cache=True),
-    "_C::paged_attention_v1": AttnArgs(1, 2, cache=True),  # (out, query, key_cache, value_cache, num_kv_heads, …)
+    "aiter::paged_attention_rocm": AttnArgs(4, 5),
+    "_C::paged_attention_v2": AttnArgs(4, 5),
+    "_C::paged_attention_v1": AttnArgs(1, 2),  # (out, query, key_cache, value_cache, num_kv_heads, …)
 }
 
 
-def _heads(q: Tensor, k: Tensor, cache: bool) -> tuple[int, int, int] | None:
-    """(h_q, h_kv, d) from the query and the keys."""
-    if len(q.dims) == 3:
-        hq, d = q.dims[1], q.dims[2]
-    else:
+def _heads(q: Tensor, k: Tensor) -> tuple[int, int, int] | None:
+    """(h_q, h_kv, d) from the query [tokens, h_q, d] and the keys: the new tokens' [tokens, h_kv, d], a paged
+    cache [blocks, h_kv, d/x, block, x] (vLLM's and aiter's 5-D layout) or [blocks, block, h_kv, d] (NHD)."""
+    if len(q.dims) != 3 or len(k.dims) not in (3, 4, 5):
         return None
-    if cache:
-        if len(k.dims) < 3:
-            return None
-        cands = [k.dims[2], k.dims[1]] if len(k.dims) >= 4 else [k.dims[1]]
-        hkv = next((h for h in cands if h >= 1 and hq % h == 0), None)
-    else:
-        hkv = k.dims[1] if len(k.dims) == 3 else None
-    if not hkv or hq % hkv:
+    hq, d = q.dims[1], q.dims[2]
+    hkv = k.dims[1]
+    if len(k.dims) == 4 and k.dims[2] >= 1 and hq % k.dims[2] == 0:
+        hkv = k.dims[2]
+    if hkv < 1 or hq % hkv:
         return None
     return hq, hkv, d
 
@@ -313,7 +308,7 @@ def attention(c: Call, lengths: Lengths | None) -> OpCost | None:
     q, k = c.tensor(a.q), c.tensor(a.k)
     if lengths is None or q is None or k is None or c.dtype not in FLOAT_DTYPES:
         return None
-    got = _heads(q, k, a.cache)
+    got = _heads(q, k)
     if got is None:
         return None
     hq, hkv, d = got
