@@ -60,3 +60,21 @@ def test_cost_of_an_unknown_op_counts_nothing(name):
 
     c = cost_op(name, [[100, 10]], ["float"])
     assert c.model == "tensors" and c.flops == 0 and c.bytes == 0 and "4000 B" in c.counting
+
+
+@pytest.mark.parametrize("dims, types, concrete, nbytes", [
+    ([[], [], [], [0]], ["Scalar", "Scalar", "Scalar", "long int"], ["0", "1", "1", ""], 8),  # .start_out: 1 int64
+    ([[]] * 5, ["Scalar", "", "", "", "Scalar"], ["1024", "", "", "", "False"], 8 * 1024),  # arange(end)
+    ([[]] * 7, ["Scalar"] * 7, ["0", "10", "0.5", "6", "", "", ""], 4 * 20),  # .start_step, dtype float
+    ([[]] * 5, ["Scalar"] * 5, [""] * 5, None),  # no arguments recorded: W unknown
+])
+def test_arange_from_its_recorded_bounds(dims, types, concrete, nbytes):
+    """aten::arange (on every HF decode trace here) had no model and read 'memory-bound'; its length is its
+    bounds, recorded as Concrete Inputs."""
+    from rooftop.models.shapecost import cost_op
+
+    c = cost_op("aten::arange", dims, types, None, concrete)
+    if nbytes is None:
+        assert c.model == "tensors" and c.bytes == 0
+    else:
+        assert c.model == "copy" and c.bytes == nbytes and c.flops == 0
