@@ -4,7 +4,10 @@ torch.profiler (with `record_shapes`) records each op's `Input Dims`,
 `Input type` and `Concrete Inputs`; the models in `models.opcost` turn them
 into estimates (conventions in its docstring: FLOPs as FlopCounterMode counts
 them, causal attention at half the score matrix, Q the compulsory traffic).
-An op without a model keeps Q = its input tensors' sizes and W = 0; views and
+An op without a model has W and Q unknown: both 0 here, model "tensors" (its
+inputs' sizes are no measure of its traffic: a KV-cache write or an embedding
+lookup takes the whole cache or table as an input and touches a few rows of
+it), so it is placed nowhere on the roofline (regime "W unknown"). Views and
 metadata move nothing. A record whose shapes describe no real tensors (a
 negative or non-integer dimension, a stride of 0) is left uncosted, never a
 crash and never a NaN, infinite or negative figure.
@@ -18,7 +21,7 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from .opcost import matmul, memory, rows
+from .opcost import inference, matmul, memory, rows
 from .opcost.base import (
     FLOAT_DTYPES,
     TORCH_TYPES,
@@ -34,12 +37,14 @@ from .opcost.base import (
 from .paths import vector_path
 
 __all__ = [
+    "NO_MODEL",
     "NO_WORK",
     "TORCH_TYPES",
     "OpCost",
     "Tensor",
     "broadcast",
     "cost_op",
+    "cost_with",
     "element_from_kernel",
     "op_dtype",
     "tensors_of",
@@ -59,6 +64,9 @@ NO_WORK = frozenset(
     )
 )
 
+# the models of a cost with W and Q unknown: no model for the op, or a malformed record
+NO_MODEL = frozenset(("tensors", "uncosted"))
+
 # autograd's own records: a graph node (MmBackward0) or the engine around it; the aten ops they call do the work
 AUTOGRAD_NODE = re.compile(r"(autograd::|torch::autograd::|[A-Za-z0-9_]*Backward\d*$)")
 
@@ -67,11 +75,13 @@ Model = Callable[[Call], "OpCost | None"]
 
 def _family(name: str) -> Model | None:
     """The op model for `name`, or None (the generic fallback)."""
+    if not name.startswith("aten::") and "::" in name:  # an inference framework's op (vLLM, SGLang, aiter, fbgemm)
+        return inference.model_for(inference.base_name(name))
     if name in matmul.GEMMS:
         return matmul.gemm
     if name in matmul.CONVS:
         return matmul.conv
-    if name == matmul.CONV_BACKWARD:
+    if name in matmul.CONV_BACKWARDS:
         return matmul.conv_backward
     if name in matmul.ATTENTION:
         return matmul.attention
@@ -132,6 +142,25 @@ def tensors_of(dims: Sequence[Any], types: Sequence[str], list_element: tuple[st
     return make_call("", dims, types, list_element, ()).tensors
 
 
+def cost_with(name: str, dims: Sequence[Any], types: Sequence[str], concrete: Sequence[str], model: Model,
+              ) -> OpCost | None:
+    """One call costed by `model`, a model the ops around it chose (`models.opcontext`: a convolution's output
+    size from the op that reads it, a MoE's experts from the ops inside it): None where it does not fit the
+    record. Never raises, never a NaN, infinite or negative figure."""
+    try:
+        call = make_call(name, dims, types, ("fp32", 4.0), concrete if isinstance(concrete, (list, tuple)) else ())
+        cost = model(call)
+    except (ArithmeticError, ValueError, TypeError, IndexError, KeyError):  # BadShape is a ValueError
+        return None
+    return _frozen(cost) if cost is not None and _sane(cost) else None
+
+
+def _frozen(cost: OpCost) -> OpCost:
+    """The cost with its figures as floats and its shape read-only (shared by every call with the same record)."""
+    return OpCost(float(cost.flops), float(cost.bytes), cost.path, cost.model, cost.counting,
+                  MappingProxyType(dict(cost.shape)))
+
+
 # A trace repeats the same records step after step: each distinct one is costed once.
 _MEMO: dict[tuple, OpCost] = {}
 _MEMO_SIZE = 200_000
@@ -169,8 +198,9 @@ def _cost_op(name: str, dims: Sequence[Any], types: Sequence[str], list_element:
         cost = model(call) if model else None
         if cost is None:
             ts = call.tensors
-            cost = OpCost(0.0, float(sum(t.nbytes for t in ts)), _vector(dtype), "tensors",
-                          "no model for this op: Q = its input tensors' sizes, W not counted",
+            cost = OpCost(0.0, 0.0, _vector(dtype), "tensors",
+                          "no model for this op: W and Q unknown, not counted (its inputs hold "
+                          f"{sum(t.nbytes for t in ts):.4g} B, which says nothing of what it reads or writes)",
                           {"n": max((t.numel for t in ts), default=0)})
     except BadShape as exc:
         return _uncosted(dtype, f"{exc}")
@@ -178,6 +208,4 @@ def _cost_op(name: str, dims: Sequence[Any], types: Sequence[str], list_element:
         return _uncosted(dtype, f"the recorded shapes and arguments do not fit {name} ({type(exc).__name__})")
     if not _sane(cost):
         return _uncosted(dtype, "the recorded shapes give a figure out of range")
-    # shared by every call with the same record (memoised): its shape is read-only
-    return OpCost(float(cost.flops), float(cost.bytes), cost.path, cost.model, cost.counting,
-                  MappingProxyType(dict(cost.shape)))
+    return _frozen(cost)

@@ -3,7 +3,7 @@
 W and Q are estimates: rooftop's own op models (`models.ops`) applied to the
 shapes and dtypes the profiler recorded, counted as everywhere else in rooftop
 (each array read or written once, an FMA is 2 FLOP). Ops without a model keep
-their time, with Q estimated from their tensors' sizes and W = 0. Time is
+their time with W and Q unknown (regime "W unknown", no bound). Time is
 measured: a kernel's duration on a GPU trace, an op's own (self) time on a CPU
 trace. The step split (kernel time vs the gaps between kernels) is measured
 too; only W and Q are modelled.
@@ -31,8 +31,9 @@ from .calibrate import ABOVE_ROOF
 from .commtrace import is_comm_op
 from .counters import Counted, TraceCounters
 from .paths import matmul_ladder
+from .opcontext import OpContext, needs_context
 from .profile import Ceiling, DeviceProfile, NoRoof
-from .shapecost import OpCost, cost_op, element_from_kernel, op_dtype
+from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
 from .trace import CpuOp, Trace, paused_gc
 from .units import fmt_percent
@@ -386,6 +387,9 @@ def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[OpCost | None]:
         if c.model in STRONG:
             own[i] = None if sb else c
             total[i] = (bf, bb) if sb else (c.flops, c.bytes)
+        elif c.model in NO_MODEL:  # W unknown: a leaf is its own group, a composite's ops inside carry its work
+            own[i] = None if bf > 0 or bb > 0 or sb else c
+            total[i] = (bf, bb)
         else:
             mine = _less(c, bf, bb)
             own[i] = mine if mine.flops > 0 or mine.bytes > 0 else None
@@ -435,17 +439,20 @@ def _owner(trace: Trace, own: Sequence[OpCost | None]) -> list[int | None]:
 
 NO_WORK_GROUP = "(dispatch and views)"
 NO_WORK = "no work"  # the regime of a group that, by its shapes, computes and moves nothing (a 0-sized conv)
+W_UNKNOWN = "W unknown"  # the regime of an op with no model: neither memory- nor compute-bound, no bound
 
 
 class _Costs:
     """Each op's W and Q, computed when first asked for (a GPU trace needs only the ops that launched work); ops
     with the same name, shapes, types and arguments are costed once (a long trace repeats a few hundred distinct
-    calls; the reader shares one object among identical shapes, so their ids key the memo)."""
+    calls; the reader shares one object among identical shapes, so their ids key the memo). An op its own record
+    cannot cost is costed from the ops around it where they say more (`models.opcontext`), call by call."""
 
     def __init__(self, trace: Trace, elements: Mapping[int, tuple[str, float]]) -> None:
         self.ops, self.elements = trace.ops, elements
         self.done: list[OpCost | None] = [None] * len(trace.ops)
         self.memo: dict[tuple, OpCost] = {}
+        self.context = OpContext(trace)
 
     def __len__(self) -> int:
         return len(self.done)
@@ -458,6 +465,8 @@ class _Costs:
             c = self.memo.get(key)
             if c is None:
                 c = self.memo[key] = cost_op(o.name, o.dims, o.types, el, o.concrete)
+            if c.model in NO_MODEL and needs_context(o.name):
+                c = self.context.cost(i) or c
             self.done[i] = c
         return c
 
@@ -701,6 +710,9 @@ def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
         g.path = device.path_name(g.path)
     if is_comm_op(g.op):
         g.regime, g.bound_s = "comm", None
+        return g
+    if g.model in NO_MODEL:  # W and Q unknown: no point, no bound; its time stays as it ran at any roof
+        g.regime, g.bound_s = W_UNKNOWN, None
         return g
     if g.model == "unattributed" or (g.flops == 0 and g.bytes == 0):
         # nothing for the roofline to place: no bound (not a bound of 0 s, which read as "at its roof it takes

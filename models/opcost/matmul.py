@@ -14,6 +14,7 @@ Q is the compulsory traffic: every tensor input read once, every output written 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..paths import matmul_path
@@ -97,8 +98,19 @@ CONVS: dict[str, ConvArgs] = {
     "aten::_slow_conv2d_forward": ConvArgs(4, 5, bias=3), "aten::_conv_depthwise2d": ConvArgs(4, 5, 6, bias=3),
     "aten::slow_conv3d_forward": ConvArgs(4, 5, bias=3),
 }
-CONV_BACKWARD = "aten::convolution_backward"  # grad_out, input, weight, bias_sizes, stride, padding, dilation,
-#                                               transposed, output_padding, groups, output_mask
+# backward: name → (grad_output, input, weight, transposed (an index or fixed text), output_mask, its length)
+CONV_BACKWARDS: dict[str, tuple[int, int, int, int | str, int, int]] = {
+    # grad_out, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask
+    "aten::convolution_backward": (0, 1, 2, 7, 10, 3),
+    "aten::convolution_backward_overrideable": (0, 1, 2, 7, 10, 3),
+    # PyTorch ≤ 1.9: self, grad_output, weight, padding, stride, dilation, groups, benchmark, deterministic,
+    # allow_tf32, output_mask (its two halves are the _input and _weight ops it calls)
+    "aten::cudnn_convolution_backward": (1, 0, 2, "False", 10, 2),
+    "aten::miopen_convolution_backward": (1, 0, 2, "False", 9, 3),
+    # self, grad_output, weight, padding, output_padding, stride, dilation, groups, benchmark, deterministic,
+    # allow_tf32, output_mask
+    "aten::cudnn_convolution_transpose_backward": (1, 0, 2, "True", 11, 2),
+}
 
 
 def _arg(c: Call, where: int | str, n: int) -> list[int] | None:
@@ -107,12 +119,16 @@ def _arg(c: Call, where: int | str, n: int) -> list[int] | None:
     return c.ints(where, n)
 
 
+def _transposed(c: Call, where: int | str) -> bool:
+    return (where == "True") if isinstance(where, str) else c.flag(where)
+
+
 def _geometry(c: Call, a: ConvArgs, x: tuple[int, ...], w: tuple[int, ...]) -> tuple[list[int], int, bool] | None:
     """(output spatial sizes, groups, transposed) of a convolution; BadShape where the arguments are impossible."""
     nsp = len(x) - 2
     if nsp < 1 or len(w) != len(x):
         return None
-    transposed = (a.transposed == "True") if isinstance(a.transposed, str) else c.flag(a.transposed)
+    transposed = _transposed(c, a.transposed)
     stride, pad, dil = (_arg(c, v, nsp) for v in (a.stride, a.padding, a.dilation))
     if c.name in ("aten::_slow_conv2d_forward", "aten::slow_conv3d_forward") and stride is None:
         return None
@@ -123,8 +139,7 @@ def _geometry(c: Call, a: ConvArgs, x: tuple[int, ...], w: tuple[int, ...]) -> t
         raise BadShape(f"convolution stride {stride}, padding {pad}, dilation {dil}: strides and dilations "
                        "must be ≥ 1 and paddings ≥ 0")
     if transposed:
-        g = _arg(c, a.groups, 1) if a.groups is not None else [1]
-        groups = g[0] if g else 1
+        groups = _groups(c, a)
         out = [(x[2 + i] - 1) * stride[i] - 2 * pad[i] + dil[i] * (w[2 + i] - 1) + outpad[i] + 1 for i in range(nsp)]
         if x[1] != w[0]:
             return None
@@ -140,20 +155,45 @@ def _geometry(c: Call, a: ConvArgs, x: tuple[int, ...], w: tuple[int, ...]) -> t
     return out, groups, transposed
 
 
-def _conv_flops(x: tuple[int, ...], w: tuple[int, ...], out: list[int], transposed: bool) -> float:
+def _groups(c: Call, a: ConvArgs) -> int:
+    g = _arg(c, a.groups, 1) if a.groups is not None else [1]
+    return g[0] if g else 1
+
+
+def _given(c: Call, a: ConvArgs, x: tuple[int, ...], w: tuple[int, ...],
+           out: Sequence[int]) -> tuple[list[int], int, bool] | None:
+    """(out, groups, transposed) of a convolution whose output size is known from elsewhere (its stride and
+    padding were not recorded): None where the shapes do not fit a convolution with that output."""
+    nsp = len(x) - 2
+    if nsp < 1 or len(w) != len(x) or len(out) != nsp or min(out) < 1:
+        return None
+    transposed = _transposed(c, a.transposed)
+    if transposed:
+        return (list(out), _groups(c, a), True) if x[1] == w[0] else None
+    if w[1] < 1 or x[1] % w[1]:
+        return None
+    return list(out), x[1] // w[1], False
+
+
+def _conv_flops(x: tuple[int, ...], w: tuple[int, ...], out: Sequence[int], transposed: bool) -> float:
     """2·N·w[0]·w[1]·prod(kernel)·prod(output pixels) (input pixels for a transposed one), as FlopCounterMode."""
     return 2.0 * x[0] * w[0] * w[1] * math.prod(w[2:]) * math.prod(x[2:] if transposed else out)
 
 
-def conv(c: Call) -> OpCost | None:
-    """A forward convolution: W as FlopCounterMode; Q = input, weight, bias read once, output written once."""
+def conv(c: Call, out_size: Sequence[int] | None = None) -> OpCost | None:
+    """A forward convolution: W as FlopCounterMode; Q = input, weight, bias read once, output written once.
+    `out_size`: the output's spatial size where the call's stride and padding were not recorded (PyTorch ≤ 1.9),
+    as the op that reads the output (or the convolution's backward) recorded it."""
     a = CONVS[c.name]
     x, w = c.tensor(0), c.tensor(1)
     if x is None or w is None or c.dtype not in FLOAT_DTYPES:
         return None
     geo = _geometry(c, a, x.dims, w.dims)
-    if geo is None:
-        return None
+    given = geo is None
+    if given:
+        geo = _given(c, a, x.dims, w.dims, out_size) if out_size is not None else None
+        if geo is None:
+            return None
     out, groups, transposed = geo
     o_ch = w.dims[1] * groups if transposed else w.dims[0]
     n_out = x.dims[0] * o_ch * math.prod(out)
@@ -162,29 +202,47 @@ def conv(c: Call) -> OpCost | None:
     shape = {"n": x.dims[0], "c": x.dims[1], "o": o_ch, **{f"out{i}": o for i, o in enumerate(out)}, "groups": groups}
     return OpCost(_conv_flops(x.dims, w.dims, out, transposed), q, matmul_path(c.dtype), "conv",
                   "W = 2·N·O·(C/groups)·(kernel size)·(output pixels), as FlopCounterMode; Q = input, weights, "
-                  "bias read once, output written once", shape)
+                  "bias read once, output written once"
+                  + ("; the output size is the next op's input (stride and padding were not recorded)" if given
+                     else ""), shape)
 
 
-def conv_backward(c: Call) -> OpCost | None:
-    """grad_input and grad_weight, each the forward's FLOPs (the bias gradient's sums left out, as FlopCounterMode);
-    Q = grad_output, input, weight read once, each requested gradient written once."""
-    go, x, w = c.tensor(0), c.tensor(1), c.tensor(2)
+def conv_backward(c: Call, mask: Sequence[bool] | None = None) -> OpCost | None:
+    """grad_input and grad_weight, each the forward's FLOPs (the bias gradient's sums left out, as FlopCounterMode),
+    from the shapes alone: grad_output holds the output size, so stride and padding are not needed (a trace
+    before PyTorch 2 records none). Q = grad_output, input, weight read once, each requested gradient written
+    once. `mask`: the gradients asked for, where the call's output_mask was not recorded but is known."""
+    gi, xi, wi, ti, mi, nm = CONV_BACKWARDS[c.name]
+    go, x, w = c.tensor(gi), c.tensor(xi), c.tensor(wi)
     if go is None or x is None or w is None or c.dtype not in FLOAT_DTYPES:
         return None
-    geo = _geometry(c, ConvArgs(4, 5, 6, 9, 7, 8, None), x.dims, w.dims)
-    if geo is None:
+    nd = len(x.dims)
+    if nd < 3 or len(w.dims) != nd or len(go.dims) != nd or go.dims[0] != x.dims[0]:
         return None
-    out, groups, transposed = geo
-    mask = c.mask(10)
+    flag = ti if isinstance(ti, str) else c.text(ti)
+    if flag in ("True", "False", "1", "0"):
+        transposed = flag in ("True", "1")
+    else:  # not recorded: the shapes say which (a plain one's weight is O × C/groups × …, a transposed one's C × …)
+        transposed = w.dims[0] != go.dims[1] and w.dims[0] == x.dims[1]
+    if transposed:
+        if w.dims[0] != x.dims[1] or w.dims[1] < 1 or go.dims[1] % w.dims[1]:
+            return None
+    elif w.dims[0] != go.dims[1] or w.dims[1] < 1 or x.dims[1] % w.dims[1]:
+        return None
+    groups = go.dims[1] // w.dims[1] if transposed else x.dims[1] // w.dims[1]
+    mask = list(mask) if mask is not None else c.mask(mi, nm)
+    mask += [False] * (3 - len(mask))
+    out = list(go.dims[2:])
     fwd = _conv_flops(x.dims, w.dims, out, transposed)
     flops = fwd * (mask[0] + mask[1])
-    o_ch = w.dims[1] * groups if transposed else w.dims[0]
+    o_ch = go.dims[1]
     q = go.nbytes + x.nbytes + w.nbytes + mask[0] * x.nbytes + mask[1] * w.nbytes + mask[2] * o_ch * go.size
+    halves = [h for h, m in zip(("input", "weight"), mask) if m]
     shape = {"n": x.dims[0], "c": x.dims[1], "o": o_ch, **{f"out{i}": o for i, o in enumerate(out)}, "groups": groups}
     return OpCost(flops, q, matmul_path(c.dtype), "conv",
-                  "W = the forward's 2·N·O·(C/groups)·(kernel)·(pixels) per gradient asked for (input, weight; "
-                  "FlopCounterMode counts a grouped conv's weight gradient `groups` times over); Q = grad_output, "
-                  "input, weights read once, each gradient written once", shape)
+                  "W = the forward's 2·N·O·(C/groups)·(kernel)·(pixels) per gradient asked for ("
+                  + (", ".join(halves) or "none") + "; FlopCounterMode counts a grouped conv's weight gradient "
+                  "`groups` times over); Q = grad_output, input, weights read once, each gradient written once", shape)
 
 
 @dataclass(frozen=True)

@@ -108,10 +108,42 @@ def fill(c: Call) -> OpCost | None:
                   {"n": x.numel})
 
 
+def _number(text: str) -> float | None:
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def arange(c: Call) -> OpCost | None:
+    """arange(end, …), arange.start(start, end, …), arange.start_step(start, end, step, …), and the out= forms:
+    ceil((end − start) / step) elements written (int64 unless a float bound or a dtype says otherwise)."""
+    out = c.tensor(len(c.args) - 1) if c.args else None  # the out= forms end in the out tensor
+    n_args = len(c.args) - (1 if out is not None else 0)
+    nums = [_number(c.text(i)) for i in range(min(n_args, 3))]
+    if out is not None:  # (end, out) or (start, end, step, out)
+        bounds = nums[:n_args]
+    else:  # (end, dtype, layout, device, pin_memory): 5 arguments; .start: 6; .start_step: 7
+        bounds = nums[:{5: 1, 6: 2, 7: 3}.get(len(c.args), 0)]
+    if not bounds or any(b is None for b in bounds):
+        return None
+    start, end, step = (0.0, bounds[0], 1.0) if len(bounds) == 1 else (bounds[0], bounds[1], bounds[2] if
+                                                                      len(bounds) == 3 else 1.0)
+    if step == 0:
+        return None
+    n = max(0, math.ceil((end - start) / step))
+    integral = all(float(b).is_integer() for b in bounds) and "." not in "".join(c.text(i) for i in range(3))
+    dtype_at = {5: 1, 6: 2, 7: 3}.get(len(c.args))
+    size = (out.size if out is not None else
+            SCALAR_TYPES.get(c.text(dtype_at), ("int64", 8.0) if integral else ("fp32", 4.0))[1] if dtype_at else 8.0)
+    return OpCost(0.0, n * size, _vec(c.dtype), "copy", "Q = the new sequence written once; W = 0", {"n": n})
+
+
 def create(c: Call) -> OpCost | None:
     si, di = CREATES[c.name]
     if si is None:
-        return None
+        return arange(c)
     sizes = c.ints(si)
     if sizes is None or any(s < 0 for s in sizes):
         return None

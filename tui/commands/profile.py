@@ -40,8 +40,8 @@ examples:
 
 W and Q are estimates: rooftop's op models applied to the shapes and dtypes
 the profiler recorded (each array read or written once; an FMA is 2 FLOP).
-Ops without a model keep their time with Q from their tensors' sizes. Times,
-the span and the gaps between kernels are measured.
+An op without a model says "W unknown": its time is kept, with no W, Q or
+bound. Times, the span and the gaps between kernels are measured.
 """
 
 

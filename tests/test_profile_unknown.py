@@ -1,0 +1,80 @@
+"""An op with no W model is "W unknown": never memory- or compute-bound, no bound, its time kept at any roof.
+
+Before, such an op got Q = its input tensors' sizes and W = 0 and read "memory-bound" (fbgemm's TBE lookup on a
+real A100 rank took its 7.7 G-element weight table as Q; vLLM's aten::index, whose indices the profiler did not
+record, a 184 kB "memory" op).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rooftop.models.catalog import lookup_device
+from rooftop.models.workload import build_workload
+from rooftop.store.tracefile import load_trace
+from rooftop.tui.cli import main
+
+DATA = Path(__file__).parent / "data" / "real-traces"
+RANK0 = DATA / "trace_filter_sampled_rank-0.json.gz"
+VLLM = DATA / "more" / "vllm-decode-full-mi300x.replay.json.gz"
+TBE = "fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function"
+
+
+def test_an_op_without_a_model_is_w_unknown_with_no_bound_and_keeps_its_time():
+    w = build_workload(load_trace(RANK0), lookup_device("a100"))
+    unknown = [g for g in w.groups if g.model in ("tensors", "uncosted") and g.regime != "comm"]
+    tbe = [g for g in unknown if g.op == TBE]
+    assert tbe and sum(g.time_s for g in tbe) > 0.015  # 20 ms of kernels, no model
+    for g in unknown:
+        assert g.regime == "W unknown" and g.flops == 0 and g.bytes == 0, g.op
+        assert g.bound_s is None and g.fraction_of_roof is None and g.intensity is None
+        assert "W and Q unknown" in g.counting
+    # "every op at its roof" takes nothing off an op it cannot place: the step at the roofs keeps its time
+    kept = sum(g.alone_s for g in unknown)
+    assert w.at_roof_s >= w.idle_s + kept
+    assert w.bytes == sum(g.bytes for g in w.groups if g.model not in ("tensors", "uncosted"))
+
+
+def test_w_unknown_in_the_report_json_and_show(tmp_path, capsys):
+    db = str(tmp_path / "u.db")
+    assert main(["profile", "--trace", str(VLLM), "-d", "mi300x-ds", "--json", "--db", db]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    [index] = [o for o in doc["ops"] if o["op"] == "aten::index"]  # its indices were not recorded
+    assert index["model"] == "tensors" and index["regime"] == "W unknown"
+    assert index["bytes"] == 0 and index["flops"] == 0 and index["bound_s"] is None
+    assert index["fraction_of_roof"] is None and index["time_s"] > 0
+    assert main(["profile", "--trace", str(VLLM), "-d", "mi300x-ds", "--no-save", "--wide"]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if " index " in f" {line} " and "bf16" in line]
+    assert "W unknown" in row and "memory" not in row and "GB/s" not in row
+    assert main(["show", doc["run_id"][:8], "--db", db, "--wide"]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if " index " in f" {line} " and "bf16" in line]
+    assert "W unknown" in row and "memory" not in row
+
+
+@pytest.mark.parametrize("name", ["aten::my_custom_op", "vllm::not_a_known_op"])
+def test_cost_of_an_unknown_op_counts_nothing(name):
+    from rooftop.models.shapecost import cost_op
+
+    c = cost_op(name, [[100, 10]], ["float"])
+    assert c.model == "tensors" and c.flops == 0 and c.bytes == 0 and "4000 B" in c.counting
+
+
+@pytest.mark.parametrize("dims, types, concrete, nbytes", [
+    ([[], [], [], [0]], ["Scalar", "Scalar", "Scalar", "long int"], ["0", "1", "1", ""], 8),  # .start_out: 1 int64
+    ([[]] * 5, ["Scalar", "", "", "", "Scalar"], ["1024", "", "", "", "False"], 8 * 1024),  # arange(end)
+    ([[]] * 7, ["Scalar"] * 7, ["0", "10", "0.5", "6", "", "", ""], 4 * 20),  # .start_step, dtype float
+    ([[]] * 5, ["Scalar"] * 5, [""] * 5, None),  # no arguments recorded: W unknown
+])
+def test_arange_from_its_recorded_bounds(dims, types, concrete, nbytes):
+    """aten::arange (on every HF decode trace here) had no model and read 'memory-bound'; its length is its
+    bounds, recorded as Concrete Inputs."""
+    from rooftop.models.shapecost import cost_op
+
+    c = cost_op("aten::arange", dims, types, None, concrete)
+    if nbytes is None:
+        assert c.model == "tensors" and c.bytes == 0
+    else:
+        assert c.model == "copy" and c.bytes == nbytes and c.flops == 0
