@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from rooftop.models.links import LINK_LEVELS
 from rooftop.models.safetext import safe_text
 from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option, add_wide_option
@@ -60,7 +61,7 @@ def add_profile_command(sub: Any) -> None:
     pr.add_argument("--trace", metavar="FILE", nargs="+",
                     help="read a Chrome/Kineto trace (.json or .json.gz) instead; several files, or a folder of them, "
                          "are one trace per rank of a distributed job (read one at a time)")
-    pr.add_argument("--link", choices=("nvlink", "pcie", "net"),
+    pr.add_argument("--link", choices=LINK_LEVELS,
                     help="the link the job's collectives crossed (default: told from the group's ranks)")
     pr.add_argument("--ncu", metavar="FILE", help="read an Nsight Compute `--csv --page raw` export instead")
     pr.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),
