@@ -74,7 +74,7 @@ def _comm_advice(a: "Analysis") -> list[str]:
     if a.regime == "compute":
         return [f"compute-bound ({head}): the reduction's adds on {a.path} outlast the transfer"]
     return [f"comm-bound ({head}): send fewer bytes (a narrower dtype halves Q), move the collective to a steeper "
-            "link (nvlink over pcie over net), or overlap it with compute"]
+            "link (nvlink or xgmi over pcie over net), or overlap it with compute"]
 
 
 def _memory_advice(a: "Analysis") -> list[str]:

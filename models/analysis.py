@@ -7,6 +7,7 @@ from typing import Any, Iterable
 
 from . import roofline
 from .advice import advise, warn
+from .links import link_on
 from .ops import Collective, Op
 from .placement import Analysis, Measured
 from .profile import DeviceProfile, NoRoof
@@ -33,6 +34,11 @@ def analyze(op: Op, device: DeviceProfile, measured_time: float | None = None) -
 
     cost = op.cost()
     cost = replace(cost, path=device.path_name(cost.path))  # bf16-tc on a GPU is bf16-matmul on a CPU
+    if isinstance(op, Collective):  # an AMD GPU's nvlink is its xGMI, kept under either name
+        level, key = link_on(device, cost.level)
+        op, cost = replace(op, level=level), replace(cost, level=level)
+        if key is not None and key != level:  # shown, and looked up, under the name it is analysed on
+            device = replace(device, bandwidth={**device.bandwidth, level: device.bandwidth[key]})
     a = Analysis(op=op, device=device, cost=cost, peak=device.F(cost.path), bandwidth=device.B(cost.level))
     if isinstance(op, Collective):
         a = replace(a, **link_alpha(device, cost.level))
@@ -56,8 +62,9 @@ def analyze(op: Op, device: DeviceProfile, measured_time: float | None = None) -
 def link_alpha(device: DeviceProfile, level: str) -> dict[str, Any]:
     """α of a link: a measured comm run's fit kept in the profile's extra["link_alpha_s"], else 0, said so."""
     measured = dict(device.extra.get("link_alpha_s", {}) or {})
-    if level in measured:
-        return {"alpha_s": float(measured[level]), "alpha_source": f"α measured by rooftop comm on {level}"}
+    key = next((k for k in (level, "nvlink" if level == "xgmi" else "") if k in measured), None)  # kept as nvlink
+    if key is not None:
+        return {"alpha_s": float(measured[key]), "alpha_source": f"α measured by rooftop comm on {level}"}
     return {"alpha_s": 0.0, "alpha_source": f"no measured α for {level} on {device.id}: α = 0, "
                                             "T is the bandwidth bound alone (run `rooftop comm` to measure α)"}
 

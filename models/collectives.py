@@ -1,13 +1,18 @@
 """A rank's collectives from its trace, matched to the kernels that ran them, placed on the communication roofline.
 
 Pure. Each collective the CPU recorded (`rooftop.models.commtrace`) is matched
-to the NCCL / RCCL kernel(s) launched inside it (the launch falls within the
-collective's CPU interval); the kernel's duration is its time. On a CPU
-backend (gloo) the backend's own range on its worker thread is the time the
-collective ran. The message S is elements × element size; algbw = S / t and
-busbw = algbw × nccl-tests' bus factor (`rooftop.models.comm`, as `rooftop
-comm` reports them), so a collective read from a trace and one measured by
-`rooftop comm` sit on the same roofline.
+to the communication kernel(s) launched inside it (the launch falls within the
+collective's CPU interval); the kernels' duration is its time. A communication
+kernel is one of kernel family "comm" (`rooftop.models.kernelfamily`): NCCL and
+RCCL, torch's symmetric memory, vLLM's and SGLang's custom and quick
+all-reduce, DeepEP's dispatch and combine. A kernel no recorded collective
+launched (DeepEP records none; a graph replays its custom all-reduce) is a
+collective of its own, named from its kernel, its size unknown: its time is on
+its link, with no fraction of it. On a CPU backend (gloo) the backend's own
+range on its worker thread is the time the collective ran. The message S is
+elements × element size; algbw = S / t and busbw = algbw × nccl-tests' bus
+factor (`rooftop.models.comm`, as `rooftop comm` reports them), so a collective
+read from a trace and one measured by `rooftop comm` sit on the same roofline.
 """
 
 from __future__ import annotations
@@ -17,20 +22,48 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import dataclasses
+import re
+
 from . import comm
-from .commtrace import SOURCES, CommCall
+from .commtrace import LIBRARY, SOURCES, CommCall, collective_in, collective_name
+from .kernelfamily import kernel_family
+from .links import LINK_LEVELS, link_name
 from .trace import Kernel, Trace
 
-COMM_KERNEL_WORDS = ("nccl", "rccl")
 NO_WIRE = ("wait", "barrier")  # recorded as collectives, but they move no message
 GPUS_PER_NODE = 8  # where the trace does not say: the usual GPU server
-LINKS = ("nvlink", "pcie", "net")
+LINKS = LINK_LEVELS
+# the libraries that move data only between one node's GPUs, through their peer memory (NVLink, xGMI)
+INTRA_NODE = frozenset(("symm_mem", "custom all-reduce", "quick all-reduce", "aiter"))
+# a communication kernel's name → the library it is of, tried in order
+KERNEL_LIBRARIES = (("cross_device_reduce", "custom all-reduce"), ("quickreduce", "quick all-reduce"),
+                    ("quick_all_reduce", "quick all-reduce"), ("multimem", "symm_mem"), ("symm_mem", "symm_mem"),
+                    ("one_shot_all_reduce", "symm_mem"), ("two_shot_all_reduce", "symm_mem"), ("mscclpp", "mscclpp"),
+                    ("aiter", "aiter"))
+NCCL_KERNEL = re.compile(r"nccl(?:dev)?kernel_([a-z]+)")  # ncclDevKernel_AllReduce_…, ncclKernel_SendRecv_…
 
 
 def is_comm_kernel(k: Kernel) -> bool:
-    """A kernel of the collective library (ncclKernel_…, ncclDevKernel_…, rccl…)."""
-    n = k.name[:16].lower()
-    return k.cat == "kernel" and any(w in n for w in COMM_KERNEL_WORDS)
+    """A kernel of a communication library (kernel family "comm": NCCL, RCCL, symm_mem, custom all-reduce,
+    DeepEP, …)."""
+    return k.cat == "kernel" and kernel_family(k.name) == "comm"
+
+
+def kernel_collective(name: str) -> tuple[str, str, bool]:
+    """(collective, library, intra-node) a communication kernel's name says: `ncclDevKernel_AllGather_RING_LL` is
+    an all-gather of the backend (library ""), DeepEP's dispatch and combine are all-to-alls, vLLM's
+    `cross_device_reduce_1stage` a custom all-reduce (within a node); "collective" where the name says no more."""
+    low = name.lower()
+    if "deep_ep" in low or "deepep" in low:
+        what = "combine" if "combine" in low else "dispatch" if "dispatch" in low else ""
+        return "alltoall", f"DeepEP {what}".rstrip(), "intranode" in low
+    lib = next((lb for word, lb in KERNEL_LIBRARIES if word in low), "")
+    m = NCCL_KERNEL.search(low)
+    coll = collective_name(m.group(1)) if m else collective_in(low)
+    if coll not in comm.COLLECTIVES and coll not in ("alltoall", "reduce", "gather", "scatter"):
+        coll = "allreduce" if lib in INTRA_NODE and "reduce" in low else "collective"
+    return coll, lib, lib in INTRA_NODE
 
 
 def bus_factor(collective: str, world: int) -> float | None:
@@ -53,7 +86,7 @@ class RankCollective:
     """One collective on one rank: its message, its group, and the time it ran (kernel or backend range)."""
 
     collective: str
-    bytes: float | None
+    bytes: float | None  # S; None where the trace does not say (a kernel no recorded collective launched)
     group_size: int
     group: str  # the process group's name or ranks, as the trace gives them
     cpu_ts: float  # when the CPU issued it (trace clock, s)
@@ -63,25 +96,82 @@ class RankCollective:
     kernels: int = 0
     group_ranks: tuple[int, ...] = ()
     elem_bytes: int | None = None
+    via: str = ""  # the library that ran it ("symm_mem", "custom all-reduce", "DeepEP dispatch", …); "": the backend
+    intra_node: bool = False  # its library moves data only between one node's GPUs
 
     @property
-    def key(self) -> tuple[str, float | None, str]:
-        return self.collective, self.bytes, self.group
+    def key(self) -> tuple[str, float | None, str, str]:
+        return self.collective, self.bytes, self.group, self.via
 
 
 def pick_source(calls: Sequence[CommCall]) -> list[CommCall]:
-    """The richest writer's calls only (record_param_comms, else the backend's ranges, else c10d's ops), so
-    that a collective recorded three ways counts once."""
+    """torch.distributed's calls of the richest writer only (record_param_comms, else the backend's ranges, else
+    c10d's ops), so that a collective recorded three ways counts once; a backend range takes the output size of
+    the c10d op around it (an all-gather's range records only its input)."""
     for s in SOURCES:
         mine = [c for c in calls if c.source == s]
         if mine:
-            return mine
+            return _with_outputs(mine, [c for c in calls if c.source == "c10d"]) if s == "backend" else mine
     return []
 
 
-def _group_of(c: CommCall, dist: Mapping[str, Any]) -> tuple[int, str, tuple[int, ...]]:
+def _inside(inner: CommCall, outer: CommCall) -> bool:
+    return inner is not outer and inner.pid == outer.pid and inner.tid == outer.tid and \
+        outer.ts <= inner.ts and inner.end <= outer.end
+
+
+def _with_outputs(ranges: list[CommCall], ops: Sequence[CommCall]) -> list[CommCall]:
+    """Each backend range with the larger buffer of the c10d op enclosing it (`c10d::_allgather_base_` records the
+    gathered output beside the input its range has), and an all-gather's or a reduce-scatter's group size from
+    the two where nothing else gives it (the output is the input × the ranks)."""
+    if not ops:
+        return ranges
+    ops = sorted(ops, key=lambda c: c.ts)
+    starts = [c.ts for c in ops]
+    longest = max(c.dur for c in ops)
+    out = []
+    for r in ranges:
+        j, op = bisect.bisect_right(starts, r.ts) - 1, None
+        while j >= 0 and starts[j] >= r.ts - longest:
+            if _inside(r, ops[j]) and ops[j].collective == r.collective:
+                op = ops[j]
+                break
+            j -= 1
+        if op is not None and op.out_elems and op.out_elems > (r.in_elems or 0):
+            size = r.group_size
+            if size is None and op.in_elems and r.collective in ("allgather", "reducescatter") and \
+                    op.out_elems % op.in_elems == 0 and op.out_elems // op.in_elems > 1:
+                size = op.out_elems // op.in_elems
+            r = dataclasses.replace(r, in_elems=r.in_elems or op.in_elems, out_elems=op.out_elems, group_size=size)
+        out.append(r)
+    return out
+
+
+def comm_calls(calls: Sequence[CommCall]) -> list[CommCall]:
+    """The trace's collectives, each once: torch.distributed's (`pick_source`) and the collective libraries' own
+    ops, less a library call that wraps another recorded call (`vllm::all_reduce` around the
+    `symm_mem::multimem_all_reduce_` or the record_param_comms that ran it), by start."""
+    picked = pick_source([c for c in calls if c.source != LIBRARY])
+    lib = [c for c in calls if c.source == LIBRARY]
+    if lib:
+        every = sorted(calls, key=lambda c: (c.ts, -c.dur))
+        starts = [c.ts for c in every]
+
+        def wraps(c: CommCall) -> bool:
+            j = bisect.bisect_left(starts, c.ts)
+            while j < len(every) and starts[j] <= c.end:
+                if _inside(every[j], c):
+                    return True
+                j += 1
+            return False
+
+        picked = sorted(picked + [c for c in lib if not wraps(c)], key=lambda c: c.ts)
+    return picked
+
+
+def _group_of(c: CommCall | None, dist: Mapping[str, Any]) -> tuple[int, str, tuple[int, ...]]:
     """(group size, group label, ranks): the call's own, else the only process group, else the whole world."""
-    if c.group_size:
+    if c is not None and c.group_size:
         ranks = c.group_ranks
         label = c.group_name or (f"[{ranks[0]}..{ranks[-1]}]" if ranks else f"{c.group_size} ranks")
         return c.group_size, label, ranks
@@ -98,25 +188,42 @@ def _group_of(c: CommCall, dist: Mapping[str, Any]) -> tuple[int, str, tuple[int
     return 1, "?", ()
 
 
+def _message(c: CommCall, size: int) -> float | None:
+    """S: the larger buffer; an all-gather whose output is not recorded gathers its input from every rank."""
+    s = c.message_bytes
+    if s is not None and c.collective == "allgather" and c.out_elems is None and size > 1:
+        return s * size
+    return s
+
+
 def rank_collectives(trace: Trace) -> list[RankCollective]:
     """Every collective of the trace, in issue order, each with the kernels it launched (GPU) or its backend
-    range (CPU backends run the collective inside that range, on their worker thread)."""
-    calls = pick_source(trace.comms)
-    if not calls:
+    range (CPU backends run the collective inside that range, on their worker thread); a communication kernel
+    no recorded collective launched is one of its own, its size unknown."""
+    calls = comm_calls(trace.comms)
+    kernels = [k for k in trace.kernels if is_comm_kernel(k)]
+    if not calls and not kernels:
         return []
     dist = trace.distributed
-    on_cpu = not any(is_comm_kernel(k) for k in trace.kernels)
+    on_cpu = not kernels
     matched: list[list[Kernel]] = [[] for _ in calls]
-    if not on_cpu:
+    loose: list[Kernel] = []
+    if calls and not on_cpu:
         starts = [c.ts for c in calls]
         longest = max(c.dur for c in calls)
-        for k in trace.kernels:
-            if not is_comm_kernel(k) or k.launch_ts is None:
+        unlinked = []
+        for k in kernels:
+            if k.launch_ts is None:
+                unlinked.append(k)
                 continue
             j = _enclosing_call(calls, starts, longest, k.launch_ts)
-            if j is not None:
+            if j is None:
+                loose.append(k)
+            else:
                 matched[j].append(k)
-        _match_in_order(calls, matched, [k for k in trace.kernels if is_comm_kernel(k) and k.launch_ts is None])
+        loose += _match_in_order(calls, matched, unlinked)
+    else:
+        loose = kernels
     out = []
     for c, ks in zip(calls, matched):
         size, label, ranks = _group_of(c, dist)
@@ -126,20 +233,31 @@ def rank_collectives(trace: Trace) -> list[RankCollective]:
             start, end, t = c.ts, c.end, c.dur
         else:
             start = end = t = None
-        out.append(RankCollective(c.collective, c.message_bytes, size, label, c.ts, start, end, t, len(ks), ranks,
-                                  c.elem_bytes))
+        out.append(RankCollective(c.collective, _message(c, size), size, label, c.ts, start, end, t, len(ks), ranks,
+                                  c.elem_bytes, c.library, c.library in INTRA_NODE))
+    if loose:
+        size, label, ranks = _group_of(None, dist)
+        for k in loose:
+            coll, lib, intra = kernel_collective(k.name)
+            out.append(RankCollective(coll, None, size, label, k.launch_ts if k.launch_ts is not None else k.ts,
+                                      k.ts, k.end, k.dur, 1, ranks, None, lib, intra))
+        out.sort(key=lambda c: c.cpu_ts)
     return out
 
 
-def _match_in_order(calls: Sequence[CommCall], matched: list[list[Kernel]], loose: Sequence[Kernel]) -> None:
+def _match_in_order(calls: Sequence[CommCall], matched: list[list[Kernel]], loose: Sequence[Kernel]) -> list[Kernel]:
     """Kernels whose launch the trace does not link: each to the next call without a kernel issued before it
-    started (a collective's kernels run in the order they were issued)."""
+    started (a collective's kernels run in the order they were issued); the kernels left over."""
     free = [j for j, ks in enumerate(matched) if not ks and calls[j].collective not in NO_WIRE]
     i = 0
+    left = []
     for k in sorted(loose, key=lambda k: k.ts):
         if i < len(free) and calls[free[i]].ts <= k.ts:
             matched[free[i]].append(k)
             i += 1
+        else:
+            left.append(k)
+    return left
 
 
 def _enclosing_call(calls: Sequence[CommCall], starts: Sequence[float], longest: float, t: float) -> int | None:
@@ -168,20 +286,25 @@ class LinkRoof:
 
 
 def link_of(group_size: int, ranks: Sequence[int], backend: str, world: int | None,
-            per_node: int | None = None, given: str = "") -> tuple[str, str]:
-    """(link, why): `given` (--link); a CPU backend's sockets (net); else intra-node (nvlink) when the group's
-    ranks share a node (`per_node` ranks each: torchrun's --nproc-per-node, else 8 GPUs), inter-node (net)
-    otherwise."""
+            per_node: int | None = None, given: str = "", intra: str = "nvlink", via: str = "",
+            intra_node: bool = False) -> tuple[str, str]:
+    """(link, why): `given` (--link); a CPU backend's sockets (net); the GPU link (`intra`: nvlink, or xgmi on
+    AMD) for a library that moves data only within a node (`intra_node`: symm_mem, custom all-reduce) and when
+    the group's ranks share a node (`per_node` ranks each: torchrun's --nproc-per-node, else 8 GPUs); inter-node
+    (net) otherwise."""
     if given:
         return given, "as given"
-    if backend in ("gloo", "mpi"):
+    name = link_name(intra)
+    if intra_node:
+        return intra, f"{via} moves the data between one node's GPUs, through their peer memory ({name})"
+    if backend in ("gloo", "mpi") and not via:
         return "net", f"{backend} moves the data over sockets"
     n = per_node or GPUS_PER_NODE
     assumed = "" if per_node else f" (assuming {GPUS_PER_NODE} GPUs per node; --link says otherwise)"
     if world is not None and world <= n and group_size <= n:
-        return "nvlink", f"the job's {world} ranks fit in one node{assumed}"
+        return intra, f"the job's {world} ranks fit in one node, over {name}{assumed}"
     if ranks and len({r // n for r in ranks}) == 1:
-        return "nvlink", f"the group's ranks {ranks[0]}..{ranks[-1]} share a node{assumed}"
+        return intra, f"the group's ranks {ranks[0]}..{ranks[-1]} share a node, over {name}{assumed}"
     if group_size > n:
         return "net", f"a group of {group_size} ranks spans nodes{assumed}"
     return "net", f"the group's ranks are not known to share a node{assumed}"
@@ -209,6 +332,7 @@ class CollectiveGroup:
     roof: LinkRoof | None = None
     group_ranks: tuple[int, ...] = field(default=())
     elem_bytes: int | None = None
+    via: str = ""  # the library that ran it; "": the job's backend
 
     @property
     def mean_s(self) -> float | None:
@@ -287,7 +411,7 @@ class CollectiveGroup:
             "wait_s": self.wait_s if self.waited_calls else None, "own_s": self.own_s if self.waited_calls else None,
             "algbw": self.algbw, "busbw": self.busbw, "bus_factor": self.factor,
             "busbw_own": self.busbw_own if self.waited_calls else None,
-            "link": self.link, "link_why": self.link_why,
+            "via": self.via, "link": self.link, "link_why": self.link_why,
             "link_bandwidth": r.bandwidth if r else None, "link_source": r.source if r else "",
             "alpha_s": r.alpha_s if r else None, "expected_s": self.expected_s,
             "fraction_of_link": self.fraction_of_link,
@@ -298,23 +422,26 @@ class CollectiveGroup:
 
 def group_collectives(per_rank: Mapping[int, Sequence[RankCollective]], waits: Mapping[int, Sequence[float | None]],
                       backend: str, world: int | None, roofs: Mapping[str, LinkRoof],
-                      per_node: int | None = None, link: str = "") -> list[CollectiveGroup]:
-    """The collectives of every rank grouped by (collective, size, group), each on the roof of the link it
-    crossed; `waits[rank][i]` is call i's wait for the slowest rank (None where it was not aligned). Collectives
-    that move no message (waits, barriers) are left out. Largest total time first."""
+                      per_node: int | None = None, link: str = "", intra: str = "nvlink") -> list[CollectiveGroup]:
+    """The collectives of every rank grouped by (collective, size, group, library), each on the roof of the link
+    it crossed (`intra`: the GPU link, nvlink or xgmi); `waits[rank][i]` is call i's wait for the slowest rank
+    (None where it was not aligned). Collectives that move no message (waits, barriers, an empty buffer) are left
+    out; one whose size the trace does not give keeps its time, on its link, with no fraction of it. Largest
+    total time first."""
     groups: dict[tuple, CollectiveGroup] = {}
     seen: dict[tuple, set[int]] = {}
     for rank, calls in per_rank.items():
         w = waits.get(rank, ())
         for i, c in enumerate(calls):
-            if c.collective in NO_WIRE or not c.bytes:
+            if c.collective in NO_WIRE or c.bytes == 0:
                 continue
             g = groups.get(c.key)
             if g is None:
-                lk, why = link_of(c.group_size, c.group_ranks, backend, world, per_node, link)
+                lk, why = link_of(c.group_size, c.group_ranks, backend, world, per_node, link, intra, c.via,
+                                  c.intra_node)
                 g = groups[c.key] = CollectiveGroup(c.collective, c.bytes, c.group_size, c.group, link=lk,
                                                     link_why=why, roof=roofs.get(lk), group_ranks=c.group_ranks,
-                                                    elem_bytes=c.elem_bytes)
+                                                    elem_bytes=c.elem_bytes, via=c.via)
             seen.setdefault(c.key, set()).add(rank)
             g.calls += 1
             if c.time_s is not None:

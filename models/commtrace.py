@@ -11,10 +11,21 @@ Pure: the trace reader (`rooftop.models.trace`) hands each `cpu_op` and
 - the `c10d::allreduce_` op that enqueued it, with its TensorList's dims.
 The reader keeps all three; `rooftop.models.collectives` takes, per trace, the
 richest one present, so no collective is counted twice.
+
+Collectives that bypass torch.distributed are ops of their own library (source
+"library"): torch's symmetric memory (`symm_mem::multimem_all_reduce_`,
+`one_shot_all_reduce`, `two_shot_all_reduce_`, …), vLLM's and SGLang's custom
+and quick all-reduce (`_C_custom_ar::all_reduce`, `sgl_kernel::qr_all_reduce`),
+aiter's, and the frameworks' own wrappers (`vllm::all_reduce`,
+`sglang::outplace_all_reduce`) around whichever library ran it. Each carries
+its tensor's `Input Dims` and `Input type`; a wrapper is dropped where the call
+it wraps was recorded too. DeepEP's dispatch and combine record no op at all:
+only their kernels say they ran (`rooftop.models.collectives`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -31,13 +42,48 @@ SCALAR_TYPES: dict[str, int] = {
     "ComplexFloat": 8, "ComplexDouble": 16,
 }
 BACKEND_PREFIXES = ("nccl:", "gloo:", "rccl:", "mpi:", "ucc:")
-SOURCES = ("record_param_comms", "backend", "c10d")  # richest first
-COMM_NAMES = ("record_param_comms", "c10d::", *BACKEND_PREFIXES)  # the names an event recording a collective has
+SOURCES = ("record_param_comms", "backend", "c10d")  # torch.distributed's writers, richest first
+LIBRARY = "library"  # the source of a collective library's own op (symm_mem, custom all-reduce, …)
+# namespaces every op of which is communication (a collective, its signalling or its buffers), and the library
+# each is, as the collectives table names it ("" for torch.distributed's functional collectives)
+COMM_NAMESPACES = {"symm_mem::": "symm_mem", "_C_custom_ar::": "custom all-reduce", "_c10d_functional::": "",
+                   "c10d_functional::": "", "deep_ep::": "DeepEP", "mscclpp::": "mscclpp"}
+# namespaces that hold some collectives among other ops: an op of these is one when its name says a collective
+MIXED_NAMESPACES = {"vllm::": "vLLM", "sglang::": "SGLang", "sgl_kernel::": "custom all-reduce", "aiter::": "aiter",
+                    "trtllm::": "TensorRT-LLM", "flashinfer::": "FlashInfer"}
+# the words of a name that say which collective it is (tried in order: reduce_scatter before a reduce)
+COLLECTIVE_WORDS = (("reduce_scatter", "reducescatter"), ("reducescatter", "reducescatter"),
+                    ("all_reduce", "allreduce"), ("allreduce", "allreduce"), ("all_gather", "allgather"),
+                    ("allgather", "allgather"), ("all_to_all", "alltoall"), ("alltoall", "alltoall"))
+# the prefixes of every event that may record a collective (the reader's first, cheap test)
+COMM_NAMES = ("record_param_comms", "c10d::", *BACKEND_PREFIXES, *COMM_NAMESPACES, *MIXED_NAMESPACES)
+
+
+def collective_in(name: str) -> str:
+    """The collective a library op's or kernel's name says (allreduce, allgather, reducescatter, alltoall), or ''."""
+    low = name.lower()
+    return next((coll for word, coll in COLLECTIVE_WORDS if word in low), "")
+
+
+@functools.lru_cache(maxsize=4096)
+def library_of(name: str) -> str | None:
+    """The collective library an op is of ("symm_mem", "custom all-reduce", "vLLM", …; "" for torch.distributed's
+    own ops), or None where the op is no communication."""
+    if name.startswith(("record_param_comms", "c10d::", *BACKEND_PREFIXES)):
+        return ""
+    for ns, lib in COMM_NAMESPACES.items():
+        if name.startswith(ns):
+            return "quick all-reduce" if "qr_" in name else lib
+    for ns, lib in MIXED_NAMESPACES.items():
+        if name.startswith(ns) and collective_in(name[len(ns):]):
+            return "quick all-reduce" if "qr_" in name else lib
+    return None
 
 
 def is_comm_op(name: str) -> bool:
-    """An op that is a collective: its time is communication, its roof a link's, not the DRAM's."""
-    return name.startswith(COMM_NAMES)
+    """An op that is communication (torch.distributed's, or a collective library's: symm_mem, vLLM and SGLang's
+    custom all-reduce, …): its time is communication, its roof a link's, not the DRAM's."""
+    return name.startswith(COMM_NAMES) and library_of(name) is not None
 
 # the names each writer uses → rooftop's (models.comm's, plus the ones nccl-tests adds)
 _NAMES = {
@@ -96,6 +142,7 @@ class CommCall:
     group_size: int | None = None
     group_ranks: tuple[int, ...] = ()
     group_name: str = ""
+    library: str = ""  # the collective library that ran it ("symm_mem", "custom all-reduce", …); "": the backend's
 
     @property
     def end(self) -> float:
@@ -148,6 +195,21 @@ def _elements(dims: Any) -> int | None:
     return total if seen else None
 
 
+def _each(dims: Any) -> list[int] | None:
+    """Elements of each tensor input in `Input Dims` (a TensorList's summed), scalars left out; None where a
+    shape is not a list of non-negative integers."""
+    if dims.__class__ is not list:
+        return None
+    out = []
+    for d in dims:
+        if d.__class__ is list and d:
+            n = _elements([d])
+            if n is None:
+                return None
+            out.append(n)
+    return out
+
+
 def _type_bytes(types: Any) -> tuple[int | None, str]:
     if types.__class__ is not list:
         return None, ""
@@ -188,9 +250,25 @@ def comm_call(kind: str, name: str, ts: float, dur: float, pid: Any, tid: Any, a
         n = _elements(_json(a.dims if a.dims is not None else a.dims_old))
         return CommCall("backend", collective_name(name), name, ts, dur, pid, tid, in_elems=n, out_elems=None,
                         elem_bytes=size, dtype=dt)
-    if kind == "op" and name.startswith("c10d::"):
-        size, dt = _type_bytes(_json(a.types))
-        n = _elements(_json(a.dims if a.dims is not None else a.dims_old))
-        return CommCall("c10d", collective_name(name), name, ts, dur, pid, tid, in_elems=n, elem_bytes=size,
-                        dtype=dt)
-    return None
+    if kind != "op":
+        return None
+    c10d = name.startswith("c10d::")
+    lib = "" if c10d else library_of(name)
+    if not c10d and (lib is None or not _library_collective(name)):  # no collective (signalling, buffers, others)
+        return None
+    each = _each(_json(a.dims if a.dims is not None else a.dims_old)) or []
+    size, dt = _type_bytes(_json(a.types))
+    if c10d:  # (output, input) for the base ops, the tensors for an all-reduce: S is the larger
+        return CommCall("c10d", collective_name(name), name, ts, dur, pid, tid, in_elems=min(each, default=None),
+                        out_elems=max(each, default=None), elem_bytes=size, dtype=dt)
+    coll = _library_collective(name)
+    first = each[0] if each else None  # the input; an all-gather's output, where recorded, is the largest
+    return CommCall(LIBRARY, coll, name, ts, dur, pid, tid, in_elems=first,
+                    out_elems=max(each) if each and max(each) > (first or 0) else None, elem_bytes=size, dtype=dt,
+                    library=lib or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _library_collective(name: str) -> str:
+    """The collective a library op's name says, after its namespace."""
+    return collective_in(name.split("::", 1)[-1])

@@ -30,7 +30,7 @@ from .collectives import (
 from .commtrace import is_comm_op
 from .trace import US, Trace, union_length
 from .units import fmt_time
-from .workload import Workload
+from .workload import COMM, Workload
 
 TOP_GROUPS = 40  # op groups kept per rank for the straggler's diff
 MAX_WORLD = 2**20  # a world size beyond this is no job anyone ran: a damaged or hand-made distributedInfo
@@ -50,8 +50,8 @@ class RankSummary:
     step_s: float  # median profiler step (the span where the trace marks no steps)
     span_s: float
     busy_s: float
-    compute_s: float  # union of the non-collective kernels (a CPU trace: its top-level ops outside collectives)
-    comm_s: float  # union of the collective kernels (a CPU backend: its ranges on the worker threads)
+    compute_s: float  # union of the non-communication kernels (a CPU trace: its top-level ops outside collectives)
+    comm_s: float  # union of the communication kernels, of every library (a CPU backend: its worker threads' ranges)
     comm_exposed_s: float  # communication with no compute running at the same time
     mfu: float | None
     on_device: bool
@@ -98,10 +98,10 @@ def summarize(trace: Trace, work: Workload, rank: int, path: str) -> RankSummary
         compute = [(k.ts, k.end) for k in trace.kernels if k.cat == "kernel" and not is_comm_kernel(k)]
     else:
         comm = [(c.start, c.end) for c in colls if c.start is not None and c.end is not None]
-        compute = [(o.ts, o.end) for o in trace.ops if o.parent is None and not o.name.startswith("c10d::")]
+        compute = [(o.ts, o.end) for o in trace.ops if o.parent is None and not is_comm_op(o.name)]
     comm_s, compute_s, exposed_s = exposed(comm, compute)
     steps = [e - s for s, e in trace.steps]
-    compute_groups = [g for g in work.groups if not is_comm_op(g.op)]
+    compute_groups = [g for g in work.groups if g.regime != COMM]
     groups = {group_label(g): g.time_s for g in compute_groups[:TOP_GROUPS]}
     rows = tuple({"op": group_label(g), **{k: d[k] for k in ROW_KEYS}}
                  for g, d in ((g, g.to_dict()) for g in compute_groups[:TOP_GROUPS]))
@@ -118,7 +118,7 @@ def summarize(trace: Trace, work: Workload, rank: int, path: str) -> RankSummary
 def _loose_key(c: RankCollective) -> tuple:
     """A collective's key, its size left out where each rank may send its own (all-to-all, gather, …): an
     all-reduce of another size on another rank is another call, never its counterpart."""
-    return c.collective, None if c.collective in PER_RANK_SIZES else c.bytes, c.group
+    return c.collective, None if c.collective in PER_RANK_SIZES else c.bytes, c.group, c.via
 
 
 def _pairs(ref: Sequence[RankCollective], other: Sequence[RankCollective]) -> list[tuple[int, int]]:
@@ -373,11 +373,11 @@ def missing_count(have: set[int], world: int) -> int:
 
 def build_job(ranks: Sequence[RankSummary], world: int | None, backend: str, roofs: Mapping[str, LinkRoof],
               per_node: int | None = None, link: str = "", problems: Sequence[str] = (),
-              alignment: Alignment | None = None) -> Job:
+              alignment: Alignment | None = None, intra: str = "nvlink") -> Job:
     """Align the ranks (unless `alignment` has them aligned), find the straggler and place the collectives of all
-    ranks on their links."""
+    ranks on their links (`intra`: the link between one node's GPUs, nvlink or xgmi)."""
     ordered = tuple(sorted(ranks, key=lambda r: r.rank))
     al = alignment if alignment is not None else align(ordered)
     groups = group_collectives({r.rank: r.collectives for r in ordered}, al.waits, backend, world, roofs,
-                               per_node, link)
+                               per_node, link, intra)
     return Job(ordered, world, backend, al, straggler(ordered), tuple(groups), tuple(problems))

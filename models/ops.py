@@ -373,7 +373,6 @@ def _windowed(n: int, w: int) -> int:
 # Collectives as the op language writes them → models.comm's names (p2p is nccl-tests' sendrecv).
 COLLECTIVE_OPS = {"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reducescatter",
                   "p2p": "sendrecv"}
-LINK_LEVELS = ("nvlink", "pcie", "net")
 
 
 @dataclass(frozen=True)

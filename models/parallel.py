@@ -24,7 +24,7 @@ from typing import Any
 
 from .comm import wire_bytes
 from .dtypes import DTYPES
-from .ops import LINK_LEVELS
+from .links import LINK_LEVELS
 from .profile import DeviceProfile
 
 
@@ -86,7 +86,7 @@ class CommDim:
         return self.intensity < self.link_ridge(bandwidth)
 
     def on_links(self, device: DeviceProfile) -> list[dict[str, Any]]:
-        """Each link the device has (nvlink, pcie, net): its B, ridge, transfer time and verdict."""
+        """Each link the device has (nvlink or xgmi, pcie, net): its B, ridge, transfer time and verdict."""
         out = []
         for level in LINK_LEVELS:
             if level in device.bandwidth:

@@ -14,7 +14,7 @@ from typing import Iterable, Literal
 # The kinds of unit a compute path runs on (closed): matrix units, GEMM on vector units, vector FMA.
 Unit = Literal["tensor", "matmul", "fma"]
 # The memory levels and links rooftop knows (closed; a profile from a file may name others, shown last).
-Level = Literal["dram", "llc", "l2", "l1", "nvlink", "pcie", "net"]
+Level = Literal["dram", "llc", "l2", "l1", "nvlink", "xgmi", "pcie", "net"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ LEVELS: dict[Level, str] = {
     "llc": "CPU last-level cache (L3 on most CPUs), all of it",
     "l2": "L2 cache (GPU: the shared L2; CPU: the private per-core caches below the LLC, all cores)",
     "l1": "GPU L1 / shared memory, all SMs together",
-    "nvlink": "GPU-to-GPU link (NVLink / xGMI), one direction",
+    "nvlink": "GPU-to-GPU link on NVIDIA (NVLink), one direction",
+    "xgmi": "GPU-to-GPU link on AMD (xGMI, Infinity Fabric), one direction",
     "pcie": "host link (PCIe), one direction",
     "net": "scale-out network link to other nodes (RDMA NIC), one direction",
 }

@@ -169,7 +169,9 @@ def collective_points(collectives: Sequence[Mapping[str, Any]]) -> list[Series]:
         size = _number(c.get("bytes"))
         link = clean(str(c.get("link", "") or ""))
         on = f"{fmt_percent(frac, 0)} of {link}" if frac is not None else link
-        label = " ".join(x for x in (clean(str(c.get("op", "?"))), fmt_bytes(size) if size else "", on) if x)
+        via = clean(str(c.get("via") or ""))  # the library that ran it, where not the backend: symm_mem, …
+        label = " ".join(x for x in (clean(str(c.get("op", "?"))) + (f" ({via})" if via else ""),
+                                     fmt_bytes(size) if size else "", on) if x)
         out.append((_number(c.get("time_s")) or 0.0, Series(label, (i,), (p,), "point")))
     out.sort(key=lambda ts: -ts[0])
     return [s for _, s in out[:COLLECTIVE_POINTS]]

@@ -8,7 +8,7 @@
     ew n=1e9 fp32                         elementwise (default: one FMA per element)
     fma 64 fp32                           the FMA sweep at R = 64
     norm 4096 4096 bf16 type=layer        softmax 4096 4096 fp32
-    allreduce n=16M bf16 world=8 level=nvlink   allgather / reducescatter / p2p likewise
+    allreduce n=16M bf16 world=8 level=nvlink   allgather / reducescatter / p2p likewise (level=xgmi on AMD)
 
 Numbers: 8192, 1e9 (or 1E9), 2^20, 8k (= 8192), 16M (= 16·2^20), 1G (= 2^30). Every error is a SpecError whose one
 line names the bad token and what is allowed.
@@ -22,8 +22,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from .dtypes import DTYPES, OUTPUT_ONLY, WEIGHT_ONLY, lookup_dtype, output_dtype, weight_dtype
+from .links import LINK_LEVELS
 from .ops import (
-    ATTN_MODES, COLLECTIVE_OPS, LINK_LEVELS, NORM_FLOPS, Attention, Collective, Elementwise, FmaSweep, Gemm, Norm,
+    ATTN_MODES, COLLECTIVE_OPS, NORM_FLOPS, Attention, Collective, Elementwise, FmaSweep, Gemm, Norm,
     Op, Softmax,
 )
 from .paths import LEVELS
@@ -68,7 +69,7 @@ def _collective(coll: str) -> Callable[..., Op]:
 def _collective_grammar(coll: str) -> Grammar:
     world = "" if coll == "p2p" else " world=N"
     return Grammar(
-        _collective(coll), f"{coll} N [dtype]{world} [level=nvlink|pcie|net] (N elements in the message)", ("n",),
+        _collective(coll), f"{coll} N [dtype]{world} [level=nvlink|xgmi|pcie|net] (N elements in the message)", ("n",),
         _keys("n", "dtype", "world", "level"), required=("n",) if coll == "p2p" else ("n", "world"),
         defaults={"dtype": "bf16", "level": "nvlink"},
     )

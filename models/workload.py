@@ -30,6 +30,8 @@ from . import roofline
 from .calibrate import ABOVE_ROOF
 from .commtrace import is_comm_op
 from .counters import Counted, TraceCounters
+from .kernelfamily import kernel_family
+from .links import link_on
 from .paths import matmul_ladder
 from .opcontext import OpContext, needs_context
 from .profile import Ceiling, DeviceProfile, NoRoof
@@ -47,6 +49,10 @@ MEASURED, RANGES = "measured", "counter ranges"  # what a GPU trace's kernel tim
 UNATTRIBUTED = "(unattributed kernels)"
 GRAPH_REPLAY = "(CUDA graph replay)"
 TOP_KERNELS = 10
+COMM = "comm"  # the regime of communication: its roof is a link's (the job's collectives table), never DRAM's
+# a collective's W and Q are its link's (the collectives table has them, with its size and group), not DRAM traffic
+COMM_COST = OpCost(0.0, 0.0, "", "collective", "communication: its bytes cross a link, not DRAM; the collectives "
+                   "table places it on its link's roof")
 # a memcpy's direction → the level whose slope it runs against (host copies cross the host link)
 TRANSFER_LEVEL = {"HtoD": "pcie", "DtoH": "pcie", "HtoH": "pcie", "HtoA": "pcie", "AtoH": "pcie",
                   "DtoD": "dram", "PtoP": "nvlink"}
@@ -88,6 +94,7 @@ class OpGroup(Rates):
     bytes: float = 0.0
     kernels: int = 0
     alone_s: float = 0.0  # the part of time_s when nothing else ran on the device: its share of the span
+    comm_kernels: int = 0  # of its kernels, those of a communication library (kernel family "comm")
     owner: str = "op"  # who owns its kernels (OWNERS): the op that launched them, or what stands in for it
     measured_flops: float | None = None  # W as the GPU's counters counted it, where the trace has them for each kernel
     measured_bytes: float | None = None  # Q (DRAM bytes read and written) as they counted it
@@ -392,7 +399,7 @@ def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[OpCost | None]:
             total[i] = (bf, bb)
         else:
             mine = _less(c, bf, bb)
-            own[i] = mine if mine.flops > 0 or mine.bytes > 0 else None
+            own[i] = mine if mine.flops > 0 or mine.bytes > 0 or mine is COMM_COST else None  # a collective's time
             total[i] = (bf + mine.flops, bb + mine.bytes)
         strong_below[i] = sb or c.model in STRONG
     return own
@@ -464,7 +471,8 @@ class _Costs:
             key = (o.name, id(o.dims), id(o.types), id(o.concrete), el)
             c = self.memo.get(key)
             if c is None:
-                c = self.memo[key] = cost_op(o.name, o.dims, o.types, el, o.concrete)
+                c = self.memo[key] = COMM_COST if is_comm_op(o.name) else cost_op(o.name, o.dims, o.types, el,
+                                                                                    o.concrete)
             if c.model in NO_MODEL and needs_context(o.name):
                 c = self.context.cost(i) or c
             self.done[i] = c
@@ -498,8 +506,9 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         busy_s, overlap_s = sw.busy_s, sw.overlap_s
         if trace.range_times:  # the ranges tile the profiler's window: no gap or overlap but the floats' rounding
             busy_s, overlap_s = trace.span_s, 0.0
-        per_op: dict[int, list[float]] = {}
+        per_op: dict[int, list[float]] = {}  # op → [kernels, time, time alone, communication kernels]
         loose: dict[str, list[float]] = {}
+        comm_names: dict[str, int] = {}  # kernel name → 1 for a communication library's kernel, else 0
         moves: dict[tuple[str, str], Transfer] = {}
         for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
             alone = sw.alone_s[ki]
@@ -513,36 +522,43 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
                 t.alone_s += alone
                 t.bytes += k.bytes or 0.0
                 if oi is not None:  # the op is still a call (its W and Q count), with no kernel time
-                    per_op.setdefault(oi, [0, 0.0, 0.0])
+                    per_op.setdefault(oi, [0, 0.0, 0.0, 0])
                 continue
+            is_comm = comm_names.get(k.name)
+            if is_comm is None:
+                is_comm = comm_names[k.name] = int(kernel_family(k.name) == COMM)
             if oi is None:
                 name = _loose(trace, ki)
-                e = loose.setdefault(name, [0, 0.0, 0.0])
+                e = loose.setdefault(name, [0, 0.0, 0.0, 0])
                 e[0] += 1
                 e[1] += k.dur
                 e[2] += alone
+                e[3] += is_comm
                 continue
-            e = per_op.setdefault(oi, [0, 0.0, 0.0])
+            e = per_op.setdefault(oi, [0, 0.0, 0.0, 0])
             e[0] += 1
             e[1] += k.dur
             e[2] += alone
+            e[3] += is_comm
         mine = launch_work(trace, costs, per_op)
-        for oi, (n, t, alone) in per_op.items():
+        for oi, (n, t, alone, nc) in per_op.items():
             o = trace.ops[oi]
             key = _launcher_key(o, elements.get(oi))
             g = _group(groups, key, mine[oi], list(o.dims), key[2])
             g.owner = ORIGIN_OWNER.get(o.origin, "op")
             g.calls += 1
             g.kernels += n
+            g.comm_kernels += nc
             g.time_s += t
             g.alone_s += alone
             g.flops += mine[oi].flops
             g.bytes += mine[oi].bytes
-        for name, (n, t, alone) in loose.items():
+        for name, (n, t, alone, nc) in loose.items():
             g = OpGroup(op=name, shapes=[], dtype="", model="unattributed", path="",
                         counting="kernels no op of this trace launched (a CUDA graph replays them as one launch): "
                                  "time only, no W or Q")
             g.calls = g.kernels = n
+            g.comm_kernels = nc
             g.time_s, g.alone_s = t, alone
             groups[(name, "", "")] = g
             notes.append(f"{n} kernels ({t * 1e3:.3g} ms) are {name.strip('()')}: "
@@ -703,13 +719,14 @@ def top_kernels(trace: Trace, costs: Mapping[int, OpCost], n: int = TOP_KERNELS)
 
 def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
     """Set the group's bound T = max(W/F, Q/B) and regime against the device (analysis's rule), and its
-    path by the device's name for it (a bf16 GEMM on a CPU is bf16-matmul). A collective's roof is its link's,
-    not the DRAM's: it gets regime "comm" and no bound here (its time counts as it is; the job's collectives
-    table places it on its link)."""
+    path by the device's name for it (a bf16 GEMM on a CPU is bf16-matmul). Communication's roof is its link's,
+    not the DRAM's: a collective of any library, or a group whose kernels are all a communication library's
+    (DeepEP's dispatch under an annotation), gets regime "comm" and no bound here (its time counts as it is; the
+    job's collectives table places it on its link)."""
     if g.path:
         g.path = device.path_name(g.path)
-    if is_comm_op(g.op):
-        g.regime, g.bound_s = "comm", None
+    if is_comm_op(g.op) or (g.kernels and g.comm_kernels == g.kernels):
+        g.regime, g.bound_s, g.peak, g.bandwidth = COMM, None, None, None
         return g
     if g.model in NO_MODEL:  # W and Q unknown: no point, no bound; its time stays as it ran at any roof
         g.regime, g.bound_s = W_UNKNOWN, None
@@ -788,7 +805,8 @@ class Transfer:
 def place_transfer(t: Transfer, device: DeviceProfile) -> Transfer:
     t.level = "dram" if t.cat == "memset" else TRANSFER_LEVEL.get(t.direction, "pcie")
     t.traffic = 2.0 if t.cat == "memcpy" and t.level == "dram" else 1.0
-    t.bandwidth = device.bandwidth[t.level].value if t.level in device.bandwidth else None
+    t.level, key = link_on(device, t.level)  # a peer copy on an AMD GPU crosses its xGMI
+    t.bandwidth = device.bandwidth[key].value if key is not None else None
     return t
 
 
@@ -835,6 +853,10 @@ def _bound(flops: float, nbytes: float, path: str, device: DeviceProfile) -> tup
 
 
 def place_kernel(t: TopKernel, device: DeviceProfile) -> TopKernel:
+    """A kernel on the roof of its W and Q (from its ops); a communication kernel's roof is a link's, not here."""
+    if kernel_family(t.name) == COMM:
+        t.flops, t.bytes, t.path, t.roof, t.fraction_of_roof = 0.0, 0.0, "", "link", None
+        return t
     if t.path:
         t.path = device.path_name(t.path)
     bound, roof = _bound(t.flops, t.bytes, t.path, device)
@@ -951,7 +973,7 @@ def flag_lines(flags: Sequence[Flag]) -> list[str]:
         names = ", ".join(dict.fromkeys(f.subject[:50] for f in sorted(fs, key=lambda f: -f.ratio)[:3]))
         more = ", …" if len({f.subject for f in fs}) > 3 else ""
         v = fs[0].roof_value
-        value = "" if v is None else (f" {v / 1e12:.4g} TFLOP/s" if roof not in ("dram", "pcie", "nvlink", "l2", "l1")
+        value = "" if v is None else (f" {v / 1e12:.4g} TFLOP/s" if roof not in ("dram", "pcie", "nvlink", "xgmi", "l2", "l1")
                                       else f" {v / 1e9:.4g} GB/s")
         head = (f"{len(fs)} {what[kind]}{'s' if len(fs) > 1 else ''} ran above the {roof}{value} roof of "
                 f"{fs[0].source} (up to {fmt_percent(top, 0)} of it: {names}{more})")

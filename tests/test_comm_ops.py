@@ -38,7 +38,7 @@ def test_wire_bytes_are_nccl_tests_factors(coll, factor):
 @pytest.mark.parametrize("text, words", [
     ("allreduce n=16M bf16", "missing world"),
     ("allreduce n=16M world=1", "at least 2"),
-    ("allreduce n=16M world=8 level=dram", "not a link; choose one of: nvlink, pcie, net"),
+    ("allreduce n=16M world=8 level=dram", "not a link; choose one of: nvlink, xgmi, pcie, net"),
     ("allreduce n=16Q world=8", "not a number"),
 ])
 def test_bad_collective_specs(text, words):

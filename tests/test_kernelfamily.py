@@ -11,6 +11,10 @@ REAL = {
     "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, int)": "comm",
     "void c10d::symmetric_memory::multimem_all_reduce_kernel<c10::BFloat16, 8>(c10::BFloat16*, unsigned long)":
         "comm",
+    "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, "
+    "unsigned int**, unsigned long, unsigned long)": "comm",  # a B200 vLLM rank's symm_mem all-reduce
+    "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "comm",
+    "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)": "comm",  # RCCL on an MI300X DDP job
     "void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16, __hip_bfloat16, (vllm::Fp8KVCacheDataType)0>":
         "copy",
     "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false>>": "attention",

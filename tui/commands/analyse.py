@@ -26,8 +26,9 @@ op specs (one or more; a new op starts at each op name):
   gemv N K [dtype] [wdtype=DTYPE]            a GEMM with M = 1 (batch-1 decode)
   attn b=B h=H [kv=KV] [d=D] [q=Q] t=T [flash|naive|decode] [causal]
        [kvdtype=fp8] [window=W]
-  allreduce|allgather|reducescatter N [dtype] world=W [level=nvlink|pcie|net]
-  p2p N [dtype] [level=…]                    N elements in the message
+  allreduce|allgather|reducescatter N [dtype] world=W [level=LINK]
+  p2p N [dtype] [level=LINK]                 N elements in the message; LINK:
+                                             nvlink, xgmi (AMD), pcie, net
   ew N [dtype] [flops=F] [reads=R] [writes=W] elementwise (y = a*x + b)
   fma R [N] [dtype]                          FMA sweep: R FMAs per element
   norm ROWS COLS [dtype] [rms|layer]         softmax ROWS COLS [dtype]

@@ -100,28 +100,37 @@ def is_job(paths: list[str]) -> bool:
     return len(paths) > 1 or any(Path(p).is_dir() for p in paths)
 
 
-def link_roofs(args: argparse.Namespace, device: Any, backend: str) -> dict[str, Any]:
+def link_roofs(args: argparse.Namespace, device: Any, backend: str, intra: str = "nvlink") -> dict[str, Any]:
     """Each link's ceiling: the latest complete `rooftop comm` run of this backend (its best busbw and its α-β
     fit: measured), else the device profile's link bandwidth (datasheet or measured, as the profile says) and
-    its α where the profile keeps one."""
+    its α where the profile keeps one. `intra` is the GPU link (nvlink, or xgmi on AMD), the one a GPU
+    backend's run measured."""
     from rooftop.models.collectives import LINKS, LinkRoof
+    from rooftop.models.links import link_on
     from rooftop.models.workload import roof_source
 
     roofs: dict[str, LinkRoof] = {}
     alphas = dict(device.extra.get("link_alpha_s", {}) or {})  # a measured profile's α per link, where kept
     for lvl in LINKS:
-        if lvl in device.bandwidth:
-            a = alphas.get(lvl)
-            roofs[lvl] = LinkRoof(lvl, device.B(lvl), float(a) if isinstance(a, (int, float)) else None,
-                                  roof_source(device, lvl))
-    measured = _measured_link(args, backend)
+        name, key = link_on(device, lvl)  # an AMD profile may keep its xGMI under nvlink
+        if key is not None and name not in roofs:
+            a = alphas.get(key)
+            roofs[name] = LinkRoof(name, device.B(key), float(a) if isinstance(a, (int, float)) else None,
+                                   roof_source(device, key))
+    measured = _measured_link(args, backend, intra)
     if measured is not None:
-        lvl = "net" if backend == "gloo" else "nvlink"
-        roofs[lvl] = measured
+        roofs[measured.level] = measured
     return roofs
 
 
-def _measured_link(args: argparse.Namespace, backend: str) -> Any:
+def job_vendor(trace: Any, device: Any) -> str:
+    """The GPU vendor of a job's traces: the trace's device (its name, else its properties), else the profile's."""
+    from rooftop.models.devicefamily import trace_vendor
+
+    return trace_vendor(trace.device_name, trace.device_props) or str(getattr(device, "vendor", "") or "")
+
+
+def _measured_link(args: argparse.Namespace, backend: str, intra: str = "nvlink") -> Any:
     from rooftop.models.collectives import LinkRoof
     from rooftop.models.comm import comm_points, fit_points
     from rooftop.store.comms import is_comm
@@ -141,7 +150,7 @@ def _measured_link(args: argparse.Namespace, backend: str) -> Any:
         return None
     fit = fit_points(points).get("allreduce")
     best = max(p.busbw for p in points)  # type: ignore[type-var]
-    return LinkRoof("net" if backend == "gloo" else "nvlink", best, fit.alpha_s if fit else None,
+    return LinkRoof("net" if backend == "gloo" else intra, best, fit.alpha_s if fit else None,
                     f"measured: rooftop comm run {run.short_id} ({backend}, world {points[0].world})")
 
 
@@ -152,6 +161,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
     up as they are used)."""
     read = read if read is not None else {}
     from rooftop.models.job import build_job, group_conflicts, process_groups, summarize
+    from rooftop.models.links import GPU_LINK_LEVELS, gpu_link
     from rooftop.models.trace import TraceError
     from rooftop.models.workload import build_workload
     from rooftop.store.tracefile import load_trace
@@ -164,6 +174,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
     groups: dict[str, Any] = {}  # the process groups named so far: name → (size, ranks)
     first_path: Path | None = None
     first_work = device = None
+    intra = "nvlink"
     for p in paths:
         try:
             trace = read.pop(p) if p in read else load_trace(p)
@@ -195,6 +206,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
         groups = {**mine, **groups}
         if device is None:
             device = device_for(trace)
+            intra = gpu_link(job_vendor(trace, device[0]))
         work = build_workload(trace, device[0], device_note=device[1])
         summaries.append(summarize(trace, work, rank, str(p)))
         if first_work is None or rank < min(s.rank for s in summaries[:-1]):
@@ -216,9 +228,12 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
         if missing_count(have, world):
             problems.append(f"missing ranks: {missing_text(have, world)} ({len(have)} of {world} ranks read: no "
                             "trace given for the rest)")
-    roofs = link_roofs(args, device[0], backend)
+    roofs = link_roofs(args, device[0], backend, intra)
+    link = getattr(args, "link", None) or ""
+    if link in GPU_LINK_LEVELS:  # --link nvlink on an AMD job: its GPU link, xGMI
+        link = intra
     job = build_job(summaries, world, backend, roofs, per_node=getattr(args, "nproc_per_node", None),
-                    link=getattr(args, "link", None) or "", problems=problems, alignment=al)
+                    link=link, problems=problems, alignment=al, intra=intra)
     return job, first_work, problems
 
 

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from rooftop.models.links import LINK_LEVELS
 from rooftop.models.safetext import safe_text
 from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option, add_wide_option
@@ -66,7 +67,7 @@ def add_profile_command(sub: Any) -> None:
                     help="with --trace: the trace of the CUDA/HIP graph capture (files or a folder; vLLM's "
                          "capture_traces/, SGLang's --enable-profile-cuda-graph): each graph-replayed kernel gets "
                          "the op that launched it at capture, shown as (graph) rows")
-    pr.add_argument("--link", choices=("nvlink", "pcie", "net"),
+    pr.add_argument("--link", choices=LINK_LEVELS,
                     help="the link the job's collectives crossed (default: told from the group's ranks)")
     pr.add_argument("--ncu", metavar="FILE", help="read an Nsight Compute `--csv --page raw` export instead")
     pr.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"),

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+from rooftop.models.links import link_name
 from rooftop.models.safetext import safe_text as clean
 from rooftop.models.units import fmt_bytes, fmt_percent, fmt_time
 from rooftop.tui.render.fit import Col, FitRows
@@ -64,13 +65,22 @@ def _gbs(x: float | None) -> str:
     return "" if not x else f"{x / 1e9:.3g}"
 
 
+def collective_name(c: Mapping[str, Any]) -> str:
+    """A collective as the table names it: its kind, and the library that ran it where not the job's backend
+    ("allreduce (symm_mem)", "alltoall (DeepEP dispatch)")."""
+    via = c.get("via")
+    return clean(str(c["op"]) + (f" ({via})" if via else ""))
+
+
 def collective_rows(job: Mapping[str, Any]) -> list[dict[str, str]]:
-    """One row per (collective, size, group): calls, time, the wait for the slowest rank, algbw and busbw in
-    GB/s, the link and the fraction of its roof, the α-β time of one call."""
-    return [{"collective": clean(str(c["op"])), "size": fmt_bytes(c.get("bytes") or 0),
+    """One row per (collective, size, group, library): calls, time, the wait for the slowest rank, algbw and busbw
+    in GB/s, the link and the fraction of its roof, the α-β time of one call; a size the trace does not give is
+    "?" (its time on the link, no fraction of it)."""
+    return [{"collective": collective_name(c), "size": fmt_bytes(c["bytes"]) if c.get("bytes") is not None else "?",
              "ranks": clean(str(c.get("group_size", ""))), "calls": str(c["calls"]), "time": _t(c["time_s"]),
              "wait": _t(c.get("wait_s")),
-             "algbw": _gbs(c.get("algbw")), "busbw": _gbs(c.get("busbw")), "link": clean(str(c.get("link", ""))),
+             "algbw": _gbs(c.get("algbw")), "busbw": _gbs(c.get("busbw")),
+             "link": clean(str(c.get("link", ""))),
              "of link": _pct(c.get("fraction_of_link")) or "—", "α-β": _t(c.get("expected_s"))}
             for c in job.get("collectives") or ()]
 
@@ -102,11 +112,14 @@ def collective_notes(job: Mapping[str, Any], wide: bool = False) -> list[Any]:
     roofs: dict[str, tuple[Any, str, Any]] = {}
     for c in colls:
         roofs.setdefault(c.get("link", ""), (c.get("link_bandwidth"), c.get("link_source", ""), c.get("alpha_s")))
-    how = "; ".join(f"{lk}: {src}" if bw else f"{lk}: no roof (give -d with one, or run `rooftop comm`)"
-                    for lk, (bw, src, _) in roofs.items())
+    how = "; ".join(f"{link_name(lk)}: {src}" if bw else f"{link_name(lk)}: no roof (give -d with one, or run "
+                    "`rooftop comm`)" for lk, (bw, src, _) in roofs.items())
     out = [Text("collectives on the communication roofline (algbw, busbw in GB/s; busbw = algbw × nccl-tests' bus "
                 f"factor; link roofs: {clean(how)})", style="bold")]
     tail = [Text(f"link: {clean(str(w))}", style="dim") for w in dict.fromkeys(c.get("link_why", "") for c in colls)]
+    if any(c.get("bytes") is None for c in colls):
+        tail.append(Text("size ? = the trace does not record it (kernels no recorded collective launched: DeepEP, a "
+                         "graph's custom all-reduce): their time is on the link, with no fraction of it", style="dim"))
     no_alpha = any(bw and a is None for bw, _, a in roofs.values())
     tail.append(Text("wait = the part of the kernel time spent waiting for the slowest rank read (the spread of the "
                      "aligned starts); α-β = the expected time of one call at that size"

@@ -154,7 +154,7 @@ def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
 def parallel_table(dims: Sequence[Any], device: Any, step: Any) -> Any:
     """Each parallel dimension's communication per step: I_comm and, per link, whether it is comm-bound."""
     from rooftop.models.comm import COLLECTIVES
-    from rooftop.models.ops import LINK_LEVELS
+    from rooftop.models.links import LINK_LEVELS
 
     links = [lv for lv in LINK_LEVELS if lv in device.bandwidth]
     ph = step.phase
@@ -174,7 +174,7 @@ def parallel_table(dims: Sequence[Any], device: Any, step: Any) -> Any:
                       f"({fmt_bytes(x.wire_bytes)})", "", *["" for _ in links], style="dim")
     parts: list[Any] = [t]
     if not links:
-        parts.append(Prose(f"{device.id} has no link levels (nvlink, pcie, net): pick a profile with them, "
+        parts.append(Prose(f"{device.id} has no link levels (nvlink, xgmi, pcie, net): pick a profile with them, "
                            "e.g. -d h100-sxm-ds, to see where each dimension turns comm-bound"))
     else:
         parts.append(Prose(f"the rank computes {fmt_time(dims[0].compute_s)} per step (Σ W/F over its share); "
