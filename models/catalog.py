@@ -120,9 +120,14 @@ def _value(v: Any, scale: float, doc: str) -> Ceiling:
 
 
 def datasheet_profiles(data: dict[str, Any]) -> list[DeviceProfile]:
+    """Profiles from datasheet.json: each with its document (notes), and where it is and the boost clock its
+    figures are computed at (extra: url, clock_hz) where the entry gives them."""
     out = []
     for d in data["devices"]:
         doc = d.get("doc", "datasheet")
+        extra: dict[str, Any] = {"url": d["url"]} if d.get("url") else {}
+        if d.get("clock_mhz"):
+            extra["clock_hz"] = float(d["clock_mhz"]) * 1e6
         out.append(
             DeviceProfile(
                 id=d["id"],
@@ -136,6 +141,7 @@ def datasheet_profiles(data: dict[str, Any]) -> list[DeviceProfile]:
                 bandwidth={k: _value(v, 1e9, doc) for k, v in d["bandwidth_gb_s"].items()},
                 peak={k: _value(v, 1e12, doc) for k, v in d["peak_tflop_s"].items()},
                 notes=doc,
+                extra=extra,
             )
         )
     return out

@@ -129,6 +129,8 @@ class TraceDoc(msgspec.Struct, gc=False):
     schemaVersion: Any = None
     rooftop_cpu_threads: Any = None  # torch's intra-op threads, written by `rooftop profile` when it runs a program
     baseTimeNanoseconds: Any = None  # Kineto's: the wall-clock time (ns since 1970) of its clock's zero
+    hip_runtime_version: Any = None  # the runtime the device ran under (ROCm's HIP, or CUDA): part of its identity
+    cuda_runtime_version: Any = None
 
 
 # -- the result -------------------------------------------------------------------------------
@@ -438,7 +440,9 @@ def events_of(data: Any) -> tuple[list, dict[str, Any]]:
         events, data.traceEvents = data.traceEvents, None  # given up, so each event is freed once read
         return events, {"deviceProperties": data.deviceProperties, "distributedInfo": data.distributedInfo,
                                   "schemaVersion": data.schemaVersion, "rooftop_cpu_threads": data.rooftop_cpu_threads,
-                                  "baseTimeNanoseconds": data.baseTimeNanoseconds}
+                                  "baseTimeNanoseconds": data.baseTimeNanoseconds,
+                                  "hip_runtime_version": data.hip_runtime_version,
+                                  "cuda_runtime_version": data.cuda_runtime_version}
     if isinstance(data, Mapping):
         raw = data.get("traceEvents")
         if not isinstance(raw, list):

@@ -34,7 +34,7 @@ from rooftop.tui.app.panes.whatif import WhatIf
 from rooftop.tui.app.state import AppConfig, RunView, measured_here
 from rooftop.tui.app.widgets import HelpScreen
 from rooftop.tui.app.widgets.base import closing
-from rooftop.tui.services.context import FALLBACK_DEVICE, cannot_create, default_device, store_session
+from rooftop.tui.services.context import FALLBACK_DEVICE, cannot_create, default_device, not_this_gpu, store_session
 from rooftop.tui.services.stopsignals import leave_terminal, on_stop_signals
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -222,7 +222,8 @@ class RooftopApp(App[None]):
         chosen = default_device(self.profiles)
         notes = {
             "local": "showing local: this machine's latest measured profile",
-            "reference": f"showing {chosen.profile.id}, the reference profile of this machine's GPU",
+            "catalog": f"showing {chosen.profile.id}, the {chosen.profile.source} profile of this machine's GPU",
+            "unknown": f"{not_this_gpu(chosen)}; m measures it now",
             "fallback": f"no known GPU here: showing {FALLBACK_DEVICE} (reference); pick any device in the tabs",
         }
         return ("local" if chosen.why == "local" else chosen.profile.id), notes[chosen.why]

@@ -152,6 +152,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         return _compare(args)
     if args.trace and is_job(args.trace):
         return profile_job(args, args.trace, " ".join(args.trace), "trace", device_for=_trace_device, save=_save)
+    if program and not _device_list(getattr(args, "device", None)):
+        _check_local_gpu(args)  # before the program runs, not after: it may run for minutes
     if program and is_torchrun(program):
         return profile_torchrun(program, args, device_for=_trace_device, save=_save)
     if args.trace:
@@ -247,25 +249,63 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
     return trace, " ".join(program)
 
 
+def _unknown_gpu(placed: Any) -> str:
+    """One line for a GPU no profile fits: what it is, and how to give it roofs (-d, the closest, measure)."""
+    near = f"closest: {', '.join(placed.closest)}; " if placed.closest else ""
+    return (f"{placed.note}: give -d ID for its roofs ({near}`rooftop devices` lists them), or measure it "
+            "(`rooftop measure` on its machine) and give -d local")
+
+
+def _placed(args: argparse.Namespace, name: str, props: Mapping[str, Any], metadata: Mapping[str, Any],
+            source: str) -> tuple[Any, str]:
+    """The profile a trace's (or an ncu export's) GPU is placed on, and how, said on stderr; this machine's
+    measured `local` where it is that very card and the catalog has none; else ProfileError naming -d."""
+    from rooftop.models.devicefamily import place_device
+
+    placed = place_device(name, props, metadata=metadata, whose=f"the {source}'s")
+    if placed.profile is not None:
+        sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {placed.note}") + "\n")
+        return placed.profile, placed.note
+    local = _measured_card(args, placed)
+    if local is None:
+        raise ProfileError(clean(_unknown_gpu(placed)))
+    note = f"{placed.note}; using local, this machine's measured profile of that card"
+    sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
+    return local, note
+
+
+def _measured_card(args: argparse.Namespace, placed: Any) -> Any:
+    """This machine's measured profile (`local`) where it is of the very card `placed` names, else None."""
+    from rooftop.models.devicefamily import same_card
+    from rooftop.tui.services.context import store_profiles
+
+    local = store_profiles(args, []).get("local")
+    return local if local is not None and placed.identity is not None and same_card(local, placed.identity) else None
+
+
+def _check_local_gpu(args: argparse.Namespace) -> None:
+    """ProfileError, before a program runs here, where NVML names a GPU no profile fits and none was measured."""
+    from rooftop.probes.identify import local_placement
+
+    placed = local_placement()
+    if placed is not None and placed.profile is None and _measured_card(args, placed) is None:
+        raise ProfileError(clean(_unknown_gpu(placed)))
+
+
 def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") -> Any:
-    from rooftop.models.catalog import find_by_name
     from rooftop.tui.commands.common import _device_list
     from rooftop.tui.services.context import resolve_devices, store_profiles
 
     ids = _device_list(getattr(args, "device", None))
     if not ids and trace_device:
-        found = find_by_name(trace_device)
-        if found:
-            sys.stderr.write(f"rooftop profile: using {found.id}, the reference profile for the {source}'s "
-                             f"{clean(trace_device)}\n")
-            return found
+        return _placed(args, trace_device, {}, {}, source)[0]
     return resolve_devices(ids, store_profiles(args, ids))[0]
 
 
 def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
     """The device whose roofs to use for a trace, and how it was chosen, in one line for the report: -d; the
-    trace's own GPU's family; or, where rooftop has no reference for it, the default device, said plainly."""
-    from rooftop.models.devicefamily import place_device
+    trace's own GPU, by its name and properties; a GPU no profile fits is refused in one line naming -d (its
+    roofs would be another GPU's); a trace that names no GPU gets the default device, said plainly."""
     from rooftop.tui.commands.common import _device_list
     from rooftop.tui.services.context import resolve_devices, store_profiles
 
@@ -280,19 +320,11 @@ def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
                 "(`rooftop measure --device cpu`) and give -d local, or give -d ID")
         sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
         return dev, note
-    if trace.device_name:
-        placed = place_device(trace.device_name, trace.device_props)
-        if placed.profile is not None:
-            sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {placed.note}") + "\n")
-            return placed.profile, placed.note
-        dev = resolve_devices([], store_profiles(args, []))[0]
-        other = " (another vendor's)" if placed.vendor and dev.vendor and placed.vendor != dev.vendor else ""
-        note = (f"{placed.note}: the roofs shown are {dev.id}'s{other}, not its own; give -d ID (`rooftop devices` "
-                "lists them) or measure on that machine (`rooftop measure`) and give -d local")
-    else:
-        dev = resolve_devices([], store_profiles(args, []))[0]
-        note = (f"the trace does not name its GPU (no deviceProperties): the roofs shown are {dev.id}'s; "
-                "give -d ID for the GPU it ran on")
+    if trace.device_name or trace.device_props:
+        return _placed(args, trace.device_name, trace.device_props, trace.metadata, "trace")
+    dev = resolve_devices([], store_profiles(args, []))[0]
+    note = (f"the trace does not name its GPU (no deviceProperties): the roofs shown are {dev.id}'s; "
+            "give -d ID for the GPU it ran on")
     sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
     return dev, note
 

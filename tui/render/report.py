@@ -260,12 +260,17 @@ def profile_detail(p: DeviceProfile) -> Group:
         facts.append(f"measured with {fmt_count(p.sm_count, 'thread')}" if cpu else f"{p.sm_count} SMs/CUs")
     if p.power_limit_w:
         facts.append(f"{p.power_limit_w:g} W")
+    clock = p.extra.get("clock_hz")
+    if isinstance(clock, (int, float)) and clock > 0:
+        facts.append(f"boost clock {clock / 1e6:.0f} MHz")
+    url = p.extra.get("url")
+    where = [Prose(safe_text(f"document: {url}"), style="dim")] if isinstance(url, str) and url else []
     flagged = [Prose(safe_text(f"B {lv} {fmt_bandwidth(float(f['value']))} ({f['case']}) left out: {f['why']}"),
                      style="yellow")
                for lv, f in dict(p.extra.get("flagged") or {}).items()
                if isinstance(f, dict) and isinstance(f.get("value"), (int, float))]
     capped = capped_line(p)
-    return Group(Text(safe_text(p.id), style="bold"), Prose(", ".join(facts)), t, *flagged,
+    return Group(Text(safe_text(p.id), style="bold"), Prose(", ".join(facts)), *where, t, *flagged,
                  *([Prose(safe_text(capped), style="yellow")] if capped else []))
 
 

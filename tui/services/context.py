@@ -126,7 +126,7 @@ def db_file(args: argparse.Namespace) -> str:
 # -- the default device ----------------------------------------------------------------------
 
 FALLBACK_DEVICE = "h100"
-DefaultWhy = Literal["local", "reference", "fallback"]
+DefaultWhy = Literal["local", "catalog", "unknown", "fallback"]
 
 
 @dataclass(frozen=True)
@@ -134,21 +134,35 @@ class DefaultDevice:
     """The device shown when none is named, and why it is that one (each front end words it)."""
 
     profile: DeviceProfile
-    why: DefaultWhy  # local: this host's measured profile; reference: the GPU found here; fallback: none found
+    why: DefaultWhy  # local: this host's measured profile; catalog: the catalog's profile of the GPU found
+    # here; unknown: a GPU found here that no profile fits (FALLBACK_DEVICE shown, not its roofs); fallback: none
+    gpu: str = ""  # unknown: the GPU found here, in words
+    closest: tuple[str, ...] = ()  # unknown: the catalog's profiles nearest it
 
 
 def default_device(profiles: Mapping[str, DeviceProfile] | None = None) -> DefaultDevice:
     """The one default-device rule: this host's latest measured profile (`local`, when it is a whole
-    roofline), else the reference profile of the GPU found here, else FALLBACK_DEVICE."""
+    roofline), else the catalog's profile of the GPU found here, else FALLBACK_DEVICE (said to be another
+    GPU's roofs where a GPU was found)."""
     local = (profiles or {}).get("local")
     if local is not None and local.is_roofline():
         return DefaultDevice(local, "local")
-    from rooftop.probes.identify import local_reference_profile
+    from rooftop.probes.identify import local_placement
 
-    found = local_reference_profile()
-    if found is not None:
-        return DefaultDevice(found, "reference")
-    return DefaultDevice(lookup_device(FALLBACK_DEVICE, dict(profiles or {})), "fallback")
+    placed = local_placement()
+    if placed is not None and placed.profile is not None:
+        return DefaultDevice(placed.profile, "catalog")
+    fallback = lookup_device(FALLBACK_DEVICE, dict(profiles or {}))
+    if placed is not None and placed.identity is not None:
+        return DefaultDevice(fallback, "unknown", placed.identity.called(), placed.closest)
+    return DefaultDevice(fallback, "fallback")
+
+
+def not_this_gpu(chosen: DefaultDevice) -> str:
+    """For an unknown GPU here: that the roofs shown are another GPU's, and how to get its own (-d, measure)."""
+    near = f" (closest: {', '.join(chosen.closest)})" if chosen.closest else ""
+    return (f"this machine's {chosen.gpu} is not in rooftop's catalog: the roofs shown are {chosen.profile.id}'s, "
+            f"not its own; give -d ID{near} or measure it (`rooftop measure`, then -d local)")
 
 
 def resolve_devices(ids: list[str], extra: dict[str, DeviceProfile] | None = None) -> list[DeviceProfile]:
@@ -159,8 +173,10 @@ def resolve_devices(ids: list[str], extra: dict[str, DeviceProfile] | None = Non
     p = chosen.profile
     if chosen.why == "local":
         sys.stderr.write(safe_text(f"rooftop: using local, this machine's latest measured profile ({p.name})") + "\n")
-    elif chosen.why == "reference":
-        sys.stderr.write(f"rooftop: using {p.id}, the reference profile for this machine's {p.name}\n")
+    elif chosen.why == "catalog":
+        sys.stderr.write(safe_text(f"rooftop: using {p.id}, the {p.source} profile for this machine's {p.name}") + "\n")
+    elif chosen.why == "unknown":
+        sys.stderr.write(safe_text(f"rooftop: {not_this_gpu(chosen)}") + "\n")
     else:
         sys.stderr.write(
             f"rooftop: no --device given and no known GPU found; using {FALLBACK_DEVICE} (reference measurement)\n"
