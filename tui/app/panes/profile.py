@@ -88,7 +88,8 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
         alone = _num(g.get("time_alone_s", t))
         i = g.get("intensity")
         label = op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
-                                 dtype=str(g.get("dtype", "")), model="", path="", counting=""))
+                                 dtype=str(g.get("dtype", "")), model="", path="", counting="",
+                                 owner=str(g.get("owner") or "op"), family=str(g.get("family") or "")))
         rows.append((alone, (_pct(alone / span if span else None), fmt_time(t), str(g.get("calls", "")), Text(label),
                              intensity_text(i) if isinstance(i, (int, float)) else "", str(g.get("regime", "")),
                              _pct(g.get("fraction_of_roof")))))
@@ -292,7 +293,13 @@ def split_text(run: Run) -> Text:
     low = " (above 100%: the roof is low, see the flags)" if isinstance(mfu, (int, float)) and mfu > 1 else ""
     text.append(f"MFU {_pct(mfu) or 'n/a'}{low} · bandwidth {_pct(s.get('bandwidth_utilisation')) or 'n/a'}; "
                 f"largest share: {'idle time' if top == 'idle' else clean(str(top))}", style="bold")
+    from rooftop.tui.render.profile import coverage_text, headline_lines
+
+    on = bool(s.get("on_device"))
+    for line in headline_lines(s.get("headline"), on):
+        text.append(f"\n{clean(line)}")
     if s.get("device_note"):
         text.append(f"\ndevice: {clean(str(s['device_note']))}", style="yellow")
-    text.append("\nW and Q estimated from shapes; times measured", style="dim")
+    cov = clean(coverage_text(s.get("coverage"), on, brief=True))  # a profile kept before it was counted: none
+    text.append("\n" + (cov or "W and Q estimated from shapes; times measured"), style="" if cov else "dim")
     return text
