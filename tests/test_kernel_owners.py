@@ -277,7 +277,7 @@ def test_the_coverage_line_is_in_the_report_show_the_profile_tab_and_the_json(tm
     with Store.open(db) as store:
         run = store.run(doc["run_id"])
         assert line in profile_detail(run, store.samples(run.id)).plain.replace("\n", " ")
-        assert ("W and Q from shapes: 100.0% of kernel time; owner: 69.9% (30.1% launched before the window"
+        assert ("W and Q from shapes: 100.0% of kernel time; owner: 69.9%; 30.1% launched before the window"
                 in split_text(run).plain.replace("\n", " "))
 
 
@@ -344,3 +344,27 @@ def test_every_op_at_its_roof_keeps_the_time_of_an_op_with_no_model(tmp_path, ca
     assert not jag.modelled and mm.modelled
     assert w.roof_saves_s == pytest.approx(mm.alone_s * 0.5)
     assert w.bound_s == pytest.approx(w.busy_s - mm.alone_s * 0.5)
+
+
+def test_show_of_a_profile_kept_before_the_honest_headline_redraws_it(tmp_path, capsys):
+    """A profile kept before MFU left anything out holds the MFU of every op: `show` still knows its roofs are the
+    same (it was told they had changed and listed the samples instead), and draws the report with today's MFU."""
+    import sqlite3
+
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(_gemms((4096, 200.0, 7, 100), (2048, 0.5, 7, 200))))
+    db = str(tmp_path / "o.db")
+    assert main(["profile", "--trace", str(path), "-d", "h100", "--json", "--db", db]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    w = build_workload(parse_trace(json.loads(path.read_text())), lookup_device("h100"))
+    with sqlite3.connect(db) as con:  # as the earlier rooftop kept it: every op's FLOPs, no headline
+        device = json.loads(con.execute("SELECT device_json FROM runs WHERE id = ?", (doc["run_id"],)).fetchone()[0])
+        for k in ("headline", "coverage", "busy_fraction"):
+            device["profile"].pop(k)
+        device["profile"]["mfu"] = w.mfu_over(w.groups)
+        device["profile"]["bandwidth_utilisation"] = w.bandwidth_over(w.groups)
+        con.execute("UPDATE runs SET device_json = ? WHERE id = ?", (json.dumps(device), doc["run_id"]))
+    assert w.mfu_over(w.groups) > 5 * w.mfu
+    assert main(["show", doc["run_id"][:8], "--db", db]) == 0
+    out, err = capsys.readouterr()
+    assert "have changed" not in err and "MFU and bandwidth leave out 1 op group" in out

@@ -60,7 +60,8 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
     groups = sorted(group_records(samples), key=lambda g: -(g.get("time_s") or 0.0))
     for g in groups[:TOP_OPS]:
         roof = g.get("fraction_of_roof")
-        text.append(f"  {clean(str(g.get('op', '?')))} {clean(str(g.get('dtype', '')))} ×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"
+        early = early_prefix(str(g.get("owner") or ""), str(g.get("family") or ""))
+        text.append(f"  {early}{' ' if early else ''}{clean(str(g.get('op', '?')))} {clean(str(g.get('dtype', '')))} ×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"
                     f" ({_pct((g.get('time_s') or 0) / span if span else None)}), {g.get('regime', '')}"
                     + (f", {_pct(roof)} of roof" if isinstance(roof, (int, float)) else "") + "\n")
     text.append("W and Q estimated from shapes; times measured\n", style="dim")
@@ -114,10 +115,16 @@ def op_name(op: str) -> str:
     return op.removeprefix("aten::")
 
 
+def early_prefix(owner: str, family: str) -> str:
+    """What an op group of kernels launched before the window, costed as their twins' op, says first ('' for any
+    other: a family row's name says it already)."""
+    return "(before window)" if owner == "before window" and not family else ""
+
+
 def op_label(g: Any) -> str:
     """How an op group reads in a table: torch's name (without `aten::`), dtype, input shapes (cropped); kernels
     launched before the window, costed as their twins' op, say so first."""
-    early = "(before window)" if getattr(g, "owner", "") == "before window" and not getattr(g, "family", "") else ""
+    early = early_prefix(getattr(g, "owner", ""), getattr(g, "family", ""))
     return clean(" ".join(x for x in (early, op_name(g.op), g.dtype, shapes_brief(g.shapes_text)) if x))
 
 
@@ -295,7 +302,7 @@ def coverage_text(cov: Any, on_device: bool = True, brief: bool = False) -> str:
     loose_text = "; ".join(loose)
     if brief:
         text = f"W and Q from shapes: {share(modelled)} of {what}; owner: {share(cov['owned'])}{kinds_text}"
-        return text + (f" ({loose_text})" if loose else "") + "; times measured"
+        return text + (f"; {loose_text}" if loose else "") + "; times measured"
     text = f"coverage: {share(cov['owned'])} of {what} has an owner{kinds_text}"
     if isinstance(modelled, (int, float)):
         text += f", {share(modelled)} a W and Q model"
