@@ -219,7 +219,8 @@ def step_splits(trace: Trace) -> list[StepSplit]:
     """Per profiler step: on a GPU trace the activities launched during the step, by their launch time, so that
     identical steps get equal counts: an activity with no launch in the trace (launched before the window, run
     during the sync that opens its first step) belongs to no step. A trace that records no launch at all splits
-    by the activities' start. On a CPU trace: the top-level ops inside each step."""
+    by the activities' start. A step is [start, end): a launch where one step ends and the next begins is the
+    next one's, counted once. On a CPU trace: the top-level ops inside each step."""
     from .trace import union_length
 
     out: list[StepSplit] = []
@@ -230,7 +231,7 @@ def step_splits(trace: Trace) -> list[StepSplit]:
                        if k.launch_ts is not None or not launched)
         at = [t for t, _ in keyed]
         for (lo, hi), name in zip(trace.steps, names):
-            mine = [trace.kernels[i] for _, i in keyed[bisect.bisect_left(at, lo):bisect.bisect_right(at, hi)]]
+            mine = [trace.kernels[i] for _, i in keyed[bisect.bisect_left(at, lo):bisect.bisect_left(at, hi)]]
             if mine:
                 span = max(k.end for k in mine) - min(k.ts for k in mine)
                 busy = union_length((k.ts, k.end) for k in mine)

@@ -137,8 +137,9 @@ def _resnet_like(backlog_names: list[str] | None = None) -> dict:
 
 
 def test_identical_steps_get_equal_kernel_counts_when_the_warm_ups_kernels_spill_into_them(tmp_path, capsys):
-    """By start time the steps read 10 / 8 / 6 (as the MI300X ResNet's read 1383 / 866 / 746); by launch time each
-    has its 6, and the 8 launched before the window are their own rows, costed as their twins' ops."""
+    """By start time the steps read 11 / 10 / 6 (as the MI300X ResNet's read 1383 / 866 / 746; the kernel that
+    started where step 1 ends was counted in both); by launch time each has its 6, and the 8 launched before the
+    window are their own rows, costed as their twins' ops."""
     doc, text = run_json(tmp_path, _resnet_like(), capsys)
     assert [s["kernels"] for s in doc["steps"]] == [6, 6, 6]
     assert doc["summary"]["kernels"] == 26
@@ -151,6 +152,15 @@ def test_identical_steps_get_equal_kernel_counts_when_the_warm_ups_kernels_spill
     assert "(before window) mm fp16 2048×2048 · 2048×2048" in text
     assert not any("graph" in n for n in doc["notes"])
     assert any(n.startswith("8 kernels") and "tail of ProfilerStep#1" in n for n in doc["notes"])
+
+
+def test_a_launch_where_one_step_ends_and_the_next_begins_counts_once():
+    """Steps were closed at both ends: a kernel launched at the instant step 1 ended and step 2 began was in both."""
+    events = [ev("user_annotation", "ProfilerStep#1", 0, 50), ev("user_annotation", "ProfilerStep#2", 50, 50)]
+    for c, t in ((1, 10), (2, 50), (3, 60)):
+        events += [ev("cuda_runtime", "cudaLaunchKernel", t, 2, correlation=c), kernel("k", t + 5, 3, corr=c)]
+    w = build_workload(parse_trace({"traceEvents": events}), lookup_device("h100"))
+    assert [s.kernels for s in w.steps] == [1, 2]
 
 
 def test_kernels_from_before_the_window_that_match_no_step_are_grouped_by_family(tmp_path, capsys):
