@@ -219,19 +219,22 @@ class StepSplit:
 
 
 def step_splits(trace: Trace) -> list[StepSplit]:
-    """Per profiler step: on a GPU trace the activities launched during the step (by their launch time, else
-    their start); on a CPU trace the top-level ops inside it."""
-    import bisect
-
+    """Per profiler step: on a GPU trace the activities launched during the step, by their launch time, so that
+    identical steps get equal counts: an activity with no launch in the trace (launched before the window, run
+    during the sync that opens its first step) belongs to no step. A trace that records no launch at all splits
+    by the activities' start. A step is [start, end): a launch where one step ends and the next begins is the
+    next one's, counted once. On a CPU trace: the top-level ops inside each step."""
     from .trace import union_length
 
     out: list[StepSplit] = []
     names = trace.step_names or tuple(f"step {i}" for i in range(len(trace.steps)))
     if trace.on_device:
-        keyed = sorted(((k.launch_ts if k.launch_ts is not None else k.ts), i) for i, k in enumerate(trace.kernels))
+        launched = any(k.launch_ts is not None for k in trace.kernels)
+        keyed = sorted((k.launch_ts if launched else k.ts, i) for i, k in enumerate(trace.kernels)
+                       if k.launch_ts is not None or not launched)
         at = [t for t, _ in keyed]
         for (lo, hi), name in zip(trace.steps, names):
-            mine = [trace.kernels[i] for _, i in keyed[bisect.bisect_left(at, lo):bisect.bisect_right(at, hi)]]
+            mine = [trace.kernels[i] for _, i in keyed[bisect.bisect_left(at, lo):bisect.bisect_left(at, hi)]]
             if mine:
                 span = max(k.end for k in mine) - min(k.ts for k in mine)
                 busy = union_length((k.ts, k.end) for k in mine)

@@ -19,8 +19,16 @@ What the events mean, across the formats in use (PyTorch 1.13 … 2.x, CUDA and 
   the launch on its thread (2022–2023 traces, where a kernel's `External id`
   is its launch's correlation). Where the args lack the ids, the `ac2g`
   (older: `async_cpu_to_gpu`) flow from the launch to the kernel links them.
+- Where no op encloses a launch, the innermost `user_annotation` range around
+  it (a record_function: DeepSeek-style `mlp(F)`) owns the kernel, else the
+  `gpu_user_annotation` range around the kernel on its stream; it joins the ops
+  with origin "annotation". A ProfilerStep range never owns.
 - A CUDA-graph replay is one runtime call (cudaGraphLaunch) issuing many
   kernels that belong to no op of this trace: their time is kept apart.
+- A kernel with no launch in the trace whose correlation is below every runtime
+  call's (or that started before the first one) was launched before the window
+  (in the warm-up step, run during the sync that opens the first step): it is
+  told apart from a graph replay, which has its launch.
 Times are kept in seconds (the trace counts microseconds) from the trace's
 first event (`Trace.origin_us`): a trace stamped in µs since 1970 would lose a
 quarter of a µs per time as seconds since then, and hundreds of µs over its
@@ -219,8 +227,9 @@ class Trace:
 
     kernels: tuple[Kernel, ...]  # every device activity (kernels, memcpy, memset), by start time
     ops: tuple[CpuOp, ...]
-    kernel_op: tuple[int | None, ...]  # per activity: its op, or None (unattributed)
+    kernel_op: tuple[int | None, ...]  # per activity: its op (or the annotation standing in), or None
     graph_kernels: frozenset[int] = frozenset()  # activities issued by a CUDA-graph replay
+    before_window: frozenset[int] = frozenset()  # activities that ran in the window but were launched before it
     steps: tuple[tuple[float, float], ...] = ()  # ProfilerStep#N intervals (start, end), seconds
     step_names: tuple[str, ...] = ()
     device_name: str = ""
@@ -511,6 +520,7 @@ def _parse_trace(data: Any) -> Trace:
     empty_args = EventArgs()
     shape_cache: dict = {}
     none3 = ((), (), ())
+    ann_raw: tuple[dict, dict] = ({}, {})  # user_annotation, gpu_user_annotation rows by (pid, tid), as op_raw
     decode_event = _EVENT.decode
     for i in range(len(events)):
         e, events[i] = events[i], None
@@ -624,6 +634,12 @@ def _parse_trace(data: Any) -> Trace:
                     capturing[(pid, tid)] = n_open
                 else:
                     capturing.pop((pid, tid), None)
+        elif kind == "annotation" or cat == "gpu_user_annotation":  # a user range: may stand in as an owner
+            gpu_evidence = gpu_evidence or kind == "gpu"
+            pid, tid = e.pid, e.tid
+            key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
+            rows = ann_raw[kind == "gpu"].setdefault(key, [])
+            rows.append((ts, -dur, name, None, none3))
         elif kind == "gpu":
             gpu_evidence = True
             if cat == RANGE_CAT:
@@ -640,9 +656,12 @@ def _parse_trace(data: Any) -> Trace:
     dev_raw = _far_out(_unrepeated(dev_raw, counts), op_raw, cpu_spans, counts)
     ops, by_ext, threads, op_thread = _op_tree(op_raw, counts)
     del op_raw
+    owners = _Annotations(ops, *ann_raw)
+    first_call = (min(runtime), min(c[2] for c in runtime.values())) if runtime else None
     kernels: list[Kernel] = []
     links: list[int | None] = []
     graph: set[int] = set()
+    before: set[int] = set()
     flow_maps: tuple[dict, dict] | None = None
     for ts, dur, cat, name, ext_v, corr_v, stream, device, nbytes, pid, tid, mkind, i in dev_raw:
         corr = corr_v if corr_v.__class__ is int else _id(corr_v)
@@ -686,7 +705,12 @@ def _parse_trace(data: Any) -> Trace:
             graph.add(n)
             links.append(None)
             continue
-        links.append(_link(ops, by_ext, threads, op_thread, ext, at))
+        if at is None and first_call is not None and (corr < first_call[0] if corr is not None else ts < first_call[1]):
+            before.add(n)  # no launch in the trace, issued before its first runtime call: launched before the window
+            links.append(None)
+            continue
+        o = _link(ops, by_ext, threads, op_thread, ext, at)
+        links.append(o if o is not None else owners.owner(at, (pid, tid, ts)))
     counters = _kernel_counters(ranges, range_counts, dev_raw)
     host_calls = tuple(sorted((HostCall(name, ts * US, dur * US, kind, _enclosing_name(ops, threads, (pid, tid, ts)))
                                for pid, tid, ts, dur, name, kind in host), key=lambda h: h.ts))
@@ -696,6 +720,7 @@ def _parse_trace(data: Any) -> Trace:
     threads_v = _id(meta.get("rooftop_cpu_threads"))
     return Trace(
         kernels=tuple(kernels), ops=tuple(ops), kernel_op=tuple(links), graph_kernels=frozenset(graph),
+        before_window=frozenset(before),
         steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
         device_name=dev, device_props=props,
         metadata={clean(str(k)): clean(v) if isinstance(v, str) else v for k, v in meta.items()
@@ -1012,6 +1037,37 @@ def _link(ops: Sequence[CpuOp], by_ext: Mapping[int, int], threads: Mapping, op_
     if o is not None and op_thread[o] == (at[0], at[1]) and ops[o].ts <= at[2] * US <= ops[o].end:
         return o
     return _enclosing(ops, threads, at)
+
+
+class _Annotations:
+    """The user ranges (`user_annotation` on the CPU, `gpu_user_annotation` on the device's streams) that stand in
+    as the owner of an activity no framework op launched: DeepSeek-style code launches its kernels inside
+    record_function ranges (`mlp(F)`, `dispatch(F)`), not inside aten ops. The innermost CPU range enclosing the
+    launch on its thread wins, else the innermost device range enclosing the activity on its stream; a profiler
+    step never owns (it is not read as a range here). A range that owns something joins the trace's ops, with
+    origin "annotation"."""
+
+    def __init__(self, ops: list[CpuOp], cpu: dict[tuple, list[tuple]], gpu: dict[tuple, list[tuple]]) -> None:
+        self.ops = ops
+        self.cpu, _, self.cpu_threads, _ = _op_tree(cpu)
+        self.gpu, _, self.gpu_threads, _ = _op_tree(gpu)
+        self.index: dict[tuple[bool, int], int] = {}  # (on the device, its index there) → its index in ops
+
+    def owner(self, launch: tuple | None, activity: tuple) -> int | None:
+        """The op index of the range owning an activity launched at `launch` (pid, tid, µs) that ran at
+        `activity` (pid, tid, µs); None when no range encloses it."""
+        a = _enclosing(self.cpu, self.cpu_threads, launch) if launch is not None else None
+        on_gpu = a is None
+        if on_gpu:
+            a = _enclosing(self.gpu, self.gpu_threads, activity)
+            if a is None:
+                return None
+        at = self.index.get((on_gpu, a))
+        if at is None:
+            r = (self.gpu if on_gpu else self.cpu)[a]
+            at = self.index[(on_gpu, a)] = len(self.ops)
+            self.ops.append(CpuOp(r.name, r.ts, r.dur, r.tid, origin="annotation"))
+        return at
 
 
 def _unrepeated_ops(rows: list[tuple], counts: _Counts | None) -> list[tuple]:

@@ -14,6 +14,14 @@ and top kernel also has its W and Q as measured, beside the model's. A trace
 of ranges alone (the range profiler records no kernel events) has them as its
 kernels, with the profiler's times: an even split of its window, not measured,
 so no fraction of a roof, MFU or speed-up is read from them.
+
+Every kernel has an owner (OWNERS): the op that launched it, else a user
+annotation around its launch, else, for kernels launched before the window, its
+twin's op in the first step (models.spillover); what is left is grouped by its
+kernel family, time only. The coverage says how much of the kernel time each
+kind owns and how much has a W and Q model. MFU and bandwidth utilisation leave
+out the op groups a wrong count puts far above their roof, and never pass the
+busy fraction.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from .paths import matmul_ladder
 from .opcontext import OpContext, needs_context
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
+from .spillover import twins
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
 from .trace import CpuOp, Trace, paused_gc
 from .units import fmt_percent
@@ -44,10 +53,16 @@ from .units import fmt_percent
 # launched it when its graph was captured, the annotation enclosing its launch, its kernel family by name; and
 # kernels that ran in the window but were launched before it (no launch event to own them)
 OWNERS = ("op", "graph", "annotation", "family", "before window")
-ORIGIN_OWNER = {"op": "op", "capture": "graph", "annotation": "annotation"}  # an op's origin → its group's owner
+OWNER_OF = {"op": "op", "capture": "graph", "annotation": "annotation"}  # CpuOp.origin → its groups' owner
 MEASURED, RANGES = "measured", "counter ranges"  # what a GPU trace's kernel times are (Workload.kernel_times)
-UNATTRIBUTED = "(unattributed kernels)"
-GRAPH_REPLAY = "(CUDA graph replay)"
+FAMILY_MODEL = "kernel family"  # a group of kernels no op owns, by their family: time only
+ANNOTATION_MODEL = "annotation"  # kernels a user range owns: time only
+# the models that give no W and Q of their own: such a group keeps its measured time in "every op at its roof"
+NOT_MODELLED = NO_MODEL | frozenset(("unattributed", "none", ANNOTATION_MODEL, FAMILY_MODEL))
+W_UNKNOWN = "W unknown"  # the regime of a group with no W model: never memory- or compute-bound
+WRONG_COUNT = 1.5  # an op group this far above its roof has a wrong W or Q: it stays out of MFU and bandwidth
+# the rows of kernels no op owns, by why: launched before the window, a graph's replay, no op around the launch
+LOOSE_LABEL = {"before window": "(before window)", "graph": "(graph)", "no op": "(no op)"}
 TOP_KERNELS = 10
 COMM = "comm"  # the regime of communication: its roof is a link's (the job's collectives table), never DRAM's
 # a collective's W and Q are its link's (the collectives table has them, with its size and group), not DRAM traffic
@@ -99,6 +114,7 @@ class OpGroup(Rates):
     measured_flops: float | None = None  # W as the GPU's counters counted it, where the trace has them for each kernel
     measured_bytes: float | None = None  # Q (DRAM bytes read and written) as they counted it
     timed: bool = True  # False: its time is the range profiler's split of its window, not its kernels' time
+    family: str = ""  # a group of kernels no op owns: their kernel family (models.kernelfamily)
     # against the device, set by place():
     bound_s: float | None = None
     regime: str = ""
@@ -124,6 +140,13 @@ class OpGroup(Rates):
         return measured_intensity(self.measured_flops, self.measured_bytes)
 
     @property
+    def modelled(self) -> bool:
+        """Its W and Q come from an op model: an op (the op that launched it at capture, or its twin's op for a
+        kernel launched before the window) whose model counts them, not the tensors' sizes, an uncosted record, an
+        annotation or a kernel family."""
+        return self.owner in ("op", "graph", "before window") and self.model not in NOT_MODELLED
+
+    @property
     def shapes_text(self) -> str:
         parts = []
         for d in self.shapes:
@@ -143,8 +166,8 @@ class OpGroup(Rates):
             "achieved_flops": self.achieved_flops if self.timed else None,
             "achieved_bandwidth": self.achieved_bandwidth if self.timed else None,
             "path": self.path, "model": self.model, "counting": self.counting, "estimate": True,
-            "shape": dict(self.shape), "time_alone_s": self.alone_s, "owner": self.owner,
-            **measured_dict(self.measured_flops, self.measured_bytes, self.timed),
+            "shape": dict(self.shape), "time_alone_s": self.alone_s, "owner": self.owner, "family": self.family,
+            "modelled": self.modelled, **measured_dict(self.measured_flops, self.measured_bytes, self.timed),
         }
 
 
@@ -231,7 +254,7 @@ class Workload:
         share at bound/time, an op already faster than its roof saving nothing (its bound is not its time)."""
         saved = 0.0
         for g in self.groups:
-            if g.bound_s is not None and g.time_s > 0 and g.timed:
+            if g.bound_s is not None and g.time_s > 0 and g.timed and g.modelled:  # no model: no bound to run at
                 saved += g.alone_s * max(0.0, 1.0 - g.bound_s / g.time_s)
         return saved
 
@@ -253,30 +276,94 @@ class Workload:
         return self.busy_s
 
     @property
-    def mfu_path(self) -> str | None:
-        """The matmul path that carries most of the FLOPs: MFU is read against its roof."""
+    def busy_fraction(self) -> float | None:
+        """The share of the span the device worked: neither MFU nor bandwidth utilisation can pass it."""
+        return min(1.0, self.busy_s / self.span_s) if self.span_s > 0 else None
+
+    @property
+    def left_out(self) -> tuple[OpGroup, ...]:
+        """The op groups above their roof by more than WRONG_COUNT: no roof is that far off, their W or Q is
+        (a wrong recorded shape, a model counting work the kernels did not do). MFU and bandwidth leave them out."""
+        return tuple(g for g in self.groups if (g.fraction_of_roof or 0.0) > WRONG_COUNT)
+
+    def _counted(self) -> list[OpGroup]:
+        out = set(map(id, self.left_out))
+        return [g for g in self.groups if id(g) not in out]
+
+    def mfu_path_of(self, groups: Sequence[OpGroup]) -> str | None:
+        """The matmul path on which `groups` have the most FLOPs (one this device has a roof for)."""
         by: dict[str, float] = {}
         ladder = matmul_ladder(self.device.kind)
-        for g in self.groups:
+        for g in groups:
             path = self.device.path_name(g.path) if g.path else ""  # a group kept under the path's other name
             if path in ladder and path in self.device.peak:
                 by[path] = by.get(path, 0.0) + g.flops
         return max(by, key=by.get) if by else None
 
     @property
-    def mfu(self) -> float | None:
-        """Model FLOPs over the span, over the peak of the main matmul path."""
-        p = self.mfu_path
+    def mfu_path(self) -> str | None:
+        """The matmul path that carries most of the FLOPs (of the groups MFU counts): MFU is read against its roof."""
+        return self.mfu_path_of(self._counted())
+
+    def mfu_over(self, groups: Sequence[OpGroup]) -> float | None:
+        """The groups' FLOPs over the span, over the peak of their main matmul path (none held back)."""
+        p = self.mfu_path_of(groups)
         if p is None or self.span_s <= 0 or self.kernel_times != MEASURED:
             return None
-        return self.flops / self.span_s / (self.gpus * self.device.F(p))
+        return sum(g.flops for g in groups) / self.span_s / (self.gpus * self.device.F(p))
+
+    def bandwidth_over(self, groups: Sequence[OpGroup]) -> float | None:
+        """The groups' bytes (as counted) over the span, over the DRAM bandwidth (none held back)."""
+        if self.span_s <= 0 or "dram" not in self.device.bandwidth:
+            return None
+        return sum(g.bytes for g in groups) / self.span_s / (self.gpus * self.device.B("dram"))
+
+    def _held(self, x: float | None) -> float | None:
+        busy = self.busy_fraction
+        return x if x is None or busy is None else min(x, busy)
+
+    @property
+    def mfu(self) -> float | None:
+        """Model FLOPs over the span, over the peak of the main matmul path: the op groups above their roof by more
+        than WRONG_COUNT left out, and never above the busy fraction (a device busy 14% of the span cannot have
+        used more than 14% of its peak; past it, the roofs are low, and the flags say so)."""
+        return self._held(self.mfu_over(self._counted()))
 
     @property
     def bandwidth_utilisation(self) -> float | None:
-        """Bytes moved (as counted) over the span, over the DRAM bandwidth."""
-        if self.span_s <= 0 or "dram" not in self.device.bandwidth or self.kernel_times != MEASURED:
-            return None
-        return self.bytes / self.span_s / (self.gpus * self.device.B("dram"))
+        """Bytes moved (as counted) over the span, over the DRAM bandwidth; held as MFU is."""
+        return self._held(self.bandwidth_over(self._counted()))
+
+    def headline(self) -> dict[str, Any]:
+        """What MFU and bandwidth utilisation leave out and where they were held at the busy fraction, as JSON:
+        the figure users read first says what it does not count."""
+        counted = self._counted()
+        mfu, bw = self.mfu_over(counted), self.bandwidth_over(counted)
+        busy = self.busy_fraction
+        kernel_s = self.op_time_s
+        out = [{"op": g.op, "dtype": g.dtype, "shapes": g.shapes, "time_s": g.time_s,
+                "fraction_of_roof": g.fraction_of_roof} for g in self.left_out]
+        left_s = sum(g.time_s for g in self.left_out)
+        return {"left_out": out, "left_out_s": left_s, "left_out_share": left_s / kernel_s if kernel_s > 0 else None,
+                "busy_fraction": busy, "wrong_count_above": WRONG_COUNT,
+                "mfu_held": mfu is not None and busy is not None and mfu > busy, "mfu_counted": mfu,
+                "bandwidth_held": bw is not None and busy is not None and bw > busy, "bandwidth_counted": bw}
+
+    def coverage(self) -> dict[str, Any]:
+        """How much of the kernel time (op time on a CPU trace) has an owner (an op of the trace or of the graph's
+        capture, or an annotation), by kind of owner, how much is only grouped by kernel family, and how much has a
+        W and Q model: the share of the time the rest of the report can speak for."""
+        total = self.op_time_s
+        by: dict[str, float] = dict.fromkeys(OWNERS, 0.0)
+        modelled = families = 0.0
+        for g in self.groups:
+            by[g.owner] = by.get(g.owner, 0.0) + g.time_s
+            modelled += g.time_s if g.modelled else 0.0
+            families += g.time_s if g.model == FAMILY_MODEL else 0.0
+        share = (lambda x: x / total) if total > 0 else (lambda x: None)
+        return {"time_s": total, "owned": share(by["op"] + by["graph"] + by["annotation"]),
+                "modelled": share(modelled), "by_family": share(families),
+                "by_owner": {k: share(v) for k, v in by.items()}}
 
     def measured(self) -> tuple[float | None, float | None]:
         """The program's W and Q as counted: the sums over the op groups, where every group with kernels has
@@ -296,6 +383,7 @@ class Workload:
             "op_time_s": self.op_time_s, "bound_s": self.bound_s if timed else None, "flops": self.flops,
             "bytes": self.bytes, "mfu": self.mfu, "mfu_path": self.mfu_path,
             "bandwidth_utilisation": self.bandwidth_utilisation,
+            "busy_fraction": self.busy_fraction, "headline": self.headline(), "coverage": self.coverage(),
             "step_at_roof_s": self.at_roof_s if timed else None, "step_without_gaps_s": self.no_gaps_s if timed else None,
             "speedup_at_roof": self.span_s / self.at_roof_s if self.at_roof_s > 0 and timed else None,
             "speedup_without_gaps": self.span_s / self.no_gaps_s if self.no_gaps_s > 0 and timed else None,
@@ -340,10 +428,27 @@ def _key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple[str, byte
 
 
 def _launcher_key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple:
-    """The group of an op that launched kernels on a GPU trace: one replayed in a graph (joined from its capture)
-    is a row of its own beside the same op run eagerly. The one rule for the groups and their counted W and Q."""
-    key = _key(op, element)
-    return (*key, "graph") if op.origin == "capture" else key
+    """The group of an op that launched kernels on a GPU trace: by name, shapes and dtype, and by who owns the
+    kernels (OWNER_OF its origin), so an op replayed in a graph (joined from its capture) is a row of its own beside
+    the same op run eagerly. The one rule for the groups, their counted W and Q, and their twins' rows."""
+    return (*_key(op, element), OWNER_OF.get(op.origin, "op"))
+
+
+def _early_key(op: CpuOp, element: tuple[str, float] | None = None) -> tuple:
+    """The row of the kernels launched before the window that are costed as their twin's op `op`."""
+    return (*_key(op, element), "before window")
+
+
+def _loose_row(why: str, family: str) -> tuple:
+    """The row of kernels no op owns, by why and by kernel family: its key (name first) and, last, its owner."""
+    return (f"{LOOSE_LABEL[why]} {family} kernels", "", "", "before window" if why == "before window" else "family")
+
+
+def _loose_key(trace: Trace, ki: int, name: str) -> tuple[str, str]:
+    """Why no op owns kernel `ki` (launched before the window, replayed by a graph, no op around its launch), and
+    its kernel family: the row it is grouped in."""
+    why = "before window" if ki in trace.before_window else "graph" if ki in trace.graph_kernels else "no op"
+    return why, kernel_family(name)
 
 
 def _group(groups: dict, key: tuple, cost: OpCost, shapes: list, dtype: str) -> OpGroup:
@@ -444,9 +549,59 @@ def _owner(trace: Trace, own: Sequence[OpCost | None]) -> list[int | None]:
     return out
 
 
+ANNOTATION_COST = OpCost(0.0, 0.0, "", ANNOTATION_MODEL, "kernels launched inside a user annotation (a "
+                         "record_function range) where no framework op encloses their launch: time only, no W or Q")
+EARLY_COUNTING = ("; kernels launched before the window, costed as the op of their twins at the same place in "
+                  "the first recorded step (the same shapes assumed)")
+LOOSE_COUNTING = {
+    "before window": "kernels that ran in the trace's window but were launched before it began (no launch event "
+                     "names their op): time only, by kernel family",
+    "graph": "kernels a CUDA/HIP graph replayed (one launch, no op of this trace): time only, by kernel family",
+    "no op": "kernels whose launch no op of this trace encloses: time only, by kernel family",
+}
+
+
+EARLY = ("ran in the window but were launched before it (queued in the step before the first one recorded, run "
+         "behind the sync that opens the window): no launch in the trace names their op")
+
+
+def owner_notes(early: Mapping[int, list], loose: Mapping[tuple[str, str], list], ranges: Sequence[OpGroup],
+                kernel_s: float, first_step: str) -> list[str]:
+    """A note per kind of stand-in owner: kernels launched before the window (costed as their twins' ops, or by
+    family), graph replays and other kernels with no op (by family, and what would give them ops), annotations:
+    how many, their time and share of the kernel time."""
+    def head(n: int, t: float) -> str:
+        part = f", {fmt_percent(t / kernel_s)} of kernel time" if kernel_s > 0 else ""
+        return f"{n} kernel{'s' if n != 1 else ''} ({t * 1e3:.3g} ms{part})"
+
+    out = []
+    if early:
+        out.append(f"{head(sum(v[0] for v in early.values()), sum(v[1] for v in early.values()))} {EARLY}; they "
+                   f"are, kernel for kernel, the tail of {first_step}, so each is costed as the op of its twin there "
+                   "(the same shapes assumed), in rows of their own, and counted in no step")
+    for why in LOOSE_LABEL:
+        mine = {f: v for (w, f), v in loose.items() if w == why}
+        if not mine:
+            continue
+        what = head(sum(v[0] for v in mine.values()), sum(v[1] for v in mine.values()))
+        fams = ", ".join(f"{f} {v[1] * 1e3:.3g} ms" for f, v in sorted(mine.items(), key=lambda x: -x[1][1]))
+        if why == "before window":
+            out.append(f"{what} {EARLY}, so they are grouped by kernel family ({fams}) and counted in no step")
+        elif why == "graph":
+            out.append(f"{what} are CUDA/HIP graph replays, with no op in this trace: grouped by kernel family "
+                       f"({fams}); `--graph-capture CAPTURE`, the trace of the graphs' capture, gives them their ops")
+        else:
+            out.append(f"{what} have no op of the trace around their launch: grouped by kernel family ({fams})")
+    if ranges:
+        names = ", ".join(g.op[:40] for g in sorted(ranges, key=lambda g: -g.time_s)[:3])
+        out.append(f"{head(sum(g.kernels for g in ranges), sum(g.time_s for g in ranges))} were launched inside user "
+                   f"annotations and no framework op ({names}{', …' if len(ranges) > 3 else ''}): the innermost "
+                   "annotation owns them, with their time and no W or Q")
+    return out
+
+
 NO_WORK_GROUP = "(dispatch and views)"
 NO_WORK = "no work"  # the regime of a group that, by its shapes, computes and moves nothing (a 0-sized conv)
-W_UNKNOWN = "W unknown"  # the regime of an op with no model: neither memory- nor compute-bound, no bound
 
 
 class _Costs:
@@ -507,8 +662,11 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         if trace.range_times:  # the ranges tile the profiler's window: no gap or overlap but the floats' rounding
             busy_s, overlap_s = trace.span_s, 0.0
         per_op: dict[int, list[float]] = {}  # op → [kernels, time, time alone, communication kernels]
-        loose: dict[str, list[float]] = {}
+        loose: dict[tuple[str, str], list[float]] = {}  # (why, kernel family) → the same
         comm_names: dict[str, int] = {}  # kernel name → 1 for a communication library's kernel, else 0
+        twin = twins(trace)
+        early: dict[int, list[float]] = {}  # the twin's op → kernels launched before the window, as per_op
+        range_families: dict[int, set[str]] = {}  # an annotation → its kernels' families
         moves: dict[tuple[str, str], Transfer] = {}
         for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
             alone = sw.alone_s[ki]
@@ -527,9 +685,15 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             is_comm = comm_names.get(k.name)
             if is_comm is None:
                 is_comm = comm_names[k.name] = int(kernel_family(k.name) == COMM)
-            if oi is None:
-                name = _loose(trace, ki)
-                e = loose.setdefault(name, [0, 0.0, 0.0, 0])
+            if oi is None and ki in twin and trace.kernel_op[twin[ki]] is not None:  # launched before the window:
+                e = early.setdefault(trace.kernel_op[twin[ki]], [0, 0.0, 0.0, 0])  # costed as its twin's op
+                e[0] += 1
+                e[1] += k.dur
+                e[2] += alone
+                e[3] += is_comm
+                continue
+            if oi is None:  # no op owns it: grouped by why and by its kernel family
+                e = loose.setdefault(_loose_key(trace, ki, k.name), [0, 0.0, 0.0, 0])
                 e[0] += 1
                 e[1] += k.dur
                 e[2] += alone
@@ -540,12 +704,20 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             e[1] += k.dur
             e[2] += alone
             e[3] += is_comm
+            if trace.ops[oi].origin == "annotation":  # what its kernels are, where they are all one family
+                range_families.setdefault(oi, set()).add(kernel_family(k.name))
         mine = launch_work(trace, costs, per_op)
+        group_families: dict[tuple, set[str]] = {}
         for oi, (n, t, alone, nc) in per_op.items():
             o = trace.ops[oi]
+            owner = OWNER_OF.get(o.origin, "op")
+            if owner == "annotation":
+                mine[oi] = ANNOTATION_COST
             key = _launcher_key(o, elements.get(oi))
             g = _group(groups, key, mine[oi], list(o.dims), key[2])
-            g.owner = ORIGIN_OWNER.get(o.origin, "op")
+            g.owner = owner
+            if oi in range_families:
+                group_families.setdefault(key, set()).update(range_families[oi])
             g.calls += 1
             g.kernels += n
             g.comm_kernels += nc
@@ -553,18 +725,34 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             g.alone_s += alone
             g.flops += mine[oi].flops
             g.bytes += mine[oi].bytes
-        for name, (n, t, alone, nc) in loose.items():
-            g = OpGroup(op=name, shapes=[], dtype="", model="unattributed", path="",
-                        counting="kernels no op of this trace launched (a CUDA graph replays them as one launch): "
-                                 "time only, no W or Q")
+        for key, fams in group_families.items():  # an annotation's kernels of one family: the family says the roof
+            groups[key].family = next(iter(fams)) if len(fams) == 1 else ""
+        for oi, (n, t, alone, nc) in early.items():  # a share of the twin's op: its kernels that ran before the window
+            o, part = trace.ops[oi], n / per_op[oi][0]
+            key = _early_key(o, elements.get(oi))
+            g = _group(groups, key, dataclasses.replace(mine[oi], counting=mine[oi].counting + EARLY_COUNTING),
+                       list(o.dims), key[2])
+            g.owner = "before window"
+            g.calls += math.ceil(part)
+            g.kernels += n
+            g.comm_kernels += nc
+            g.time_s += t
+            g.alone_s += alone
+            g.flops += mine[oi].flops * part
+            g.bytes += mine[oi].bytes * part
+        for (why, family), (n, t, alone, nc) in loose.items():
+            key = _loose_row(why, family)
+            g = OpGroup(op=key[0], shapes=[], dtype="", model=FAMILY_MODEL, path="", counting=LOOSE_COUNTING[why],
+                        owner=key[-1], family=family)
             g.calls = g.kernels = n
             g.comm_kernels = nc
             g.time_s, g.alone_s = t, alone
-            groups[(name, "", "")] = g
-            notes.append(f"{n} kernels ({t * 1e3:.3g} ms) are {name.strip('()')}: "
-                         "their time is unattributed, with no W or Q")
+            groups[key] = g
+        kernel_s = sum(k.dur for k in trace.kernels if k.cat == "kernel")
+        notes += owner_notes(early, loose, [g for g in groups.values() if g.owner == "annotation"], kernel_s,
+                             trace.step_names[0] if trace.step_names else "the first step")
         if trace.counters is not None:
-            _add_counted(trace, trace.counters, groups, elements)
+            _add_counted(trace, trace.counters, groups, elements, twin)
             notes.extend(_counter_notes(trace, trace.counters, busy_s))
         transfers = sorted((place_transfer(t, device) for t in moves.values()), key=lambda t: -t.time_s)
         causes = idle_causes(trace)
@@ -628,11 +816,6 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
     return dataclasses.replace(w, flags=tuple(flags))
 
 
-def _loose(trace: Trace, ki: int) -> str:
-    """The group of a kernel no op of the trace launched."""
-    return GRAPH_REPLAY if ki in trace.graph_kernels else UNATTRIBUTED
-
-
 def every(xs: Sequence[float | None]) -> float | None:
     """The sum of counted figures, None unless there is at least one and every one was counted (a part would
     read as the whole)."""
@@ -645,14 +828,21 @@ def _sum_counted(counts: Sequence[Counted | None]) -> tuple[float | None, float 
 
 
 def _add_counted(trace: Trace, counters: TraceCounters, groups: Mapping[tuple, OpGroup],
-                 elements: Mapping[int, tuple[str, float]]) -> None:
+                 elements: Mapping[int, tuple[str, float]], twin: Mapping[int, int]) -> None:
     """Each op group's W and Q as the trace's counters measured them: the sums over its kernels, where every kernel
-    of the group was counted. On a trace of ranges alone no group's time is measured (the profiler's split)."""
+    of the group was counted. On a trace of ranges alone no group's time is measured (the profiler's split). A
+    kernel is found in the group the grouping put it in: its op's, its twin's (launched before the window), or its
+    row by why no op owns it and its family."""
     by: dict[tuple, list[Counted | None]] = {}
     for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
         if k.cat != "kernel":
             continue
-        key = _launcher_key(trace.ops[oi], elements.get(oi)) if oi is not None else (_loose(trace, ki), "", "")
+        if oi is not None:
+            key = _launcher_key(trace.ops[oi], elements.get(oi))
+        elif ki in twin and (t := trace.kernel_op[twin[ki]]) is not None:
+            key = _early_key(trace.ops[t], elements.get(t))
+        else:
+            key = _loose_row(*_loose_key(trace, ki, k.name))
         by.setdefault(key, []).append(counters.kernels.get(ki))
     for key, counts in by.items():
         g = groups.get(key)
@@ -730,6 +920,10 @@ def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
         return g
     if g.model in NO_MODEL:  # W and Q unknown: no point, no bound; its time stays as it ran at any roof
         g.regime, g.bound_s = W_UNKNOWN, None
+        return g
+    if g.model in (FAMILY_MODEL, ANNOTATION_MODEL):  # kernels with no op's shapes: no W and Q to place them by
+        g.regime = "comm" if g.family == "comm" else W_UNKNOWN
+        g.bound_s = None
         return g
     if g.model == "unattributed" or (g.flops == 0 and g.bytes == 0):
         # nothing for the roofline to place: no bound (not a bound of 0 s, which read as "at its roof it takes
@@ -939,9 +1133,9 @@ def roof_flags(w: Workload, program_threads: int | None = None) -> list[Flag]:
         f = t.fraction_of_roof
         if f is not None and f > ABOVE_ROOF:
             flag("transfer", t.label, t.level, f, t.label)
-    mfu = w.mfu
-    if mfu is not None and mfu > 1.0 and w.mfu_path:
-        flag("mfu", "MFU", w.mfu_path, mfu, "the program's matmul FLOPs over the span")
+    mfu = w.mfu_over(w.groups)  # every op's FLOPs, none held back: above 100% a roof or a count is wrong
+    if mfu is not None and mfu > 1.0 and w.mfu_path_of(w.groups):
+        flag("mfu", "MFU", w.mfu_path_of(w.groups), mfu, "the program's matmul FLOPs over the span")
     bounds = sum(g.bound_s for g in w.groups if g.bound_s is not None)
     measured = sum(g.time_s for g in w.groups if g.bound_s is not None)
     if measured > 0 and bounds > measured * ABOVE_ROOF:

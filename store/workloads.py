@@ -56,6 +56,9 @@ class ProfileSummary(TypedDict, total=False):
     device_note: str  # how the device was chosen, or that the trace's own has no reference here
     shares: dict[str, float]  # idle, overlap, ops, transfers: the span's split (adds up to 1)
     graph_capture: dict[str, Any]  # a replay joined to its graph capture: how much was joined (GraphJoin.to_dict)
+    busy_fraction: float | None  # busy over the span: MFU and bandwidth utilisation are held within it
+    headline: dict[str, Any]  # Workload.headline(): the op groups MFU and bandwidth leave out, where they were held
+    coverage: dict[str, Any]  # Workload.coverage(): the kernel time with an owner (by kind) and with a W and Q model
     source: str  # the trace file, or the program's command line
     notes: list[str]
     rows: dict[str, Any]  # Workload.rows(): transfers, overlap, idle_causes, top_kernels, steps, flags
@@ -140,7 +143,7 @@ SUMMARY_SECONDS = ("span_s", "device_busy_s", "idle_s", "op_time_s", "bound_s", 
                    "step_without_gaps_s", "overlap_s", "transfer_time_s")
 SUMMARY_AMOUNTS = ("flops", "bytes", "transfer_bytes", "mfu", "bandwidth_utilisation", "speedup_at_roof",
                    "speedup_without_gaps", "measured_flops", "measured_bytes")
-SUMMARY_SHARES = ("idle_share",)
+SUMMARY_SHARES = ("idle_share", "busy_fraction")
 SUMMARY_COUNTS = ("kernels", "gpus")
 SUMMARY_TEXTS = ("device", "trace_device", "mfu_path", "largest_share", "device_note", "source", "kernel_times",
                  "counted_by")
@@ -181,6 +184,21 @@ def _shares_problem(shares: Any) -> str | None:
         return f"shares = {plausible.shown(shares)} is not an object"
     return next((p for k, v in shares.items()
                  if (p := plausible.real_problem(f"shares.{k}", v, 0.0, 1.0 + SPAN_SLACK))), None)
+
+
+def _coverage_problem(cov: Any) -> str | None:
+    """The coverage (Workload.coverage): an object whose shares, and shares by owner, are parts of one."""
+    if cov is None:
+        return None
+    if not isinstance(cov, Mapping):
+        return f"coverage = {plausible.shown(cov)} is not an object"
+    by = cov.get("by_owner") or {}
+    if not isinstance(by, Mapping):
+        return f"coverage.by_owner = {plausible.shown(by)} is not an object"
+    parts = [(f"coverage.{k}", cov.get(k)) for k in ("owned", "modelled")] + \
+        [(f"coverage.by_owner.{k}", v) for k, v in by.items()]
+    return next((p for k, v in parts if v is not None and (p := plausible.real_problem(k, v, 0.0, 1.0 + SPAN_SLACK))),
+                None)
 
 
 def _rows_problem(rows: Any) -> str | None:
@@ -232,7 +250,7 @@ def profile_problem(run: Run, samples: Sequence[Sample]) -> str | None:
     bad = _figure_problem(s) or _span_problem(s)
     bad = bad or (None if isinstance(notes, list) and all(isinstance(n, str) for n in notes)
                   else f"notes = {plausible.shown(notes)} is not a list of text")
-    bad = bad or _shares_problem(s.get("shares"))
+    bad = bad or _shares_problem(s.get("shares")) or _coverage_problem(s.get("coverage"))
     bad = bad or _rows_problem(s.get("rows"))
     return f"device.profile {bad}" if bad else _group_problem(samples)
 
@@ -260,6 +278,7 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
                 bound_s=None if bound is None else float(bound), regime=str(g.get("regime") or ""),
                 alone_s=float(g.get("time_alone_s", g.get("time_s")) or 0.0), owner=str(g.get("owner") or "op"),
                 **measured_from(g),
+                family=str(g.get("family") or ""),
             ))
         except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"a stored op group is malformed ({exc})") from None

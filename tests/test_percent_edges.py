@@ -93,8 +93,9 @@ def test_an_overcounted_mfu_is_a_power_of_ten_not_13_digits(overcounted: Path, c
     monkeypatch.setenv("COLUMNS", "300")  # nothing cut: every figure on its line whole
     assert main(["profile", str(overcounted), "-d", "h200", "--top", "200", "--no-save"]) == 0
     out = capsys.readouterr().out
-    (mfu,) = [line for line in out.splitlines() if line.startswith("MFU ")]
-    assert mfu.startswith("MFU 4.6e+12% of bf16-tc") and "far above 100%" in mfu, mfu
+    mfu, left = [line for line in out.splitlines() if line.startswith("MFU ")]
+    assert mfu.startswith("MFU 0.2% of bf16-tc"), mfu  # the overcounted GEMM left out, and said so
+    assert left.startswith("MFU and bandwidth leave out 1 op group") and "mm at 1.4e+18% of its roof" in left, left
     row = next(line for line in out.splitlines() if "mm bf16 8×1000" in line)
     assert row.split()[-2:] == ["1.4e+18%", "!"], row
     flags = [line for line in out.splitlines() if line.startswith("flag:")]
@@ -115,6 +116,6 @@ def test_a_kept_profile_gives_the_same_short_mfu_in_history_and_the_profile_tab(
     with Store.open(db) as store:
         run = store.run(run_id)
         detail = profile_detail(run, store.samples(run_id)).plain
-    assert "MFU 4.6e+12% (above 100%" in detail and not LONG_NUMBER.search(detail)
+    assert "MFU 0.2% ·" in detail and "mm at 1.4e+18% of its roof" in detail and not LONG_NUMBER.search(detail)
     split = split_text(run).plain
-    assert "MFU 4.6e+12% (above 100%" in split and not LONG_NUMBER.search(split)
+    assert "MFU 0.2% ·" in split and "mm at 1.4e+18% of its roof" in split and not LONG_NUMBER.search(split)

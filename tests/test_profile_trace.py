@@ -17,7 +17,8 @@ from rooftop.models.catalog import lookup_device
 from rooftop.models.ncu import NcuError, parse_ncu_csv
 from rooftop.models.shapecost import cost_op
 from rooftop.models.trace import TraceError, parse_trace, union_length
-from rooftop.models.workload import GRAPH_REPLAY, build_workload
+from rooftop.models.kernelfamily import kernel_family
+from rooftop.models.workload import build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
 
@@ -294,17 +295,28 @@ def test_kernels_link_by_correlation_and_ac2g_when_the_external_id_is_missing():
     assert sum(g.calls for g in w.groups if g.op in ("aten::mm", "aten::addmm")) == 394
 
 
-def test_cuda_graph_replays_are_unattributed_time():
+def test_cuda_graph_replays_without_a_capture_are_grouped_by_kernel_family_and_name_the_flag():
+    """Kernels a graph launch replayed have no op in the trace: one row per kernel family, `(graph) gemm kernels`,
+    owned by their family, with no W or Q (never one opaque row), and a note naming `--graph-capture`."""
     events = _qwen_events()
     runtime = [e for e in events if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel"]
     graph = {e["args"]["correlation"] for e in runtime[:100]}
     for e in runtime[:100]:
         e["name"] = "cudaGraphLaunch"
     w = build_workload(parse_trace({"traceEvents": events}), lookup_device("h200"))
-    [g] = [g for g in w.groups if g.op == GRAPH_REPLAY]
-    assert g.kernels == sum(1 for e in events if e.get("cat") == "kernel" and e["args"]["correlation"] in graph)
-    assert g.flops == 0 and g.bound_s is None and g.regime == "unknown"
-    assert any("unattributed" in n for n in w.notes)
+    replayed = [e for e in events if e.get("cat") == "kernel" and e["args"]["correlation"] in graph]
+    fams = {}
+    for e in replayed:
+        fams[kernel_family(e["name"])] = fams.get(kernel_family(e["name"]), 0) + 1
+    rows = {g.family: g for g in w.groups if g.op.startswith("(graph) ")}
+    assert {f: g.kernels for f, g in rows.items()} == fams and len(fams) > 1
+    assert all(g.op == f"(graph) {f} kernels" for f, g in rows.items())
+    for g in rows.values():
+        assert g.owner == "family" and g.flops == 0 and g.bound_s is None and not g.modelled
+        assert g.regime == ("comm" if g.family == "comm" else "W unknown")
+    [note] = [n for n in w.notes if "graph replays" in n]
+    assert f"{len(replayed)} kernels" in note and "--graph-capture CAPTURE" in note
+    assert w.coverage()["by_owner"]["family"] == pytest.approx(sum(e["dur"] for e in replayed) * 1e-6 / w.op_time_s)
 
 
 def test_parse_trace_refuses_what_is_not_a_trace():

@@ -124,20 +124,25 @@ def test_a_two_gpu_profile_says_so_in_its_report_and_keeps_it_in_the_store(tmp_p
 
 
 def test_a_point_ten_times_its_roof_is_blamed_on_the_count_not_the_roof():
-    """An mm recorded as 8×10^12 · 10^12×10^6 gave MFU 2874708261% 'so that roof is low, re-measure the roofs'."""
+    """An mm recorded as 8×10^12 · 10^12×10^6 gave MFU 2874708261% 'so that roof is low, re-measure the roofs'. It is
+    left out of MFU (which stays within the busy fraction), the headline says so, and the flags blame its count."""
     import gzip
     import json
 
     from rooftop.models.workload import flag_lines
-    from rooftop.tui.render.profile import mfu_text
+    from rooftop.tui.render.profile import headline_lines
 
     doc = json.loads(gzip.decompress(QWEN.read_bytes()))
     mm = next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e.get("name") == "aten::mm")
     mm["args"]["Input Dims"] = [[8, 10**12], [10**12, 10**6]]
     w = build_workload(parse_trace(doc), lookup_device("h200"))
     lines = flag_lines(w.flags)
-    assert w.mfu > 10 and "the FLOPs are overcounted" in mfu_text(w) and "roof is low" not in mfu_text(w)
+    assert w.mfu <= w.busy_fraction and w.mfu_over(w.groups) > 10
+    [wrong] = w.left_out
+    assert wrong.op == "aten::mm" and wrong.shapes[0] == [8, 10**12]
+    assert any("leave out 1 op group" in h and "mm at" in h for h in headline_lines(w.headline()))
     assert any(line.startswith("1 op group ran above") and "overcounted" in line for line in lines), lines
+    assert any(line.startswith("the program's matmul FLOPs") and "overcounted" in line for line in lines), lines
     real = build_workload(load_trace(QWEN), lookup_device("v100-16"))  # a low roof: still said to be the roof
     assert any("the roof is low" in line for line in flag_lines(real.flags))
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.rawtrace import union
 from rooftop.tui.cli import main
 
 DATA = Path(__file__).parent / "data"
@@ -29,18 +30,6 @@ FAMILY = {
 
 def _events(path: Path) -> list[dict]:
     return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-
-
-def _union(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, float("-inf")
-    for s, e in sorted(intervals):
-        if s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
 
 
 def _gemm_flops(events: list[dict]) -> float:
@@ -83,7 +72,7 @@ def test_busy_is_the_union_of_kernel_memcpy_and_memset_intervals(report):
     path, _, doc, _ = report
     acts = [(e["ts"], e["ts"] + e["dur"]) for e in _events(path)
             if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-    assert doc["summary"]["device_busy_s"] == pytest.approx(_union(acts) * 1e-6, rel=0.01)
+    assert doc["summary"]["device_busy_s"] == pytest.approx(union(acts) * 1e-6, rel=0.01)
     assert doc["summary"]["span_s"] == pytest.approx((max(e for _, e in acts) - min(s for s, _ in acts)) * 1e-6)
 
 

@@ -16,7 +16,7 @@ from rich.text import Text
 from rooftop.models.catalog import UnknownDevice, lookup_device
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.units import fmt_percent, fmt_time
-from rooftop.models.workload import IMPLAUSIBLE, MEASURED, RANGES
+from rooftop.models.workload import MEASURED, RANGES
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, placed_on, profile_summary
 from rooftop.tui.render.fit import Col, FitRows
@@ -24,7 +24,9 @@ from rooftop.tui.render.report import Prose
 from rooftop.tui.render.text import clean
 
 TOP_OPS = 5
-OWNER_TAGS = {"graph": "(graph)"}  # an op group whose kernels a graph replayed: the op that launched them at capture
+# an op group whose kernels a graph replayed (the op that launched them at capture), or that were launched before
+# the window (costed as their twins' op): what its label says first
+OWNER_TAGS = {"graph": "(graph)", "before window": "(before window)"}
 
 
 def _pct(x: Any) -> str:
@@ -55,10 +57,14 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
     low = " (above 100%: the roof is low)" if isinstance(mfu, (int, float)) and mfu > 1 else ""
     text.append(f"MFU {_pct(mfu)}{low} · bandwidth {_pct(s.get('bandwidth_utilisation'))}; largest share: "
                 f"{'idle time' if s.get('largest_share') == 'idle' else clean(str(s.get('largest_share', '?')))}\n")
+    on = bool(s.get("on_device"))
+    for line in headline_lines(s.get("headline"), on) + [coverage_text(s.get("coverage"), on)]:
+        if line:
+            text.append(clean(line) + "\n")
     groups = sorted(group_records(samples), key=lambda g: -(g.get("time_s") or 0.0))
     for g in groups[:TOP_OPS]:
         roof = g.get("fraction_of_roof")
-        tag = OWNER_TAGS.get(str(g.get("owner") or "op"), "")
+        tag = owner_tag(str(g.get("owner") or "op"), str(g.get("family") or ""))
         text.append(f"  {tag + ' ' if tag else ''}{clean(str(g.get('op', '?')))} {clean(str(g.get('dtype', '')))} "
                     f"×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"
                     f" ({_pct((g.get('time_s') or 0) / span if span else None)}), {g.get('regime', '')}"
@@ -91,7 +97,7 @@ def sample_label(sample: Any) -> str:
         return f"{sample.family} {sample.dtype} {sample.shape_text}".strip()
     return op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
                             dtype=str(g.get("dtype", "")), model="", path="", counting="",
-                            owner=str(g.get("owner") or "op")))
+                            owner=str(g.get("owner") or "op"), family=str(g.get("family") or "")))
 
 
 TOP = 20
@@ -129,10 +135,17 @@ def op_name(op: str) -> str:
     return op.removeprefix("aten::")
 
 
+def owner_tag(owner: str, family: str) -> str:
+    """What an op group's label says first of who owns its kernels ('' for an op's own, and for a family row, whose
+    name says it already)."""
+    return "" if family else OWNER_TAGS.get(owner, "")
+
+
 def op_label(g: Any) -> str:
-    """How an op group reads in a table: `(graph)` first where a CUDA/HIP graph replayed its kernels (so a cropped
-    row still says it), torch's name (without `aten::`), dtype, input shapes (cropped)."""
-    tag = OWNER_TAGS.get(getattr(g, "owner", "op"), "")
+    """How an op group reads in a table: who owns its kernels first where that is not its op (`(graph)`: a CUDA/HIP
+    graph replayed them; `(before window)`: launched before the window, costed as their twins' op), so a cropped row
+    still says it; torch's name (without `aten::`), dtype, input shapes (cropped)."""
+    tag = owner_tag(getattr(g, "owner", "op"), getattr(g, "family", ""))
     return clean(" ".join(x for x in (tag, op_name(g.op), g.dtype, shapes_brief(g.shapes_text)) if x))
 
 
@@ -314,7 +327,7 @@ def ranges_text(span_s: float, kernels: Any) -> str:
 
 
 def mfu_text(work: Any) -> str:
-    """MFU against the main matmul path's roof; above 100% it is not a fact but a low roof, and says so."""
+    """MFU against the main matmul path's roof (what it leaves out and where it is held: `headline_lines`)."""
     from rooftop.models.units import fmt_flops_rate
 
     if work.kernel_times == RANGES:
@@ -322,12 +335,78 @@ def mfu_text(work: Any) -> str:
     if work.mfu is None:
         return "MFU n/a (no matmul FLOPs on a path this device has)"
     times = f"{work.gpus} × " if work.gpus > 1 else ""
-    text = f"MFU {share(work.mfu)} of {times}{work.mfu_path} {fmt_flops_rate(work.device.F(work.mfu_path))}"
-    if work.mfu > IMPLAUSIBLE:
-        text += " — far above 100%: the FLOPs are overcounted (a wrong recorded shape), see the flags"
-    elif work.mfu > 1.0:
-        text += " — above 100%, so that roof is low (not a measured fact: see the flags)"
-    return text
+    return f"MFU {share(work.mfu)} of {times}{work.mfu_path} {fmt_flops_rate(work.device.F(work.mfu_path))}"
+
+
+def coverage_text(cov: Any, on_device: bool = True, brief: bool = False) -> str:
+    """The coverage line (Workload.coverage, as computed or stored): the share of the kernel time with an owner,
+    by kind, and with a W and Q model; '' when there is none to say. `brief`: the Profile tab's, which stands for
+    its line "W and Q estimated from shapes; times measured"."""
+    if not isinstance(cov, Mapping) or not isinstance(cov.get("owned"), (int, float)):
+        return ""
+    by = cov.get("by_owner") if isinstance(cov.get("by_owner"), Mapping) else {}
+
+    def part(k: str) -> float:
+        v = by.get(k)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+    what = "kernel time" if on_device else "op time"
+    modelled = cov.get("modelled")
+    kinds = [f"{name} {share(part(k))}" for k, name in (("op", "ops"), ("graph", "ops at graph capture"),
+                                                          ("annotation", "annotations")) if part(k) > 0]
+    kinds_text = f" ({', '.join(kinds)})" if len(kinds) > 1 or part("annotation") > 0 or part("graph") > 0 else ""
+    fam = cov.get("by_family") if isinstance(cov.get("by_family"), (int, float)) else part("family")
+    early, early_fam = part("before window"), max(0.0, fam - part("family"))
+    loose = []
+    if early > 0:
+        how = (" (costed as their twins' ops in the first step)" if early_fam <= 1e-9 else
+               ", grouped by kernel family" if early_fam >= early * (1 - 1e-9) else
+               f" ({share(early_fam)} grouped by kernel family)")
+        loose.append(f"{share(early)} launched before the window{how}")
+    if part("family") > 0:
+        loose.append(f"{share(part('family'))} with no op, grouped by kernel family")
+    loose_text = "; ".join(loose)
+    if brief:
+        text = f"W and Q from shapes: {share(modelled)} of {what}; owner: {share(cov['owned'])}{kinds_text}"
+        return text + (f"; {loose_text}" if loose else "") + "; times measured"
+    text = f"coverage: {share(cov['owned'])} of {what} has an owner{kinds_text}"
+    if isinstance(modelled, (int, float)):
+        text += f", {share(modelled)} a W and Q model"
+    return text + (f"; {loose_text}" if loose else "")
+
+
+def headline_lines(head: Any, on_device: bool = True) -> list[str]:
+    """What MFU and bandwidth utilisation leave out (op groups above their roof by more than 1.5×: a wrong W or Q)
+    and where they were held at the busy fraction (Workload.headline, as computed or stored)."""
+    from rooftop.models.units import fmt_time
+
+    if not isinstance(head, Mapping):
+        return []
+    out: list[str] = []
+    gone = [g for g in head.get("left_out") or () if isinstance(g, Mapping)]
+    if gone:
+        by: dict[str, list[float]] = {}  # op name → its groups' fractions of their roofs
+        for g in sorted(gone, key=lambda g: -(g.get("time_s") or 0.0)):
+            f = g.get("fraction_of_roof")
+            by.setdefault(clean(op_name(str(g.get("op", "?")))), []).append(f if isinstance(f, (int, float)) else 0.0)
+        names = ", ".join(f"{op} at {'up to ' if len(fs) > 1 else ''}{share(max(fs))} of its roof"
+                          + (f" ({len(fs)} shapes)" if len(fs) > 1 else "")
+                          for op, fs in list(by.items())[:3]) + (", …" if len(by) > 3 else "")
+        part = head.get("left_out_share")
+        of = f", {share(part)} of {'kernel' if on_device else 'op'} time" if isinstance(part, (int, float)) else ""
+        n = len(gone)
+        out.append(f"MFU and bandwidth leave out {n} op group{'s' if n != 1 else ''} above "
+                   f"{head.get('wrong_count_above', 1.5)}× {'their' if n != 1 else 'its'} roof (W or Q overcounted, "
+                   f"or data a cache held; {fmt_time(float(head.get('left_out_s') or 0.0))}{of}): {names}")
+    busy = head.get("busy_fraction")
+    held = [(name, head.get(f"{key}_counted")) for key, name in (("mfu", "MFU"), ("bandwidth", "bandwidth"))
+            if head.get(f"{key}_held")]
+    if held and isinstance(busy, (int, float)):
+        figures = ", ".join(f"{name} {share(v)}" for name, v in held if isinstance(v, (int, float)))
+        out.append(f"{' and '.join(n for n, _ in held)} held at the busy fraction {share(busy)}: the ops' counts "
+                   f"over the span came to {figures}, more than a device busy that share of the span can do (its "
+                   "roofs are low, or a count is: see the flags)")
+    return out
 
 
 def split_lines(work: Any) -> list[Text]:
@@ -361,6 +440,10 @@ def split_lines(work: Any) -> list[Text]:
     bw = (f"bandwidth {share(work.bandwidth_utilisation)} of {times}{fmt_bandwidth(dev.B('dram'))}"
           if work.bandwidth_utilisation is not None else "")
     lines.append(Text(f"{mfu_text(work)} · {bw} (over the span; roofs of {dev.id})".replace(" ·  (", " (")))
+    lines += [Text(clean(h)) for h in headline_lines(work.headline(), work.on_device)]
+    cov = coverage_text(work.coverage(), work.on_device)
+    if cov:
+        lines.append(Text(cov))
     top = work.largest_share()
     lines.append(Text(f"largest share: {'idle time' if top == 'idle' else clean(top)}", style="bold"))
     if work.device_note:

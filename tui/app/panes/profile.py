@@ -94,7 +94,7 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
         i = g.get("intensity")
         label = op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
                                  dtype=str(g.get("dtype", "")), model="", path="", counting="",
-                                 owner=str(g.get("owner") or "op")))
+                                 owner=str(g.get("owner") or "op"), family=str(g.get("family") or "")))
         measured = dict(zip(COUNTED, counted_cells(g.get("measured_flops"), g.get("measured_bytes"))))
         rows.append((alone, (_pct(alone / span if span else None), fmt_time(t), str(g.get("calls", "")), Text(label),
                              intensity_text(i) if isinstance(i, (int, float)) else "", str(g.get("regime", "")),
@@ -313,7 +313,14 @@ def split_text(run: Run) -> Text:
     low = " (above 100%: the roof is low, see the flags)" if isinstance(mfu, (int, float)) and mfu > 1 else ""
     text.append(f"MFU {_pct(mfu) or 'n/a'}{low} · bandwidth {_pct(s.get('bandwidth_utilisation')) or 'n/a'}; "
                 f"largest share: {'idle time' if top == 'idle' else clean(str(top))}", style="bold")
+    from rooftop.tui.render.profile import coverage_text, headline_lines
+
+    on = bool(s.get("on_device"))
+    for line in headline_lines(s.get("headline"), on):
+        text.append(f"\n{clean(line)}")
     if s.get("device_note"):
         text.append(f"\ndevice: {clean(str(s['device_note']))}", style="yellow")
+    cov = clean(coverage_text(s.get("coverage"), on, brief=True))  # a profile kept before it was counted: none
+    text.append("\n" + (cov or "W and Q estimated from shapes; times measured"), style="" if cov else "dim")
     text.append("\n" + basis_text(s.get("kernel_times"), s.get("counted_by"), short=True), style="dim")
     return text
