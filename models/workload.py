@@ -40,7 +40,7 @@ from .commtrace import is_comm_op
 from .counters import Counted, TraceCounters
 from .kernelfamily import kernel_family
 from .links import link_on
-from .paths import matmul_ladder
+from .paths import LEVELS, matmul_ladder
 from .opcontext import OpContext, needs_context
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
@@ -314,7 +314,7 @@ class Workload:
 
     def bandwidth_over(self, groups: Sequence[OpGroup]) -> float | None:
         """The groups' bytes (as counted) over the span, over the DRAM bandwidth (none held back)."""
-        if self.span_s <= 0 or "dram" not in self.device.bandwidth:
+        if self.span_s <= 0 or "dram" not in self.device.bandwidth or self.kernel_times != MEASURED:
             return None
         return sum(g.bytes for g in groups) / self.span_s / (self.gpus * self.device.B("dram"))
 
@@ -352,16 +352,23 @@ class Workload:
     def coverage(self) -> dict[str, Any]:
         """How much of the kernel time (op time on a CPU trace) has an owner (an op of the trace or of the graph's
         capture, or an annotation), by kind of owner, how much is only grouped by kernel family, and how much has a
-        W and Q model: the share of the time the rest of the report can speak for."""
-        total = self.op_time_s
+        W and Q model: the share of the time the rest of the report can speak for. On a trace of counter ranges,
+        whose times are the profiler's split and not measured, the shares are of the kernels (`of`: "kernels")."""
+        timed = self.kernel_times == MEASURED
+
+        def weight(g: OpGroup) -> float:
+            return g.time_s if timed else float(g.kernels)
+
+        total = self.op_time_s if timed else float(sum(g.kernels for g in self.groups))
         by: dict[str, float] = dict.fromkeys(OWNERS, 0.0)
         modelled = families = 0.0
         for g in self.groups:
-            by[g.owner] = by.get(g.owner, 0.0) + g.time_s
-            modelled += g.time_s if g.modelled else 0.0
-            families += g.time_s if g.model == FAMILY_MODEL else 0.0
+            by[g.owner] = by.get(g.owner, 0.0) + weight(g)
+            modelled += weight(g) if g.modelled else 0.0
+            families += weight(g) if g.model == FAMILY_MODEL else 0.0
         share = (lambda x: x / total) if total > 0 else (lambda x: None)
-        return {"time_s": total, "owned": share(by["op"] + by["graph"] + by["annotation"]),
+        return {"time_s": self.op_time_s, "of": "kernel time" if timed else "kernels",
+                "owned": share(by["op"] + by["graph"] + by["annotation"]),
                 "modelled": share(modelled), "by_family": share(families),
                 "by_owner": {k: share(v) for k, v in by.items()}}
 
@@ -1167,16 +1174,18 @@ def flag_lines(flags: Sequence[Flag]) -> list[str]:
         names = ", ".join(dict.fromkeys(f.subject[:50] for f in sorted(fs, key=lambda f: -f.ratio)[:3]))
         more = ", …" if len({f.subject for f in fs}) > 3 else ""
         v = fs[0].roof_value
-        value = "" if v is None else (f" {v / 1e12:.4g} TFLOP/s" if roof not in ("dram", "pcie", "nvlink", "xgmi", "l2", "l1")
-                                      else f" {v / 1e9:.4g} GB/s")
+        compute = roof not in LEVELS  # a compute path's roof, not a memory level's or a link's
+        value = "" if v is None else (f" {v / 1e12:.4g} TFLOP/s" if compute else f" {v / 1e9:.4g} GB/s")
         head = (f"{len(fs)} {what[kind]}{'s' if len(fs) > 1 else ''} ran above the {roof}{value} roof of "
                 f"{fs[0].source} (up to {fmt_percent(top, 0)} of it: {names}{more})")
         if top > IMPLAUSIBLE:  # no roof is off by that much: the count is
             out.append(f"{head}: far faster than any roof is off, so W or Q is overcounted — a recorded shape "
                        "that is wrong, or an op whose model counts work its kernels did not do; check its shapes")
         else:
+            fewer = (", or its kernels do fewer FLOPs than the op's count (a Winograd or FFT convolution)"
+                     if compute else "")
             out.append(f"{head}: faster than the roof, so the roof is low (measured under other conditions: threads, "
-                       f"clocks, TF32, or a cache kept the data); {REMEASURE}")
+                       f"clocks, TF32, or a cache kept the data){fewer}; {REMEASURE}")
     return out
 
 

@@ -73,13 +73,19 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
     return text
 
 
+def times_text(kernel_times: Any, counted_by: Any) -> str:
+    """The short form of what the counted figures and the times are: the end of the Profile tab's basis line."""
+    timed = kernel_times in (None, MEASURED)
+    counted = "counted by the GPU's counters where shown; " if counted_by else ""
+    return f"{counted}times {'measured' if timed else 'the range profiler split of its window, not measured'}"
+
+
 def basis_text(kernel_times: Any, counted_by: Any, short: bool = False) -> str:
     """What the figures are: W and Q estimated (and, where the trace has counters, counted: how), times measured
     (or, for a trace of counter ranges, the range profiler's split of its window)."""
     timed = kernel_times in (None, MEASURED)
     if short:
-        est = "W and Q estimated from shapes" + ("; counted by the GPU's counters where shown" if counted_by else "")
-        return f"{est}; times {'measured' if timed else 'the range profiler split of its window, not measured'}"
+        return f"W and Q estimated from shapes; {times_text(kernel_times, counted_by)}"
     text = ("W and Q are estimates from the recorded shapes and dtypes (rooftop's op models); "
             + ("times are measured." if timed else "times are the range profiler's even split of its window, not "
                "measured."))
@@ -340,8 +346,8 @@ def mfu_text(work: Any) -> str:
 
 def coverage_text(cov: Any, on_device: bool = True, brief: bool = False) -> str:
     """The coverage line (Workload.coverage, as computed or stored): the share of the kernel time with an owner,
-    by kind, and with a W and Q model; '' when there is none to say. `brief`: the Profile tab's, which stands for
-    its line "W and Q estimated from shapes; times measured"."""
+    by kind, and with a W and Q model; '' when there is none to say. `brief`: the Profile tab's, which begins its
+    basis line (`times_text` ends it)."""
     if not isinstance(cov, Mapping) or not isinstance(cov.get("owned"), (int, float)):
         return ""
     by = cov.get("by_owner") if isinstance(cov.get("by_owner"), Mapping) else {}
@@ -350,7 +356,7 @@ def coverage_text(cov: Any, on_device: bool = True, brief: bool = False) -> str:
         v = by.get(k)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
-    what = "kernel time" if on_device else "op time"
+    what = ("kernels" if cov.get("of") == "kernels" else "kernel time") if on_device else "op time"
     modelled = cov.get("modelled")
     kinds = [f"{name} {share(part(k))}" for k, name in (("op", "ops"), ("graph", "ops at graph capture"),
                                                           ("annotation", "annotations")) if part(k) > 0]
@@ -368,7 +374,7 @@ def coverage_text(cov: Any, on_device: bool = True, brief: bool = False) -> str:
     loose_text = "; ".join(loose)
     if brief:
         text = f"W and Q from shapes: {share(modelled)} of {what}; owner: {share(cov['owned'])}{kinds_text}"
-        return text + (f"; {loose_text}" if loose else "") + "; times measured"
+        return text + (f"; {loose_text}" if loose else "")
     text = f"coverage: {share(cov['owned'])} of {what} has an owner{kinds_text}"
     if isinstance(modelled, (int, float)):
         text += f", {share(modelled)} a W and Q model"
@@ -397,7 +403,8 @@ def headline_lines(head: Any, on_device: bool = True) -> list[str]:
         n = len(gone)
         out.append(f"MFU and bandwidth leave out {n} op group{'s' if n != 1 else ''} above "
                    f"{head.get('wrong_count_above', 1.5)}× {'their' if n != 1 else 'its'} roof (W or Q overcounted, "
-                   f"or data a cache held; {fmt_time(float(head.get('left_out_s') or 0.0))}{of}): {names}")
+                   "a kernel doing less work than the op's count, as a Winograd convolution does, or data a cache "
+                   f"held; {fmt_time(float(head.get('left_out_s') or 0.0))}{of}): {names}")
     busy = head.get("busy_fraction")
     held = [(name, head.get(f"{key}_counted")) for key, name in (("mfu", "MFU"), ("bandwidth", "bandwidth"))
             if head.get(f"{key}_held")]

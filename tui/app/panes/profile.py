@@ -313,7 +313,7 @@ def split_text(run: Run) -> Text:
     low = " (above 100%: the roof is low, see the flags)" if isinstance(mfu, (int, float)) and mfu > 1 else ""
     text.append(f"MFU {_pct(mfu) or 'n/a'}{low} · bandwidth {_pct(s.get('bandwidth_utilisation')) or 'n/a'}; "
                 f"largest share: {'idle time' if top == 'idle' else clean(str(top))}", style="bold")
-    from rooftop.tui.render.profile import coverage_text, headline_lines
+    from rooftop.tui.render.profile import coverage_text, headline_lines, times_text
 
     on = bool(s.get("on_device"))
     for line in headline_lines(s.get("headline"), on):
@@ -321,6 +321,7 @@ def split_text(run: Run) -> Text:
     if s.get("device_note"):
         text.append(f"\ndevice: {clean(str(s['device_note']))}", style="yellow")
     cov = clean(coverage_text(s.get("coverage"), on, brief=True))  # a profile kept before it was counted: none
-    text.append("\n" + (cov or "W and Q estimated from shapes; times measured"), style="" if cov else "dim")
-    text.append("\n" + basis_text(s.get("kernel_times"), s.get("counted_by"), short=True), style="dim")
+    times = times_text(s.get("kernel_times"), s.get("counted_by"))
+    text.append("\n" + (f"{cov}; {times}" if cov else basis_text(s.get("kernel_times"), s.get("counted_by"),
+                                                                 short=True)), style="" if cov else "dim")
     return text
