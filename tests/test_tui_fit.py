@@ -123,7 +123,7 @@ async def test_long_device_ids_show_whole_or_end_in_an_ellipsis(runs_db: Path) -
         app.query_one("#cmp-b").focus()
         await pilot.press("enter")  # the open list names every device whole
         await pilot.pause()
-        assert_visible(app, "lab-box-h100-sxm5", "a100-80g-ds")
+        assert_visible(app, "lab-box-h100-sxm5", "mi250x-gcd-ds")  # the long ids beside it in the list too
 
 
 async def test_llm_table_and_bound_whole(runs_db: Path) -> None:
