@@ -12,8 +12,9 @@ to them recorded it:
   the `cudnn_convolution_backward` that calls it, which recorded all three;
 - an inference framework's attention (vLLM, SGLang, aiter): the per-request
   query and key lengths are tensors' contents, not shapes; the step's iteration
-  annotation (`execute_…_context_…(sq…sk…)_generation_…(…)`, an enclosing range,
-  or the trace's only one) has their sums;
+  annotation (`execute_…_context_…(sq…sk…)_generation_…(…)`: an op or a range
+  around it, whether or not it owns kernels, else the trace's only one) has their
+  sums;
 - vLLM's `moe_forward` records the tokens and router logits, not the experts:
   top-k is the `TopK` (or `topk`, `topk_softmax`) inside it, and each expert's
   weights are the E × … tensors the ops inside it read.
@@ -50,6 +51,12 @@ def needs_context(name: str) -> bool:
     return name in CONTEXT_OPS or inference.base_name(name) in CONTEXT_OPS
 
 
+def reads_inside(name: str) -> bool:
+    """Whether an op's W is read from the ops inside it (a MoE layer's top-k and expert weights): a copy of the op
+    (a graph capture's, joined to its replay) needs its whole subtree, not only the ops that launched kernels."""
+    return inference.base_name(name) in inference.MOE
+
+
 def _dims(o: CpuOp, i: int) -> tuple[int, ...] | None:
     d = o.dims[i] if i < len(o.dims) else None
     if isinstance(d, (list, tuple)) and d and all(isinstance(x, int) and not isinstance(x, bool) for x in d):
@@ -62,8 +69,9 @@ class OpContext:
 
     def __init__(self, trace: Trace) -> None:
         self.ops = trace.ops
+        self.iterations = trace.iterations
         self._outputs: dict[tuple, set[tuple[int, ...]]] | None = None
-        self._steps: set[Lengths] | None = None
+        self._steps: list[tuple[float, float, Lengths]] | None = None
 
     def cost(self, i: int) -> OpCost | None:
         """Op i's W and Q from the ops around it, or None where they say nothing more than its own record."""
@@ -84,17 +92,26 @@ class OpContext:
         return None
 
     def lengths(self, i: int) -> Lengths | None:
-        """The step's query and key lengths: the iteration annotation enclosing op i, else the trace's only one."""
-        j = self.ops[i].parent
+        """The step's query and key lengths: the iteration annotation enclosing op i (an op around it, else the
+        innermost annotation whose time holds its start: a graph's op copied from its capture runs at its replay's
+        launch), else the trace's only one."""
+        o = self.ops[i]
+        j = o.parent
         while j is not None:
             got = inference.lengths_of(self.ops[j].name)
             if got is not None:
                 return got
             j = self.ops[j].parent
         if self._steps is None:
-            self._steps = {g for o in self.ops if o.name.startswith("execute_")
-                           if (g := inference.lengths_of(o.name)) is not None}
-        return next(iter(self._steps)) if len(self._steps) == 1 else None
+            marks = [*self.iterations, *((p.ts, p.end, p.name) for p in self.ops
+                                         if p.name.startswith(inference.ITERATION))]
+            self._steps = sorted(((ts, end, g) for ts, end, name in marks
+                                  if (g := inference.lengths_of(name)) is not None), key=lambda s: s[1] - s[0])
+        inside = next((g for ts, end, g in self._steps if ts <= o.ts <= end), None)
+        if inside is not None:
+            return inside
+        every = {g for *_, g in self._steps}
+        return next(iter(every)) if len(every) == 1 else None
 
     def experts(self, i: int) -> Experts | None:
         """Top-k and each expert's weights from the ops inside MoE op i."""
