@@ -15,6 +15,9 @@ to them recorded it:
   annotation (`execute_…_context_…(sq…sk…)_generation_…(…)`: an op or a range
   around it, whether or not it owns kernels, else the trace's only one) has their
   sums;
+- `aten::index` (`x[idx]`) records its indices, a list of optional tensors, as
+  `[]`: the output's shape is the sizes of the source's `as_strided` inside it,
+  and each index tensor the input of a `reshape` inside it;
 - vLLM's `moe_forward` records the tokens and router logits, not the experts:
   top-k is the `TopK` (or `topk`, `topk_softmax`) inside it, and each expert's
   weights are the E × … tensors the ops inside it read.
@@ -27,8 +30,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .opcost import inference, matmul
-from .opcost.base import parse_ints
+from .opcost import inference, matmul, memory
+from .opcost.base import Tensor, parse_ints
 from .opcost.inference import Experts, Lengths
 from .shapecost import TORCH_TYPES, OpCost, cost_with
 from .trace import CpuOp, Trace
@@ -42,7 +45,8 @@ HALVES = {
     "aten::cudnn_convolution_transpose_backward_input": (True, False, False),
     "aten::cudnn_convolution_transpose_backward_weight": (False, True, False),
 }
-CONTEXT_OPS = frozenset((*matmul.CONVS, *HALVES, *inference.CONTEXT))
+CONTEXT_OPS = frozenset((*matmul.CONVS, *HALVES, *inference.CONTEXT, "aten::index"))
+INDEX_TYPES = frozenset(("long int", "long", "int"))  # an index tensor's recorded type (int64, int32)
 NEXT_OPS = 64  # how far along its thread a convolution's output is looked for
 
 
@@ -80,6 +84,8 @@ class OpContext:
             return self._half(o)
         if o.name in matmul.CONVS:
             return self._conv(i, o)
+        if o.name == "aten::index":
+            return self._index(o)
         base = inference.base_name(o.name)
         if base in inference.ATTENTION:
             lengths = self.lengths(i)
@@ -137,6 +143,26 @@ class OpContext:
         if not top_k or not weights:
             return None
         return Experts(top_k, tuple(list(weights.values())[:2]))
+
+    def _index(self, o: CpuOp) -> OpCost | None:
+        """`x[idx]` from the ops inside it, where its record has the indices as `[]`: the `as_strided` of the source
+        (same shape) to the output's sizes, and the `reshape` of each integer index tensor."""
+        x = _dims(o, 0)
+        if x is None:
+            return None
+        out: list[int] | None = None
+        indices: list[Tensor] = []
+        for c in o.children:
+            p = self.ops[c]
+            if p.name == "aten::as_strided" and out is None and _dims(p, 0) == x and len(p.concrete) > 1:
+                out = parse_ints(p.concrete[1])
+            elif p.name == "aten::reshape" and (d := _dims(p, 0)) is not None and p.types and p.types[0] in INDEX_TYPES:
+                dtype, size = TORCH_TYPES[p.types[0]]
+                indices.append(Tensor(d, dtype, size))
+        if out is None or not indices:
+            return None
+        return cost_with(o.name, o.dims, o.types, o.concrete,
+                         lambda call: memory.index_from_inside(call, out, indices))
 
     def _half(self, o: CpuOp) -> OpCost | None:
         p = self.ops[o.parent] if o.parent is not None else None
