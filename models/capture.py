@@ -12,7 +12,9 @@ How a replay is matched, per graph launch:
   launches more (a launch the profiler recorded that put no node in the graph), where every way of fitting them
   gives each kernel the same op; with several streams, the sequences of each stream in the capture's order.
 - within the graph, by order and name: the k-th kernel gets the op of the launch it was matched to. The ops are
-  copied into the joined trace once per replay (`CpuOp.origin == "capture"`), so calls and W count per replay.
+  copied into the joined trace once per replay (`CpuOp.origin == "capture"`), so calls and W count per replay:
+  the launching ops and the ops around them, and all the ops inside one whose W is read from them (a MoE
+  layer's top-k and expert weights, `models.opcontext`), though they launched nothing.
 - where the launch calls name no kernel (CUDA), a graph matches by the count and kind of its activities alone,
   and the note says so.
 - captured graphs that all match but whose ops' shapes differ (two batch sizes with the same kernels) leave the
@@ -32,6 +34,7 @@ from typing import Any
 
 import msgspec
 
+from .opcontext import reads_inside
 from .trace import CapturedGraph, CpuOp, Kernel, Trace
 from .units import fmt_percent, fmt_time
 
@@ -301,14 +304,21 @@ def _launches(trace: Trace) -> list[list[int]]:
 
 
 def _template(g: _Graph) -> tuple[list[int], dict[int, int]]:
-    """The capture trace's ops a graph's launches need (the launching ops and the ops around them, parents first),
-    and each one's place in that list."""
+    """The capture trace's ops a graph's launches need (the launching ops and the ops around them, parents first;
+    the whole subtree of an op whose W is read from the ops inside it, as a MoE layer's experts are), and each
+    one's place in that list."""
+    ops = g.trace.ops
     need: set[int] = set()
     for x in g.graph.launches:
         oi = x.op
         while oi is not None and oi not in need:
             need.add(oi)
-            oi = g.trace.ops[oi].parent
+            oi = ops[oi].parent
+    inside = [oi for oi in need if reads_inside(ops[oi].name)]
+    while inside:
+        oi = inside.pop()
+        need.add(oi)
+        inside.extend(c for c in ops[oi].children if c not in need)
     order = sorted(need)  # the reader keeps a parent before its children
     return order, {oi: n for n, oi in enumerate(order)}
 

@@ -26,7 +26,7 @@ import dataclasses
 import re
 
 from . import comm
-from .commtrace import LIBRARY, SOURCES, CommCall, collective_in, collective_name
+from .commtrace import LIBRARY, SOURCES, CommCall, collective_in, collective_name, is_comm_op
 from .kernelfamily import kernel_family
 from .links import LINK_LEVELS, link_name
 from .trace import Kernel, Trace
@@ -167,6 +167,31 @@ def comm_calls(calls: Sequence[CommCall]) -> list[CommCall]:
 
         picked = sorted(picked + [c for c in lib if not wraps(c)], key=lambda c: c.ts)
     return picked
+
+
+def sized_collective_ops(trace: Trace) -> frozenset[int]:
+    """The trace's collective ops (`is_comm_op`) whose message size the trace gives: each overlaps, on its thread
+    (or anywhere, for a backend's range on its worker thread), a collective the collectives table reads with its
+    size, from its own record or the `nccl:*` range inside it. Those are costed on their link with their size;
+    the rest (no size recorded) have their time and no W or Q."""
+    sized = [c for c in comm_calls(trace.comms) if c.message_bytes is not None]
+    if not sized:
+        return frozenset()
+    sized.sort(key=lambda c: c.ts)
+    starts = [c.ts for c in sized]
+    longest = max(c.dur for c in sized)
+    out = set()
+    for i, o in enumerate(trace.ops):
+        if not is_comm_op(o.name):
+            continue
+        j = bisect.bisect_right(starts, o.end)  # the calls that begin before the op ends …
+        while j > 0 and starts[j - 1] >= o.ts - longest:
+            c = sized[j - 1]
+            if c.end >= o.ts and (c.tid == o.tid or c.source == "backend"):  # … and end after it begins
+                out.add(i)
+                break
+            j -= 1
+    return frozenset(out)
 
 
 def _group_of(c: CommCall | None, dist: Mapping[str, Any]) -> tuple[int, str, tuple[int, ...]]:

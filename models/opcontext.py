@@ -12,8 +12,12 @@ to them recorded it:
   the `cudnn_convolution_backward` that calls it, which recorded all three;
 - an inference framework's attention (vLLM, SGLang, aiter): the per-request
   query and key lengths are tensors' contents, not shapes; the step's iteration
-  annotation (`execute_…_context_…(sq…sk…)_generation_…(…)`, an enclosing range,
-  or the trace's only one) has their sums;
+  annotation (`execute_…_context_…(sq…sk…)_generation_…(…)`: an op or a range
+  around it, whether or not it owns kernels, else the trace's only one) has their
+  sums;
+- `aten::index` (`x[idx]`) records its indices, a list of optional tensors, as
+  `[]`: the output's shape is the sizes of the source's `as_strided` inside it,
+  and each index tensor the input of a `reshape` inside it;
 - vLLM's `moe_forward` records the tokens and router logits, not the experts:
   top-k is the `TopK` (or `topk`, `topk_softmax`) inside it, and each expert's
   weights are the E × … tensors the ops inside it read.
@@ -26,8 +30,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .opcost import inference, matmul
-from .opcost.base import parse_ints
+from .opcost import inference, matmul, memory
+from .opcost.base import Tensor, parse_ints
 from .opcost.inference import Experts, Lengths
 from .shapecost import TORCH_TYPES, OpCost, cost_with
 from .trace import CpuOp, Trace
@@ -41,13 +45,20 @@ HALVES = {
     "aten::cudnn_convolution_transpose_backward_input": (True, False, False),
     "aten::cudnn_convolution_transpose_backward_weight": (False, True, False),
 }
-CONTEXT_OPS = frozenset((*matmul.CONVS, *HALVES, *inference.CONTEXT))
+CONTEXT_OPS = frozenset((*matmul.CONVS, *HALVES, *inference.CONTEXT, "aten::index"))
+INDEX_TYPES = frozenset(("long int", "long", "int"))  # an index tensor's recorded type (int64, int32)
 NEXT_OPS = 64  # how far along its thread a convolution's output is looked for
 
 
 def needs_context(name: str) -> bool:
     """Whether an op's cost may come from the ops around it (where its own record found no model)."""
     return name in CONTEXT_OPS or inference.base_name(name) in CONTEXT_OPS
+
+
+def reads_inside(name: str) -> bool:
+    """Whether an op's W is read from the ops inside it (a MoE layer's top-k and expert weights): a copy of the op
+    (a graph capture's, joined to its replay) needs its whole subtree, not only the ops that launched kernels."""
+    return inference.base_name(name) in inference.MOE
 
 
 def _dims(o: CpuOp, i: int) -> tuple[int, ...] | None:
@@ -62,8 +73,9 @@ class OpContext:
 
     def __init__(self, trace: Trace) -> None:
         self.ops = trace.ops
+        self.iterations = trace.iterations
         self._outputs: dict[tuple, set[tuple[int, ...]]] | None = None
-        self._steps: set[Lengths] | None = None
+        self._steps: list[tuple[float, float, Lengths]] | None = None
 
     def cost(self, i: int) -> OpCost | None:
         """Op i's W and Q from the ops around it, or None where they say nothing more than its own record."""
@@ -72,6 +84,8 @@ class OpContext:
             return self._half(o)
         if o.name in matmul.CONVS:
             return self._conv(i, o)
+        if o.name == "aten::index":
+            return self._index(o)
         base = inference.base_name(o.name)
         if base in inference.ATTENTION:
             lengths = self.lengths(i)
@@ -84,17 +98,26 @@ class OpContext:
         return None
 
     def lengths(self, i: int) -> Lengths | None:
-        """The step's query and key lengths: the iteration annotation enclosing op i, else the trace's only one."""
-        j = self.ops[i].parent
+        """The step's query and key lengths: the iteration annotation enclosing op i (an op around it, else the
+        innermost annotation whose time holds its start: a graph's op copied from its capture runs at its replay's
+        launch), else the trace's only one."""
+        o = self.ops[i]
+        j = o.parent
         while j is not None:
             got = inference.lengths_of(self.ops[j].name)
             if got is not None:
                 return got
             j = self.ops[j].parent
         if self._steps is None:
-            self._steps = {g for o in self.ops if o.name.startswith("execute_")
-                           if (g := inference.lengths_of(o.name)) is not None}
-        return next(iter(self._steps)) if len(self._steps) == 1 else None
+            marks = [*self.iterations, *((p.ts, p.end, p.name) for p in self.ops
+                                         if p.name.startswith(inference.ITERATION))]
+            self._steps = sorted(((ts, end, g) for ts, end, name in marks
+                                  if (g := inference.lengths_of(name)) is not None), key=lambda s: s[1] - s[0])
+        inside = next((g for ts, end, g in self._steps if ts <= o.ts <= end), None)
+        if inside is not None:
+            return inside
+        every = {g for *_, g in self._steps}
+        return next(iter(every)) if len(every) == 1 else None
 
     def experts(self, i: int) -> Experts | None:
         """Top-k and each expert's weights from the ops inside MoE op i."""
@@ -120,6 +143,26 @@ class OpContext:
         if not top_k or not weights:
             return None
         return Experts(top_k, tuple(list(weights.values())[:2]))
+
+    def _index(self, o: CpuOp) -> OpCost | None:
+        """`x[idx]` from the ops inside it, where its record has the indices as `[]`: the `as_strided` of the source
+        (same shape) to the output's sizes, and the `reshape` of each integer index tensor."""
+        x = _dims(o, 0)
+        if x is None:
+            return None
+        out: list[int] | None = None
+        indices: list[Tensor] = []
+        for c in o.children:
+            p = self.ops[c]
+            if p.name == "aten::as_strided" and out is None and _dims(p, 0) == x and len(p.concrete) > 1:
+                out = parse_ints(p.concrete[1])
+            elif p.name == "aten::reshape" and (d := _dims(p, 0)) is not None and p.types and p.types[0] in INDEX_TYPES:
+                dtype, size = TORCH_TYPES[p.types[0]]
+                indices.append(Tensor(d, dtype, size))
+        if out is None or not indices:
+            return None
+        return cost_with(o.name, o.dims, o.types, o.concrete,
+                         lambda call: memory.index_from_inside(call, out, indices))
 
     def _half(self, o: CpuOp) -> OpCost | None:
         p = self.ops[o.parent] if o.parent is not None else None

@@ -55,6 +55,7 @@ import msgspec
 
 from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
 from .counters import RANGE_CAT, Counted, TraceCounters, counted, value
+from .opcost.inference import ITERATION
 from .safetext import clean, clean_tree
 
 US = 1e-6
@@ -246,6 +247,9 @@ class Trace:
     captured: tuple[CapturedGraph, ...] = ()  # the graphs this trace captured (a capture trace's), by start
     graph_join: Mapping[str, Any] = field(default_factory=dict)  # joined to a graph capture: what was (capture.py)
     counters: TraceCounters | None = None  # the per-kernel CUPTI counters its cuda_profiler_range events carried
+    # the inference framework's iteration annotations (`execute_…(sq…sk…)`, vLLM's and SGLang's): (start, end, name),
+    # by start; each names its step's query and key lengths, which attention's W needs and no shape records
+    iterations: tuple[tuple[float, float, str], ...] = ()
 
     @property
     def range_times(self) -> bool:
@@ -521,6 +525,7 @@ def _parse_trace(data: Any) -> Trace:
     shape_cache: dict = {}
     none3 = ((), (), ())
     ann_raw: tuple[dict, dict] = ({}, {})  # user_annotation, gpu_user_annotation rows by (pid, tid), as op_raw
+    iterations: list[tuple[float, float, str]] = []  # the framework's iteration annotations (start, end, name)
     decode_event = _EVENT.decode
     for i in range(len(events)):
         e, events[i] = events[i], None
@@ -640,6 +645,8 @@ def _parse_trace(data: Any) -> Trace:
             key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
             rows = ann_raw[kind == "gpu"].setdefault(key, [])
             rows.append((ts, -dur, name, None, none3))
+            if kind == "annotation" and name.startswith(ITERATION):
+                iterations.append((ts * US, (ts + dur) * US, name))
         elif kind == "gpu":
             gpu_evidence = True
             if cat == RANGE_CAT:
@@ -730,7 +737,7 @@ def _parse_trace(data: Any) -> Trace:
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=clean_tree(dict(meta["distributedInfo"])) if isinstance(meta.get("distributedInfo"), Mapping)
         else {}, captured=captured,
-        counters=counters,
+        counters=counters, iterations=tuple(sorted(set(iterations))),
     )
 
 

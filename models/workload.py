@@ -36,6 +36,7 @@ import msgspec
 
 from . import roofline
 from .calibrate import ABOVE_ROOF
+from .collectives import sized_collective_ops
 from .commtrace import is_comm_op
 from .counters import Counted, TraceCounters
 from .kernelfamily import kernel_family
@@ -115,6 +116,7 @@ class OpGroup(Rates):
     measured_bytes: float | None = None  # Q (DRAM bytes read and written) as they counted it
     timed: bool = True  # False: its time is the range profiler's split of its window, not its kernels' time
     family: str = ""  # a group of kernels no op owns: their kernel family (models.kernelfamily)
+    sized: int = 0  # a collective's calls whose message size the trace gives (costed on their link with it)
     # against the device, set by place():
     bound_s: float | None = None
     regime: str = ""
@@ -143,8 +145,11 @@ class OpGroup(Rates):
     def modelled(self) -> bool:
         """Its W and Q come from an op model: an op (the op that launched it at capture, or its twin's op for a
         kernel launched before the window) whose model counts them, not the tensors' sizes, an uncosted record, an
-        annotation or a kernel family."""
-        return self.owner in ("op", "graph", "before window") and self.model not in NOT_MODELLED
+        annotation or a kernel family. A collective's cost is its link's: it is modelled where the trace gives the
+        size of each of its calls (the collectives table places it on its link with it), not where it does not."""
+        if self.owner not in ("op", "graph", "before window") or self.model in NOT_MODELLED:
+            return False
+        return self.model != COMM_COST.model or 0 < self.calls <= self.sized
 
     @property
     def shapes_text(self) -> str:
@@ -167,7 +172,8 @@ class OpGroup(Rates):
             "achieved_bandwidth": self.achieved_bandwidth if self.timed else None,
             "path": self.path, "model": self.model, "counting": self.counting, "estimate": True,
             "shape": dict(self.shape), "time_alone_s": self.alone_s, "owner": self.owner, "family": self.family,
-            "modelled": self.modelled, **measured_dict(self.measured_flops, self.measured_bytes, self.timed),
+            "modelled": self.modelled, **({"sized": self.sized} if self.model == COMM_COST.model else {}),
+            **measured_dict(self.measured_flops, self.measured_bytes, self.timed),
         }
 
 
@@ -352,7 +358,9 @@ class Workload:
     def coverage(self) -> dict[str, Any]:
         """How much of the kernel time (op time on a CPU trace) has an owner (an op of the trace or of the graph's
         capture, or an annotation), by kind of owner, how much is only grouped by kernel family, and how much has a
-        W and Q model: the share of the time the rest of the report can speak for. On a trace of counter ranges,
+        W and Q model: the share of the time the rest of the report can speak for; of it, communication costed on
+        its link with its size (`comm_sized`), and apart, communication whose size the trace does not give
+        (`comm_unsized`, time only). On a trace of counter ranges,
         whose times are the profiler's split and not measured, the shares are of the kernels (`of`: "kernels")."""
         timed = self.kernel_times == MEASURED
 
@@ -361,15 +369,19 @@ class Workload:
 
         total = self.op_time_s if timed else float(sum(g.kernels for g in self.groups))
         by: dict[str, float] = dict.fromkeys(OWNERS, 0.0)
-        modelled = families = 0.0
+        modelled = families = comm_sized = comm_unsized = 0.0
         for g in self.groups:
             by[g.owner] = by.get(g.owner, 0.0) + weight(g)
             modelled += weight(g) if g.modelled else 0.0
             families += weight(g) if g.model == FAMILY_MODEL else 0.0
+            if g.regime == COMM:  # on its link with its size (modelled), or of a size the trace does not give
+                comm_sized += weight(g) if g.modelled else 0.0
+                comm_unsized += 0.0 if g.modelled else weight(g)
         share = (lambda x: x / total) if total > 0 else (lambda x: None)
         return {"time_s": self.op_time_s, "of": "kernel time" if timed else "kernels",
                 "owned": share(by["op"] + by["graph"] + by["annotation"]),
                 "modelled": share(modelled), "by_family": share(families),
+                "comm_sized": share(comm_sized), "comm_unsized": share(comm_unsized),
                 "by_owner": {k: share(v) for k, v in by.items()}}
 
     def measured(self) -> tuple[float | None, float | None]:
@@ -656,6 +668,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             if found:
                 elements[oi] = found
     costs = _Costs(trace, elements)
+    sized = sized_collective_ops(trace)  # the collectives whose size the trace gives
     groups: dict[tuple, OpGroup] = {}
     notes: list[str] = list(trace.warnings)
     transfers: list[Transfer] = []
@@ -726,6 +739,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             if oi in range_families:
                 group_families.setdefault(key, set()).update(range_families[oi])
             g.calls += 1
+            g.sized += oi in sized
             g.kernels += n
             g.comm_kernels += nc
             g.time_s += t
@@ -741,6 +755,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
                        list(o.dims), key[2])
             g.owner = "before window"
             g.calls += math.ceil(part)
+            g.sized += math.ceil(part) if oi in sized else 0
             g.kernels += n
             g.comm_kernels += nc
             g.time_s += t
@@ -796,6 +811,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             g.time_s += o.self_s
             if own == i:
                 g.calls += 1
+                g.sized += i in sized
                 g.flops += mine_w.flops
                 g.bytes += mine_w.bytes
         groups = {k: g for k, g in groups.items() if g.time_s > 0 or g.flops > 0}

@@ -195,7 +195,7 @@ def _coverage_problem(cov: Any) -> str | None:
     by = cov.get("by_owner") or {}
     if not isinstance(by, Mapping):
         return f"coverage.by_owner = {plausible.shown(by)} is not an object"
-    parts = [(f"coverage.{k}", cov.get(k)) for k in ("owned", "modelled")] + \
+    parts = [(f"coverage.{k}", cov.get(k)) for k in ("owned", "modelled", "comm_sized", "comm_unsized")] + \
         [(f"coverage.by_owner.{k}", v) for k, v in by.items()]
     return next((p for k, v in parts if v is not None and (p := plausible.real_problem(k, v, 0.0, 1.0 + SPAN_SLACK))),
                 None)
@@ -279,6 +279,8 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
                 alone_s=float(g.get("time_alone_s", g.get("time_s")) or 0.0), owner=str(g.get("owner") or "op"),
                 **measured_from(g),
                 family=str(g.get("family") or ""),
+                # a collective kept before its sized calls were: as it was counted then
+                sized=int(g["sized"]) if "sized" in g else calls if g.get("modelled") else 0,
             ))
         except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"a stored op group is malformed ({exc})") from None

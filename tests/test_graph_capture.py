@@ -98,6 +98,37 @@ def test_the_capture_trace_lists_its_graph_with_each_launch_and_its_op():
     assert load_trace(pair("sglang")[0]).captured == ()
 
 
+def test_a_joined_moe_layer_is_costed_from_the_top_k_and_expert_weights_copied_with_it():
+    """vllm::moe_forward's W is read from the ops inside it (TopK's k = 4, the E × … views of its mxfp4 expert
+    weights), which launch no kernel: the join copies its whole subtree with it, so each replayed layer is costed as
+    the capture's own record is (2·M·top-k·one expert's weights, both GEMMs)."""
+    _, (trace, _) = joined("vllm")
+    work = build_workload(trace, lookup_device("mi300x-ds"))
+    [g] = [g for g in work.groups if g.op == "vllm::moe_forward"]
+    assert g.owner == "graph" and g.modelled and g.regime != "W unknown" and g.calls == 24
+    assert g.flops / g.calls == 2 * 32 * 4 * (3072 * 5888 + 2944 * 3072)
+    assert dict(g.shape) == {"m": 32, "experts": 32, "top_k": 4, "experts_used": 32}
+    copied = [o for o in trace.ops if o.origin == "capture" and o.name == "aten::view" and o.dims
+              and o.dims[0] in ([32, 1536, 5888], [32, 1472, 3072])]
+    assert len(copied) == 2 * 24  # both expert views, once per layer of the one replay
+
+
+def test_a_joined_attention_reads_the_steps_lengths_from_the_replays_iteration_annotation():
+    """The step's `execute_…_generation_32(sq32sk55086…)` annotation is in the replay trace and owns no kernel;
+    the reader keeps it, and the attention copied from the capture (at the replay's launch, inside it) is costed
+    from its lengths: TraceLens's figures exactly (0.9025 GFLOP, 108.09 MiB per call)."""
+    plain, (trace, _) = joined("vllm")
+    [(ts, end, name)] = plain.iterations
+    assert name.startswith("execute_32_context_0(") and "sk55086" in name and end > ts
+    assert not any(o.name == name for o in plain.ops)  # it owns no kernel: no op of the trace
+    work = build_workload(trace, lookup_device("mi300x-ds"))
+    [g] = [g for g in work.groups if g.op == "vllm::unified_attention_with_output"]
+    assert g.owner == "graph" and g.model == "attention" and g.modelled
+    assert g.flops / g.calls == 4 * 64 * 64 * 55086
+    assert g.bytes / g.calls / 2 ** 20 == pytest.approx(108.08984375)
+    assert load_trace(pair("vllm")[1]).iterations == ()  # the capture ran no step
+
+
 # -- a PIECEWISE pair built in the real files' format --------------------------------------------------------------
 
 BF16 = "c10::BFloat16"

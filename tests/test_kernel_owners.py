@@ -291,6 +291,79 @@ def test_the_coverage_line_is_in_the_report_show_the_profile_tab_and_the_json(tm
                 in split_text(run).plain.replace("\n", " "))
 
 
+def _collectives(sizes: list[dict], annotations: bool = False) -> dict:
+    """A GEMM and one all-reduce per entry of `sizes`: a record_param_comms op launching an NCCL kernel, its
+    message in its own args (PyTorch ≥ 2.1), or in the `nccl:all_reduce` range inside it (`annotations`: the op
+    records no collective, as PyTorch 2.1's did on a V100 DLRM job)."""
+    doc = _gemms((2048, 0.5, 7, 100))
+    for i, size in enumerate(sizes):
+        t, corr = 1000 + 100 * i, 50 + i
+        if annotations:
+            shapes = {k: v for k, v in size.items() if k in ("Input Dims", "Input type")}
+            doc["traceEvents"] += [ev("cpu_op", "record_param_comms", t, 20, **{"External id": corr, **shapes}),
+                                   ev("user_annotation", "nccl:all_reduce", t + 1, 18, **size)]
+        else:
+            doc["traceEvents"].append(ev("cpu_op", "record_param_comms", t, 20, **{"External id": corr,
+                                                                                   "Collective name": "allreduce",
+                                                                                   **size}))
+        doc["traceEvents"] += [ev("cuda_runtime", "cudaLaunchKernel", t + 5, 3, correlation=corr),
+                               kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 2000 + 100 * i, 40 + 10 * i,
+                                      corr=corr)]
+    return doc
+
+
+SIZED = {"In msg nelems": 1048576, "Out msg nelems": 1048576, "dtype": "Float", "Group size": 8,
+         "Input Dims": [[1048576]], "Input type": ["float"]}
+
+
+@pytest.mark.parametrize("annotations", [False, True], ids=["own-args", "nccl-range"])
+def test_a_collective_counts_as_modelled_where_the_trace_gives_its_size(tmp_path, capsys, annotations):
+    """Communication is costed on its link with its message size (the collectives table), never on DRAM: that is
+    its model, so its time counts as modelled where the trace gives the size (in the op's own args, or in the
+    backend's `nccl:*` range inside it), and not where it gives none (it then has its time, and no W or Q)."""
+    unsized = {"Input Dims": [[]], "Input type": [""]} if annotations else {}
+    doc, text = run_json(tmp_path, _collectives([SIZED, unsized], annotations), capsys, "-d", "h100")
+    comms = [o for o in doc["ops"] if o["op"] == "record_param_comms"]
+    [sized] = [o for o in comms if o["time_s"] == pytest.approx(40e-6)]
+    [bare] = [o for o in comms if o["time_s"] == pytest.approx(50e-6)]
+    assert sized["regime"] == bare["regime"] == "comm" and sized["model"] == bare["model"] == "collective"
+    assert sized["modelled"] and sized["sized"] == 1 and not bare["modelled"] and bare["sized"] == 0
+    mm = next(o for o in doc["ops"] if o["op"] == "aten::mm")
+    cov = doc["summary"]["coverage"]
+    assert cov["modelled"] == pytest.approx((mm["time_s"] + 40e-6) / (mm["time_s"] + 90e-6))
+    assert cov["owned"] == pytest.approx(1.0)
+    total = mm["time_s"] + 90e-6
+    assert cov["comm_sized"] == pytest.approx(40e-6 / total) and cov["comm_unsized"] == pytest.approx(50e-6 / total)
+    [line] = [x for x in text.splitlines() if x.startswith("coverage: ")]
+    pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+    assert line == (f"coverage: 100.0% of kernel time has an owner, {pct(cov['modelled'])} a W and Q model "
+                    f"({pct(cov['comm_sized'])} communication, on its links); {pct(cov['comm_unsized'])} "
+                    "communication of a size the trace does not give (time only)")
+
+
+def test_a_kept_profile_keeps_which_collectives_had_their_size(tmp_path, capsys):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(_collectives([SIZED, {}])))
+    db = str(tmp_path / "c.db")
+    assert main(["profile", "--trace", str(path), "-d", "h100", "--json", "--db", db]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert main(["show", doc["run_id"][:8], "--json", "--db", db]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["summary"]["coverage"] == doc["summary"]["coverage"]
+    mine = sorted((o["time_s"], o["modelled"]) for o in doc["ops"] if o["op"] == "record_param_comms")
+    assert sorted((o["time_s"], o["modelled"]) for o in shown["ops"] if o["op"] == "record_param_comms") == mine
+    assert [m for _, m in mine] == [True, False]
+
+
+def test_a_collective_group_with_a_call_of_unknown_size_is_not_modelled(tmp_path, capsys):
+    """Two calls with the same shapes, one whose record says its message and one whose does not: one op group,
+    of which the trace cannot cost every call on its link, so its time is not counted as modelled."""
+    bare = {"Input Dims": [[1048576]], "Input type": ["float"]}  # no message elements or dtype: no size
+    doc, _ = run_json(tmp_path, _collectives([SIZED, bare]), capsys, "-d", "h100")
+    [g] = [o for o in doc["ops"] if o["op"] == "record_param_comms"]
+    assert g["calls"] == 2 and g["sized"] == 1 and not g["modelled"] and g["regime"] == "comm"
+
+
 # -- the headline: MFU and bandwidth without the ops a wrong count puts above their roof -------------------------
 
 

@@ -40,11 +40,6 @@ NOT_YET = {  # (trace, rule): why it fails until another part of the work lands
     ("trace_filter_sampled_rank-1", "modelled"):
         "its fbgemm embedding lookups (TBE: per-table widths are tensor contents, not shapes) and autograd nodes that "
         "launch kernels have no W model",
-    ("vllm-decode-full-mi300x.capture", "modelled"):
-        "aten::index (21% of its 7 kernels' time) has no W model (Q from its tensors)",
-    ("vllm-decode-full-mi300x.replay", "modelled"):
-        "vllm::moe_forward (67% of kernel time) is costed from the TopK op and expert weight views inside it, which "
-        "the joined capture ops do not carry yet, and unified attention from the step's execute_ annotation",
 }
 
 

@@ -101,3 +101,37 @@ def test_a_parent_op_keeps_its_own_work_beside_the_op_it_calls(tmp_path):
     assert zero.bytes == n * c * 4  # the clearing of grad_input, once
     total = by[("aten::sum", "256×32")].bytes + by[("aten::fill_", "1×32")].bytes
     assert by[("aten::sum", "256×32")].flops == 256 * 32 and total == (256 * 32 + 32) * 4  # x read, 32 sums written
+
+
+def test_an_index_whose_indices_are_recorded_empty_is_costed_from_the_ops_inside_it(tmp_path):
+    """`x[idx]` records its indices (a list of optional tensors) as `[]`; the source's as_strided to the output's
+    shape and each index's reshape inside it give Q: the indices and the picked elements read, the output written,
+    as the tensors the program made say. W = 0."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from rooftop.models.opcontext import OpContext
+    from rooftop.models.shapecost import cost_op
+
+    x, y = torch.randn(64, 48, dtype=torch.bfloat16), torch.randn(8, 16, 12)
+    rows, cols = torch.randint(0, 64, (32,)), torch.randint(0, 48, (32,))
+    mask = x[:, 0] > 0
+    cases = [(x, (rows,)), (x, (rows, cols)), (y, (slice(None), rows[:5] % 16)), (y, ((rows[:4] % 8).reshape(2, 2),)),
+             (x, (mask,))]
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as p:
+        outs = [src[ix] for src, ix in cases]
+    path = tmp_path / "index.json"
+    p.export_chrome_trace(str(path))
+    trace = load_trace(path)
+    context = OpContext(trace)
+    found = [i for i, o in enumerate(trace.ops) if o.name == "aten::index"]
+    assert len(found) == len(cases)
+    for i, (src, ix), out in zip(found, cases, outs):
+        o = trace.ops[i]
+        assert o.dims[1] == [] and cost_op(o.name, o.dims, o.types, None, o.concrete).model == "tensors"
+        index = [t.nonzero() if t.dtype == torch.bool else t for t in ix if isinstance(t, torch.Tensor)]
+        size = src.element_size()
+        want = sum(t.numel() * t.element_size() for t in index) + min(out.numel(), src.numel()) * size \
+            + out.numel() * size
+        c = context.cost(i)
+        assert c is not None and c.model == "index" and c.flops == 0
+        assert c.bytes == want and c.shape["n"] == out.numel()

@@ -243,12 +243,13 @@ class Lengths:
         return self.c_sk + self.g_sk
 
 
+ITERATION = "execute_"  # how vLLM's and SGLang's iteration annotations begin
 PHASE = r"_(context|generation)_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
 
 
 def lengths_of(name: str) -> Lengths | None:
     """The step's lengths from an iteration annotation's name; None where it is not one."""
-    if not name.startswith("execute_"):
+    if not name.startswith(ITERATION):
         return None
     found = re.findall(PHASE, name)
     if not found:

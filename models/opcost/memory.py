@@ -14,6 +14,7 @@ none of these ops).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from ..paths import vector_path
 from .base import FLOAT_DTYPES, SCALAR_TYPES, Call, OpCost, Tensor, broadcast, dim_index
@@ -231,10 +232,25 @@ def gather(c: Call) -> OpCost | None:
     if got is None:
         return None
     src, idx, n = got
-    q = idx.nbytes + min(n, src.numel) * src.size + n * src.size
+    return _gathered(c, src, idx.nbytes, n)
+
+
+def _gathered(c: Call, src: Tensor, index_bytes: float, n: int, how: str = "") -> OpCost:
+    q = index_bytes + min(n, src.numel) * src.size + n * src.size
     return OpCost(0.0, q, _vec(c.dtype), "index",
                   "Q = the index and the elements it picks read once (at most the whole source), the output "
-                  "written once; W = 0", {"n": n})
+                  f"written once; W = 0{how}", {"n": n})
+
+
+def index_from_inside(c: Call, out: Sequence[int], indices: Sequence[Tensor]) -> OpCost | None:
+    """aten::index (`x[idx]`) whose indices, a list of optional tensors, the profiler recorded as `[]`: the output's
+    shape and the index tensors from the ops inside it (ATen restrides the source to the output's shape, an
+    `as_strided` whose sizes are recorded, and reshapes each index to broadcast, a `reshape` of it)."""
+    x = c.tensor(0)
+    if x is None or not indices or not all(isinstance(d, int) and d >= 0 for d in out):
+        return None
+    return _gathered(c, x, sum(t.nbytes for t in indices), math.prod(out),
+                     " (the output's shape and the indices from the ops inside it: the index list is recorded empty)")
 
 
 def scatter(c: Call) -> OpCost | None:

@@ -371,13 +371,18 @@ def coverage_text(cov: Any, on_device: bool = True, brief: bool = False) -> str:
         loose.append(f"{share(early)} launched before the window{how}")
     if part("family") > 0:
         loose.append(f"{share(part('family'))} with no op, grouped by kernel family")
+    comm, unsized = (float(v) if isinstance(v := cov.get(k), (int, float)) and not isinstance(v, bool) else 0.0
+                     for k in ("comm_sized", "comm_unsized"))
+    if unsized > 0 and not brief:
+        loose.append(f"{share(unsized)} communication of a size the trace does not give (time only)")
     loose_text = "; ".join(loose)
     if brief:
         text = f"W and Q from shapes: {share(modelled)} of {what}; owner: {share(cov['owned'])}{kinds_text}"
         return text + (f"; {loose_text}" if loose else "")
     text = f"coverage: {share(cov['owned'])} of {what} has an owner{kinds_text}"
     if isinstance(modelled, (int, float)):
-        text += f", {share(modelled)} a W and Q model"
+        text += f", {share(modelled)} a W and Q model" + (f" ({share(comm)} communication, on its links)"
+                                                            if comm > 0 else "")
     return text + (f"; {loose_text}" if loose else "")
 
 
