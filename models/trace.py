@@ -116,7 +116,8 @@ class PlainEvent(Event, gc=False):
 
 
 class TraceDoc(msgspec.Struct, gc=False):
-    """A trace file's top level. Its events stay raw JSON (views of the file's bytes, 48 bytes each) until the
+    """A trace file's top level, where the file is read whole (`rooftop.store.tracefile` streams it where it
+    can, in `EventChunks`). Its events stay raw JSON (views of the file's bytes, 48 bytes each) until the
     reader decodes them one by one into `Event`, so a million events never exist as objects all at once, and
     one malformed event is skipped without failing the file."""
 
@@ -126,6 +127,21 @@ class TraceDoc(msgspec.Struct, gc=False):
     schemaVersion: Any = None
     rooftop_cpu_threads: Any = None  # torch's intra-op threads, written by `rooftop profile` when it runs a program
     baseTimeNanoseconds: Any = None  # Kineto's: the wall-clock time (ns since 1970) of its clock's zero
+
+    def fields(self) -> dict[str, Any]:
+        """The top-level fields but the events, by their names in the file."""
+        return {k: getattr(self, k) for k in self.__struct_fields__ if k != "traceEvents"}
+
+
+@dataclass
+class EventChunks:
+    """A trace's events as a reader decodes them, a bounded piece of the file at a time (each chunk a list of
+    `Event`, or of raw events where one in the piece is not an event object), so the file's text and its
+    events never exist whole; and its top-level fields, complete once the chunks are spent (a file may write
+    some after its events)."""
+
+    chunks: Iterable[list]
+    meta: dict[str, Any]
 
 
 # -- the result -------------------------------------------------------------------------------
@@ -398,17 +414,18 @@ def _where(i: int, name: Any) -> str:
 # -- reading ------------------------------------------------------------------------------------
 
 
-def events_of(data: Any) -> tuple[list, dict[str, Any]]:
-    """The events (Event structs) and top-level fields of a decoded trace: a TraceDoc (which gives its events up:
-    the reader frees each as it goes), a list of Events, or plain JSON (a dict with traceEvents, or the bare event
-    list) whose events are converted one by one."""
+def events_of(data: Any) -> tuple[Iterable[list], Mapping[str, Any]]:
+    """The events, in chunks, and the top-level fields of a decoded trace: EventChunks (its fields complete once
+    the chunks are spent), a TraceDoc (which gives its events up: the reader frees each as it goes), a list of
+    Events, or plain JSON (a dict with traceEvents, or the bare event list) whose events are converted one by
+    one. A chunk holds Events, raw events (decoded as they are read) or None (not an event object)."""
+    if isinstance(data, EventChunks):
+        return data.chunks, data.meta
     if isinstance(data, TraceDoc):
         if data.traceEvents is None:
             raise TraceError("not a Chrome trace: there is no traceEvents list")
         events, data.traceEvents = data.traceEvents, None  # given up, so each event is freed once read
-        return events, {"deviceProperties": data.deviceProperties, "distributedInfo": data.distributedInfo,
-                                  "schemaVersion": data.schemaVersion, "rooftop_cpu_threads": data.rooftop_cpu_threads,
-                                  "baseTimeNanoseconds": data.baseTimeNanoseconds}
+        return _given_up(events), data.fields()
     if isinstance(data, Mapping):
         raw = data.get("traceEvents")
         if not isinstance(raw, list):
@@ -419,8 +436,17 @@ def events_of(data: Any) -> tuple[list, dict[str, Any]]:
     else:
         raise TraceError("not a Chrome trace: expected a JSON object with traceEvents, or a list of events")
     if all(e.__class__ is Event or e.__class__ is msgspec.Raw for e in raw):
-        return list(raw), meta
-    return [_convert(e) for e in raw], meta
+        return (list(raw),), meta
+    return _given_up([_convert(e) for e in raw]), meta
+
+
+def _given_up(events: list, n: int = 4096) -> Iterator[list]:
+    """A whole file's events in chunks of `n`, each taken out of the list as it is given: an event is freed once
+    its chunk is read."""
+    for k in range(0, len(events), n):
+        chunk = events[k:k + n]
+        events[k:k + n] = [None] * len(chunk)
+        yield chunk
 
 
 def _convert(e: Any) -> Event | PlainEvent | None:
@@ -455,7 +481,7 @@ def parse_trace(data: Any) -> Trace:
 
 
 def _parse_trace(data: Any) -> Trace:
-    events, meta = events_of(data)
+    chunks, meta = events_of(data)
     counts = _Counts()
     dev_raw: list[tuple] = []  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid, tid, kind, event index)
     op_raw: dict[tuple, list[tuple]] = {}  # (pid, tid) → [(ts, -dur, name, ext, (dims, types, concrete))]
@@ -471,8 +497,7 @@ def _parse_trace(data: Any) -> Trace:
     shape_cache: dict = {}
     none3 = ((), (), ())
     decode_event = _EVENT.decode
-    for i in range(len(events)):
-        e, events[i] = events[i], None
+    for i, e in enumerate(itertools.chain.from_iterable(chunks)):  # each chunk freed once read
         if e.__class__ is msgspec.Raw:
             try:
                 e = decode_event(e)
@@ -572,7 +597,6 @@ def _parse_trace(data: Any) -> Trace:
                 host.append((pid, tid, ts, dur, name, "copy"))
         elif kind == "gpu":
             gpu_evidence = True
-    del events
     e = a = None  # the last event's raw fields are views of the file's bytes: let them go
     steps = sorted(set(steps))  # a step recorded twice is one step
     host = list(dict.fromkeys(host))
