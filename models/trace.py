@@ -508,7 +508,7 @@ def _parse_trace(data: Any) -> Trace:
             continue
         ph, cat = e.ph, e.cat
         if ph != "X":
-            if cat in FLOW_CATS and (ph == "s" or ph == "f" or ph == "t"):
+            if cat.__class__ is str and cat in FLOW_CATS and (ph == "s" or ph == "f" or ph == "t"):
                 ts, fid, pid, tid = e.ts, e.id, e.pid, e.tid
                 if ts.__class__ is not float:
                     ts = _time(ts)
