@@ -5,6 +5,7 @@ is not strict JSON is read whole, as before (leniently, or refused in one line).
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import tracemalloc
@@ -136,3 +137,10 @@ def test_a_large_cut_file_says_it_looks_truncated(tmp_path, small_pieces, keep):
     p.write_bytes(text[: int(len(text) * keep)])
     with pytest.raises(TraceError, match="looks truncated: the JSON ends mid-way"):
         load_trace(p)
+
+
+def test_a_read_trace_is_left_to_the_oldest_generation():
+    trace = load_trace(QWEN)  # its million small objects are not walked again by each young collection
+    young = {id(o) for g in (0, 1) for o in gc.get_objects(generation=g)}
+    assert trace.ops and trace.kernels
+    assert id(trace.ops[0]) not in young and id(trace.kernels[-1]) not in young and id(trace) not in young
