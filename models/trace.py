@@ -608,7 +608,8 @@ def _parse_trace(data: Any) -> Trace:
                 host.append((pid, tid, ts, dur, name, "copy"))
         elif kind == "gpu":
             gpu_evidence = True
-    e = a = None  # the last event's raw fields are views of the file's bytes: let them go
+    e = a = rows = None  # the last event's raw fields (views of the file's bytes); the last op's thread's rows,
+    # which the op tree frees as it reads them
     steps = sorted(set(steps))  # a step recorded twice is one step
     host = list(dict.fromkeys(host))
     comms = list(dict.fromkeys(comms))

@@ -1,6 +1,6 @@
 """Reading a trace file (.json or .json.gz) for `rooftop.models.trace`: the I/O and its errors, in one line.
 
-The file's text is streamed, never held whole: it is read (gunzipped) 256 KiB
+The file's text is streamed, never held whole: it is read (gunzipped) 64 KiB
 at a time, the traceEvents array is cut between two of its events, and each
 piece is decoded by msgspec straight into the typed events of
 `rooftop.models.trace` (only the fields rooftop reads; the rest is skipped
@@ -27,7 +27,7 @@ from rooftop.models.trace import Event, EmptyTrace, EventChunks, Trace, TraceDoc
 
 _DECODER = msgspec.json.Decoder(TraceDoc | list[msgspec.Raw])
 MAX_DEPTH = "the JSON nests arrays or objects too deeply to be a trace (over about 1000 levels)"
-CHUNK = 1 << 18  # the decompressed text read and decoded at a time: 256 KiB, about 800 events
+CHUNK = 1 << 16  # the decompressed text read and decoded at a time: 64 KiB, about 200 events (in the caches)
 HELD = 1 << 26  # text held while no cut between events is found (a 64 MiB event, or text that is not strict JSON)
 CUTS = 16  # cut points tried from a piece's end before more text is read
 
