@@ -128,7 +128,8 @@ class PlainEvent(Event, gc=False):
 
 
 class TraceDoc(msgspec.Struct, gc=False):
-    """A trace file's top level. Its events stay raw JSON (views of the file's bytes, 48 bytes each) until the
+    """A trace file's top level, where the file is read whole (`rooftop.store.tracefile` streams it where it
+    can, in `EventChunks`). Its events stay raw JSON (views of the file's bytes, 48 bytes each) until the
     reader decodes them one by one into `Event`, so a million events never exist as objects all at once, and
     one malformed event is skipped without failing the file."""
 
@@ -140,6 +141,21 @@ class TraceDoc(msgspec.Struct, gc=False):
     baseTimeNanoseconds: Any = None  # Kineto's: the wall-clock time (ns since 1970) of its clock's zero
     hip_runtime_version: Any = None  # the runtime the device ran under (ROCm's HIP, or CUDA): part of its identity
     cuda_runtime_version: Any = None
+
+    def fields(self) -> dict[str, Any]:
+        """The top-level fields but the events, by their names in the file."""
+        return {k: getattr(self, k) for k in self.__struct_fields__ if k != "traceEvents"}
+
+
+@dataclass
+class EventChunks:
+    """A trace's events as a reader decodes them, a bounded piece of the file at a time (each chunk a list of
+    `Event`, or of raw events where one in the piece is not an event object), so the file's text and its
+    events never exist whole; and its top-level fields, complete once the chunks are spent (a file may write
+    some after its events)."""
+
+    chunks: Iterable[list]
+    meta: dict[str, Any]
 
 
 # -- the result -------------------------------------------------------------------------------
@@ -398,9 +414,9 @@ def shapes_of(dims_v: Any, types_v: Any, conc_v: Any, cache: dict) -> tuple | No
     """(dims, types, concrete) checked, or None where they are malformed; the raw ones looked up in `cache`, so
     a trace's many identical shapes are decoded once and shared."""
     raw = dims_v.__class__ is msgspec.Raw or types_v.__class__ is msgspec.Raw
-    if raw:
-        key = (bytes(dims_v) if dims_v is not None else b"", bytes(types_v) if types_v is not None else b"",
-               bytes(conc_v) if conc_v is not None else b"")
+    if raw:  # the three JSON texts, apart by a byte that no JSON text holds
+        key = b"\0".join((dims_v if dims_v is not None else b"", types_v if types_v is not None else b"",
+                          conc_v if conc_v is not None else b""))
         hit = cache.get(key, _BAD)
         if hit is not _BAD:
             return hit
@@ -443,19 +459,18 @@ def _where(i: int, name: Any) -> str:
 # -- reading ------------------------------------------------------------------------------------
 
 
-def events_of(data: Any) -> tuple[list, dict[str, Any]]:
-    """The events (Event structs) and top-level fields of a decoded trace: a TraceDoc (which gives its events up:
-    the reader frees each as it goes), a list of Events, or plain JSON (a dict with traceEvents, or the bare event
-    list) whose events are converted one by one."""
+def events_of(data: Any) -> tuple[Iterable[list], Mapping[str, Any]]:
+    """The events, in chunks, and the top-level fields of a decoded trace: EventChunks (its fields complete once
+    the chunks are spent), a TraceDoc (which gives its events up: the reader frees each as it goes), a list of
+    Events, or plain JSON (a dict with traceEvents, or the bare event list) whose events are converted one by
+    one. A chunk holds Events, raw events (decoded as they are read) or None (not an event object)."""
+    if isinstance(data, EventChunks):
+        return data.chunks, data.meta
     if isinstance(data, TraceDoc):
         if data.traceEvents is None:
             raise TraceError("not a Chrome trace: there is no traceEvents list")
         events, data.traceEvents = data.traceEvents, None  # given up, so each event is freed once read
-        return events, {"deviceProperties": data.deviceProperties, "distributedInfo": data.distributedInfo,
-                                  "schemaVersion": data.schemaVersion, "rooftop_cpu_threads": data.rooftop_cpu_threads,
-                                  "baseTimeNanoseconds": data.baseTimeNanoseconds,
-                                  "hip_runtime_version": data.hip_runtime_version,
-                                  "cuda_runtime_version": data.cuda_runtime_version}
+        return _given_up(events), data.fields()
     if isinstance(data, Mapping):
         raw = data.get("traceEvents")
         if not isinstance(raw, list):
@@ -466,8 +481,17 @@ def events_of(data: Any) -> tuple[list, dict[str, Any]]:
     else:
         raise TraceError("not a Chrome trace: expected a JSON object with traceEvents, or a list of events")
     if all(e.__class__ is Event or e.__class__ is msgspec.Raw for e in raw):
-        return list(raw), meta
-    return [_convert(e) for e in raw], meta
+        return (list(raw),), meta
+    return _given_up([_convert(e) for e in raw]), meta
+
+
+def _given_up(events: list, n: int = 4096) -> Iterator[list]:
+    """A whole file's events in chunks of `n`, each taken out of the list as it is given: an event is freed once
+    its chunk is read."""
+    for k in range(0, len(events), n):
+        chunk = events[k:k + n]
+        events[k:k + n] = [None] * len(chunk)
+        yield chunk
 
 
 def _convert(e: Any) -> Event | PlainEvent | None:
@@ -488,13 +512,18 @@ def _convert(e: Any) -> Event | PlainEvent | None:
 @contextlib.contextmanager
 def paused_gc() -> Iterator[None]:
     """The cyclic garbage collector held off while millions of small acyclic objects (events, ops, tuples) are
-    made: each collection would walk all of them again, which costs a long trace about half its reading time."""
+    made: each collection would walk all of them again, which costs a long trace about half its reading time.
+    Those that outlive it are long-lived: they go straight to the oldest generation (frozen and unfrozen at
+    once), so the young collections that follow do not walk them on the way there (0.45 s of the 5 a
+    million-event trace took)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 
@@ -505,7 +534,7 @@ def parse_trace(data: Any) -> Trace:
 
 
 def _parse_trace(data: Any) -> Trace:
-    events, meta = events_of(data)
+    chunks, meta = events_of(data)
     counts = _Counts()
     dev_raw: list[tuple] = []  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid, tid, kind, event index)
     op_raw: dict[tuple, list[tuple]] = {}  # (pid, tid) → [(ts, -dur, name, ext, (dims, types, concrete))]
@@ -526,9 +555,9 @@ def _parse_trace(data: Any) -> Trace:
     none3 = ((), (), ())
     ann_raw: tuple[dict, dict] = ({}, {})  # user_annotation, gpu_user_annotation rows by (pid, tid), as op_raw
     iterations: list[tuple[float, float, str]] = []  # the framework's iteration annotations (start, end, name)
+    op_pid = op_tid = rows = None  # the thread of the last op read, and its rows
     decode_event = _EVENT.decode
-    for i in range(len(events)):
-        e, events[i] = events[i], None
+    for i, e in enumerate(itertools.chain.from_iterable(chunks)):  # each chunk freed once read
         raw = e  # a counter range's args are read again from it (its counters are not fields of EventArgs)
         if e.__class__ is msgspec.Raw:
             try:
@@ -540,7 +569,7 @@ def _parse_trace(data: Any) -> Trace:
             continue
         ph, cat = e.ph, e.cat
         if ph != "X":
-            if cat in FLOW_CATS and (ph == "s" or ph == "f" or ph == "t"):
+            if cat.__class__ is str and cat in FLOW_CATS and (ph == "s" or ph == "f" or ph == "t"):
                 ts, fid, pid, tid = e.ts, e.id, e.pid, e.tid
                 if ts.__class__ is not float:
                     ts = _time(ts)
@@ -552,7 +581,7 @@ def _parse_trace(data: Any) -> Trace:
                         pid = _thread(pid)
                     if tid.__class__ is not int:
                         tid = _thread(tid)
-                    flows.append((ph == "s", fid, (pid, tid, ts)))
+                    flows.append((ph == "s", fid, pid, tid, ts))
             continue
         kind = KINDS.get(cat) if cat.__class__ is str else None
         if kind is None:
@@ -606,10 +635,15 @@ def _parse_trace(data: Any) -> Trace:
             ext = ext_v if ext_v.__class__ is int else _id(ext_v)
             if ext is None and ext_v is not None:
                 counts.add("with an External id that is not an integer (not linked)", _where(i, name))
-            key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
-            rows = op_raw.get(key)
-            if rows is None:
-                rows = op_raw[key] = []
+            if pid.__class__ is not int:
+                pid = _thread(pid)
+            if tid.__class__ is not int:
+                tid = _thread(tid)
+            if pid != op_pid or tid != op_tid:  # another thread's op than the last one's (an int or a text each)
+                op_pid, op_tid = pid, tid
+                rows = op_raw.get((pid, tid))
+                if rows is None:
+                    rows = op_raw[pid, tid] = []
             rows.append((ts, -dur, name, ext, shapes))
         elif kind == "runtime":
             gpu_evidence = True
@@ -643,16 +677,15 @@ def _parse_trace(data: Any) -> Trace:
             gpu_evidence = gpu_evidence or kind == "gpu"
             pid, tid = e.pid, e.tid
             key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
-            rows = ann_raw[kind == "gpu"].setdefault(key, [])
-            rows.append((ts, -dur, name, None, none3))
+            ann_raw[kind == "gpu"].setdefault(key, []).append((ts, -dur, name, None, none3))
             if kind == "annotation" and name.startswith(ITERATION):
                 iterations.append((ts * US, (ts + dur) * US, name))
         elif kind == "gpu":
             gpu_evidence = True
             if cat == RANGE_CAT:
                 ranges.append(_range(raw, ts, dur, name, e.pid, e.tid, i, counts))
-    del events
-    e = a = raw = None  # the last event's raw fields are views of the file's bytes: let them go
+    e = a = raw = rows = None  # the last event's raw fields (views of the file's bytes); the last op's thread's
+    # rows, which the op tree frees as it reads them
     steps = sorted(set(steps))  # a step recorded twice is one step
     host = list(dict.fromkeys(host))
     comms = list(dict.fromkeys(comms))
@@ -864,11 +897,11 @@ def _flow_maps(flows: Sequence[tuple]) -> tuple[dict, dict]:
     """flow id → (pid, tid, ts) where it starts (the launch); (pid, tid, ts) where it ends (the kernel) → flow id."""
     start: dict = {}
     end: dict = {}
-    for is_start, fid, key in flows:
+    for is_start, fid, pid, tid, ts in flows:
         if is_start:
-            start[fid] = key
+            start[fid] = (pid, tid, ts)
         else:
-            end[key] = fid
+            end[(pid, tid, ts)] = fid
     return start, end
 
 
@@ -1077,70 +1110,69 @@ class _Annotations:
         return at
 
 
-def _unrepeated_ops(rows: list[tuple], counts: _Counts | None) -> list[tuple]:
-    """One thread's op rows (sorted by start, longest first) less exact copies: a copy has the same start and
-    length, so only the rows of one (start, length) are compared."""
-    out: list[tuple] = []
-    group: list[tuple] = []  # the rows of this (start, length)
-    for r in rows:
-        if not group or group[0][0] != r[0] or group[0][1] != r[1]:
-            group = [r]
-        elif r in group:
-            if counts is not None:
-                counts.add(REPEATED, repr(r[2][:60]))
-            continue
-        else:
-            group.append(r)
-        out.append(r)
-    return out
-
-
 def _op_tree(by_thread: dict[tuple, list[tuple]], counts: _Counts | None = None
              ) -> tuple[list[CpuOp], dict[int, int], dict, list[tuple]]:
     """The ops in (thread, time) order with parent/children links (nesting per thread) and self times; the
     External id index; per thread, the ops' start times and indices (for finding the op enclosing a launch).
-    Each thread's rows are (ts, -dur, name, ext, shapes) in µs, consumed as they are read; an exact copy of a row
-    (an op recorded twice) is dropped and counted."""
+    Each thread's rows are (ts, -dur, name, ext, shapes) in µs, consumed as they are read, in one pass: an
+    exact copy of a row (an op recorded twice: same start and length, so only the rows of one (start, length)
+    are compared) is dropped and counted; an op's children and self time are set once its rows are read."""
     ops: list[CpuOp] = []
     by_ext: dict[int, int] = {}
-    threads: dict[tuple, tuple[list[float], list[int]]] = {}
+    threads: dict[tuple, tuple[list[float], range]] = {}
     op_thread: list[tuple] = []
-    none = ()
+    append = ops.append
     for key in sorted(by_thread, key=lambda k: (str(k[0]), str(k[1]))):
-        rows = _unrepeated_ops(sorted(by_thread.pop(key), key=_START_LONGEST), counts)
+        rows = sorted(by_thread.pop(key), key=_START_LONGEST)
+        tid = key[1]
         base = len(ops)
-        m = len(rows)
-        parent: list[int | None] = [None] * m
-        kids: dict[int, list[int]] = {}
-        child_dur = [0.0] * m
-        stack: list[int] = []
+        kids: dict[int, list] = {}  # an op with children → [its -dur, its children's time (µs), the children…]
+        stack: list[int] = []  # the open ops (indices), innermost last; their ends and -durs (µs)
         ends: list[float] = []
-        for n, r in enumerate(rows):
-            ts = r[0]
+        negs: list[float] = []
+        starts: list[float] = []
+        first = same = None  # the first row of this (start, length), and the others (only where there are)
+        for j in range(len(rows)):
+            r = rows[j]
+            rows[j] = None
+            ts, negdur, name, ext, (dims, types, conc) = r
+            if first is None or ts != first[0] or negdur != first[1]:
+                first, same = r, None
+            elif r == first or (same is not None and r in same):
+                if counts is not None:
+                    counts.add(REPEATED, repr(name[:60]))
+                continue
+            elif same is None:
+                same = [r]
+            else:
+                same.append(r)
             while ends and ends[-1] <= ts:
                 stack.pop()
                 ends.pop()
+                negs.pop()
+            n = len(ops)
+            up = None
             if stack:
                 up = stack[-1]
-                parent[n] = up + base
-                kids.setdefault(up, []).append(n + base)
-                child_dur[up] -= r[1]
-            stack.append(n)
-            ends.append(ts - r[1])
-        starts: list[float] = []
-        idx: list[int] = []
-        for n in range(m):
-            ts, negdur, name, ext, (dims, types, conc) = rows[n]
-            rows[n] = None
-            k = kids.get(n)
-            self_us = -negdur - child_dur[n]
-            op = CpuOp(name, ts * US, -negdur * US, key[1], ext, dims, types, conc, parent[n],
-                       tuple(k) if k else none, (self_us if self_us > 0 else 0.0) * US)
+                k = kids.get(up)
+                if k is None:
+                    k = kids[up] = [negs[-1], 0.0]
+                k[1] -= negdur
+                k.append(n)
+            dur = -negdur * US
+            op = CpuOp(name, ts * US, dur, tid, ext, dims, types, conc, up, (), dur)  # a leaf's self time: its own
             if ext:
-                by_ext[ext] = base + n  # the innermost op wins where an id repeats
+                by_ext[ext] = n  # the innermost op wins where an id repeats
             starts.append(op.ts)
-            idx.append(base + n)
-            op_thread.append(key)
-            ops.append(op)
-        threads[key] = (starts, idx)
+            append(op)
+            stack.append(n)
+            ends.append(ts - negdur)
+            negs.append(negdur)
+        for up, (negdur, inner, *children) in kids.items():
+            op = ops[up]
+            op.children = tuple(children)
+            self_us = -negdur - inner
+            op.self_s = (self_us if self_us > 0 else 0.0) * US
+        threads[key] = (starts, range(base, len(ops)))
+        op_thread.extend([key] * (len(ops) - base))
     return ops, by_ext, threads, op_thread

@@ -19,7 +19,6 @@ from rooftop.tui.cli import main
 
 DATA = Path(__file__).parent / "data" / "real-traces"
 RANK0 = DATA / "trace_filter_sampled_rank-0.json.gz"
-VLLM = DATA / "more" / "vllm-decode-full-mi300x.replay.json.gz"
 TBE = "fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function"
 
 
@@ -39,19 +38,23 @@ def test_an_op_without_a_model_is_w_unknown_with_no_bound_and_keeps_its_time():
 
 
 def test_w_unknown_in_the_report_json_and_show(tmp_path, capsys):
+    """fbgemm's TBE lookup: its per-table widths are tensor contents, not shapes, so it has no W model."""
     db = str(tmp_path / "u.db")
-    assert main(["profile", "--trace", str(VLLM), "-d", "mi300x-ds", "--json", "--db", db]) == 0
+    assert main(["profile", "--trace", str(RANK0), "-d", "a100", "--json", "--db", db]) == 0
     doc = json.loads(capsys.readouterr().out)
-    [index] = [o for o in doc["ops"] if o["op"] == "aten::index"]  # its indices were not recorded
-    assert index["model"] == "tensors" and index["regime"] == "W unknown"
-    assert index["bytes"] == 0 and index["flops"] == 0 and index["bound_s"] is None
-    assert index["fraction_of_roof"] is None and index["time_s"] > 0
-    assert main(["profile", "--trace", str(VLLM), "-d", "mi300x-ds", "--no-save", "--wide"]) == 0
-    [row] = [line for line in capsys.readouterr().out.splitlines() if " index " in f" {line} " and "bf16" in line]
-    assert "W unknown" in row and "memory" not in row and "GB/s" not in row
+    tbe = [o for o in doc["ops"] if o["op"] == TBE]
+    assert tbe
+    for o in tbe:
+        assert o["model"] == "tensors" and o["regime"] == "W unknown"
+        assert o["bytes"] == 0 and o["flops"] == 0 and o["bound_s"] is None
+        assert o["fraction_of_roof"] is None and o["time_s"] > 0
+    assert main(["profile", "--trace", str(RANK0), "-d", "a100", "--no-save", "--wide"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if f" {TBE} " in line]
+    assert rows  # the largest of them (the table lists the top rows)
+    assert all("W unknown" in r and "memory" not in r and "GB/s" not in r for r in rows)
     assert main(["show", doc["run_id"][:8], "--db", db, "--wide"]) == 0
-    [row] = [line for line in capsys.readouterr().out.splitlines() if " index " in f" {line} " and "bf16" in line]
-    assert "W unknown" in row and "memory" not in row
+    rows = [line for line in capsys.readouterr().out.splitlines() if f" {TBE} " in line]
+    assert rows and all("W unknown" in r and "memory" not in r for r in rows)
 
 
 @pytest.mark.parametrize("name", ["aten::my_custom_op", "vllm::not_a_known_op"])

@@ -328,3 +328,18 @@ async def test_the_profile_tab_shows_w_and_q_counted(tmp_path: Path):
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert {"share", "time", "op"} <= set(ops.shown)
+
+
+@pytest.mark.parametrize("chunk", [4096, 1 << 16])
+def test_a_streamed_trace_keeps_its_ranges_counters_in_every_piece(chunk):
+    """The reader streams a file a piece at a time into typed events, which keep no counter args: a piece that
+    holds counter ranges stays raw, so the ranges read in the middle pieces (not only the last) keep their
+    counters, the same as the file read whole."""
+    from rooftop.store.tracefile import event_stream
+
+    whole = parse_trace(json.loads(gzip.decompress(CUPTI.read_bytes())))
+    with gzip.open(CUPTI, "rb") as f:
+        streamed = parse_trace(event_stream(f, chunk))
+    assert whole.counters is not None and streamed.counters is not None
+    assert streamed.counters == whole.counters
+    assert whole.counters.matched == 77 and len(whole.counters.kernels) == 77

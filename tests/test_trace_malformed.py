@@ -174,3 +174,14 @@ def test_events_recorded_twice_count_once(tmp_path, capsys):
     n = sum(e.get("cat") in ("kernel", "cpu_op", "gpu_memcpy", "gpu_memset") for e in doc["traceEvents"]) // 2
     assert note.startswith(f"{n} events ")
     assert once.pop("notes") == [] and twice == once  # every op group, time and rate as in the trace recorded once
+
+
+@pytest.mark.parametrize("cat", [[], {"a": 1}], ids=["list", "object"])
+def test_a_flow_event_whose_category_is_not_text_is_skipped(tmp_path, capsys, cat):
+    doc = _doc()
+    flow = next(e for e in doc["traceEvents"] if e.get("ph") in ("s", "f"))
+    flow["cat"] = cat  # was a crash: a list or object cannot be looked up among the flow categories
+    p = tmp_path / "cat.json"
+    p.write_text(json.dumps(doc))
+    rc, out, _ = _run(capsys, p)
+    assert rc == 0 and out["summary"]["kernels"] == 14
