@@ -15,11 +15,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
 from rooftop.models import plausible
+from rooftop.models.critpath import CriticalPath
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.timeline import IdleCause, StepSplit
 from rooftop.models.workload import MEASURED, Flag, OpGroup, TopKernel, Transfer, Workload, measured_from
 
+from .critpath import PATH_KEYS, path_doc, path_problem
 from .runs import PROFILE_PLAN, Run, Store
 
 PLAN = PROFILE_PLAN
@@ -66,6 +68,9 @@ class ProfileSummary(TypedDict, total=False):
     counted_by: str  # how the trace's GPU counters gave the measured W and Q; "" (or absent) without counters
     measured_flops: float | None  # the program's W and Q as counted (None: not counted for every group)
     measured_bytes: float | None
+    critical_path: dict[str, Any]  # the step's critical path, what-ifs and fix first (store.critpath.path_doc)
+    what_if: list[dict[str, Any]]
+    fix_first: list[dict[str, Any]]
 
 
 def profile_summary(run: Run) -> ProfileSummary:
@@ -110,14 +115,16 @@ def group_sample(g: OpGroup) -> Sample:
     )
 
 
-def profile_device_info(work: Workload, source: str, job: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The run's device facts for a profile: the device, and the step split under "profile". A distributed
-    job's ranks, straggler and collectives (`rooftop.models.job.Job.to_dict`) are kept there under "job";
-    `work` is then its lowest rank's."""
+def profile_device_info(work: Workload, source: str, job: Mapping[str, Any] | None = None,
+                        path: CriticalPath | None = None) -> dict[str, Any]:
+    """The run's device facts for a profile: the device, and the step split under "profile", with the critical
+    path, what-ifs and fix first where `path` is given. A distributed job's ranks, straggler and collectives
+    (`rooftop.models.job.Job.to_dict`) are kept there under "job"; `work` is then its lowest rank's."""
     info = {
         "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
         "kind": "gpu" if work.on_device else "cpu",
-        "profile": {**work.summary(), "source": source, "notes": list(work.notes), "rows": work.rows()},
+        "profile": {**work.summary(), "source": source, "notes": list(work.notes), "rows": work.rows(),
+                    **(path_doc(path) if path is not None else {})},
     }
     if job is not None:
         info["profile"]["job"] = dict(job)
@@ -125,10 +132,11 @@ def profile_device_info(work: Workload, source: str, job: Mapping[str, Any] | No
 
 
 def save_profile(store: Store, work: Workload, source: str, backend: str,
-                 versions: Mapping[str, Any] | None = None) -> str:
-    """Keep a finished `work` as a complete run in one go; returns its id. (`rooftop profile` keeps its
-    runs through tui.services.keeper, with the same device facts and samples.)"""
-    run_id = store.begin_run(profile_device_info(work, source), plan=PLAN, backend=backend, versions=versions)
+                 versions: Mapping[str, Any] | None = None, path: CriticalPath | None = None) -> str:
+    """Keep a finished `work` (and its critical path) as a complete run in one go; returns its id. (`rooftop
+    profile` keeps its runs through tui.services.keeper, with the same device facts and samples.)"""
+    run_id = store.begin_run(profile_device_info(work, source, path=path), plan=PLAN, backend=backend,
+                             versions=versions)
     try:
         store.add_samples(run_id, [group_sample(g) for g in work.groups])
     except BaseException:
@@ -251,7 +259,7 @@ def profile_problem(run: Run, samples: Sequence[Sample]) -> str | None:
     bad = bad or (None if isinstance(notes, list) and all(isinstance(n, str) for n in notes)
                   else f"notes = {plausible.shown(notes)} is not a list of text")
     bad = bad or _shares_problem(s.get("shares")) or _coverage_problem(s.get("coverage"))
-    bad = bad or _rows_problem(s.get("rows"))
+    bad = bad or _rows_problem(s.get("rows")) or path_problem(s)
     return f"device.profile {bad}" if bad else _group_problem(samples)
 
 
@@ -322,11 +330,13 @@ def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) 
 
 
 def profile_json(run: Run, samples: Sequence[Sample]) -> dict[str, Any]:
-    """{ops, summary, notes} as `rooftop profile --json` gave them: the ops from the samples, the split as stored."""
+    """{ops, summary, notes, critical_path, what_if, fix_first} as `rooftop profile --json` gave them: the ops from
+    the samples, the split and the path as stored (a profile kept before the path was: without its keys)."""
     s = dict(profile_summary(run))
+    path = {k: s.pop(k) for k in PATH_KEYS if k in s}
     span = s.get("span_s") if isinstance(s.get("span_s"), (int, float)) else 0.0
     ops = [{**g.to_dict(), "share": g.alone_s / span if span > 0 else None} for g in stored_groups(samples)]
     notes = list(s.pop("notes", None) or [])
     rows = s.pop("rows", None)
     s.pop("source", None)
-    return {"ops": ops, "summary": s, "notes": notes, **(rows if isinstance(rows, Mapping) else {})}
+    return {"ops": ops, "summary": s, "notes": notes, **(rows if isinstance(rows, Mapping) else {}), **path}

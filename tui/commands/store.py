@@ -232,7 +232,9 @@ def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) ->
 
         console.print(job_report(job, args.wide), crop=not args.wide)
         console.print()
-    console.print(profile_report(work, wide=args.wide), crop=not args.wide)
+    from rooftop.store.critpath import stored_path
+
+    console.print(profile_report(work, wide=args.wide, path=stored_path(stored)), crop=not args.wide)
     return True
 
 

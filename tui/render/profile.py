@@ -14,11 +14,13 @@ from rich.console import Group
 from rich.text import Text
 
 from rooftop.models.catalog import UnknownDevice, lookup_device
+from rooftop.models.critpath import CriticalPath
 from rooftop.models.profile import DeviceProfile
-from rooftop.models.units import fmt_percent, fmt_time
+from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
 from rooftop.models.workload import MEASURED, RANGES
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, placed_on, profile_summary
+from rooftop.tui.render.critpath import path_lines
 from rooftop.tui.render.fit import Col, FitRows
 from rooftop.tui.render.report import Prose
 from rooftop.tui.render.text import clean
@@ -96,11 +98,16 @@ def basis_text(kernel_times: Any, counted_by: Any, short: bool = False) -> str:
 
 def sample_label(sample: Any) -> str:
     """A stored op group as `rooftop profile` lists it (op dtype shapes), for `rooftop show`."""
-    from rooftop.models.workload import OpGroup
-
     g = sample.conditions.get("profile") if isinstance(sample.conditions, Mapping) else None
     if not isinstance(g, Mapping):  # an op group a store holds malformed: named by what the sample says
         return f"{sample.family} {sample.dtype} {sample.shape_text}".strip()
+    return record_label(g)
+
+
+def record_label(g: Mapping[str, Any]) -> str:
+    """A stored op group's record (`group_records`) labelled as `op_label` labels the op group."""
+    from rooftop.models.workload import OpGroup
+
     return op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
                             dtype=str(g.get("dtype", "")), model="", path="", counting="",
                             owner=str(g.get("owner") or "op"), family=str(g.get("family") or "")))
@@ -421,9 +428,22 @@ def headline_lines(head: Any, on_device: bool = True) -> list[str]:
     return out
 
 
-def split_lines(work: Any) -> list[Text]:
-    """The step split and what each fix would give (Amdahl), then MFU beside bandwidth utilisation."""
-    from rooftop.models.units import fmt_bandwidth, fmt_ratio, fmt_time
+def summed_text(at_roof: Any, no_gaps: Any, both: Any, span: float, brief: bool = False) -> str:
+    """The what-ifs summed as if one stream ran everything back to back (where no graph could re-time them);
+    `brief`: without the speed-ups, and the Profile tab's shorter heading."""
+    def fig(x: Any) -> str:
+        if not isinstance(x, (int, float)) or isinstance(x, bool):
+            return "n/a"
+        return fmt_time(x) + ("" if brief else f" ({fmt_ratio(span / x if x > 0 else 0)})")
+
+    head = "summed" if brief else "summed, as if one stream ran it all"
+    return f"{head}: every op at its roof {fig(at_roof)}; no gaps {fig(no_gaps)}; both {fig(both)}"
+
+
+def split_lines(work: Any, path: CriticalPath | None = None) -> list[Text]:
+    """The step split and (where no critical path could be re-timed) what each fix would give summed, then MFU
+    beside bandwidth utilisation."""
+    from rooftop.models.units import fmt_bandwidth, fmt_time
 
     span = work.span_s or 1.0
     what = "kernels" if work.on_device else "ops"
@@ -441,10 +461,10 @@ def split_lines(work: Any) -> list[Text]:
         Text(f"span {fmt_time(work.span_s)}: {what} busy {fmt_time(work.busy_s)} ({share(work.busy_s / span)}){overlap}, "
              f"idle {fmt_time(work.idle_s)} ({share(work.idle_s / span)}) — {idle_why}"
              + (f"; {work.kernels} kernels" if work.on_device else "")),
-        Text(f"every op at its roof: {fmt_time(work.at_roof_s)} ({fmt_ratio(s['speedup_at_roof'] or 0)}); "
-             f"no gaps: {fmt_time(work.no_gaps_s)} ({fmt_ratio(s['speedup_without_gaps'] or 0)}); "
-             f"both: {fmt_time(work.bound_s)} ({fmt_ratio(work.span_s / work.bound_s if work.bound_s > 0 else 0)})"),
     ]
+    if path is None or not path.graph:  # no graph to re-time: the old sums, said to be sums
+        lines.append(Text(summed_text(s.get("step_at_roof_s"), s.get("step_without_gaps_s"), s.get("bound_s"),
+                                      work.span_s)))
     if work.kernel_times == RANGES:  # a trace of counter ranges: nothing was timed, so no split and no fix
         lines = [Text(ranges_text(work.span_s, work.kernels))]
     dev = work.device
@@ -470,15 +490,19 @@ def split_lines(work: Any) -> list[Text]:
     return lines
 
 
-def profile_report(work: Any, top: int = TOP, wide: bool = False) -> Group:
+def profile_report(work: Any, top: int = TOP, wide: bool = False, path: CriticalPath | None = None) -> Group:
     """`rooftop profile`'s report: the op groups, idle causes, top kernels and steps (one line a row; whole with
-    `wide`, to print with crop=False), then the step split and MFU."""
+    `wide`, to print with crop=False), then the step split and MFU, then the critical path and what to fix first
+    (`path`: none for a profile kept before there was one)."""
+
     head = Text(f"{clean(work.device_name) or ('CPU program' if not work.on_device else 'GPU program')} on the "
                 f"roofs of {work.device.id} ({work.device.name})", style="bold")
     parts = (counter_lines(work, top, wide), idle_lines(work, wide), kernel_lines(work, wide=wide), step_lines(work, wide))
     extra = [x for part in parts if part for x in (Text(""), *part)]
-    prose = (Prose(line) for line in split_lines(work))  # a value keeps its unit on its line ("13.8" over "ms")
-    return Group(Prose(head), Text(""), ops_table(work, top, wide), *extra, Text(""), *prose)
+    prose = (Prose(line) for line in split_lines(work, path))  # a value keeps its unit on its line ("13.8" over "ms")
+    timed = work.kernel_times != RANGES  # a trace of counter ranges timed nothing: no path to speak of
+    tail = [Text(""), *path_lines(path, wide)] if path is not None and timed else []
+    return Group(Prose(head), Text(""), ops_table(work, top, wide), *extra, Text(""), *prose, *tail)
 
 
 NCU_COLS = (Col("kernel", "left", text=True, least=16), Col("time"), Col("DRAM"), Col("L2→SM", drop=1),

@@ -19,14 +19,17 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from rooftop.models.critpath import CriticalPath, FixFirst
 from rooftop.models.job import TOP_GROUPS
 from rooftop.models.units import fmt_percent, fmt_time
 from rooftop.models.workload import RANGES
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
+from rooftop.store.critpath import stored_path
 from rooftop.store.workloads import group_records, profile_summary
 from rooftop.tui.render.job import rank_group_rows, rank_rows
-from rooftop.tui.render.profile import basis_text, ranges_text
+from rooftop.tui.render.critpath import fix_cells, opened_text, panel_head
+from rooftop.tui.render.profile import basis_text, ranges_text, summed_text
 from rooftop.tui.render.text import clean
 from rooftop.tui.services.context import store_session
 from rooftop.tui.app.widgets import Col, FitTable, watch_app
@@ -38,6 +41,8 @@ OPS = (Col("share", "share"), Col("time", "time"), Col("calls", "calls", drop=2)
        Col("roof", "of roof"))
 # W and Q as the trace's GPU counters counted them, each where some op group has it
 COUNTED = {"measured_flops": Col("wc", "W counted", drop=1), "measured_bytes": Col("qc", "Q counted", drop=1)}
+FIX = (Col("saves", "saves"), Col("of_path", "of path", drop=2), Col("op", "op group", max_width=40),
+       Col("regime", "regime", drop=1), Col("roof", "of roof"))
 RANKS = (Col("rank", "rank"), Col("step", "step", drop=3), Col("busy", "busy", drop=2), Col("idle", "idle", drop=4),
          Col("compute", "compute"), Col("comm", "comm"), Col("exposed", "exposed"), Col("mfu", "MFU", drop=1))
 
@@ -61,25 +66,30 @@ def _num(x: Any) -> float:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else 0.0
 
 
+def group_key(n: int) -> str:
+    """The op table's row key of the n-th op group (the fix-first panel opens it by this)."""
+    return f"op:{n}"
+
+
 def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | Text, ...]]]:
     """The idle time, the overlap of streams, memcpy / memset and the op groups, by share of the span (largest
-    first): each row's share is its time alone on the device, so they add up to 100%."""
+    first): each row's share is its time alone on the device, so they add up to 100%. An op group's row is keyed
+    by `group_key`."""
     from rooftop.models.units import fmt_bytes
-    from rooftop.models.workload import OpGroup
-    from rooftop.tui.render.profile import counted_cells, intensity_text, op_label
+    from rooftop.tui.render.profile import counted_cells, intensity_text, record_label
 
     s = profile_summary(run)
     span = s.get("span_s") or 0.0
     more = _stored_rows(run)
     counted = counted_keys(groups)
-    rows: list[tuple[float, tuple[str | Text, ...]]] = []
+    rows: list[tuple[float, tuple[str | Text, ...], str | None]] = []  # (time alone, cells, an op group's key)
     idle = s.get("idle_s") or 0.0
     rows.append((idle, (_pct(idle / span if span else None), fmt_time(idle), "", Text("idle time", style="bold"),
-                        "", "", "")))
+                        "", "", ""), None))
     overlap = _num((more.get("overlap") or {}).get("time_s"))
     if overlap > 0:
         rows.append((overlap, (_pct(overlap / span if span else None), fmt_time(overlap), "",
-                               Text("overlap of streams", style="bold"), "", "", "")))
+                               Text("overlap of streams", style="bold"), "", "", ""), None))
     for x in more.get("transfers") or ():
         if not isinstance(x, dict):
             continue
@@ -87,20 +97,18 @@ def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | 
         label = clean(str(x.get("row", "?"))) + (f" {fmt_bytes(nbytes)}" if nbytes else "")
         rows.append((alone, (_pct(alone / span if span else None), fmt_time(_num(x.get("time_s"))),
                              str(x.get("calls", "")), Text(label), "", clean(str(x.get("level", ""))),
-                             _pct(x.get("fraction_of_roof")))))
-    for g in groups:
+                             _pct(x.get("fraction_of_roof"))), None))
+    for n, g in enumerate(groups):
         t = g.get("time_s") or 0.0
         alone = _num(g.get("time_alone_s", t))
         i = g.get("intensity")
-        label = op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
-                                 dtype=str(g.get("dtype", "")), model="", path="", counting="",
-                                 owner=str(g.get("owner") or "op"), family=str(g.get("family") or "")))
+        label = record_label(g)
         measured = dict(zip(COUNTED, counted_cells(g.get("measured_flops"), g.get("measured_bytes"))))
         rows.append((alone, (_pct(alone / span if span else None), fmt_time(t), str(g.get("calls", "")), Text(label),
                              intensity_text(i) if isinstance(i, (int, float)) else "", str(g.get("regime", "")),
-                             _pct(g.get("fraction_of_roof")), *(measured[k] for k in counted))))
+                             _pct(g.get("fraction_of_roof")), *(measured[k] for k in counted)), group_key(n)))
     width = len(OPS) + len(counted)  # the rows that are no op group get empty cells there
-    return [(None, r + ("",) * (width - len(r))) for _, r in sorted(rows, key=lambda x: -x[0])]
+    return [(key, r + ("",) * (width - len(r))) for _, r, key in sorted(rows, key=lambda x: -x[0])]
 
 
 def counted_keys(groups: list[dict]) -> tuple[str, ...]:
@@ -166,12 +174,17 @@ class ProfilePane(Widget):
         self.run_ids: list[str] = []
         # the run on show, its op groups (its lowest rank's) and its job (None for one program)
         self.shown: tuple[Run, list[dict], dict[str, Any] | None] | None = None
+        self.path: CriticalPath | None = None  # the run on show's critical path, as kept (None: none kept)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="prof-status")
         yield FitTable(RUNS, id="prof-runs", cursor_type="row", zebra_stripes=True)
         yield Static("", id="prof-split")
         with VerticalScroll(id="prof-ops-scroll"):
+            for widget in (Static("", id="prof-path"), FitTable(FIX, id="prof-fix", cursor_type="row"),
+                           Static("", id="prof-group")):  # fix first, and the op group ↵ opened from it
+                widget.display = False
+                yield widget
             job = Static("", id="prof-job")  # a distributed job: its ranks and straggler; a rank opens below
             job.display = False
             yield job
@@ -233,7 +246,9 @@ class ProfilePane(Widget):
         except StoreError as exc:
             split.update(Text(f"✗ {exc}", style="red"))
             return
-        split.update(split_text(run))
+        self.path, bad = kept_path(run)
+        split.update(split_text(run, self.path))
+        self.show_path(bad)
         job = stored_job(run)
         self.shown = (run, [dict(g) for g in groups if g], job)
         pane, ranks = self.query_one("#prof-job", Static), self.query_one("#prof-ranks", FitTable)
@@ -249,6 +264,39 @@ class ProfilePane(Widget):
         more = self.query_one("#prof-more", Static)
         more.update(rows_text(run))
         more.display = True
+
+    def show_path(self, bad: str) -> None:
+        """The fix-first panel of the run on show: the path's head, its top op groups by saving (none kept: hidden;
+        kept malformed: why, in one line)."""
+        head, table = self.query_one("#prof-path", Static), self.query_one("#prof-fix", FitTable)
+        self.query_one("#prof-group", Static).display = False
+        path = self.path
+        head.display = bool(bad) or (path is not None and path.graph)
+        table.display = path is not None and path.graph and bool(path.fix_first)
+        head.update(Text(f"this run's critical path is not one rooftop kept (edited?): {clean(bad)}", style="yellow")
+                    if bad else panel_head(path) if path is not None and path.graph else "")
+        table.set_rows([(str(i), fix_cells(f, path.length_s)) for i, f in enumerate(path.fix_first)]
+                       if path is not None and path.graph else [])
+
+    @on(DataTable.RowSelected, "#prof-fix")
+    def _fix(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.open_group(int(event.row_key.value))
+
+    def open_group(self, i: int) -> None:
+        """Open the i-th fix-first row's op group: what it is and saves, below the panel; its row in the op table
+        under the cursor."""
+        if self.path is None or self.shown is None or not 0 <= i < len(self.path.fix_first):
+            return
+        f, groups = self.path.fix_first[i], self.shown[1]
+        n = find_group(groups, f)
+        opened = self.query_one("#prof-group", Static)
+        opened.update(opened_text(f.label, groups[n] if n is not None else None, f, self.path))
+        opened.display = True
+        ops = self.query_one("#prof-ops", FitTable)
+        if n is not None and group_key(n) in ops.rows:
+            ops.move_cursor(row=ops.get_row_index(group_key(n)), animate=False)
+        self.query_one("#prof-ops-scroll", VerticalScroll).scroll_to_widget(opened, animate=False)
 
     @on(DataTable.RowSelected, "#prof-ranks")
     @on(DataTable.RowHighlighted, "#prof-ranks")
@@ -294,8 +342,28 @@ def job_text(job: dict[str, Any]) -> Group:
     return Group(job_head(job), *straggler_lines(job))  # an op group's line ends in "…" at the pane's edge
 
 
-def split_text(run: Run) -> Text:
-    """The step split of a kept profile: busy and idle, what each fix would give, MFU, the largest share."""
+def kept_path(run: Run) -> tuple[CriticalPath | None, str]:
+    """A kept profile's critical path (None: kept before there was one) and, where it is malformed, why."""
+    try:
+        return stored_path(profile_summary(run)), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def find_group(groups: list[dict], f: FixFirst) -> int | None:
+    """The index of the op group a fix-first row names: by its label, else the longest group of its op."""
+    from rooftop.tui.render.profile import record_label
+
+    by_label = [n for n, g in enumerate(groups) if record_label(g) == clean(f.label)]
+    if by_label:
+        return by_label[0]
+    of_op = [n for n, g in enumerate(groups) if g.get("op") == f.key[0]] if f.key else []
+    return max(of_op, key=lambda n: _num(groups[n].get("time_s")), default=None)
+
+
+def split_text(run: Run, path: CriticalPath | None = None) -> Text:
+    """The step split of a kept profile: busy and idle, what each fix would give (summed, where no critical path
+    was re-timed), MFU, the largest share."""
     s = profile_summary(run)
     span, busy, idle = s.get("span_s") or 0.0, s.get("device_busy_s") or 0.0, s.get("idle_s") or 0.0
     what = "kernels" if s.get("on_device") else "ops"
@@ -305,9 +373,10 @@ def split_text(run: Run) -> Text:
     if ranges:
         text = Text(f"on the roofs of {s.get('device', '?')}: {ranges_text(span, s.get('kernels', '?'))}\n")
     at_roof, no_gaps = s.get("step_at_roof_s"), s.get("step_without_gaps_s")
-    if isinstance(at_roof, (int, float)) and isinstance(no_gaps, (int, float)) and not ranges:
-        text.append(f"every op at its roof: {fmt_time(at_roof)}; no gaps: {fmt_time(no_gaps)}; "
-                    f"both: {fmt_time(s.get('bound_s') or 0.0)}\n")
+    if isinstance(at_roof, (int, float)) and isinstance(no_gaps, (int, float)) and not ranges and \
+            (path is None or not path.graph):
+        why = f" ({clean(path.why_not)})" if path is not None and path.why_not else ""
+        text.append(summed_text(at_roof, no_gaps, s.get("bound_s"), span, brief=True) + why + "\n")
     top = s.get("largest_share")
     mfu = s.get("mfu")
     low = " (above 100%: the roof is low, see the flags)" if isinstance(mfu, (int, float)) and mfu > 1 else ""

@@ -1,0 +1,73 @@
+"""The Profile tab's "fix first" panel: a kept profile's critical path and its top op groups by what each saves on
+it, on screen at 80×24; ↵ on a row opens that op group (what it is, saves and the advice for it; its row in the op
+table under the cursor). A profile kept before there was a path shows as before, with the sums labelled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Static
+
+from helpers.critpaths import ADVICE, made_path
+from rooftop.models.catalog import lookup_device
+from rooftop.models.workload import build_workload
+from rooftop.store.runs import Store
+from rooftop.store.tracefile import load_trace
+from rooftop.store.workloads import save_profile
+from rooftop.tui.app import AppConfig, create_app
+from rooftop.tui.app.panes.profile import group_key
+from rooftop.tui.app.widgets import FitTable
+from tui_helpers import printed, screen_lines
+
+QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
+
+
+def make(tmp_path: Path):
+    return create_app(AppConfig(device="h100", sampler=None, db_path=tmp_path / "r.db", export_dir=tmp_path))
+
+
+async def test_fix_first_at_80x24_and_enter_opens_the_op_group(tmp_path: Path) -> None:
+    work = build_workload(load_trace(QWEN), lookup_device("h200"))
+    path = made_path(work)
+    with Store.open(tmp_path / "r.db") as store:
+        save_profile(store, work, source="decode.json.gz", backend="trace", path=path)
+    app = make(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        lines = screen_lines(app)
+        screen = "\n".join(lines)
+        assert "fix first: each op group at its roof, the path's saving (↵ opens it)" in screen, screen
+        assert "summed" not in screen  # the path's what-ifs replace the sums
+        assert "critical path 134 ms: CPU 89.5%, device 6.8%, launch 3.0%, gaps 0.7%" in screen
+        assert "re-timed: every op at its roof −9.00 ms; no launch gaps −4.00 ms" in screen
+        fix = app.query_one("#prof-fix", FitTable)
+        assert fix.row_count == 5 and {"saves", "op", "roof"} <= set(fix.shown)
+        for f in path.fix_first:  # every row on screen, its saving beside its op group
+            assert any(f"{f.saving_s * 1e3:.2f} ms" in line and f.label[:12] in line for line in lines), screen
+        fix.focus()
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        opened = app.query_one("#prof-group", Static)
+        assert opened.display
+        text = printed(opened.render(), 200)
+        second = path.fix_first[1]
+        assert second.label in text and "at its roof the path is 4.00 ms shorter" in text and f"{ADVICE} (2)" in text
+        assert f"×{work.groups[1].calls}" in text
+        ops = app.query_one("#prof-ops", FitTable)
+        assert ops.coordinate_to_cell_key(ops.cursor_coordinate).row_key.value == group_key(1)
+        assert opened.region.height > 0 and opened.region.y < 24  # scrolled into view
+
+
+async def test_a_profile_kept_before_the_path_shows_the_sums(tmp_path: Path) -> None:
+    work = build_workload(load_trace(QWEN), lookup_device("h200"))
+    with Store.open(tmp_path / "r.db") as store:
+        save_profile(store, work, source="decode.json.gz", backend="trace")
+    app = make(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        assert not app.query_one("#prof-fix", FitTable).display
+        assert not app.query_one("#prof-path", Static).display
+        split = str(app.query_one("#prof-split", Static).render())
+        assert "summed: every op at its roof" in split
