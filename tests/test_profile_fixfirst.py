@@ -62,7 +62,7 @@ def test_without_a_graph_the_sums_stay_labelled_summed_with_why(work: Workload) 
     out = printed(work, made_path(work, graph=False, why_not="no launch links: a GPU-only trace"))
     assert "critical path: not built (no launch links: a GPU-only trace); the what-ifs are summed" in \
         out.replace("\n", " ")
-    assert "summed, as if one stream ran it all: every op at its roof" in out.replace("\n", " ")
+    assert "summed, as if one stream ran it all — every op at its roof: " in out.replace("\n", " ")
     assert "fix first" not in out and "re-timed" not in out
 
 
@@ -98,7 +98,7 @@ def test_the_path_is_kept_and_given_back(work: Workload, tmp_path: Path, capsys:
     assert json.loads(capsys.readouterr().out)["fix_first"] == want["fix_first"]
     assert main(["show", old[:8], "--db", str(db)]) == 0  # kept before: shows, with the sums, without a path
     shown = capsys.readouterr().out
-    assert "critical path" not in shown and "summed, as if one stream ran it all" in shown.replace("\n", " ")
+    assert "critical path" not in shown and "summed, as if one stream ran it all — every op" in shown.replace("\n", " ")
 
 
 def test_a_stored_path_that_is_not_one_rooftop_writes_is_named(work: Workload, tmp_path: Path) -> None:

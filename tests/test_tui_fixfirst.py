@@ -70,4 +70,4 @@ async def test_a_profile_kept_before_the_path_shows_the_sums(tmp_path: Path) -> 
         assert not app.query_one("#prof-fix", FitTable).display
         assert not app.query_one("#prof-path", Static).display
         split = str(app.query_one("#prof-split", Static).render())
-        assert "summed: every op at its roof" in split
+        assert "summed — every op at its roof: " in split

@@ -437,7 +437,7 @@ def summed_text(at_roof: Any, no_gaps: Any, both: Any, span: float, brief: bool 
         return fmt_time(x) + ("" if brief else f" ({fmt_ratio(span / x if x > 0 else 0)})")
 
     head = "summed" if brief else "summed, as if one stream ran it all"
-    return f"{head}: every op at its roof {fig(at_roof)}; no gaps {fig(no_gaps)}; both {fig(both)}"
+    return f"{head} — every op at its roof: {fig(at_roof)}; no gaps: {fig(no_gaps)}; both: {fig(both)}"
 
 
 def split_lines(work: Any, path: CriticalPath | None = None) -> list[Text]:
