@@ -17,6 +17,7 @@ from rooftop.store.workloads import save_profile
 from rooftop.tui.app import AppConfig, create_app
 from rooftop.tui.app.panes.profile import group_key
 from rooftop.tui.app.widgets import FitTable
+from rooftop.tui.render.profile import profile_detail
 from tui_helpers import printed, screen_lines
 
 QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
@@ -71,3 +72,15 @@ async def test_a_profile_kept_before_the_path_shows_the_sums(tmp_path: Path) -> 
         assert not app.query_one("#prof-path", Static).display
         split = str(app.query_one("#prof-split", Static).render())
         assert "summed — every op at its roof: " in split
+
+
+def test_history_names_the_path_and_what_to_fix_first(tmp_path: Path) -> None:
+    """The History tab's detail of a kept profile: its path in one line, each fix-first row in one."""
+    work = build_workload(load_trace(QWEN), lookup_device("h200"))
+    path = made_path(work)
+    with Store.open(tmp_path / "r.db") as store:
+        rid = save_profile(store, work, source="decode.json.gz", backend="trace", path=path)
+        detail = profile_detail(store.run(rid), store.samples(rid)).plain
+    assert "critical path of ProfilerStep#2–#3 (2 steps): 134 ms — CPU 120 ms (89.5%)" in detail
+    first = path.fix_first[0]
+    assert f"  fix first: {first.label} saves 5.00 ms on the path (memory, 82.0% of roof)" in detail

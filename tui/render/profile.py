@@ -20,7 +20,7 @@ from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
 from rooftop.models.workload import MEASURED, RANGES
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, placed_on, profile_summary
-from rooftop.tui.render.critpath import path_lines
+from rooftop.tui.render.critpath import path_head, path_lines
 from rooftop.tui.render.fit import Col, FitRows
 from rooftop.tui.render.report import Prose
 from rooftop.tui.render.text import clean
@@ -71,7 +71,26 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
                     f"×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"
                     f" ({_pct((g.get('time_s') or 0) / span if span else None)}), {g.get('regime', '')}"
                     + (f", {_pct(roof)} of roof" if isinstance(roof, (int, float)) else "") + "\n")
+    text.append_text(path_detail(s))
     text.append(basis_text(s.get("kernel_times"), s.get("counted_by"), short=True) + "\n", style="dim")
+    return text
+
+
+def path_detail(s: Mapping[str, Any]) -> Text:
+    """A stored profile's critical path and its fix-first rows, a line each (nothing where none was kept, none
+    could be built, or what was kept is malformed)."""
+    from rooftop.store.critpath import stored_path
+
+    try:
+        path = stored_path(s)
+    except ValueError:
+        return Text()
+    if path is None or not path.graph:
+        return Text()
+    text = Text(path_head(path) + "\n")
+    for f in path.fix_first:
+        text.append(f"  fix first: {clean(f.label)} saves {fmt_time(f.saving_s)} on the path ({clean(f.regime)}"
+                    + (f", {_pct(f.fraction_of_roof)} of roof" if f.fraction_of_roof is not None else "") + ")\n")
     return text
 
 
