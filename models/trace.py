@@ -55,6 +55,8 @@ import msgspec
 
 from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
 from .counters import RANGE_CAT, Counted, TraceCounters, counted, value
+from .kernelgrid import SAMPLES as GRID_SAMPLES
+from .kernelgrid import units_of
 from .opcost.inference import ITERATION
 from .safetext import clean, clean_tree
 
@@ -99,6 +101,9 @@ class EventArgs(CommArgs, gc=False):  # with a collective's message fields
     types: msgspec.Raw = msgspec.field(default=None, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")
     kernel: msgspec.Raw = None  # a HIP launch call's kernel name: raw, decoded only while a graph is captured
+    # a kernel's launch grid (raw: decoded for the first few only) and CUPTI's blocks per SM: the SM count
+    grid: msgspec.Raw = None
+    blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -266,6 +271,7 @@ class Trace:
     # the inference framework's iteration annotations (`execute_…(sq…sk…)`, vLLM's and SGLang's): (start, end, name),
     # by start; each names its step's query and key lengths, which attention's W needs and no shape records
     iterations: tuple[tuple[float, float, str], ...] = ()
+    kernel_units: int | None = None  # the SM count its kernels' launch grids say (CUPTI's blocks per SM), or None
 
     @property
     def range_times(self) -> bool:
@@ -549,6 +555,7 @@ def _parse_trace(data: Any) -> Trace:
     captures: list[tuple] = []  # (pid, tid, ts, dur, is the begin): a stream's graph capture opened or closed
     capturing: dict[tuple, int] = {}  # (pid, tid) → captures open there, in the file's order
     launch_names: dict[int, str] = {}  # correlation → the kernel a launch made while capturing names (HIP)
+    grids: list[tuple] = []  # the first kernels' (launch grid, blocks per SM): their SM count (models.kernelgrid)
     ranges: list[tuple] = []  # cuda_profiler_range events: (ts, dur, name, pid, tid, event index, counters)
     empty_args = EventArgs()
     shape_cache: dict = {}
@@ -615,6 +622,8 @@ def _parse_trace(data: Any) -> Trace:
             dev_raw.append((ts, dur, kind, name, a.external_id, a.correlation, a.stream, a.device, a.bytes,
                             pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
                             a.kind, i))
+            if a.blocks_per_sm is not None and len(grids) < GRID_SAMPLES:
+                grids.append((a.grid, a.blocks_per_sm))
         elif name.startswith(STEP_PREFIX):
             if kind in ("op", "annotation"):  # the CPU's step, not its copy on the GPU's timeline
                 steps.append((ts, ts + dur, name))
@@ -762,7 +771,7 @@ def _parse_trace(data: Any) -> Trace:
         kernels=tuple(kernels), ops=tuple(ops), kernel_op=tuple(links), graph_kernels=frozenset(graph),
         before_window=frozenset(before),
         steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
-        device_name=dev, device_props=props,
+        device_name=dev, device_props=props, kernel_units=units_of((_json(g), b) for g, b in grids),
         metadata={clean(str(k)): clean(v) if isinstance(v, str) else v for k, v in meta.items()
                   if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
         host_calls=host_calls, origin_us=base or 0.0, wall_base_us=_wall_base(base, meta.get("baseTimeNanoseconds")),
@@ -1023,6 +1032,16 @@ def _wall_base(origin: float | None, base_ns: Any) -> float | None:
     if base_ns.__class__ is int and base_ns > 0:
         return base_ns / 1e3
     return None
+
+
+def _json(v: Any) -> Any:
+    """A raw JSON field decoded (None where it is not JSON); any other value as it is."""
+    if v.__class__ is not msgspec.Raw:
+        return v
+    try:
+        return msgspec.json.decode(v)
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 def _device_props(v: Any) -> tuple[dict[str, Any], str]:
