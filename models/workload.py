@@ -944,6 +944,10 @@ def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
     if g.model in NO_MODEL:  # W and Q unknown: no point, no bound; its time stays as it ran at any roof
         g.regime, g.bound_s = W_UNKNOWN, None
         return g
+    if g.model == "none" and g.kernels:  # an autograd node (a custom op's backward) that launches its own kernels
+        g.regime, g.bound_s = W_UNKNOWN, None
+        g.counting = "launches kernels of its own, which no model counts: W and Q unknown, not counted"
+        return g
     if g.model in (FAMILY_MODEL, ANNOTATION_MODEL):  # kernels with no op's shapes: no W and Q to place them by
         g.regime = "comm" if g.family == "comm" else W_UNKNOWN
         g.bound_s = None
