@@ -126,6 +126,7 @@ class PlainArgs(EventArgs, gc=False):
     types: Any = msgspec.field(default=None, name="Input type")
     concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
     kernel: Any = None
+    grid: Any = None
 
 
 class PlainEvent(Event, gc=False):
