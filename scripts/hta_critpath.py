@@ -54,6 +54,7 @@ STEP = "ProfilerStep"
 CPU_CATS = ("user_annotation", "cpu_op", "Operator", "python_function")  # a step on the CPU, not its GPU copy
 QUEUE_CAP = 1024  # CUDA's default launch queue depth (CUDA_DEVICE_MAX_CONNECTIONS aside)
 TOP_OPS = 40  # ops kept per window, by time on the path; the rest summed as `ops_rest_us`
+TOP_DROPS = 5  # the path's edges that drop the most time, kept per window with the events at their ends
 
 
 def _load(path: Path, whole: bool):
@@ -115,12 +116,14 @@ def _path(t, rank: int, annotation: str, instance: int) -> dict:
     split = dict.fromkeys(BOUND_BY, 0.0)
     ops: dict[tuple, list] = defaultdict(lambda: [0.0, 0])
     lost: dict[str, float] = defaultdict(float)  # time the path crosses on an edge that weighs less than it spans
+    drops: list = []
     for e in g.critical_path_edges_set:
         ev = g.get_event_attribution_for_edge(e)
         w = float(g.edges[e.begin, e.end]["weight"])  # HTA's own weight (a -1 from rounding already made 0)
         gap = nodes[e.end].ts - nodes[e.begin].ts - w
         if gap > 0:
             lost[_lost_key(g, e)] += gap
+            drops.append((gap, e))
         if e.type.value in ("critical_path_dependency", "critical_path_sync_dependency"):
             continue  # weight 0 by HTA's rules
         if e.type.value == "critical_path_kernel_kernel_delay":
@@ -150,6 +153,7 @@ def _path(t, rank: int, annotation: str, instance: int) -> dict:
         "length_us": length,
         "coverage": length / (span[1] - span[0]) if span[1] > span[0] else 0.0,
         "lost_us": dict(sorted(lost.items(), key=lambda kv: -kv[1])),
+        "lost_largest": [_drop(g, base, gap, e) for gap, e in sorted(drops, key=lambda x: -x[0])[:TOP_DROPS]],
         "path_start_us": nodes[path[0]].ts + base,
         "path_end_us": nodes[path[-1]].ts + base,
         "split_us": split,
@@ -159,6 +163,16 @@ def _path(t, rank: int, annotation: str, instance: int) -> dict:
         "ops_rest_us": sum(v[0] for _, v in ranked[TOP_OPS:]),
         "graph_edges": dict(sorted(edges.items())),
     }
+
+
+def _drop(g, base: float, gap: float, e) -> dict:
+    """One edge on the path that drops time: the events at its two ends, on the file's clock."""
+    src, dest = g.node_list[e.begin], g.node_list[e.end]
+    df = g.trace_df
+    return {"lost_us": gap, "type": e.type.value.removeprefix("critical_path_"),
+            "tid": int(df.loc[src.ev_idx, "tid"]), "from": g._get_node_name(src.ev_idx), "from_us": src.ts + base,
+            "from_is_start": bool(src.is_start), "to": g._get_node_name(dest.ev_idx), "to_us": dest.ts + base,
+            "to_is_start": bool(dest.is_start)}
 
 
 def _lost_key(g, e) -> str:

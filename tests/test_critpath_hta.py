@@ -22,6 +22,7 @@ US = 1e-6
 SGLANG_REPLAY = "real-traces/more/sglang-qwen3-8b-decode-mi300x.replay.json.gz"
 VLLM_REPLAY = "real-traces/more/vllm-decode-full-mi300x.replay.json.gz"
 H100 = "real-traces/more/h100-hf-qwen1.5-0.5b-infer-bs16.json.gz"
+NCCL = "real-traces/nccl_parser_config_nccl_data.json.gz"
 
 
 def _window(name: str, window: str) -> dict:
@@ -104,3 +105,23 @@ def test_h100_htas_path_drops_the_sync_on_the_warm_up_kernels():
     during = [k for k in t.kernels if k.ts < sync.end and k.end > sync.ts]
     assert len(during) == 500 and all(k.launch_ts is None for k in during)
     assert _busy(t.kernels, sync.ts, sync.end) > 0.9 * sync.dur
+
+
+def test_nccl_htas_dropped_gap_is_the_backward_thread_at_work():
+    """HTA: 101.89 ms of a 221.33 ms window (46%); its largest drop is the zero-weight link from `aten::ones_like`
+    to `aten::_foreach_mul_` on the main thread, 103.48 ms. The events: the main thread runs no op then, while
+    autograd's backward thread runs its `autograd::engine::evaluate_function: …` ops (thousands, with their
+    launches) and the device is busy 35% of it. That time is on the step's path and CPU-bound, on the other
+    thread: HTA is wrong to drop it."""
+    w = _window(NCCL, "ProfilerStep#4")
+    [drop] = w["lost_largest"][:1]
+    assert (drop["type"], drop["from"], drop["to"]) == ("dependency", "aten::ones_like", "aten::_foreach_mul_")
+    assert drop["lost_us"] > 0.45 * (w["span_end_us"] - w["span_start_us"])
+    t = load_trace(DATA / NCCL)
+    a, b = (drop["from_us"] - t.origin_us) * US, (drop["to_us"] - t.origin_us) * US
+    inside = [o for o in t.ops if a < o.ts < b]
+    assert not [o for o in inside if o.tid == drop["tid"]]
+    backward = [o for o in inside if o.parent is None and o.name.startswith("autograd::engine::evaluate_function")]
+    tids = {o.tid for o in backward}
+    assert len(backward) > 300 and len(tids) == 1 and drop["tid"] not in tids
+    assert 0.2 * (b - a) < _busy(t.kernels, a, b) < 0.5 * (b - a)
