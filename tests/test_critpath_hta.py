@@ -23,6 +23,11 @@ SGLANG_REPLAY = "real-traces/more/sglang-qwen3-8b-decode-mi300x.replay.json.gz"
 VLLM_REPLAY = "real-traces/more/vllm-decode-full-mi300x.replay.json.gz"
 H100 = "real-traces/more/h100-hf-qwen1.5-0.5b-infer-bs16.json.gz"
 NCCL = "real-traces/nccl_parser_config_nccl_data.json.gz"
+RANK0 = "real-traces/trace_filter_sampled_rank-0.json.gz"
+RANK1 = "real-traces/trace_filter_sampled_rank-1.json.gz"
+DECODE = "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
+SGLANG_CAPTURE = "real-traces/more/sglang-qwen3-8b-decode-mi300x.capture.json.gz"
+VLLM_CAPTURE = "real-traces/more/vllm-decode-full-mi300x.capture.json.gz"
 
 
 def _window(name: str, window: str) -> dict:
@@ -107,21 +112,45 @@ def test_h100_htas_path_drops_the_sync_on_the_warm_up_kernels():
     assert _busy(t.kernels, sync.ts, sync.end) > 0.9 * sync.dur
 
 
-def test_nccl_htas_dropped_gap_is_the_backward_thread_at_work():
-    """HTA: 101.89 ms of a 221.33 ms window (46%); its largest drop is the zero-weight link from `aten::ones_like`
-    to `aten::_foreach_mul_` on the main thread, 103.48 ms. The events: the main thread runs no op then, while
-    autograd's backward thread runs its `autograd::engine::evaluate_function: …` ops (thousands, with their
-    launches) and the device is busy 35% of it. That time is on the step's path and CPU-bound, on the other
+BACKWARD = [(NCCL, "ProfilerStep#4"), (NCCL, "ProfilerStep#5"), (NCCL, "ProfilerStep#6"),
+            (RANK0, "ProfilerStep#551"), (RANK1, "ProfilerStep#551"), (RANK1, "ProfilerStep#552")]
+
+
+@pytest.mark.parametrize(("name", "window"), BACKWARD, ids=lambda x: Path(x).name.split(".json")[0])
+def test_htas_largest_drop_is_the_backward_thread_at_work(name, window):
+    """HTA covers 45–50% of these steps; its largest drop is the zero-weight link from `aten::ones_like` (the loss's
+    seed gradient) to the main thread's next op, 103 ms in the 2-rank NCCL trace, 230–245 ms in the 128-rank job's.
+    The events: the main thread runs no op then, while autograd's backward thread runs hundreds of ops with their
+    launches and the device is busy 30–45% of it. That time is on the step's path and CPU-bound, on the other
     thread: HTA is wrong to drop it."""
-    w = _window(NCCL, "ProfilerStep#4")
+    w = _window(name, window)
     [drop] = w["lost_largest"][:1]
-    assert (drop["type"], drop["from"], drop["to"]) == ("dependency", "aten::ones_like", "aten::_foreach_mul_")
-    assert drop["lost_us"] > 0.45 * (w["span_end_us"] - w["span_start_us"])
-    t = load_trace(DATA / NCCL)
+    assert (drop["type"], drop["from"]) == ("dependency", "aten::ones_like")
+    assert drop["lost_us"] > 0.35 * (w["span_end_us"] - w["span_start_us"])
+    t = load_trace(DATA / name)
     a, b = (drop["from_us"] - t.origin_us) * US, (drop["to_us"] - t.origin_us) * US
     inside = [o for o in t.ops if a < o.ts < b]
     assert not [o for o in inside if o.tid == drop["tid"]]
-    backward = [o for o in inside if o.parent is None and o.name.startswith("autograd::engine::evaluate_function")]
-    tids = {o.tid for o in backward}
-    assert len(backward) > 300 and len(tids) == 1 and drop["tid"] not in tids
+    tids = {o.tid for o in inside}
+    assert len(inside) > 500 and len(tids) == 1 and drop["tid"] not in tids
     assert 0.2 * (b - a) < _busy(t.kernels, a, b) < 0.5 * (b - a)
+
+
+PYTHON = [(DECODE, "whole trace"), (SGLANG_CAPTURE, "ProfilerStep#134"), (VLLM_CAPTURE, "whole trace")]
+
+
+@pytest.mark.parametrize(("name", "window"), PYTHON, ids=lambda x: Path(x).name.split(".json")[0])
+def test_htas_drops_are_cpu_time_between_ops(name, window):
+    """HTA covers 56–86% of these windows, and what it drops is on its zero-weight links between top-level ops
+    (21.27 ms of the H200 decode, 14.60 ms of the SGLang capture's step, 8.58 ms of the vLLM capture). The events:
+    in each of its largest drops no op runs on any thread and no sync or copy call is made: the CPU is in Python
+    between two ops, and the next op waits on nothing but that thread (the device may run meanwhile). That is
+    CPU-bound time on the path; HTA is wrong to drop it."""
+    w = _window(name, window)
+    assert set(w["lost_us"]) == {"dependency"} and w["lost_us"]["dependency"] > 0.1 * (w["span_end_us"] - w["span_start_us"])
+    t = load_trace(DATA / name)
+    for drop in w["lost_largest"]:
+        a, b = (drop["from_us"] - t.origin_us) * US, (drop["to_us"] - t.origin_us) * US
+        assert drop["type"] == "dependency" and not drop["from_is_start"] and drop["to_is_start"]
+        assert not [o for o in t.ops if a < o.ts < b and o.parent is None and o.dur > 0], drop
+        assert not [h for h in t.host_calls if a < h.ts < b], drop  # no sync or copy call: nothing to wait on
