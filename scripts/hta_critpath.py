@@ -27,27 +27,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from hta_idle import TRACES, _load  # the shared traces; HTA's Trace of one, whole and unrounded or as HTA loads it
+
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
-TRACES = (  # relative to tests/data
-    "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz",
-    "real-traces/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-    "real-traces/nccl_parser_config_nccl_data.json.gz",
-    "real-traces/trace_filter_sampled_rank-0.json.gz",
-    "real-traces/trace_filter_sampled_rank-1.json.gz",
-    "real-traces/more/cupti_profiler_benchmark_result_924719_1679055439_trace.json.gz",
-    "real-traces/more/h100-hf-qwen1.5-0.5b-infer-bs16.json.gz",
-    "real-traces/more/v100-resnet50-train-2021-legacy.json.gz",
-    "real-traces/more/sglang-qwen3-8b-decode-mi300x.capture.json.gz",
-    "real-traces/more/sglang-qwen3-8b-decode-mi300x.replay.json.gz",
-    "real-traces/more/vllm-decode-full-mi300x.capture.json.gz",
-    "real-traces/more/vllm-decode-full-mi300x.replay.json.gz",
-)
 BOUND_BY = ("cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_kernel_kernel_overhead",
             "gpu_kernel_launch_overhead")
 STEP = "ProfilerStep"
@@ -55,27 +41,6 @@ CPU_CATS = ("user_annotation", "cpu_op", "Operator", "python_function")  # a ste
 QUEUE_CAP = 1024  # CUDA's default launch queue depth (CUDA_DEVICE_MAX_CONNECTIONS aside)
 TOP_OPS = 40  # ops kept per window, by time on the path; the rest summed as `ops_rest_us`
 TOP_DROPS = 5  # the path's edges that drop the most time, kept per window with the events at their ends
-
-
-def _load(path: Path, whole: bool):
-    """An HTA Trace of one file: the whole trace unrounded (`whole`), or as HTA loads it by default."""
-    from hta.common.trace import Trace
-
-    if whole:
-        os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
-    else:
-        os.environ.pop("HTA_DISABLE_NS_ROUNDING", None)
-    skip = Trace._filter_irrelevant_gpu_kernels
-    if whole:
-        Trace._filter_irrelevant_gpu_kernels = lambda self, include_last_profiler_step=False: None
-    with tempfile.TemporaryDirectory(prefix="hta-critpath-") as folder:  # HTA reads a folder of one job's ranks
-        (Path(folder) / path.name).symlink_to(path.resolve())
-        t = Trace(trace_dir=folder)
-        try:
-            t.load_traces(include_last_profiler_step=whole, use_multiprocessing=False, use_memory_profiling=False)
-        finally:
-            Trace._filter_irrelevant_gpu_kernels = skip
-    return t
 
 
 def _steps(t, rank: int) -> list[tuple[int, str, float, float]]:
