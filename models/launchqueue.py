@@ -1,0 +1,251 @@
+"""Launch-queue depth: per stream, how many launched activities had not yet finished, over time.
+
+A launch joins its stream's queue when its runtime call begins (`Kernel.launch_ts`) and leaves it when its
+activity (kernel, memcpy, memset) ends. Holistic Trace Analysis counts the same launches (the calls that
+launch one activity; a CUDA-graph replay's kernels are left out, as HTA leaves them: one call issued them all,
+none holds a slot of its own) but lets each one go when its activity *starts*. Here an activity holds its
+place until it ends: the slot a blocked launch waits for is freed by an activity finishing, and the activity
+that freed it is what the critical path goes through (`blocked_launches`). The two counts differ by the
+activities running at the time: at most one on a stream that runs its work in order.
+
+A full queue blocks the CPU: the driver takes no more launches on the stream until one finishes (1024 on
+CUDA by default; the trace's own plateau where it shows one). A launch call found `LONG_CALL` × the median
+launch or longer, that began with the queue at its plateau and returned after one of the stream's activities
+ended, was blocked; the CPU waited the call's time beyond the median. That is the sign of a device-bound step:
+the CPU is as far ahead as the driver lets it be. A queue that runs near empty is the opposite: the device
+waits on the CPU for each launch.
+
+The mean is over time (HTA's summary describes its change points, so a burst of launches weighs as much as
+a long stretch at one depth); the span is from the first counted launch to the last counted activity's end.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .trace import Kernel, Trace
+
+CUDA_CAP = 1024  # CUDA's launch queue holds this many pending launches per stream by default
+LONG_CALL = 4.0  # a launch call at least this many times the median one is a candidate for blocked
+MIN_WAIT_S = 10e-6  # and at least this much longer than the median (a short median makes 4× mere noise)
+MIN_PLATEAU = 64  # a queue saturating lower than this is not a launch queue's cap (a slow call at depth 1 is not)
+MIN_BLOCKED = 3  # a cap blocks every launch that meets it: one slow call at a queue's peak is not a plateau
+FREES = ("end", "start")  # what takes a launch out of the queue: its activity's end (rooftop), its start (HTA)
+
+
+@dataclass(frozen=True)
+class StreamQueue:
+    """One stream's queue: its launches and depth over the span."""
+
+    stream: int | None
+    device: int | None
+    launches: int
+    mean: float  # time-weighted over the span
+    max: int
+    cap: int  # the plateau the queue saturates at: its own where it shows one, else the trace's or CUDA's
+    at_cap_s: float  # time with the depth at or above the cap
+    at_cap_fraction: float  # of the span
+    blocked: int  # launch calls that waited on this stream's full queue
+    blocked_s: float  # the CPU time they waited (beyond the median launch)
+    plateau: bool  # the cap is this stream's own saturation, seen in the trace
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StreamQueue:
+        def opt(k: str) -> int | None:
+            return None if d.get(k) is None else int(d[k])
+
+        return cls(opt("stream"), opt("device"), int(d["launches"]), float(d["mean"]), int(d["max"]),
+                   int(d["cap"]), float(d["at_cap_s"]), float(d["at_cap_fraction"]), int(d.get("blocked") or 0),
+                   float(d.get("blocked_s") or 0.0), bool(d.get("plateau")))
+
+
+@dataclass(frozen=True)
+class BlockedLaunch:
+    """A launch call held by a full queue, and the activity whose end let it return."""
+
+    activity: int  # index in Trace.kernels of the activity the call launched
+    correlation: int | None  # the call's correlation (it names the runtime call)
+    call_ts: float  # the call, seconds
+    call_end: float
+    freed_by: int  # index in Trace.kernels of the activity (same stream) whose end freed the slot
+    wait_s: float  # the call's time beyond the median launch
+
+
+@dataclass(frozen=True)
+class LaunchQueue:
+    """The trace's launch queues, per stream (busiest first), and the CPU time blocked on a full one."""
+
+    streams: tuple[StreamQueue, ...]
+    span_s: float
+    median_launch_s: float
+    blocked: tuple[BlockedLaunch, ...] = ()
+
+    @property
+    def blocked_s(self) -> float:
+        return sum(s.blocked_s for s in self.streams)
+
+    @property
+    def deepest(self) -> StreamQueue | None:
+        """The stream whose queue went deepest (ties: the longer at its cap, then the higher mean)."""
+        return max(self.streams, key=lambda s: (s.max, s.at_cap_s, s.mean), default=None)
+
+    @property
+    def verdict(self) -> str:
+        """"device-bound": a queue sat at its cap (the CPU ran as far ahead as it could); "CPU-bound": the
+        busiest queue held under one launch on average (the device waited on each); "" between."""
+        if any(s.at_cap_s > 0 or s.blocked for s in self.streams):
+            return "device-bound"
+        busiest = max(self.streams, key=lambda s: s.mean, default=None)
+        return "CPU-bound" if busiest is not None and busiest.mean < 1.0 else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_stream": [s.to_dict() for s in self.streams], "blocked_s": self.blocked_s,
+                "blocked": len(self.blocked), "span_s": self.span_s, "median_launch_s": self.median_launch_s,
+                "verdict": self.verdict}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LaunchQueue:
+        """As `to_dict` wrote it (the blocked launches themselves are not kept: only their count and time)."""
+        return cls(tuple(StreamQueue.from_dict(s) for s in d.get("per_stream") or ()), float(d["span_s"]),
+                   float(d["median_launch_s"]))
+
+
+@dataclass
+class _Stream:
+    """A stream's counted activities and the depth each launch found."""
+
+    acts: list[int]  # indices in Trace.kernels, by launch time
+    found: list[int]  # per launch: the stream's activities queued when its call began (itself not counted)
+    at_depth: dict[int, float]  # depth → time spent at it
+    max: int = 0
+
+
+def counted(trace: Trace) -> list[int]:
+    """The activities that went through a launch queue: launched by a call in the trace, not by a graph replay."""
+    graph = trace.graph_kernels
+    return [i for i, k in enumerate(trace.kernels) if k.launch_ts is not None and i not in graph]
+
+
+def _leaves(k: Kernel, frees: str) -> float:
+    return max(k.end if frees == "end" else k.ts, k.launch_ts or 0.0)
+
+
+def _sweep(kernels: Sequence[Kernel], acts: list[int], frees: str) -> _Stream:
+    """Walk the stream's joins (+1 at the call's start) and leaves (−1 at the activity's end, or start): an
+    activity leaving at the instant another joins leaves first ([join, leave) intervals)."""
+    events = sorted([(kernels[i].launch_ts, 1, n) for n, i in enumerate(acts)] +
+                    [(_leaves(kernels[i], frees), -1, n) for n, i in enumerate(acts)])
+    found = [0] * len(acts)
+    at_depth: dict[int, float] = {}
+    depth = top = 0
+    last = events[0][0] if events else 0.0
+    for t, step, n in events:
+        if t > last:
+            at_depth[depth] = at_depth.get(depth, 0.0) + (t - last)
+            last = t
+        if step > 0:
+            found[n] = depth
+        depth += step
+        top = max(top, depth)
+    return _Stream(acts, found, at_depth, top)
+
+
+def _freed_by(kernels: Sequence[Kernel], ends: list[tuple[float, int]], c0: float, c1: float) -> int | None:
+    """The stream's activity, queued before the call began, that ended last while the call ran."""
+    j = bisect.bisect_right(ends, (c1, len(kernels)))
+    while j > 0:
+        end, i = ends[j - 1]
+        if end < c0:
+            return None
+        if kernels[i].launch_ts is not None and kernels[i].launch_ts < c0:
+            return i
+        j -= 1
+    return None
+
+
+def _candidates(kernels: Sequence[Kernel], s: _Stream, median: float, frees: str
+                ) -> tuple[int, list[BlockedLaunch]]:
+    """The stream's plateau (the most launches any call found queued) and the calls that waited at it; (0, [])
+    where no call waited there."""
+    if not s.acts:
+        return 0, []
+    top = max(s.found)
+    if top < MIN_PLATEAU:
+        return 0, []
+    slack = max(1, top // 100)
+    ends = sorted((_leaves(kernels[i], frees), i) for i in s.acts)
+    out = []
+    for n, i in enumerate(s.acts):
+        k = kernels[i]
+        d = k.launch_dur
+        if d is None or s.found[n] < top - slack or d < LONG_CALL * median or d - median < MIN_WAIT_S:
+            continue
+        c0 = k.launch_ts or 0.0
+        j = _freed_by(kernels, ends, c0, c0 + d)
+        if j is not None:
+            out.append(BlockedLaunch(i, k.correlation, c0, c0 + d, j, d - median))
+    return (top, out) if len(out) >= MIN_BLOCKED else (0, [])
+
+
+def _by_stream(trace: Trace, acts: Sequence[int]) -> dict[tuple[int | None, int | None], list[int]]:
+    """The counted activities per (device, stream), by launch time."""
+    kernels = trace.kernels
+    by: dict[tuple[int | None, int | None], list[int]] = {}
+    for i in sorted(acts, key=lambda i: (kernels[i].launch_ts, i)):
+        by.setdefault((kernels[i].device, kernels[i].stream), []).append(i)
+    return by
+
+
+def time_at_depth(trace: Trace, frees: str = "end") -> dict[tuple[int | None, int | None], dict[int, float]]:
+    """Per (device, stream): the seconds its queue spent at each depth, from its first launch to its last leave."""
+    return {key: _sweep(trace.kernels, ids, frees).at_depth for key, ids in _by_stream(trace, counted(trace)).items()}
+
+
+def launch_queue(trace: Trace, frees: str = "end") -> LaunchQueue | None:
+    """The launch queue of each stream of `trace` (None: no activity was launched by a call in the trace, or
+    the activities are counter ranges, whose times the profiler made up). `frees="start"` counts as HTA does
+    (a launch leaves the queue when its activity starts)."""
+    if frees not in FREES:
+        raise ValueError(f"frees = {frees!r}: one of {', '.join(FREES)}")
+    kernels = trace.kernels
+    acts = counted(trace)
+    if not acts or trace.range_times:
+        return None
+    by = _by_stream(trace, acts)
+    lo = min(kernels[i].launch_ts or 0.0 for i in acts)
+    hi = max(_leaves(kernels[i], frees) for i in acts)
+    span = hi - lo
+    durs = [kernels[i].launch_dur for i in acts if kernels[i].launch_dur is not None]
+    median = statistics.median(durs) if durs else 0.0
+    sweeps = {key: _sweep(kernels, ids, frees) for key, ids in by.items()}
+    found = {key: _candidates(kernels, s, median, frees) for key, s in sweeps.items()}
+    trace_cap = max((cap for cap, _ in found.values()), default=0) or CUDA_CAP
+    streams = []
+    blocked: list[BlockedLaunch] = []
+    for key, s in sweeps.items():
+        own, calls = found[key]
+        cap = own or trace_cap
+        at_cap = sum(t for depth, t in s.at_depth.items() if depth >= cap)
+        area = sum(depth * t for depth, t in s.at_depth.items())
+        streams.append(StreamQueue(
+            stream=key[1], device=key[0], launches=len(s.acts), mean=area / span if span > 0 else 0.0, max=s.max,
+            cap=cap, at_cap_s=at_cap, at_cap_fraction=at_cap / span if span > 0 else 0.0, blocked=len(calls),
+            blocked_s=sum(b.wait_s for b in calls), plateau=bool(own)))
+        blocked += calls
+    streams.sort(key=lambda s: (-s.mean, -s.max, str(s.device), str(s.stream)))
+    return LaunchQueue(tuple(streams), span, median, tuple(sorted(blocked, key=lambda b: b.call_ts)))
+
+
+def blocked_launches(trace: Trace) -> list[tuple[int, int]]:
+    """The launches a full queue held: (the launched activity's index, the index of the activity whose end
+    freed its slot), both in Trace.kernels, by the call's start. The critical path joins the freeing
+    activity's end to the launch call's end (the call's correlation is the launched activity's)."""
+    q = launch_queue(trace)
+    return [(b.activity, b.freed_by) for b in q.blocked] if q is not None else []
