@@ -2,18 +2,19 @@
 
 A launch joins its stream's queue when its runtime call begins (`Kernel.launch_ts`) and leaves it when its
 activity (kernel, memcpy, memset) ends. Holistic Trace Analysis counts the same launches (the calls that
-launch one activity; a CUDA-graph replay's kernels are left out, as HTA leaves them: one call issued them all,
-none holds a slot of its own) but lets each one go when its activity *starts*. Here an activity holds its
-place until it ends: the slot a blocked launch waits for is freed by an activity finishing, and the activity
-that freed it is what the critical path goes through (`blocked_launches`). The two counts differ by the
-activities running at the time: at most one on a stream that runs its work in order.
+launch one activity; a CUDA-graph replay's kernels are left out, as HTA leaves them: one call issued them
+all) but lets each go when its activity *starts*. Here an activity holds its place until it ends: a blocked
+launch returns after one of its stream's activities *ends* (the trace shows that end inside the call), so an
+end is what frees a slot, and that activity is what the critical path goes through (`blocked_launches`).
+The two counts differ by the activities running at the time: at most one on a stream that runs in order.
 
 A full queue blocks the CPU: the driver takes no more launches on the stream until one finishes (1024 on
-CUDA by default; the trace's own plateau where it shows one). A launch call found `LONG_CALL` × the median
+CUDA by default; the trace's own plateau where it shows one). A launch call `LONG_CALL` × the median
 launch or longer, that began with the queue at its plateau and returned after one of the stream's activities
-ended, was blocked; the CPU waited the call's time beyond the median. That is the sign of a device-bound step:
-the CPU is as far ahead as the driver lets it be. A queue that runs near empty is the opposite: the device
-waits on the CPU for each launch.
+ended, was blocked: the CPU waited the call's time beyond the median. Such a call holds no slot while it
+waits, so it joins the queue when its slot is freed (HTA counts it from its start: one above the cap for as
+long as the CPU is blocked). A queue at its cap is the sign of a device-bound step: the CPU is as far ahead
+as the driver lets it be. A queue that runs near empty is the opposite: the device waits on each launch.
 
 The mean is over time (HTA's summary describes its change points, so a burst of launches weighs as much as
 a long stretch at one depth); the span is from the first counted launch to the last counted activity's end.
@@ -34,7 +35,6 @@ LONG_CALL = 4.0  # a launch call at least this many times the median one is a ca
 MIN_WAIT_S = 10e-6  # and at least this much longer than the median (a short median makes 4× mere noise)
 MIN_PLATEAU = 64  # a queue saturating lower than this is not a launch queue's cap (a slow call at depth 1 is not)
 MIN_BLOCKED = 3  # a cap blocks every launch that meets it: one slow call at a queue's peak is not a plateau
-FREES = ("end", "start")  # what takes a launch out of the queue: its activity's end (rooftop), its start (HTA)
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class _Stream:
     """A stream's counted activities and the depth each launch found."""
 
     acts: list[int]  # indices in Trace.kernels, by launch time
-    found: list[int]  # per launch: the stream's activities queued when its call began (itself not counted)
+    found: list[int]  # per launch: the stream's activities queued when it joined (itself not counted)
     at_depth: dict[int, float]  # depth → time spent at it
     max: int = 0
 
@@ -133,15 +133,17 @@ def counted(trace: Trace) -> list[int]:
     return [i for i, k in enumerate(trace.kernels) if k.launch_ts is not None and i not in graph]
 
 
-def _leaves(k: Kernel, frees: str) -> float:
-    return max(k.end if frees == "end" else k.ts, k.launch_ts or 0.0)
+def _leaves(k: Kernel, hta: bool) -> float:
+    return max(k.ts if hta else k.end, k.launch_ts or 0.0)
 
 
-def _sweep(kernels: Sequence[Kernel], acts: list[int], frees: str) -> _Stream:
-    """Walk the stream's joins (+1 at the call's start) and leaves (−1 at the activity's end, or start): an
-    activity leaving at the instant another joins leaves first ([join, leave) intervals)."""
-    events = sorted([(kernels[i].launch_ts, 1, n) for n, i in enumerate(acts)] +
-                    [(_leaves(kernels[i], frees), -1, n) for n, i in enumerate(acts)])
+def _sweep(kernels: Sequence[Kernel], acts: list[int], hta: bool, joins: Mapping[int, float] | None = None
+           ) -> _Stream:
+    """Walk the stream's joins (+1 at the call's start, or at `joins[i]`) and leaves (−1 at the activity's end,
+    or start): an activity leaving at the instant another joins leaves first ([join, leave) intervals)."""
+    joins = joins or {}
+    events = sorted([(joins.get(i, kernels[i].launch_ts), 1, n) for n, i in enumerate(acts)] +
+                    [(_leaves(kernels[i], hta), -1, n) for n, i in enumerate(acts)])
     found = [0] * len(acts)
     at_depth: dict[int, float] = {}
     depth = top = 0
@@ -170,17 +172,16 @@ def _freed_by(kernels: Sequence[Kernel], ends: list[tuple[float, int]], c0: floa
     return None
 
 
-def _candidates(kernels: Sequence[Kernel], s: _Stream, median: float, frees: str
-                ) -> tuple[int, list[BlockedLaunch]]:
+def _blocked(kernels: Sequence[Kernel], s: _Stream, median: float) -> tuple[int, list[BlockedLaunch]]:
     """The stream's plateau (the most launches any call found queued) and the calls that waited at it; (0, [])
-    where no call waited there."""
+    where fewer than MIN_BLOCKED did."""
     if not s.acts:
         return 0, []
     top = max(s.found)
     if top < MIN_PLATEAU:
         return 0, []
     slack = max(1, top // 100)
-    ends = sorted((_leaves(kernels[i], frees), i) for i in s.acts)
+    ends = sorted((kernels[i].end, i) for i in s.acts)
     out = []
     for n, i in enumerate(s.acts):
         k = kernels[i]
@@ -194,43 +195,54 @@ def _candidates(kernels: Sequence[Kernel], s: _Stream, median: float, frees: str
     return (top, out) if len(out) >= MIN_BLOCKED else (0, [])
 
 
-def _by_stream(trace: Trace, acts: Sequence[int]) -> dict[tuple[int | None, int | None], list[int]]:
-    """The counted activities per (device, stream), by launch time."""
+@dataclass
+class _Queues:
+    """Every stream's sweep, its own plateau (0: none) and its blocked launches; the median launch call."""
+
+    streams: dict[tuple[int | None, int | None], tuple[_Stream, int, list[BlockedLaunch]]]
+    median: float
+
+
+def _queues(trace: Trace, acts: Sequence[int], hta: bool) -> _Queues:
+    """Sweep each stream with every launch joining at its call's start, find the calls a full queue held, then
+    (unless `hta`) sweep again with each of those joining when its slot was freed: while it waited it held none.
+    HTA's count keeps the first sweep (a blocked call counts from its start, one above the cap)."""
     kernels = trace.kernels
     by: dict[tuple[int | None, int | None], list[int]] = {}
     for i in sorted(acts, key=lambda i: (kernels[i].launch_ts, i)):
         by.setdefault((kernels[i].device, kernels[i].stream), []).append(i)
-    return by
+    durs = [kernels[i].launch_dur for i in acts if kernels[i].launch_dur is not None]
+    median = statistics.median(durs) if durs else 0.0
+    out = {}
+    for key, ids in by.items():
+        s = _sweep(kernels, ids, hta)
+        own, calls = _blocked(kernels, s, median)
+        if calls and not hta:
+            s = _sweep(kernels, ids, hta, {b.activity: kernels[b.freed_by].end for b in calls})
+        out[key] = (s, own, calls)
+    return _Queues(out, median)
 
 
-def time_at_depth(trace: Trace, frees: str = "end") -> dict[tuple[int | None, int | None], dict[int, float]]:
+def time_at_depth(trace: Trace, hta: bool = False) -> dict[tuple[int | None, int | None], dict[int, float]]:
     """Per (device, stream): the seconds its queue spent at each depth, from its first launch to its last leave."""
-    return {key: _sweep(trace.kernels, ids, frees).at_depth for key, ids in _by_stream(trace, counted(trace)).items()}
+    return {key: s.at_depth for key, (s, _, _) in _queues(trace, counted(trace), hta).streams.items()}
 
 
-def launch_queue(trace: Trace, frees: str = "end") -> LaunchQueue | None:
+def launch_queue(trace: Trace, hta: bool = False) -> LaunchQueue | None:
     """The launch queue of each stream of `trace` (None: no activity was launched by a call in the trace, or
-    the activities are counter ranges, whose times the profiler made up). `frees="start"` counts as HTA does
-    (a launch leaves the queue when its activity starts)."""
-    if frees not in FREES:
-        raise ValueError(f"frees = {frees!r}: one of {', '.join(FREES)}")
+    the activities are counter ranges, whose times the profiler made up). `hta` counts as HTA does: each
+    launch from its call's start to its activity's start."""
     kernels = trace.kernels
     acts = counted(trace)
     if not acts or trace.range_times:
         return None
-    by = _by_stream(trace, acts)
     lo = min(kernels[i].launch_ts or 0.0 for i in acts)
-    hi = max(_leaves(kernels[i], frees) for i in acts)
-    span = hi - lo
-    durs = [kernels[i].launch_dur for i in acts if kernels[i].launch_dur is not None]
-    median = statistics.median(durs) if durs else 0.0
-    sweeps = {key: _sweep(kernels, ids, frees) for key, ids in by.items()}
-    found = {key: _candidates(kernels, s, median, frees) for key, s in sweeps.items()}
-    trace_cap = max((cap for cap, _ in found.values()), default=0) or CUDA_CAP
+    span = max(_leaves(kernels[i], hta) for i in acts) - lo
+    qs = _queues(trace, acts, hta)
+    trace_cap = max((own for _, own, _ in qs.streams.values()), default=0) or CUDA_CAP
     streams = []
     blocked: list[BlockedLaunch] = []
-    for key, s in sweeps.items():
-        own, calls = found[key]
+    for key, (s, own, calls) in qs.streams.items():
         cap = own or trace_cap
         at_cap = sum(t for depth, t in s.at_depth.items() if depth >= cap)
         area = sum(depth * t for depth, t in s.at_depth.items())
@@ -240,7 +252,7 @@ def launch_queue(trace: Trace, frees: str = "end") -> LaunchQueue | None:
             blocked_s=sum(b.wait_s for b in calls), plateau=bool(own)))
         blocked += calls
     streams.sort(key=lambda s: (-s.mean, -s.max, str(s.device), str(s.stream)))
-    return LaunchQueue(tuple(streams), span, median, tuple(sorted(blocked, key=lambda b: b.call_ts)))
+    return LaunchQueue(tuple(streams), span, qs.median, tuple(sorted(blocked, key=lambda b: b.call_ts)))
 
 
 def blocked_launches(trace: Trace) -> list[tuple[int, int]]:

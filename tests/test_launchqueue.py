@@ -41,18 +41,15 @@ def full_queue(cap: int, n: int, other: KinetoTrace | None = None) -> KinetoTrac
 
 
 def full_answers(cap: int, n: int) -> dict:
-    """The queue of `full_queue(cap, n)`, worked out by hand (µs): B = n − cap blocked launches; the depth
-    ramps 1..cap over [0, cap), is cap + 1 while a launch is blocked (it counts from its call's start) and cap
-    for the µs between, then drains by one at each kernel's end after the last launch."""
+    """The queue of `full_queue(cap, n)`, worked out by hand (µs): B = n − cap blocked launches. The depth ramps
+    1..cap over [0, cap − 1), stays at cap while launches are blocked (each joins as the end that freed its slot
+    leaves) until kernel B ends, then drains by one at each kernel's end."""
     b = n - cap
     s = cap + 6.0
-    e0 = s + D
-    area = (cap - 1) * cap / 2 + cap  # the ramp, then [cap − 1, cap) at cap
-    area += (e0 - cap) * (cap + 1) + (b - 1) * (D - 1) * (cap + 1)  # blocked: cap + 1
-    area += ((b - 1) * 1.0 + D) * cap  # the µs after each freeing end, and the last D before the drain
-    area += D * cap * (cap - 1) / 2  # the drain
+    e0, eb = s + D, s + (b + 1) * D
     span = s + n * D
-    return {"span": span, "mean": area / span, "max": cap + 1, "at_cap": (s + (b + 1) * D) - (cap - 1),
+    area = (cap - 1) * cap / 2 + (eb - (cap - 1)) * cap + D * cap * (cap - 1) / 2
+    return {"span": span, "mean": area / span, "max": cap, "at_cap": eb - (cap - 1),
             "blocked": b, "blocked_s": (e0 + 1 - cap - 1) + (b - 1) * (D - 1)}
 
 
@@ -70,6 +67,8 @@ def test_a_queue_that_fills_to_its_cap_blocks_the_cpu(cap, n):
     assert (s.blocked, len(q.blocked)) == (want["blocked"], want["blocked"])
     assert q.blocked_s == pytest.approx(want["blocked_s"] * US, rel=1e-9)
     assert q.verdict == "device-bound"
+    assert launch_queue(parse_trace(full_queue(cap, n).doc()), hta=True).streams[0].max == cap + 1  # HTA's count:
+    # the blocked call from its start, one above the cap
 
 
 def test_each_blocked_launch_is_freed_by_the_kernel_that_ended_while_it_waited():
@@ -166,9 +165,9 @@ def test_counted_as_hta_counts_the_queue_matches_htas_series(name):
     """With HTA's definition (a launch leaves when its activity starts) the series is HTA's: the same launches
     (less those HTA 0.5.0 does not know as launches), the same max, the same time at that max."""
     t = _load(name)
-    q = launch_queue(t, frees="start")
+    q = launch_queue(t, hta=True)
     mine = {str(s.stream): s for s in q.streams}
-    at = {str(k[1]): v for k, v in time_at_depth(t, frees="start").items()}
+    at = {str(k[1]): v for k, v in time_at_depth(t, hta=True).items()}
     missed = _missed(DATA / name)
     for stream, h in HTA["traces"][name]["streams"].items():
         s = mine[stream]
@@ -222,3 +221,70 @@ def test_the_cpu_bound_decode_trace_and_the_deep_resnet_queue():
     resnet = launch_queue(_load("real-traces/more/v100-resnet50-train-2021-legacy.json.gz"))
     assert (resnet.deepest.max, resnet.verdict, resnet.blocked_s) == (570, "", 0.0)
     assert resnet.deepest.mean == pytest.approx(101.25, abs=0.01)
+
+
+# -- the report, --json, the store and show ---------------------------------------------------------------------
+
+
+def _profile(tmp_path, capsys, monkeypatch, path: Path, *more: str) -> tuple[str, dict, str, dict]:
+    """`rooftop profile` of the trace at 80 columns, its --json, then `show` of the kept run and its --json."""
+    from rooftop.tui.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    db = str(tmp_path / "r.db")
+    assert main(["profile", "--trace", str(path), "-d", "h200", "--db", db, *more]) == 0
+    report = capsys.readouterr().out
+    assert main(["profile", "--trace", str(path), "-d", "h200", "--json", "--no-save", "--db", db]) == 0
+    live = json.loads(capsys.readouterr().out)
+    assert main(["runs", "--json", "--db", db]) == 0
+    run = json.loads(capsys.readouterr().out)[0]["id"]
+    assert main(["show", run, "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert main(["show", run, "--json", "--db", db]) == 0
+    return report, live, shown, json.loads(capsys.readouterr().out)
+
+
+def _queue_line(out: str) -> str:
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    at = next(i for i, line in enumerate(lines) if line.startswith("launch queue:"))
+    return " ".join(lines[at:at + 2]) if not lines[at].rstrip().endswith("-bound") else lines[at]
+
+
+def test_a_full_queue_is_one_line_of_the_report_in_json_and_back_from_the_store(tmp_path, capsys, monkeypatch):
+    path = full_queue(1024, 1524).write(tmp_path / "full.json")
+    report, live, shown, stored = _profile(tmp_path, capsys, monkeypatch, path)
+    want = ("launch queue: mean 679, max 1,024 on stream 7 (at its cap of 1,024 for 32.7% of the span); the CPU "
+            "waited 49.5 ms on a full queue: device-bound")
+    assert _queue_line(report) == want
+    assert _queue_line(shown) == want
+    for doc in (live, stored):
+        q = doc["launch_queue"]
+        assert q["blocked_s"] == pytest.approx(full_answers(1024, 1524)["blocked_s"] * US, rel=1e-9)
+        (s,) = q["per_stream"]
+        assert (s["stream"], s["max"], s["cap"]) == (7, 1024, 1024)
+        assert s["at_cap_fraction"] == pytest.approx(32.7e-2, abs=1e-3) and s["mean"] == pytest.approx(full_answers(1024, 1524)["mean"], rel=1e-9)
+        assert q["verdict"] == "device-bound"
+
+
+def test_the_cpu_bound_decode_trace_says_so_and_an_old_profile_without_a_queue_still_shows(tmp_path, capsys,
+                                                                                          monkeypatch):
+    path = DATA / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
+    report, live, shown, stored = _profile(tmp_path, capsys, monkeypatch, path)
+    want = "launch queue: mean 0.3, max 4 on stream 7 (its cap 1,024): CPU-bound"
+    assert _queue_line(report) == want == _queue_line(shown)
+    assert live["launch_queue"]["per_stream"][0]["launches"] == 2624 == stored["launch_queue"]["per_stream"][0][
+        "launches"]
+    import sqlite3
+
+    from rooftop.tui.cli import main
+
+    db = str(tmp_path / "r.db")  # a profile kept before the launch queue was: no line, nothing made up
+    with sqlite3.connect(db) as con:
+        rid, device = con.execute("SELECT id, device_json FROM runs").fetchone()
+        device = json.loads(device)
+        del device["profile"]["rows"]["launch_queue"]
+        con.execute("UPDATE runs SET device_json = ? WHERE id = ?", (json.dumps(device), rid))
+    assert main(["show", rid[:8], "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "launch queue" not in out and "span 154 ms" in out
