@@ -134,28 +134,42 @@ def counted(trace: Trace) -> list[int]:
 
 
 def _leaves(k: Kernel, hta: bool) -> float:
-    return max(k.ts if hta else k.end, k.launch_ts or 0.0)
+    t = k.ts if hta else k.ts + k.dur
+    return t if t >= k.launch_ts else k.launch_ts  # a leave never before its join (clocks a µs apart)
 
 
 def _sweep(kernels: Sequence[Kernel], acts: list[int], hta: bool, joins: Mapping[int, float] | None = None
            ) -> _Stream:
     """Walk the stream's joins (+1 at the call's start, or at `joins[i]`) and leaves (−1 at the activity's end,
-    or start): an activity leaving at the instant another joins leaves first ([join, leave) intervals)."""
-    joins = joins or {}
-    events = sorted([(joins.get(i, kernels[i].launch_ts), 1, n) for n, i in enumerate(acts)] +
-                    [(_leaves(kernels[i], hta), -1, n) for n, i in enumerate(acts)])
+    or start) in time order: an activity leaving at the instant another joins leaves first ([join, leave))."""
+    at = [(joins.get(i, kernels[i].launch_ts) if joins else kernels[i].launch_ts, n) for n, i in enumerate(acts)]
+    if joins:
+        at.sort()
+    leave = sorted(_leaves(kernels[i], hta) for i in acts)
     found = [0] * len(acts)
     at_depth: dict[int, float] = {}
-    depth = top = 0
-    last = events[0][0] if events else 0.0
-    for t, step, n in events:
+    depth = top = j = 0
+    m = len(leave)
+    last = min(at[0][0], leave[0]) if at else 0.0
+    for t, n in at:
+        while j < m and leave[j] <= t:  # the leaves up to this join, first
+            if leave[j] > last:
+                at_depth[depth] = at_depth.get(depth, 0.0) + (leave[j] - last)
+                last = leave[j]
+            depth -= 1
+            j += 1
         if t > last:
             at_depth[depth] = at_depth.get(depth, 0.0) + (t - last)
             last = t
-        if step > 0:
-            found[n] = depth
-        depth += step
-        top = max(top, depth)
+        found[n] = depth
+        depth += 1
+        if depth > top:
+            top = depth
+    for t in leave[j:]:
+        if t > last:
+            at_depth[depth] = at_depth.get(depth, 0.0) + (t - last)
+            last = t
+        depth -= 1
     return _Stream(acts, found, at_depth, top)
 
 
@@ -209,8 +223,9 @@ def _queues(trace: Trace, acts: Sequence[int], hta: bool) -> _Queues:
     HTA's count keeps the first sweep (a blocked call counts from its start, one above the cap)."""
     kernels = trace.kernels
     by: dict[tuple[int | None, int | None], list[int]] = {}
-    for i in sorted(acts, key=lambda i: (kernels[i].launch_ts, i)):
-        by.setdefault((kernels[i].device, kernels[i].stream), []).append(i)
+    for _, i in sorted((kernels[i].launch_ts, i) for i in acts):
+        k = kernels[i]
+        by.setdefault((k.device, k.stream), []).append(i)
     durs = [kernels[i].launch_dur for i in acts if kernels[i].launch_dur is not None]
     median = statistics.median(durs) if durs else 0.0
     out = {}
