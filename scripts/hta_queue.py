@@ -19,13 +19,14 @@ keeps one stream per rank where given several).
 
 from __future__ import annotations
 
+import functools
 import json
-import logging
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hta_idle import DATA, TRACES, US, _load, _version  # a script beside this one
+import hta_idle  # a script beside this one
+from hta_idle import DATA, US, _load, _version
 
 CAP = 1024
 
@@ -57,17 +58,6 @@ def figures(path: Path) -> dict:
     return out
 
 
-def record(names: list[str]) -> int:
-    logging.disable(logging.WARNING)
-    doc = {"cap": CAP, "traces": {}}
-    for name in names or TRACES:
-        doc["traces"][name] = figures(DATA / name)
-        print(f"{name}: {doc['traces'][name]}", file=sys.stderr)
-    json.dump(doc, sys.stdout, indent=1)
-    sys.stdout.write("\n")
-    return 0
-
-
 def table() -> int:
     from rooftop.models.launchqueue import launch_queue
     from rooftop.store.tracefile import load_trace
@@ -87,14 +77,6 @@ def table() -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["record"]:
-        return record(argv[1:])
-    if argv == ["table"]:
-        return table()
-    print("usage: hta_queue.py record [TRACE …] > tests/data/hta-queue.json | hta_queue.py table", file=sys.stderr)
-    return 2
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(hta_idle.main(sys.argv[1:], functools.partial(hta_idle.record, figures_of=figures, head={"cap": CAP}),
+                           table, "hta-queue.json"))
