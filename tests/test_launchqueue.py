@@ -288,3 +288,25 @@ def test_the_cpu_bound_decode_trace_says_so_and_an_old_profile_without_a_queue_s
     assert main(["show", rid[:8], "--db", db]) == 0
     out = capsys.readouterr().out
     assert "launch queue" not in out and "span 154 ms" in out
+
+
+def test_htas_queue_in_the_critical_path_record_is_the_one_recorded_here():
+    """The critical-path record (scripts/hta_critpath.py) keeps HTA's queue length too, from the same series:
+    where the two records meet, they give the same launches, max, mean of changes and time at the max."""
+    path = DATA / "hta-critpath.json"
+    if not path.exists():
+        pytest.skip("no critical-path record in this checkout")
+    other = json.loads(path.read_text())["traces"]
+    met = 0
+    for name, f in HTA["traces"].items():
+        theirs = (other.get(name) or {}).get("queue")
+        if theirs is None:
+            continue
+        assert set(theirs) == set(f["streams"]), name
+        for stream, h in f["streams"].items():
+            t = theirs[stream]
+            assert (t["changes"], t["max"]) == (2 * h["launches"], h["max"]), (name, stream)
+            assert t["mean"] == pytest.approx(h["mean_of_changes"], rel=1e-9), (name, stream)
+            assert t["at_max_us"] * US == pytest.approx(h["at_max_s"], rel=1e-6, abs=1e-9), (name, stream)
+            met += 1
+    assert met > 0
