@@ -182,6 +182,7 @@ class Kernel:
     bytes: float | None = None  # memcpy / memset: the bytes Kineto recorded
     direction: str = ""  # memcpy: HtoD, DtoH, DtoD, PtoP, …
     launch_ts: float | None = None  # when its runtime call began on the CPU, seconds
+    launch_dur: float | None = None  # how long that call held the CPU, seconds (a long one: a full launch queue)
 
     @property
     def end(self) -> float:
@@ -748,7 +749,8 @@ def _parse_trace(data: Any) -> Trace:
                     parts = name.split()
                     direction = parts[1] if len(parts) > 1 and "to" in parts[1] else "other"
         k = Kernel(name, ts * US, dur * US, cat, ext, corr, stream if stream.__class__ is int else _id(stream),
-                   device if device.__class__ is int else _id(device), b, direction, at[2] * US if at else None)
+                   device if device.__class__ is int else _id(device), b, direction, at[2] * US if at else None,
+                   launch[3] * US if launch is not None else None)
         n = len(kernels)
         kernels.append(k)
         if launch is not None and launch[4] in GRAPH_LAUNCHES:

@@ -46,6 +46,7 @@ from .opcontext import OpContext, needs_context
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
 from .spillover import twins
+from .launchqueue import LaunchQueue, launch_queue
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
 from .trace import CpuOp, Trace, paused_gc
 from .units import fmt_percent
@@ -226,6 +227,7 @@ class Workload:
     graph_capture: Mapping[str, Any] = field(default_factory=dict)  # the graph-capture join (GraphJoin.to_dict)
     counted_by: str = ""  # how the trace's counters gave W and Q (counters.rule); "" where it has none
     kernel_times: str = MEASURED  # RANGES: the kernels are counter ranges, timed by the profiler's split
+    launch_queue: LaunchQueue | None = None  # per stream, the launches queued ahead of the device; None: no launch
 
     @property
     def idle_s(self) -> float:
@@ -433,6 +435,7 @@ class Workload:
             "top_kernels": [t.to_dict() for t in self.top_kernels],
             "steps": [s.to_dict() for s in self.steps],
             "flags": [f.to_dict() for f in self.flags],
+            "launch_queue": self.launch_queue.to_dict() if self.launch_queue is not None else None,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -834,6 +837,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         steps=tuple(steps), device_note=device_note, gpus=max(1, len(trace.gpus)), graph_capture=trace.graph_join,
         counted_by=trace.counters.rule if trace.counters is not None else "",
         kernel_times=RANGES if trace.range_times else MEASURED,
+        launch_queue=launch_queue(trace) if trace.on_device else None,
     )
     flags = roof_flags(w, trace.cpu_threads)
     return dataclasses.replace(w, flags=tuple(flags))

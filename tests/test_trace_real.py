@@ -219,7 +219,7 @@ def test_a_kept_profile_shows_its_new_rows_as_profile_gave_them(tmp_path, capsys
     own = json.loads(capsys.readouterr().out)
     assert main(["show", own["run_id"][:8], "--json", "--db", db]) == 0
     shown = json.loads(capsys.readouterr().out)
-    for key in ("transfers", "overlap", "idle_causes", "top_kernels", "steps", "flags"):
+    for key in ("transfers", "overlap", "idle_causes", "top_kernels", "steps", "flags", "launch_queue"):
         assert shown[key] == own[key], key
     assert own["transfers"] and own["overlap"]["time_s"] > 0 and own["idle_causes"] and own["flags"]
     assert main(["show", own["run_id"][:8], "--db", db]) == 0
