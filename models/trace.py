@@ -861,22 +861,33 @@ def _parse_trace(data: Any) -> Trace:
 
 
 def _calls(cols: tuple, threads: Mapping[tuple, int]) -> RuntimeCalls:
-    """The kept runtime calls as RuntimeCalls, by start (a trace writes each thread's calls apart); a call recorded
-    twice (same thread, start, length and name) kept once."""
+    """The kept runtime calls as RuntimeCalls, by start (a trace may write each thread's calls apart); a call recorded
+    twice (same thread, start, length and name) kept once. Calls already in order with no copy (the usual file) keep
+    their columns as read: nothing is made again."""
     ts, dur, th, corr, kind, names = cols
-    keep: list[int] = []
+    sorted_ = all(ts[i] <= ts[i + 1] for i in range(len(ts) - 1))
+    order = range(len(ts)) if sorted_ else sorted(range(len(ts)), key=ts.__getitem__)
+    keep: list[int] | None = None  # the kept calls' places, once a copy is found
     same: list[int] = []  # the kept calls of this start: only they can be copies of the next one
-    for i in sorted(range(len(ts)), key=ts.__getitem__):
+    for n, i in enumerate(order):
         if same and ts[same[0]] != ts[i]:
             same = []
-        if any(dur[j] == dur[i] and th[j] == th[i] and corr[j] == corr[i] and names[j] == names[i] for j in same):
+        if same and any(dur[j] == dur[i] and th[j] == th[i] and corr[j] == corr[i] and names[j] == names[i]
+                        for j in same):
+            if keep is None:
+                keep = list(order[:n])
             continue
         same.append(i)
-        keep.append(i)
-    return RuntimeCalls(tuple(names[i] for i in keep), array("d", [ts[i] for i in keep]),
-                        array("d", [dur[i] for i in keep]), array("i", [th[i] for i in keep]),
-                        array("q", [corr[i] for i in keep]), bytes(kind[i] for i in keep),
-                        tuple(k for k, _ in sorted(threads.items(), key=lambda kv: kv[1])))
+        if keep is not None:
+            keep.append(i)
+    threads_t = tuple(k for k, _ in sorted(threads.items(), key=lambda kv: kv[1]))
+    if keep is None and sorted_:
+        return RuntimeCalls(tuple(names), ts, dur, th, corr, bytes(kind), threads_t)
+    if keep is None:
+        keep = list(order)
+    return RuntimeCalls(tuple(map(names.__getitem__, keep)), array("d", map(ts.__getitem__, keep)),
+                        array("d", map(dur.__getitem__, keep)), array("i", map(th.__getitem__, keep)),
+                        array("q", map(corr.__getitem__, keep)), bytes(map(kind.__getitem__, keep)), threads_t)
 
 
 GRAPH_CALLS = ("GraphLaunch", "HostFunc")  # launches that put no kernel into the graph being captured

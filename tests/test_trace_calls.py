@@ -45,3 +45,9 @@ def test_runtime_calls_kept_with_thread_correlation_and_kind():
 def test_a_trace_with_no_runtime_calls_has_none():
     t = parse_trace({"traceEvents": [_x("kernel", "k", 0, 5, pid=0, tid=7, stream=7)]})
     assert len(t.calls) == 0 and t.device_syncs == () and t.annotations == ()
+
+
+def test_calls_in_order_with_a_copy_keep_one_of_it():
+    events = [_x("cuda_runtime", "cudaLaunchKernel", t, 1, correlation=c) for t, c in ((0, 1), (5, 2), (5, 2), (9, 3))]
+    c = parse_trace({"traceEvents": events}).calls
+    assert list(c.correlation) == [1, 2, 3] and [round(x / US) for x in c.ts] == [0, 5, 9]
