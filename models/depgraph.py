@@ -96,13 +96,14 @@ class DepGraph:
 def _membership(trace: Trace, windows: Sequence[tuple[float, float]], offset: float) -> tuple[list[int], list[int]]:
     """The window of each call (by its start) and of each device activity (by its launch, as the step split counts
     them; one with no launch in a trace that records launches belongs to none: it was queued before)."""
-    starts = [lo for lo, _ in windows]
+    placed = sorted((lo, hi, w) for w, (lo, hi) in enumerate(windows) if lo < hi)  # a peer's missing one is empty
+    starts = [lo for lo, _, _ in placed]
 
     def which(t: float | None) -> int:
         if t is None:
             return NO_WINDOW
         j = bisect.bisect_right(starts, t) - 1
-        return j if j >= 0 and t < windows[j][1] else NO_WINDOW
+        return placed[j][2] if j >= 0 and t < placed[j][1] else NO_WINDOW
 
     calls = trace.calls
     call_w = [which(t + offset) for t in calls.ts]

@@ -313,3 +313,22 @@ def test_decoded_json_round_trip_keeps_the_answer(tmp_path):
     a = _answer(e.trace())[1]
     b = _answer(_load(path))[1]
     assert a.length_s == b.length_s and a.split == b.split
+
+
+def test_peers_are_joined_step_by_step_by_name_and_a_step_a_peer_lacks_is_its_own():
+    r0, r1 = Events(), Events()
+    r0.x("user_annotation", "ProfilerStep#1", 0, 200)
+    r0.x("user_annotation", "ProfilerStep#2", 200, 200)
+    r0.launch("gemm_1", 10, 15, 100, op=BIG_MM)
+    r0.launch(NCCL, 205, 210, 240, stream=20)
+    r1.x("cpu_op", "aten::empty", 0, 0.1)
+    r1.x("user_annotation", "ProfilerStep#2", 200, 200)
+    r1.launch(NCCL, 390, 400, 50, stream=20)
+    _, cp = _answer(r0.trace(), peers=[r1.trace()])
+    one, two = cp.steps
+    assert one.split["peers"] == 0.0 and one.length_s == pytest.approx(200 * US, abs=1e-12)
+    assert two.length_s == pytest.approx(250 * US, abs=1e-12)  # to the all-reduce's end at 450
+    assert two.split["device"] == pytest.approx(50 * US, abs=1e-12)
+    assert two.split["peers"] == pytest.approx(200 * US, abs=1e-12)  # rank 1 entered it at 400
+    # rank 1 there at 210 with rank 0: the all-reduce ends at 260, and the step at its CPU range's end, 400
+    assert _what(cp, STRAGGLER).saving_s == pytest.approx(50 * US, abs=1e-12)
