@@ -47,6 +47,7 @@ import gc
 import itertools
 import math
 import operator
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,7 @@ KINDS = {
     "cuda_runtime": "runtime", "cuda_driver": "runtime", "hip_runtime": "runtime", "hip_driver": "runtime",
     "runtime": "runtime", "driver": "runtime",
     "user_annotation": "annotation", "gpu_user_annotation": "gpu", "cuda_profiler_range": "gpu",
+    "cuda_sync": "devsync",
 }
 FLOW_CATS = frozenset(("ac2g", "async_cpu_to_gpu"))
 ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
@@ -104,6 +106,9 @@ class EventArgs(CommArgs, gc=False):  # with a collective's message fields
     # a kernel's launch grid (raw: decoded for the first few only) and CUPTI's blocks per SM: the SM count
     grid: msgspec.Raw = None
     blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
+    # a cuda_sync event's: the stream its event was recorded on, and the correlation of that cudaEventRecord call
+    wait_on_stream: Any = None
+    wait_on_record: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -245,6 +250,59 @@ class HostCall:
         return self.ts + self.dur
 
 
+CALL_KINDS = ("launch", "record", "wait", "sync", "copy")  # RuntimeCalls.kind: an index into this
+
+
+def call_kind(name: str) -> int | None:
+    """What a runtime call does to the order of work (an index into CALL_KINDS), or None for a call that orders
+    nothing (cudaFuncSetAttribute, cudaGetErrorString, …: its time is CPU work like an op's)."""
+    if "Launch" in name:  # cudaLaunchKernel(ExC), cuLaunchKernelEx, hipExtModuleLaunchKernel, cudaGraphLaunch, …
+        return 0
+    if "EventRecord" in name:
+        return 1
+    if "StreamWaitEvent" in name:
+        return 2
+    if "Synchronize" in name:
+        return 3
+    if "emcpy" in name or "emset" in name:
+        return 4
+    return None
+
+
+@dataclass(frozen=True)
+class RuntimeCalls:
+    """The runtime calls that order the device's work, by start: launches, event records, stream waits, syncs,
+    memcpy / memset calls, each with its thread and correlation (what the critical path's graph joins on). Kept as
+    columns (arrays of numbers, names shared) so a million-event trace's hundred thousand launches cost a few MB."""
+
+    name: tuple[str, ...] = ()
+    ts: array = field(default_factory=lambda: array("d"))  # start, seconds (trace clock)
+    dur: array = field(default_factory=lambda: array("d"))  # seconds
+    thread: array = field(default_factory=lambda: array("i"))  # index into `threads`
+    correlation: array = field(default_factory=lambda: array("q"))  # -1: none
+    kind: bytes = b""  # per call, an index into CALL_KINDS
+    threads: tuple[tuple[Any, Any], ...] = ()  # (pid, tid)
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSync:
+    """Kineto's `cuda_sync` event: what the device (or a host sync) waited on, as CUPTI saw it. "Stream Wait Event":
+    `stream` waits for the event recorded (by the cudaEventRecord call of correlation `record`) on `wait_on_stream`;
+    "Event Sync": the host waits for that event; "Stream Sync" / "Context Sync": for `stream` / every stream.
+    `correlation` is the runtime call's (cudaStreamWaitEvent, cudaEventSynchronize, …)."""
+
+    name: str
+    ts: float
+    dur: float
+    stream: int | None
+    correlation: int | None
+    wait_on_stream: int | None
+    record: int | None
+
+
 @dataclass(frozen=True)
 class Trace:
     """Activities and ops of one trace, linked: `kernel_op[i]` is the index in `ops` of activity i's op."""
@@ -274,6 +332,9 @@ class Trace:
     # by start; each names its step's query and key lengths, which attention's W needs and no shape records
     iterations: tuple[tuple[float, float, str], ...] = ()
     kernel_units: int | None = None  # the SM count its kernels' launch grids say (CUPTI's blocks per SM), or None
+    calls: RuntimeCalls = field(default_factory=RuntimeCalls)  # the runtime calls that order the device's work
+    device_syncs: tuple[DeviceSync, ...] = ()  # Kineto's cuda_sync events, by start
+    annotations: tuple[tuple[float, float, str], ...] = ()  # the CPU's user ranges (start, end, name), by start
 
     @property
     def range_times(self) -> bool:
@@ -565,6 +626,11 @@ def _parse_trace(data: Any) -> Trace:
     ann_raw: tuple[dict, dict] = ({}, {})  # user_annotation, gpu_user_annotation rows by (pid, tid), as op_raw
     iterations: list[tuple[float, float, str]] = []  # the framework's iteration annotations (start, end, name)
     op_pid = op_tid = rows = None  # the thread of the last op read, and its rows
+    call_cols = (array("d"), array("d"), array("i"), array("q"), bytearray(), [])  # RuntimeCalls' columns, as read
+    call_threads: dict[tuple, int] = {}
+    call_kinds: dict[str, int | None] = {}  # name → call_kind(name)
+    dev_syncs: list[DeviceSync] = []
+    annotations: list[tuple[float, float, str]] = []
     decode_event = _EVENT.decode
     for i, e in enumerate(itertools.chain.from_iterable(chunks)):  # each chunk freed once read
         raw = e  # a counter range's args are read again from it (its counters are not fields of EventArgs)
@@ -666,6 +732,19 @@ def _parse_trace(data: Any) -> Trace:
                 tid = _thread(tid)
             if corr is not None:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
+            ck = call_kinds.get(name, _BAD)
+            if ck is _BAD:
+                ck = call_kinds[name] = call_kind(name)
+            if ck is not None:
+                th = call_threads.get((pid, tid))
+                if th is None:
+                    th = call_threads[pid, tid] = len(call_threads)
+                call_cols[0].append(ts * US)
+                call_cols[1].append(dur * US)
+                call_cols[2].append(th)
+                call_cols[3].append(corr if corr is not None and -2**63 < corr < 2**63 else -1)
+                call_cols[4].append(ck)
+                call_cols[5].append(name)
             if "Launch" in name:  # a launch holds the CPU for its own cost only
                 if capturing and corr is not None and (pid, tid) in capturing and \
                         (k := _plain(a.kernel)).__class__ is str:  # a graph's launch: its kernel is named only here
@@ -689,8 +768,14 @@ def _parse_trace(data: Any) -> Trace:
             pid, tid = e.pid, e.tid
             key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
             ann_raw[kind == "gpu"].setdefault(key, []).append((ts, -dur, name, None, none3))
-            if kind == "annotation" and name.startswith(ITERATION):
-                iterations.append((ts * US, (ts + dur) * US, name))
+            if kind == "annotation":
+                annotations.append((ts * US, (ts + dur) * US, name))
+                if name.startswith(ITERATION):
+                    iterations.append(annotations[-1])
+        elif kind == "devsync":  # what the device waited on (a stream on an event, a host sync), as CUPTI saw it
+            gpu_evidence = True
+            dev_syncs.append(DeviceSync(name, ts * US, dur * US, _id(a.stream), _id(a.correlation),
+                                        _id(a.wait_on_stream), _id(a.wait_on_record)))
         elif kind == "gpu":
             gpu_evidence = True
             if cat == RANGE_CAT:
@@ -782,8 +867,39 @@ def _parse_trace(data: Any) -> Trace:
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=clean_tree(dict(meta["distributedInfo"])) if isinstance(meta.get("distributedInfo"), Mapping)
         else {}, captured=captured,
-        counters=counters, iterations=tuple(sorted(set(iterations))),
+        counters=counters, iterations=tuple(sorted(set(iterations))), calls=_calls(call_cols, call_threads),
+        device_syncs=tuple(sorted(set(dev_syncs), key=lambda d: d.ts)), annotations=tuple(sorted(set(annotations))),
     )
+
+
+def _calls(cols: tuple, threads: Mapping[tuple, int]) -> RuntimeCalls:
+    """The kept runtime calls as RuntimeCalls, by start (a trace may write each thread's calls apart); a call recorded
+    twice (same thread, start, length and name) kept once. Calls already in order with no copy (the usual file) keep
+    their columns as read: nothing is made again."""
+    ts, dur, th, corr, kind, names = cols
+    sorted_ = all(ts[i] <= ts[i + 1] for i in range(len(ts) - 1))
+    order = range(len(ts)) if sorted_ else sorted(range(len(ts)), key=ts.__getitem__)
+    keep: list[int] | None = None  # the kept calls' places, once a copy is found
+    same: list[int] = []  # the kept calls of this start: only they can be copies of the next one
+    for n, i in enumerate(order):
+        if same and ts[same[0]] != ts[i]:
+            same = []
+        if same and any(dur[j] == dur[i] and th[j] == th[i] and corr[j] == corr[i] and names[j] == names[i]
+                        for j in same):
+            if keep is None:
+                keep = list(order[:n])
+            continue
+        same.append(i)
+        if keep is not None:
+            keep.append(i)
+    threads_t = tuple(k for k, _ in sorted(threads.items(), key=lambda kv: kv[1]))
+    if keep is None and sorted_:
+        return RuntimeCalls(tuple(names), ts, dur, th, corr, bytes(kind), threads_t)
+    if keep is None:
+        keep = list(order)
+    return RuntimeCalls(tuple(map(names.__getitem__, keep)), array("d", map(ts.__getitem__, keep)),
+                        array("d", map(dur.__getitem__, keep)), array("i", map(th.__getitem__, keep)),
+                        array("q", map(corr.__getitem__, keep)), bytes(map(kind.__getitem__, keep)), threads_t)
 
 
 GRAPH_CALLS = ("GraphLaunch", "HostFunc")  # launches that put no kernel into the graph being captured

@@ -123,6 +123,7 @@ class OpGroup(Rates):
     regime: str = ""
     peak: float | None = None
     bandwidth: float | None = None
+    key: tuple = ()  # its key among the groups (what Workload.kernel_group names); () where it was read back
 
     @property
     def intensity(self) -> float | None:
@@ -228,6 +229,13 @@ class Workload:
     counted_by: str = ""  # how the trace's counters gave W and Q (counters.rule); "" where it has none
     kernel_times: str = MEASURED  # RANGES: the kernels are counter ranges, timed by the profiler's split
     launch_queue: LaunchQueue | None = None  # per stream, the launches queued ahead of the device; None: no launch
+    # per Trace.kernels index, the key of the op group whose time it is (OpGroup.key; None: a memcpy / memset, or a
+    # CPU trace's), so the critical path can shrink one group's kernels on the graph (rooftop.models.critpath)
+    kernel_group: tuple[tuple | None, ...] = ()
+
+    def group_by_key(self) -> dict[tuple, OpGroup]:
+        """The op groups by their key (what kernel_group names)."""
+        return {g.key: g for g in self.groups if g.key}
 
     @property
     def idle_s(self) -> float:
@@ -477,7 +485,7 @@ def _group(groups: dict, key: tuple, cost: OpCost, shapes: list, dtype: str) -> 
     g = groups.get(key)
     if g is None:
         g = groups[key] = OpGroup(op=key[0], shapes=shapes, dtype=dtype, model=cost.model, path=cost.path,
-                                  counting=cost.counting, shape=dict(cost.shape))
+                                  counting=cost.counting, shape=dict(cost.shape), key=key)
     return g
 
 
@@ -673,6 +681,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
     costs = _Costs(trace, elements)
     sized = sized_collective_ops(trace)  # the collectives whose size the trace gives
     groups: dict[tuple, OpGroup] = {}
+    kernel_group: tuple[tuple | None, ...] = ()
     notes: list[str] = list(trace.warnings)
     transfers: list[Transfer] = []
     causes: list[IdleCause] = []
@@ -691,6 +700,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         early: dict[int, list[float]] = {}  # the twin's op → kernels launched before the window, as per_op
         range_families: dict[int, set[str]] = {}  # an annotation → its kernels' families
         moves: dict[tuple[str, str], Transfer] = {}
+        whose: list[tuple | None] = [None] * len(trace.kernels)  # per kernel: (how it is grouped, its op or row)
         for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
             alone = sw.alone_s[ki]
             if k.cat != "kernel":  # memcpy / memset: rows of their own, with their bytes
@@ -710,19 +720,23 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
                 is_comm = comm_names[k.name] = int(kernel_family(k.name) == COMM)
             if oi is None and ki in twin and trace.kernel_op[twin[ki]] is not None:  # launched before the window:
                 e = early.setdefault(trace.kernel_op[twin[ki]], [0, 0.0, 0.0, 0])  # costed as its twin's op
+                whose[ki] = (_early_key, trace.kernel_op[twin[ki]])
                 e[0] += 1
                 e[1] += k.dur
                 e[2] += alone
                 e[3] += is_comm
                 continue
             if oi is None:  # no op owns it: grouped by why and by its kernel family
-                e = loose.setdefault(_loose_key(trace, ki, k.name), [0, 0.0, 0.0, 0])
+                lk = _loose_key(trace, ki, k.name)
+                e = loose.setdefault(lk, [0, 0.0, 0.0, 0])
+                whose[ki] = (None, lk)
                 e[0] += 1
                 e[1] += k.dur
                 e[2] += alone
                 e[3] += is_comm
                 continue
             e = per_op.setdefault(oi, [0, 0.0, 0.0, 0])
+            whose[ki] = (_launcher_key, oi)
             e[0] += 1
             e[1] += k.dur
             e[2] += alone
@@ -768,11 +782,12 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         for (why, family), (n, t, alone, nc) in loose.items():
             key = _loose_row(why, family)
             g = OpGroup(op=key[0], shapes=[], dtype="", model=FAMILY_MODEL, path="", counting=LOOSE_COUNTING[why],
-                        owner=key[-1], family=family)
+                        owner=key[-1], family=family, key=key)
             g.calls = g.kernels = n
             g.comm_kernels = nc
             g.time_s, g.alone_s = t, alone
             groups[key] = g
+        kernel_group = _kernel_groups(trace, whose, elements)
         kernel_s = sum(k.dur for k in trace.kernels if k.cat == "kernel")
         notes += owner_notes(early, loose, [g for g in groups.values() if g.owner == "annotation"], kernel_s,
                              trace.step_names[0] if trace.step_names else "the first step")
@@ -836,11 +851,29 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         transfers=tuple(transfers), overlap_s=overlap_s, idle_causes=tuple(causes), top_kernels=tuple(top),
         steps=tuple(steps), device_note=device_note, gpus=max(1, len(trace.gpus)), graph_capture=trace.graph_join,
         counted_by=trace.counters.rule if trace.counters is not None else "",
-        kernel_times=RANGES if trace.range_times else MEASURED,
+        kernel_times=RANGES if trace.range_times else MEASURED, kernel_group=kernel_group,
         launch_queue=launch_queue(trace) if trace.on_device else None,
     )
     flags = roof_flags(w, trace.cpu_threads)
     return dataclasses.replace(w, flags=tuple(flags))
+
+
+def _kernel_groups(trace: Trace, whose: Sequence[tuple | None],
+                   elements: Mapping[int, tuple[str, float]]) -> tuple[tuple | None, ...]:
+    """Each kernel's op group key, from how the build grouped it: (the key rule, its op) or (None, its loose row);
+    each op's key made once (its shapes' JSON is the costly part)."""
+    keys: dict[tuple, tuple] = {}
+    out: list[tuple | None] = []
+    for w in whose:
+        if w is None:
+            out.append(None)
+            continue
+        got = keys.get(w)
+        if got is None:
+            rule, x = w
+            got = keys[w] = _loose_row(*x) if rule is None else rule(trace.ops[x], elements.get(x))
+        out.append(got)
+    return tuple(out)
 
 
 def every(xs: Sequence[float | None]) -> float | None:
