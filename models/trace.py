@@ -47,6 +47,7 @@ import gc
 import itertools
 import math
 import operator
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,8 @@ import msgspec
 
 from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
 from .counters import RANGE_CAT, Counted, TraceCounters, counted, value
+from .kernelgrid import SAMPLES as GRID_SAMPLES
+from .kernelgrid import units_of
 from .opcost.inference import ITERATION
 from .safetext import clean, clean_tree
 
@@ -68,6 +71,7 @@ KINDS = {
     "cuda_runtime": "runtime", "cuda_driver": "runtime", "hip_runtime": "runtime", "hip_driver": "runtime",
     "runtime": "runtime", "driver": "runtime",
     "user_annotation": "annotation", "gpu_user_annotation": "gpu", "cuda_profiler_range": "gpu",
+    "cuda_sync": "devsync",
 }
 FLOW_CATS = frozenset(("ac2g", "async_cpu_to_gpu"))
 ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
@@ -99,6 +103,12 @@ class EventArgs(CommArgs, gc=False):  # with a collective's message fields
     types: msgspec.Raw = msgspec.field(default=None, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")
     kernel: msgspec.Raw = None  # a HIP launch call's kernel name: raw, decoded only while a graph is captured
+    # a kernel's launch grid (raw: decoded for the first few only) and CUPTI's blocks per SM: the SM count
+    grid: msgspec.Raw = None
+    blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
+    # a cuda_sync event's: the stream its event was recorded on, and the correlation of that cudaEventRecord call
+    wait_on_stream: Any = None
+    wait_on_record: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -121,6 +131,7 @@ class PlainArgs(EventArgs, gc=False):
     types: Any = msgspec.field(default=None, name="Input type")
     concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
     kernel: Any = None
+    grid: Any = None
 
 
 class PlainEvent(Event, gc=False):
@@ -176,6 +187,7 @@ class Kernel:
     bytes: float | None = None  # memcpy / memset: the bytes Kineto recorded
     direction: str = ""  # memcpy: HtoD, DtoH, DtoD, PtoP, …
     launch_ts: float | None = None  # when its runtime call began on the CPU, seconds
+    launch_dur: float | None = None  # how long that call held the CPU, seconds (a long one: a full launch queue)
 
     @property
     def end(self) -> float:
@@ -238,6 +250,59 @@ class HostCall:
         return self.ts + self.dur
 
 
+CALL_KINDS = ("launch", "record", "wait", "sync", "copy")  # RuntimeCalls.kind: an index into this
+
+
+def call_kind(name: str) -> int | None:
+    """What a runtime call does to the order of work (an index into CALL_KINDS), or None for a call that orders
+    nothing (cudaFuncSetAttribute, cudaGetErrorString, …: its time is CPU work like an op's)."""
+    if "Launch" in name:  # cudaLaunchKernel(ExC), cuLaunchKernelEx, hipExtModuleLaunchKernel, cudaGraphLaunch, …
+        return 0
+    if "EventRecord" in name:
+        return 1
+    if "StreamWaitEvent" in name:
+        return 2
+    if "Synchronize" in name:
+        return 3
+    if "emcpy" in name or "emset" in name:
+        return 4
+    return None
+
+
+@dataclass(frozen=True)
+class RuntimeCalls:
+    """The runtime calls that order the device's work, by start: launches, event records, stream waits, syncs,
+    memcpy / memset calls, each with its thread and correlation (what the critical path's graph joins on). Kept as
+    columns (arrays of numbers, names shared) so a million-event trace's hundred thousand launches cost a few MB."""
+
+    name: tuple[str, ...] = ()
+    ts: array = field(default_factory=lambda: array("d"))  # start, seconds (trace clock)
+    dur: array = field(default_factory=lambda: array("d"))  # seconds
+    thread: array = field(default_factory=lambda: array("i"))  # index into `threads`
+    correlation: array = field(default_factory=lambda: array("q"))  # -1: none
+    kind: bytes = b""  # per call, an index into CALL_KINDS
+    threads: tuple[tuple[Any, Any], ...] = ()  # (pid, tid)
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSync:
+    """Kineto's `cuda_sync` event: what the device (or a host sync) waited on, as CUPTI saw it. "Stream Wait Event":
+    `stream` waits for the event recorded (by the cudaEventRecord call of correlation `record`) on `wait_on_stream`;
+    "Event Sync": the host waits for that event; "Stream Sync" / "Context Sync": for `stream` / every stream.
+    `correlation` is the runtime call's (cudaStreamWaitEvent, cudaEventSynchronize, …)."""
+
+    name: str
+    ts: float
+    dur: float
+    stream: int | None
+    correlation: int | None
+    wait_on_stream: int | None
+    record: int | None
+
+
 @dataclass(frozen=True)
 class Trace:
     """Activities and ops of one trace, linked: `kernel_op[i]` is the index in `ops` of activity i's op."""
@@ -266,6 +331,10 @@ class Trace:
     # the inference framework's iteration annotations (`execute_…(sq…sk…)`, vLLM's and SGLang's): (start, end, name),
     # by start; each names its step's query and key lengths, which attention's W needs and no shape records
     iterations: tuple[tuple[float, float, str], ...] = ()
+    kernel_units: int | None = None  # the SM count its kernels' launch grids say (CUPTI's blocks per SM), or None
+    calls: RuntimeCalls = field(default_factory=RuntimeCalls)  # the runtime calls that order the device's work
+    device_syncs: tuple[DeviceSync, ...] = ()  # Kineto's cuda_sync events, by start
+    annotations: tuple[tuple[float, float, str], ...] = ()  # the CPU's user ranges (start, end, name), by start
 
     @property
     def range_times(self) -> bool:
@@ -549,6 +618,7 @@ def _parse_trace(data: Any) -> Trace:
     captures: list[tuple] = []  # (pid, tid, ts, dur, is the begin): a stream's graph capture opened or closed
     capturing: dict[tuple, int] = {}  # (pid, tid) → captures open there, in the file's order
     launch_names: dict[int, str] = {}  # correlation → the kernel a launch made while capturing names (HIP)
+    grids: list[tuple] = []  # the first kernels' (launch grid, blocks per SM): their SM count (models.kernelgrid)
     ranges: list[tuple] = []  # cuda_profiler_range events: (ts, dur, name, pid, tid, event index, counters)
     empty_args = EventArgs()
     shape_cache: dict = {}
@@ -556,6 +626,11 @@ def _parse_trace(data: Any) -> Trace:
     ann_raw: tuple[dict, dict] = ({}, {})  # user_annotation, gpu_user_annotation rows by (pid, tid), as op_raw
     iterations: list[tuple[float, float, str]] = []  # the framework's iteration annotations (start, end, name)
     op_pid = op_tid = rows = None  # the thread of the last op read, and its rows
+    call_cols = (array("d"), array("d"), array("i"), array("q"), bytearray(), [])  # RuntimeCalls' columns, as read
+    call_threads: dict[tuple, int] = {}
+    call_kinds: dict[str, int | None] = {}  # name → call_kind(name)
+    dev_syncs: list[DeviceSync] = []
+    annotations: list[tuple[float, float, str]] = []
     decode_event = _EVENT.decode
     for i, e in enumerate(itertools.chain.from_iterable(chunks)):  # each chunk freed once read
         raw = e  # a counter range's args are read again from it (its counters are not fields of EventArgs)
@@ -615,6 +690,8 @@ def _parse_trace(data: Any) -> Trace:
             dev_raw.append((ts, dur, kind, name, a.external_id, a.correlation, a.stream, a.device, a.bytes,
                             pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
                             a.kind, i))
+            if a.blocks_per_sm is not None and len(grids) < GRID_SAMPLES:
+                grids.append((a.grid, a.blocks_per_sm))
         elif name.startswith(STEP_PREFIX):
             if kind in ("op", "annotation"):  # the CPU's step, not its copy on the GPU's timeline
                 steps.append((ts, ts + dur, name))
@@ -655,6 +732,19 @@ def _parse_trace(data: Any) -> Trace:
                 tid = _thread(tid)
             if corr is not None:
                 runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
+            ck = call_kinds.get(name, _BAD)
+            if ck is _BAD:
+                ck = call_kinds[name] = call_kind(name)
+            if ck is not None:
+                th = call_threads.get((pid, tid))
+                if th is None:
+                    th = call_threads[pid, tid] = len(call_threads)
+                call_cols[0].append(ts * US)
+                call_cols[1].append(dur * US)
+                call_cols[2].append(th)
+                call_cols[3].append(corr if corr is not None and -2**63 < corr < 2**63 else -1)
+                call_cols[4].append(ck)
+                call_cols[5].append(name)
             if "Launch" in name:  # a launch holds the CPU for its own cost only
                 if capturing and corr is not None and (pid, tid) in capturing and \
                         (k := _plain(a.kernel)).__class__ is str:  # a graph's launch: its kernel is named only here
@@ -678,8 +768,14 @@ def _parse_trace(data: Any) -> Trace:
             pid, tid = e.pid, e.tid
             key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
             ann_raw[kind == "gpu"].setdefault(key, []).append((ts, -dur, name, None, none3))
-            if kind == "annotation" and name.startswith(ITERATION):
-                iterations.append((ts * US, (ts + dur) * US, name))
+            if kind == "annotation":
+                annotations.append((ts * US, (ts + dur) * US, name))
+                if name.startswith(ITERATION):
+                    iterations.append(annotations[-1])
+        elif kind == "devsync":  # what the device waited on (a stream on an event, a host sync), as CUPTI saw it
+            gpu_evidence = True
+            dev_syncs.append(DeviceSync(name, ts * US, dur * US, _id(a.stream), _id(a.correlation),
+                                        _id(a.wait_on_stream), _id(a.wait_on_record)))
         elif kind == "gpu":
             gpu_evidence = True
             if cat == RANGE_CAT:
@@ -738,7 +834,8 @@ def _parse_trace(data: Any) -> Trace:
                     parts = name.split()
                     direction = parts[1] if len(parts) > 1 and "to" in parts[1] else "other"
         k = Kernel(name, ts * US, dur * US, cat, ext, corr, stream if stream.__class__ is int else _id(stream),
-                   device if device.__class__ is int else _id(device), b, direction, at[2] * US if at else None)
+                   device if device.__class__ is int else _id(device), b, direction, at[2] * US if at else None,
+                   launch[3] * US if launch is not None else None)
         n = len(kernels)
         kernels.append(k)
         if launch is not None and launch[4] in GRAPH_LAUNCHES:
@@ -762,7 +859,7 @@ def _parse_trace(data: Any) -> Trace:
         kernels=tuple(kernels), ops=tuple(ops), kernel_op=tuple(links), graph_kernels=frozenset(graph),
         before_window=frozenset(before),
         steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
-        device_name=dev, device_props=props,
+        device_name=dev, device_props=props, kernel_units=units_of((_json(g), b) for g, b in grids),
         metadata={clean(str(k)): clean(v) if isinstance(v, str) else v for k, v in meta.items()
                   if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
         host_calls=host_calls, origin_us=base or 0.0, wall_base_us=_wall_base(base, meta.get("baseTimeNanoseconds")),
@@ -770,8 +867,39 @@ def _parse_trace(data: Any) -> Trace:
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
         distributed=clean_tree(dict(meta["distributedInfo"])) if isinstance(meta.get("distributedInfo"), Mapping)
         else {}, captured=captured,
-        counters=counters, iterations=tuple(sorted(set(iterations))),
+        counters=counters, iterations=tuple(sorted(set(iterations))), calls=_calls(call_cols, call_threads),
+        device_syncs=tuple(sorted(set(dev_syncs), key=lambda d: d.ts)), annotations=tuple(sorted(set(annotations))),
     )
+
+
+def _calls(cols: tuple, threads: Mapping[tuple, int]) -> RuntimeCalls:
+    """The kept runtime calls as RuntimeCalls, by start (a trace may write each thread's calls apart); a call recorded
+    twice (same thread, start, length and name) kept once. Calls already in order with no copy (the usual file) keep
+    their columns as read: nothing is made again."""
+    ts, dur, th, corr, kind, names = cols
+    sorted_ = all(ts[i] <= ts[i + 1] for i in range(len(ts) - 1))
+    order = range(len(ts)) if sorted_ else sorted(range(len(ts)), key=ts.__getitem__)
+    keep: list[int] | None = None  # the kept calls' places, once a copy is found
+    same: list[int] = []  # the kept calls of this start: only they can be copies of the next one
+    for n, i in enumerate(order):
+        if same and ts[same[0]] != ts[i]:
+            same = []
+        if same and any(dur[j] == dur[i] and th[j] == th[i] and corr[j] == corr[i] and names[j] == names[i]
+                        for j in same):
+            if keep is None:
+                keep = list(order[:n])
+            continue
+        same.append(i)
+        if keep is not None:
+            keep.append(i)
+    threads_t = tuple(k for k, _ in sorted(threads.items(), key=lambda kv: kv[1]))
+    if keep is None and sorted_:
+        return RuntimeCalls(tuple(names), ts, dur, th, corr, bytes(kind), threads_t)
+    if keep is None:
+        keep = list(order)
+    return RuntimeCalls(tuple(map(names.__getitem__, keep)), array("d", map(ts.__getitem__, keep)),
+                        array("d", map(dur.__getitem__, keep)), array("i", map(th.__getitem__, keep)),
+                        array("q", map(corr.__getitem__, keep)), bytes(map(kind.__getitem__, keep)), threads_t)
 
 
 GRAPH_CALLS = ("GraphLaunch", "HostFunc")  # launches that put no kernel into the graph being captured
@@ -1023,6 +1151,16 @@ def _wall_base(origin: float | None, base_ns: Any) -> float | None:
     if base_ns.__class__ is int and base_ns > 0:
         return base_ns / 1e3
     return None
+
+
+def _json(v: Any) -> Any:
+    """A raw JSON field decoded (None where it is not JSON); any other value as it is."""
+    if v.__class__ is not msgspec.Raw:
+        return v
+    try:
+        return msgspec.json.decode(v)
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 def _device_props(v: Any) -> tuple[dict[str, Any], str]:

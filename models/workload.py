@@ -46,6 +46,7 @@ from .opcontext import OpContext, needs_context
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
 from .spillover import twins
+from .launchqueue import LaunchQueue, launch_queue
 from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
 from .trace import CpuOp, Trace, paused_gc
 from .units import fmt_percent
@@ -122,6 +123,7 @@ class OpGroup(Rates):
     regime: str = ""
     peak: float | None = None
     bandwidth: float | None = None
+    key: tuple = ()  # its key among the groups (what Workload.kernel_group names); () where it was read back
 
     @property
     def intensity(self) -> float | None:
@@ -226,6 +228,14 @@ class Workload:
     graph_capture: Mapping[str, Any] = field(default_factory=dict)  # the graph-capture join (GraphJoin.to_dict)
     counted_by: str = ""  # how the trace's counters gave W and Q (counters.rule); "" where it has none
     kernel_times: str = MEASURED  # RANGES: the kernels are counter ranges, timed by the profiler's split
+    launch_queue: LaunchQueue | None = None  # per stream, the launches queued ahead of the device; None: no launch
+    # per Trace.kernels index, the key of the op group whose time it is (OpGroup.key; None: a memcpy / memset, or a
+    # CPU trace's), so the critical path can shrink one group's kernels on the graph (rooftop.models.critpath)
+    kernel_group: tuple[tuple | None, ...] = ()
+
+    def group_by_key(self) -> dict[tuple, OpGroup]:
+        """The op groups by their key (what kernel_group names)."""
+        return {g.key: g for g in self.groups if g.key}
 
     @property
     def idle_s(self) -> float:
@@ -433,6 +443,7 @@ class Workload:
             "top_kernels": [t.to_dict() for t in self.top_kernels],
             "steps": [s.to_dict() for s in self.steps],
             "flags": [f.to_dict() for f in self.flags],
+            "launch_queue": self.launch_queue.to_dict() if self.launch_queue is not None else None,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -474,7 +485,7 @@ def _group(groups: dict, key: tuple, cost: OpCost, shapes: list, dtype: str) -> 
     g = groups.get(key)
     if g is None:
         g = groups[key] = OpGroup(op=key[0], shapes=shapes, dtype=dtype, model=cost.model, path=cost.path,
-                                  counting=cost.counting, shape=dict(cost.shape))
+                                  counting=cost.counting, shape=dict(cost.shape), key=key)
     return g
 
 
@@ -670,6 +681,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
     costs = _Costs(trace, elements)
     sized = sized_collective_ops(trace)  # the collectives whose size the trace gives
     groups: dict[tuple, OpGroup] = {}
+    kernel_group: tuple[tuple | None, ...] = ()
     notes: list[str] = list(trace.warnings)
     transfers: list[Transfer] = []
     causes: list[IdleCause] = []
@@ -688,6 +700,7 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         early: dict[int, list[float]] = {}  # the twin's op → kernels launched before the window, as per_op
         range_families: dict[int, set[str]] = {}  # an annotation → its kernels' families
         moves: dict[tuple[str, str], Transfer] = {}
+        whose: list[tuple | None] = [None] * len(trace.kernels)  # per kernel: (how it is grouped, its op or row)
         for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
             alone = sw.alone_s[ki]
             if k.cat != "kernel":  # memcpy / memset: rows of their own, with their bytes
@@ -707,19 +720,23 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
                 is_comm = comm_names[k.name] = int(kernel_family(k.name) == COMM)
             if oi is None and ki in twin and trace.kernel_op[twin[ki]] is not None:  # launched before the window:
                 e = early.setdefault(trace.kernel_op[twin[ki]], [0, 0.0, 0.0, 0])  # costed as its twin's op
+                whose[ki] = (_early_key, trace.kernel_op[twin[ki]])
                 e[0] += 1
                 e[1] += k.dur
                 e[2] += alone
                 e[3] += is_comm
                 continue
             if oi is None:  # no op owns it: grouped by why and by its kernel family
-                e = loose.setdefault(_loose_key(trace, ki, k.name), [0, 0.0, 0.0, 0])
+                lk = _loose_key(trace, ki, k.name)
+                e = loose.setdefault(lk, [0, 0.0, 0.0, 0])
+                whose[ki] = (None, lk)
                 e[0] += 1
                 e[1] += k.dur
                 e[2] += alone
                 e[3] += is_comm
                 continue
             e = per_op.setdefault(oi, [0, 0.0, 0.0, 0])
+            whose[ki] = (_launcher_key, oi)
             e[0] += 1
             e[1] += k.dur
             e[2] += alone
@@ -765,11 +782,12 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         for (why, family), (n, t, alone, nc) in loose.items():
             key = _loose_row(why, family)
             g = OpGroup(op=key[0], shapes=[], dtype="", model=FAMILY_MODEL, path="", counting=LOOSE_COUNTING[why],
-                        owner=key[-1], family=family)
+                        owner=key[-1], family=family, key=key)
             g.calls = g.kernels = n
             g.comm_kernels = nc
             g.time_s, g.alone_s = t, alone
             groups[key] = g
+        kernel_group = _kernel_groups(trace, whose, elements)
         kernel_s = sum(k.dur for k in trace.kernels if k.cat == "kernel")
         notes += owner_notes(early, loose, [g for g in groups.values() if g.owner == "annotation"], kernel_s,
                              trace.step_names[0] if trace.step_names else "the first step")
@@ -833,10 +851,29 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
         transfers=tuple(transfers), overlap_s=overlap_s, idle_causes=tuple(causes), top_kernels=tuple(top),
         steps=tuple(steps), device_note=device_note, gpus=max(1, len(trace.gpus)), graph_capture=trace.graph_join,
         counted_by=trace.counters.rule if trace.counters is not None else "",
-        kernel_times=RANGES if trace.range_times else MEASURED,
+        kernel_times=RANGES if trace.range_times else MEASURED, kernel_group=kernel_group,
+        launch_queue=launch_queue(trace) if trace.on_device else None,
     )
     flags = roof_flags(w, trace.cpu_threads)
     return dataclasses.replace(w, flags=tuple(flags))
+
+
+def _kernel_groups(trace: Trace, whose: Sequence[tuple | None],
+                   elements: Mapping[int, tuple[str, float]]) -> tuple[tuple | None, ...]:
+    """Each kernel's op group key, from how the build grouped it: (the key rule, its op) or (None, its loose row);
+    each op's key made once (its shapes' JSON is the costly part)."""
+    keys: dict[tuple, tuple] = {}
+    out: list[tuple | None] = []
+    for w in whose:
+        if w is None:
+            out.append(None)
+            continue
+        got = keys.get(w)
+        if got is None:
+            rule, x = w
+            got = keys[w] = _loose_row(*x) if rule is None else rule(trace.ops[x], elements.get(x))
+        out.append(got)
+    return tuple(out)
 
 
 def every(xs: Sequence[float | None]) -> float | None:
@@ -943,6 +980,10 @@ def place(g: OpGroup, device: DeviceProfile) -> OpGroup:
         return g
     if g.model in NO_MODEL:  # W and Q unknown: no point, no bound; its time stays as it ran at any roof
         g.regime, g.bound_s = W_UNKNOWN, None
+        return g
+    if g.model == "none" and g.kernels:  # an autograd node (a custom op's backward) that launches its own kernels
+        g.regime, g.bound_s = W_UNKNOWN, None
+        g.counting = "launches kernels of its own, which no model counts: W and Q unknown, not counted"
         return g
     if g.model in (FAMILY_MODEL, ANNOTATION_MODEL):  # kernels with no op's shapes: no W and Q to place them by
         g.regime = "comm" if g.family == "comm" else W_UNKNOWN

@@ -32,6 +32,7 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
@@ -141,11 +142,13 @@ def _version() -> str:
     return version("HolisticTraceAnalysis")
 
 
-def record(names: list[str]) -> int:
+def record(names: list[str], figures_of: Callable[[Path], dict] = figures,
+           head: dict | None = None) -> int:
+    """Each trace's `figures_of` as JSON on stdout, under `head` (the options they were taken with)."""
     logging.disable(logging.WARNING)
-    doc = {"consecutive_kernel_delay_us": 30, "traces": {}}
+    doc = {**(head if head is not None else {"consecutive_kernel_delay_us": 30}), "traces": {}}
     for name in names or TRACES:
-        doc["traces"][name] = figures(DATA / name)
+        doc["traces"][name] = figures_of(DATA / name)
         print(f"{name}: {doc['traces'][name]}", file=sys.stderr)
     json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
@@ -178,12 +181,14 @@ def table() -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], record: Callable[[list[str]], int] = record, table: Callable[[], int] = table,
+         kept: str = "hta-idle.json") -> int:
     if argv[:1] == ["record"]:
         return record(argv[1:])
     if argv == ["table"]:
         return table()
-    print("usage: hta_idle.py record [TRACE …] > tests/data/hta-idle.json | hta_idle.py table", file=sys.stderr)
+    script = f"hta_{kept.split('-')[1].split('.')[0]}.py"
+    print(f"usage: {script} record [TRACE …] > tests/data/{kept} | {script} table", file=sys.stderr)
     return 2
 
 

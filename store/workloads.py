@@ -17,6 +17,7 @@ from typing import Any, TypedDict, cast
 from rooftop.models import plausible
 from rooftop.models.critpath import CriticalPath
 from rooftop.models.profile import DeviceProfile
+from rooftop.models.launchqueue import LaunchQueue
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.timeline import IdleCause, StepSplit
 from rooftop.models.workload import MEASURED, Flag, OpGroup, TopKernel, Transfer, Workload, measured_from
@@ -217,6 +218,12 @@ def _rows_problem(rows: Any) -> str | None:
         return f"rows = {plausible.shown(rows)} is not an object"
     if "overlap" in rows and not isinstance(rows["overlap"], Mapping):
         return f"rows.overlap = {plausible.shown(rows['overlap'])} is not an object"
+    if rows.get("launch_queue") is not None:
+        try:
+            LaunchQueue.from_dict(rows["launch_queue"])
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+            return f"rows.launch_queue = {plausible.shown(rows['launch_queue'])} is not the launch queue " \
+                   "`rooftop profile` writes"
     for key, read in ROW_READERS.items():
         given = rows.get(key) or []
         if not isinstance(given, list):
@@ -296,8 +303,8 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
 
 
 def stored_rows(s: Mapping[str, Any]) -> dict[str, Any]:
-    """The rows beside the op groups (memcpy / memset, overlap, idle causes, top kernels, steps, flags) as
-    `Workload` fields, from a stored profile (none for a profile kept before they were)."""
+    """The rows beside the op groups (memcpy / memset, overlap, idle causes, top kernels, steps, flags, the
+    launch queue) as `Workload` fields, from a stored profile (none for a profile kept before they were)."""
     rows = s.get("rows") if isinstance(s.get("rows"), Mapping) else {}
     overlap = rows.get("overlap") if isinstance(rows.get("overlap"), Mapping) else {}
     return {
@@ -308,6 +315,7 @@ def stored_rows(s: Mapping[str, Any]) -> dict[str, Any]:
         "steps": tuple(StepSplit.from_dict(d) for d in rows.get("steps") or ()),
         "flags": tuple(Flag.from_dict(d) for d in rows.get("flags") or ()),
         "device_note": str(s.get("device_note") or ""),
+        "launch_queue": LaunchQueue.from_dict(q) if isinstance(q := rows.get("launch_queue"), Mapping) else None,
     }
 
 

@@ -81,3 +81,15 @@ def test_arange_from_its_recorded_bounds(dims, types, concrete, nbytes):
         assert c.model == "tensors" and c.bytes == 0
     else:
         assert c.model == "copy" and c.bytes == nbytes and c.flops == 0
+
+
+def test_an_autograd_node_that_launches_kernels_of_its_own_is_w_unknown_not_no_work():
+    """TBE's backward runs as an autograd node (`CppNode<SplitLookupFunction_…>`) that launches its kernels itself,
+    with no aten op under it: 16% of an A100 rank's kernel time, which read "no work" (an autograd node costs
+    nothing of its own where its aten ops do the work)."""
+    w = build_workload(load_trace(DATA / "trace_filter_sampled_rank-1.json.gz"), lookup_device("a100"))
+    nodes = [g for g in w.groups if g.op.startswith("torch::autograd::CppNode<") and g.kernels]
+    assert sum(g.time_s for g in nodes) > 0.1 * w.op_time_s
+    for g in nodes:
+        assert g.regime == "W unknown" and g.bound_s is None and "W and Q unknown" in g.counting, g.op
+    assert not [g for g in w.groups if g.regime == "no work" and g.kernels and g.model == "none"]

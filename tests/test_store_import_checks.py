@@ -86,6 +86,8 @@ PROFILE_CASES = [
     (_set("samples", 0, "family", value="gemm"), "unknown family 'gemm' (a profile run's are: profile)"),
     (_set("device", "profile", "shares", "idle", value=3.0), "device.profile shares.idle = 3.0 is outside [0, 1"),
     (_set("device", "profile", "span_s", value=-5.0), "device.profile span_s = -5.0 is outside [0,"),
+    (_set("device", "profile", "rows", "launch_queue", value={"per_stream": "x"}),
+     "device.profile rows.launch_queue = {'per_stream': 'x'} is not the launch queue"),
 ]
 
 

@@ -5,7 +5,8 @@ MI250, H100, H200, V100, MI300X): exit 0; the kernel count exact against a count
 within 1% of the raw union of kernel / memcpy / memset intervals; at most 10% of the kernel time with no owner
 where the trace has CPU ops (a group of kernels by their family — a graph replay without its capture, kernels
 launched before the window — counts as owned: it says what they are); MFU and bandwidth utilisation within the
-busy fraction; ≥ 80% of the kernel time with a W and Q model where shapes were recorded; and, for a graph replay
+busy fraction; ≥ 80% of the kernel time with a W and Q model where shapes were recorded; the roofs of the GPU's
+own family (the GPU each job ran on, from where the trace was published, in GPU below); and, for a graph replay
 read with its capture trace, its kernels owned by ops.
 
 Rules that hold only once other work lands are marked so, strictly (an expected failure that starts passing
@@ -35,6 +36,22 @@ NAMES = [p.name.split(".json")[0] for p in TRACES]
 KERNEL_CATS = ("kernel",)
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")
 RANGE_CAT = "cuda_profiler_range"
+# the GPU each trace's job ran on, as its publisher says (tests/data/real-traces/README.md), so its family: the
+# catalog profiles of that family (models/data/families.json), one of which its roofs must be
+GPU = {
+    "qwen2.5-7b-decode-b8-ctx1024-h200.trace": ("h200", "h200-ds"),
+    "amd_trace_mi250_minitoy_train_ROCm6_2_kineto": ("mi210", "mi210-ds", "mi250x-gcd-ds"),  # one MI250 GCD
+    "cupti_profiler_benchmark_result_924719_1679055439_trace": ("a100", "a100-80g-ds"),
+    "h100-hf-qwen1.5-0.5b-infer-bs16": ("h100", "h100-sxm-ds", "h100-nvl-ds", "h100-pcie-ds"),
+    "sglang-qwen3-8b-decode-mi300x.capture": ("mi300x-ds",),
+    "sglang-qwen3-8b-decode-mi300x.replay": ("mi300x-ds",),
+    "v100-resnet50-train-2021-legacy": ("v100-32", "v100-16", "v100-32-pcie"),
+    "vllm-decode-full-mi300x.capture": ("mi300x-ds",),
+    "vllm-decode-full-mi300x.replay": ("mi300x-ds",),
+    "nccl_parser_config_nccl_data": ("a100", "a100-80g-ds"),
+    "trace_filter_sampled_rank-0": ("a100", "a100-80g-ds"),  # an A100 job's; the trace has no deviceProperties
+    "trace_filter_sampled_rank-1": ("a100", "a100-80g-ds"),
+}
 OWNED_BY_OP = ("op", "graph")  # kernels an op of the trace (or of the graph's capture) launched
 NOT_YET = {  # (trace, rule): why it fails until another part of the work lands
     ("trace_filter_sampled_rank-1", "modelled"):
@@ -143,6 +160,19 @@ def test_mfu_and_bandwidth_stay_within_the_busy_fraction(path: Path) -> None:
         assert x is None or 0.0 <= x <= f["busy_fraction"] * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("path", rule_cases("family"))
+def test_the_roofs_are_of_the_gpus_own_family(path: Path) -> None:
+    """With no -d, each trace gets the roofs of the GPU its job ran on: by its name, by its properties where its
+    name says nothing (the MI300X's is empty), and by its kernels' SM count where it has no deviceProperties."""
+    rc, doc = profiled(path)
+    assert rc == 0
+    assert doc["summary"]["device"] in GPU[path.name.split(".json")[0]], doc["summary"]["device_note"]
+
+
+def test_every_trace_has_its_gpu_named() -> None:
+    assert sorted(GPU) == sorted(NAMES)
+
+
 @pytest.mark.parametrize("path", TRACES, ids=NAMES)
 def test_the_coverage_adds_up_and_is_the_op_rows_time(path: Path) -> None:
     """The coverage line's figures: the kernel time (the raw events'), its shares by owner (adding up to all of
@@ -185,15 +215,15 @@ def table() -> str:
     def pct(x: float | None) -> str:
         return "n/a" if x is None else f"{100 * x:.1f}%"
 
-    rows = [("trace", "rc", "kernels", "busy ms", "no owner", "by op", "modelled", "MFU", "BW", "busy")]
+    rows = [("trace", "rc", "kernels", "busy ms", "no owner", "by op", "modelled", "MFU", "BW", "busy", "roofs")]
     for p, n in zip(TRACES, NAMES):
         f = figures(p)
         if f["rc"] != 0:
-            rows.append((n, str(f["rc"]), str(f["kernels"]), "", "", "", "", "", "", ""))
+            rows.append((n, str(f["rc"]), str(f["kernels"]), "", "", "", "", "", "", "", ""))
             continue
         rows.append((n, "0", f"{f['got_kernels']}/{f['kernels']}", f"{f['got_busy_s'] * 1e3:.4g}",
                      pct(f["no_owner"]) if f["cpu_ops"] else "(no ops)", pct(f["by_op"]), pct(f["modelled"]),
-                     pct(f["mfu"]), pct(f["bw"]), pct(f["busy_fraction"])))
+                     pct(f["mfu"]), pct(f["bw"]), pct(f["busy_fraction"]), profiled(p)[1]["summary"]["device"]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
                      for r in rows)

@@ -37,12 +37,12 @@ class KinetoTrace:
         return ext
 
     def kernel(self, name: str, launch_ts: float, ts: float, dur: float, ext: int | None = None, stream: int = 7,
-               launch: str = "cudaLaunchKernel", **args: Any) -> None:
-        """A kernel and the runtime call (on the CPU thread, at `launch_ts`) that launched it."""
+               launch: str = "cudaLaunchKernel", launch_dur: float = 2.0, **args: Any) -> None:
+        """A kernel and the runtime call (on the CPU thread, at `launch_ts`, `launch_dur` long) that launched it."""
         corr = self._next()
         link = {} if ext is None else {"External id": ext}
         self.events.append({"ph": "X", "cat": "cuda_runtime", "name": launch, "pid": PID, "tid": TID,
-                            "ts": launch_ts, "dur": 2.0, "args": {"correlation": corr, **link}})
+                            "ts": launch_ts, "dur": launch_dur, "args": {"correlation": corr, **link}})
         self.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
                             "args": {"correlation": corr, "stream": stream, "device": 0, **link, **args}})
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -257,12 +258,17 @@ def _unknown_gpu(placed: Any) -> str:
 
 
 def _placed(args: argparse.Namespace, name: str, props: Mapping[str, Any], metadata: Mapping[str, Any],
-            source: str) -> tuple[Any, str]:
-    """The profile a trace's (or an ncu export's) GPU is placed on, and how, said on stderr; this machine's
-    measured `local` where it is that very card and the catalog has none; else ProfileError naming -d."""
+            source: str, how: str = "") -> tuple[Any, str]:
+    """The profile a trace's (or an ncu export's) GPU is placed on, and how (`how`: where its properties came
+    from, when not from its deviceProperties), said on stderr; this machine's measured `local` where it is that
+    very card and the catalog has none; else ProfileError naming -d."""
+    import dataclasses
+
     from rooftop.models.devicefamily import place_device
 
     placed = place_device(name, props, metadata=metadata, whose=f"the {source}'s")
+    if how:
+        placed = dataclasses.replace(placed, note=f"{placed.note} ({how})")
     if placed.profile is not None:
         sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {placed.note}") + "\n")
         return placed.profile, placed.note
@@ -290,6 +296,29 @@ def _check_local_gpu(args: argparse.Namespace) -> None:
     placed = local_placement()
     if placed is not None and placed.profile is None and _measured_card(args, placed) is None:
         raise ProfileError(clean(_unknown_gpu(placed)))
+
+
+def _by_kernel_units(units: int) -> tuple[Any, str]:
+    """The profile for a trace that names no GPU but whose kernels say its SM count: the catalog's profile of
+    that count, said as a warning naming the others of that count (it cannot tell an A100 from an A800, or its
+    memory); a count no profile has is an unknown GPU, refused as one."""
+    from rooftop.models.catalog import catalog
+    from rooftop.models.devicefamily import place_device
+
+    pool = catalog()
+    placed = place_device("", {"numSms": units, "runtime": "CUDA"}, pool=pool, whose="the trace's")
+    how = "the trace has no deviceProperties; its SM count is its kernels' (launch grid ÷ blocks per SM)"
+    fits = [pool[i] for i in placed.closest if i in pool and pool[i].sm_count == units]
+    if placed.profile is not None:
+        note = f"{placed.note} ({how})"
+    elif fits and len(fits) == len(placed.closest):
+        note = (f"{how}: {units} SMs fit {', '.join(p.id for p in fits)}; placed on {fits[0].id}, the "
+                f"{fits[0].source} profile of {fits[0].name} (give -d ID for another)")
+        placed = dataclasses.replace(placed, profile=fits[0])
+    else:
+        raise ProfileError(clean(_unknown_gpu(placed)))
+    sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {note}") + "\n")
+    return placed.profile, note
 
 
 def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") -> Any:
@@ -322,6 +351,8 @@ def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
         return dev, note
     if trace.device_name or trace.device_props:
         return _placed(args, trace.device_name, trace.device_props, trace.metadata, "trace")
+    if trace.kernel_units:  # no deviceProperties, but CUPTI's kernel records say the SM count (an NVIDIA GPU)
+        return _by_kernel_units(trace.kernel_units)
     dev = resolve_devices([], store_profiles(args, []))[0]
     note = (f"the trace does not name its GPU (no deviceProperties): the roofs shown are {dev.id}'s; "
             "give -d ID for the GPU it ran on")

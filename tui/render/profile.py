@@ -447,6 +447,24 @@ def headline_lines(head: Any, on_device: bool = True) -> list[str]:
     return out
 
 
+def _depth(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{x:,.0f}"
+
+
+def queue_text(q: Any) -> str:
+    """The launch queue in one line: the deepest stream's mean and max, its time at the cap, the CPU's wait on a
+    full queue, and what that says ("" without a queue: no launch in the trace)."""
+    d = q.deepest if q is not None else None
+    if d is None:
+        return ""
+    where = f"stream {d.stream}" + (f" of GPU {d.device}" if len({s.device for s in q.streams}) > 1 else "")
+    cap = (f"at its cap of {d.cap:,} for {share(d.at_cap_fraction)} of the span" if d.at_cap_s > 0
+           else f"its cap {d.cap:,}")
+    waited = f"; the CPU waited {fmt_time(q.blocked_s)} on a full queue" if q.blocked_s > 0 else ""
+    verdict = f": {q.verdict}" if q.verdict else ""
+    return f"launch queue: mean {_depth(d.mean)}, max {d.max:,} on {clean(where)} ({cap}){waited}{verdict}"
+
+
 def summed_text(at_roof: Any, no_gaps: Any, both: Any, span: float, brief: bool = False) -> str:
     """The what-ifs summed as if one stream ran everything back to back (where no graph could re-time them);
     `brief`: without the speed-ups, and the Profile tab's shorter heading."""
@@ -486,6 +504,9 @@ def split_lines(work: Any, path: CriticalPath | None = None) -> list[Text]:
                                       work.span_s)))
     if work.kernel_times == RANGES:  # a trace of counter ranges: nothing was timed, so no split and no fix
         lines = [Text(ranges_text(work.span_s, work.kernels))]
+    queue = queue_text(getattr(work, "launch_queue", None))
+    if queue:
+        lines.append(Text(queue))
     dev = work.device
     times = f"{work.gpus} × " if work.gpus > 1 else ""
     bw = (f"bandwidth {share(work.bandwidth_utilisation)} of {times}{fmt_bandwidth(dev.B('dram'))}"

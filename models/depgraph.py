@@ -1,0 +1,419 @@
+"""The dependency graph of a trace: what had to happen before what, with the delays the trace observed.
+
+Every activity is an interval with a start point and an end point: a runtime call that orders the device's work
+(a launch, cudaEventRecord, cudaStreamWaitEvent, a sync, a memcpy call: `Trace.calls`) and a device activity
+(kernel, memcpy, memset). An edge `q → p` is a constraint `q + w ≤ p`:
+- duration: an activity's start → its end (a device activity's own time; a call's own time);
+- thread: a call's end → the next call's start on its thread (the CPU work between them, which stays as it was);
+- launch: a launch call's start → its activity's start (correlation); the first launch after a cudaStreamWaitEvent
+  on its thread that no cuda_sync event explains is an event edge instead, and so is its activity's stream-order
+  edge (it waited on an event the trace does not name: another stream's delay, not the launch's or the queue's);
+- stream: an activity's end → the next one's start on its stream (by start);
+- event: the activity before a cudaEventRecord on its stream → the first activity the waiting stream launched after
+  the matching cudaStreamWaitEvent (Kineto's cuda_sync "Stream Wait Event", by the record's correlation);
+- sync: the awaited activity's end → the sync call's end (cudaDeviceSynchronize / a "Context Sync": every stream's
+  last activity launched before it; cudaStreamSynchronize: its stream's, or, where the trace does not say which,
+  the stream of the thread's last launch; cudaEventSynchronize: the event's record's; a blocking memcpy: its copy);
+- peer (several ranks): the n-th collective kernel of one name on each rank: every rank's start → every rank's end,
+  weighted with the collective's time after the last rank arrived (the last to arrive sets the end).
+An edge whose predecessor happened after its point is no constraint the trace shows (a clock's skew, a sync that
+returned before a kernel ended) and is left out, but for an activity's own time and its stream's order.
+
+Weights, so that re-timing the graph with nothing changed gives back the trace's every time exactly: each point's
+*binding* in-edge is the one whose predecessor happened last (ties: stream, then launch, then thread), and it
+carries the observed delay; every other in-edge weighs 0 (a peer edge: the collective's own time), never more than
+its observed slack. A what-if then moves the graph only as the edges allow (rooftop.models.retime).
+
+Pure: a Trace in, flat arrays out (a million-event trace's graph is a few hundred thousand points).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .kernelfamily import kernel_family
+from .trace import CALL_KINDS, Trace
+
+# edge kinds
+DEVICE, LAUNCH_CALL, CALL, THREAD, LAUNCH, STREAM, EVENT, SYNC, PEER = range(9)
+EDGE_NAMES = ("device", "launch call", "call", "thread", "launch", "stream", "event", "sync", "peer")
+TIE = {STREAM: 0, LAUNCH: 1, THREAD: 2, EVENT: 3, SYNC: 4, PEER: 5, DEVICE: 6, LAUNCH_CALL: 6, CALL: 6}
+_LAUNCH, _RECORD, _WAIT, _SYNC, _COPY = range(len(CALL_KINDS))
+NO_WINDOW = -1
+DEVICE_ACT, CALL_ACT, WINDOW_END = 0, 1, 2  # DepGraph.act_call: what an activity is
+
+
+@dataclass(frozen=True)
+class DepGraph:
+    """Points (2a: activity a's start, 2a + 1: its end) with their in-edges in CSR form (point p's are
+    `in_start[p]:in_start[p + 1]`), a topological order, and each point's binding in-edge. Activity a is
+    (rank `act_rank[a]`, a call when `act_call[a]`, else a device activity, index `act_index[a]` there)."""
+
+    time: array  # per point: its observed time, seconds (on the first trace's clock)
+    act_rank: array
+    act_call: bytes  # CALL_ACT: a runtime call (index into that rank's Trace.calls); DEVICE_ACT: a device activity
+    # (Trace.kernels); WINDOW_END: a window's end on the CPU (index: the window), held by each thread's last call
+    act_index: array
+    act_window: array  # the window each activity belongs to (NO_WINDOW: none)
+    in_start: array
+    in_pred: array  # per edge: its predecessor point
+    in_from: array  # the same, or the sentinel point `len(time)` (never moved) where the predecessor is in another
+    # window: each window is re-timed on its own, what came before it kept as it was
+    in_kind: bytes
+    in_weight: array  # its weight (seconds): the observed delay on a binding edge, 0 (or a peer's) elsewhere
+    in_slack: array  # observed time left on it: point − pred − weight (0 on a binding edge)
+    binding: array  # per point: its binding in-edge, or -1 (a source: nothing in the graph held it)
+    order: array  # the points in an order where every edge runs forward
+    windows: tuple[tuple[float, float], ...]  # per window, its start and end on the CPU (seconds)
+    first_device: tuple[int, ...]  # per rank: the activity of its first device activity (its kernels follow in order)
+    out_start: array  # out-edges in CSR form (point q's successors: out_dst[out_start[q]:out_start[q + 1]])
+    out_dst: array
+    pos: array  # each point's place in `order`
+    edge_point: array  # per in-edge: the point it leads to
+    comm_groups: tuple[tuple[int, ...], ...] = ()  # each collective joined across ranks: its activities, by rank
+
+    def device_act(self, rank: int, kernel: int) -> int:
+        """The activity of Trace.kernels[kernel] of rank `rank`."""
+        return self.first_device[rank] + kernel
+
+    def duration_edge(self, act: int) -> int:
+        """The in-edge of an activity's end from its start: its own time."""
+        start, end = 2 * act, 2 * act + 1
+        for e in range(self.in_start[end], self.in_start[end + 1]):
+            if self.in_pred[e] == start and self.in_kind[e] in (DEVICE, CALL, LAUNCH_CALL):
+                return e
+        raise ValueError(f"activity {act} has no duration edge")
+
+    @property
+    def points(self) -> int:
+        return len(self.time)
+
+
+def _membership(trace: Trace, windows: Sequence[tuple[float, float]], offset: float) -> tuple[list[int], list[int]]:
+    """The window of each call (by its start) and of each device activity (by its launch, as the step split counts
+    them; one with no launch in a trace that records launches belongs to none: it was queued before)."""
+    placed = sorted((lo, hi, w) for w, (lo, hi) in enumerate(windows) if lo < hi)  # a peer's missing one is empty
+    starts = [lo for lo, _, _ in placed]
+
+    def which(t: float | None) -> int:
+        if t is None:
+            return NO_WINDOW
+        j = bisect.bisect_right(starts, t) - 1
+        return placed[j][2] if j >= 0 and t < placed[j][1] else NO_WINDOW
+
+    calls = trace.calls
+    call_w = [which(t + offset) for t in calls.ts]
+    launched = any(k.launch_ts is not None for k in trace.kernels)
+    dev_w = [which((k.launch_ts if launched else k.ts) + offset) if (k.launch_ts is not None or not launched)
+             else NO_WINDOW for k in trace.kernels]
+    return call_w, dev_w
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.time = array("d")
+        self.act_rank = array("i")
+        self.act_call = bytearray()
+        self.act_index = array("i")
+        self.act_window = array("i")
+        self.src = array("i")
+        self.dst = array("i")
+        self.kind = bytearray()
+        self.first_device: list[int] = []
+        self.comm_groups: list[tuple[int, ...]] = []
+
+    def act(self, rank: int, call: int, index: int, ts: float, end: float, window: int, kind: int) -> int:
+        a = len(self.act_rank)
+        self.act_rank.append(rank)
+        self.act_call.append(call)
+        self.act_index.append(index)
+        self.act_window.append(window)
+        self.time.append(ts)
+        self.time.append(end)
+        self.edge(2 * a, 2 * a + 1, kind)
+        return a
+
+    def edge(self, q: int, p: int, kind: int) -> None:
+        self.src.append(q)
+        self.dst.append(p)
+        self.kind.append(kind)
+
+    def causal(self, q: int, p: int, kind: int) -> None:
+        """An edge the trace can show only where its predecessor came first."""
+        if self.time[q] <= self.time[p]:
+            self.edge(q, p, kind)
+
+
+def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[float, float]], offset: float,
+              ) -> dict[str, list[int]]:
+    """One rank's activities and edges; returns its collective kernels' activities by kernel name, in start order."""
+    calls, kernels = trace.calls, trace.kernels
+    call_w, dev_w = _membership(trace, windows, offset)
+    call_act = [b.act(rank, CALL_ACT, i, calls.ts[i] + offset, calls.ts[i] + calls.dur[i] + offset, call_w[i],
+                      LAUNCH_CALL if calls.kind[i] == _LAUNCH else CALL) for i in range(len(calls))]
+    b.first_device.append(len(b.act_rank))
+    dev_act = [b.act(rank, DEVICE_ACT, i, k.ts + offset, k.end + offset, dev_w[i], DEVICE) for i, k in enumerate(kernels)]
+    # thread order; and each window's end on the CPU (a step's last CPU work after its last call) as a point
+    last_on: dict[int, int] = {}
+    last_in: dict[tuple[int, int], int] = {}  # (window, thread) → its last call there
+    for i in range(len(calls)):
+        th = calls.thread[i]
+        prev = last_on.get(th)
+        if prev is not None:
+            b.edge(2 * prev + 1, 2 * call_act[i], THREAD)
+        last_on[th] = call_act[i]
+        if call_w[i] != NO_WINDOW:
+            last_in[(call_w[i], th)] = call_act[i]
+    ends = {w: b.act(rank, WINDOW_END, w, hi + offset, hi + offset, w, CALL) for w, (_, hi) in enumerate(windows)
+            if hi != math.inf}
+    for (w, _th), a in last_in.items():
+        if w in ends:
+            b.causal(2 * a + 1, 2 * ends[w], THREAD)
+    # launch → activity, by correlation (a graph launch issues many)
+    by_corr: dict[int, int] = {}
+    for i in range(len(calls)):
+        c = calls.correlation[i]
+        if c >= 0:
+            by_corr.setdefault(c, i)
+    # a launch right after a cudaStreamWaitEvent on its thread that no cuda_sync event explains waited on an event
+    # the trace does not name (HTA pairs them so): its delay is another stream's, not the launch's
+    explained = {s.correlation for s in trace.device_syncs if s.name == "Stream Wait Event"}
+    after_wait: set[int] = set()
+    waiting: set[int] = set()  # threads with a wait not yet followed by a launch
+    for i in range(len(calls)):
+        if calls.kind[i] == _WAIT and calls.correlation[i] not in explained:
+            waiting.add(calls.thread[i])
+        elif calls.kind[i] == _LAUNCH and calls.thread[i] in waiting:
+            waiting.discard(calls.thread[i])
+            after_wait.add(i)
+    issued: dict[int, list[int]] = {}  # call index → its activities
+    waited: set[int] = set()  # the activities those launches issued
+    for i, k in enumerate(kernels):
+        ci = by_corr.get(k.correlation) if k.correlation is not None else None
+        if ci is not None:
+            issued.setdefault(ci, []).append(i)
+            if ci in after_wait:
+                waited.add(i)
+            if calls.kind[ci] == _LAUNCH or calls.kind[ci] == _COPY:
+                b.edge(2 * call_act[ci], 2 * dev_act[i], EVENT if ci in after_wait else LAUNCH)
+    # stream order, and per stream the activities by launch time (what a record or a sync follows)
+    streams: dict[tuple, list[int]] = {}
+    for i, k in enumerate(kernels):  # by start already
+        streams.setdefault((k.device, k.stream), []).append(i)
+    launched_on: dict[tuple, tuple[list[float], list[int]]] = {}
+    for key, ks in streams.items():
+        for x, y in zip(ks, ks[1:]):
+            b.edge(2 * dev_act[x] + 1, 2 * dev_act[y], EVENT if y in waited else STREAM)
+        lk = sorted((kernels[i].launch_ts, i) for i in ks if kernels[i].launch_ts is not None)
+        launched_on[key] = ([t for t, _ in lk], [i for _, i in lk])
+
+    def last_launched(key: tuple, t: float) -> int | None:
+        got = launched_on.get(key)
+        if not got:
+            return None
+        j = bisect.bisect_right(got[0], t) - 1
+        return got[1][j] if j >= 0 else None
+
+    def first_launched(key: tuple, t: float) -> int | None:
+        got = launched_on.get(key)
+        if not got:
+            return None
+        j = bisect.bisect_left(got[0], t)
+        return got[1][j] if j < len(got[1]) else None
+
+    stream_keys = {s: key for key in streams for s in [key[1]]}  # a stream id → its (device, stream)
+    call_of_corr = by_corr
+    # the record's stream and the waiting stream come from Kineto's cuda_sync events
+    handled: set[int] = set()
+    for s in trace.device_syncs:
+        ci = call_of_corr.get(s.correlation) if s.correlation is not None else None
+        if ci is None:
+            continue
+        handled.add(ci)
+        t_call = calls.ts[ci]
+        if s.name == "Stream Wait Event" or s.name == "Event Sync":
+            ri = call_of_corr.get(s.record) if s.record is not None else None
+            src_key = stream_keys.get(s.wait_on_stream)
+            if ri is None or src_key is None:
+                continue
+            src = last_launched(src_key, calls.ts[ri])
+            if src is None:
+                continue
+            if s.name == "Event Sync":
+                b.causal(2 * dev_act[src] + 1, 2 * call_act[ci] + 1, SYNC)
+                continue
+            dst_key = stream_keys.get(s.stream)
+            dst = first_launched(dst_key, t_call) if dst_key is not None else None
+            if dst is not None:
+                b.causal(2 * dev_act[src] + 1, 2 * dev_act[dst], EVENT)
+        elif s.name == "Context Sync" or s.name == "Stream Sync":
+            keys = list(streams) if s.name == "Context Sync" else [stream_keys.get(s.stream)]
+            for key in keys:
+                k = last_launched(key, t_call) if key is not None else None
+                if k is not None:
+                    b.causal(2 * dev_act[k] + 1, 2 * call_act[ci] + 1, SYNC)
+    # host syncs the trace's cuda_sync events did not cover, and blocking copies
+    thread_stream: dict[int, tuple] = {}  # a thread → the stream of its last launch so far
+    for i in range(len(calls)):
+        kind = calls.kind[i]
+        if kind == _LAUNCH or kind == _COPY:
+            for ki in issued.get(i, ()):
+                thread_stream[calls.thread[i]] = (kernels[ki].device, kernels[ki].stream)
+        if kind == _COPY:
+            for ki in issued.get(i, ()):
+                b.causal(2 * dev_act[ki] + 1, 2 * call_act[i] + 1, SYNC)
+        elif kind == _SYNC and i not in handled:
+            name = calls.name[i]
+            if "Device" in name or "Context" in name or "Ctx" in name:
+                keys = list(streams)
+            elif "Stream" in name and calls.thread[i] in thread_stream:
+                keys = [thread_stream[calls.thread[i]]]
+            else:  # an event's sync with no cuda_sync event to say which: whichever ended last before it returned
+                keys = list(streams)
+            for key in keys:
+                k = last_launched(key, calls.ts[i])
+                if k is not None:
+                    b.causal(2 * dev_act[k] + 1, 2 * call_act[i] + 1, SYNC)
+    comm: dict[str, list[int]] = {}
+    for i, k in enumerate(kernels):
+        if k.cat == "kernel" and kernel_family(k.name) == "comm":
+            comm.setdefault(k.name, []).append(dev_act[i])
+    return comm
+
+
+def build_graph(traces: Sequence[Trace], windows: Sequence[Sequence[tuple[float, float]]]) -> DepGraph:
+    """The graph of `traces[0]` (and its peers, the other ranks of the job, on its clock by their traces' origins),
+    its activities placed in `windows[r]` per rank (one list per trace, as long as the first's)."""
+    b = _Builder()
+    comms: list[dict[str, list[int]]] = []
+    origin = traces[0].origin_us
+    for r, (t, w) in enumerate(zip(traces, windows)):
+        comms.append(_add_rank(b, r, t, w, (t.origin_us - origin) * 1e-6))
+    peer_w: dict[int, float] = {}  # an end point → the weight of its peer edges (the collective after the last one came)
+    if len(traces) > 1:
+        for name, acts in comms[0].items():
+            ranks = [acts] + [c.get(name, []) for c in comms[1:]]
+            for n in range(min(len(x) for x in ranks)):
+                group = [x[n] for x in ranks]
+                b.comm_groups.append(tuple(group))
+                last = max(b.time[2 * a] for a in group)
+                for a in group:
+                    end = 2 * a + 1
+                    peer_w[end] = max(0.0, b.time[end] - last)
+                    for o in group:
+                        if o != a:
+                            b.edge(2 * o, end, PEER)
+    return _finish(b, peer_w, tuple(windows[0]))
+
+
+def _finish(b: _Builder, peer_w: dict[int, float], windows: tuple[tuple[float, float], ...]) -> DepGraph:
+    """CSR in-edges, the binding edge of each point and the weights; the topological order (Kahn's)."""
+    n = len(b.time)
+    time, src, dst, kind = b.time, b.src, b.dst, b.kind
+    count = [0] * (n + 1)
+    for p in dst:
+        count[p + 1] += 1
+    for p in range(n):
+        count[p + 1] += count[p]
+    in_start = array("i", count)
+    fill = count[:-1]
+    m = len(src)
+    slot = [0] * m
+    for e in range(m):
+        p = dst[e]
+        slot[e] = fill[p]
+        fill[p] += 1
+    in_pred = array("i", bytes(4 * m))
+    in_kind = bytearray(m)
+    for e in range(m):
+        s = slot[e]
+        in_pred[s] = src[e]
+        in_kind[s] = kind[e]
+    # binding edge: the latest predecessor; ties by TIE
+    binding = array("i", [-1]) * n
+    weight = array("d", bytes(8 * m))
+    slack = array("d", bytes(8 * m))
+    tie = TIE
+    for p in range(n):
+        lo, hi = in_start[p], in_start[p + 1]
+        if lo == hi:
+            continue
+        best = lo
+        bt = time[in_pred[lo]]
+        for e in range(lo + 1, hi):
+            t = time[in_pred[e]]
+            if t > bt or (t == bt and tie[in_kind[e]] < tie[in_kind[best]]):
+                best, bt = e, t
+        binding[p] = best
+        tp = time[p]
+        pw = peer_w.get(p, 0.0)
+        for e in range(lo, hi):
+            gap = tp - time[in_pred[e]]
+            if e == best:
+                weight[e] = gap
+            else:
+                w = pw if in_kind[e] == PEER else 0.0
+                weight[e] = min(w, gap) if gap > 0 else 0.0
+                slack[e] = max(0.0, gap - weight[e])
+    # Kahn's order (edges that close a cycle, from a trace's skewed clocks, are dropped where found)
+    order, out_start, out_dst = _topological(n, in_start, in_pred, binding)
+    pos = array("i", bytes(4 * n))
+    for i, p in enumerate(order):
+        pos[p] = i
+    edge_point = array("i", bytes(4 * m))
+    for p in range(n):
+        for e in range(in_start[p], in_start[p + 1]):
+            edge_point[e] = p
+    act_window = b.act_window
+    in_from = array("i", in_pred)
+    for p in range(n):
+        wp = act_window[p >> 1]
+        for e in range(in_start[p], in_start[p + 1]):
+            if act_window[in_pred[e] >> 1] != wp:
+                in_from[e] = n  # from another window: a fixed time (the sentinel point never moves)
+    return DepGraph(time, b.act_rank, bytes(b.act_call), b.act_index, act_window, in_start, in_pred, in_from,
+                    bytes(in_kind), weight, slack, binding, order, windows, tuple(b.first_device), out_start,
+                    out_dst, pos, edge_point, tuple(b.comm_groups))
+
+
+def _topological(n: int, in_start: array, in_pred: array, binding: array) -> tuple[array, array, array]:
+    """The points in an order where each one's predecessors come first. A cycle (only a trace's clock skew makes
+    one) is broken by dropping its remaining points' non-binding in-edges, then their binding ones."""
+    indeg = [in_start[p + 1] - in_start[p] for p in range(n)]
+    out_count = [0] * (n + 1)
+    for e in range(len(in_pred)):
+        out_count[in_pred[e] + 1] += 1
+    for q in range(n):
+        out_count[q + 1] += out_count[q]
+    out_start = out_count[:]
+    out_dst = [0] * len(in_pred)
+    fill = out_count[:-1]
+    for p in range(n):
+        for e in range(in_start[p], in_start[p + 1]):
+            q = in_pred[e]
+            out_dst[fill[q]] = p
+            fill[q] += 1
+    order = [p for p in range(n) if indeg[p] == 0]
+    i = 0
+    while True:
+        while i < len(order):
+            q = order[i]
+            i += 1
+            for j in range(out_start[q], out_start[q + 1]):
+                p = out_dst[j]
+                indeg[p] -= 1
+                if indeg[p] == 0:
+                    order.append(p)
+        if len(order) == n:
+            return array("i", order), array("i", out_start), array("i", out_dst)
+        left = [p for p in range(n) if indeg[p] > 0]  # in a cycle, or after one: free the earliest-placed
+        p = min(left)
+        for e in range(in_start[p], in_start[p + 1]):
+            in_pred[e] = p  # a self-loop is skipped by the re-timing: the point keeps its time
+        indeg[p] = 0
+        binding[p] = -1
+        order.append(p)

@@ -1,0 +1,182 @@
+"""Re-time a dependency graph (rooftop.models.depgraph) with some edges made lighter, and walk its critical path.
+
+Re-timing works in shifts, not times: each point moves by the most any of its in-edges lets it,
+`shift(p) = max over q → p of shift(q) − slack(q → p) − cut(q → p)`, with a point no edge holds (and anything in
+another window) kept where it was. With no cut every shift is exactly 0, so the trace's times come back exactly (no
+rounding of `time + weight` sums); a cut (a kernel shrunk to its roof, a launch gap closed) can only move points
+earlier, and never by more than the edges allow.
+
+The critical path of a window runs back from its last point along binding (tight) edges to a point nothing in the
+window held: the chain of delays that set the window's length, each of which a what-if can shorten.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+
+from .depgraph import DepGraph
+
+
+def retime(g: DepGraph, cuts: Mapping[int, float] | None = None, held: bool = True) -> list[float]:
+    """Each point's shift (seconds, ≤ 0) when edge e weighs `cuts[e]` less: held to [0, its weight] (a kernel at
+    most gone, a gap at most closed), or, with `held` False, as given (a straggler arriving as early as another
+    rank: more than its collective's own time). The list has one more entry, the sentinel point's (0: what lies
+    outside a window stays)."""
+    n = g.points
+    cut = [0.0] * len(g.in_kind)
+    weight = g.in_weight
+    for e, c in (cuts or {}).items():
+        w = weight[e]
+        cut[e] = (min(c, w) if w > 0 else 0.0) if held else c
+        if cut[e] < 0:
+            cut[e] = 0.0
+    shift = [0.0] * (n + 1)
+    in_start, in_from, slack = g.in_start, g.in_from, g.in_slack
+    for p in g.order:
+        lo, hi = in_start[p], in_start[p + 1]
+        if hi - lo == 1:
+            q = in_from[lo]
+            if q != p:
+                shift[p] = shift[q] - slack[lo] - cut[lo]
+            continue
+        best = None
+        for e in range(lo, hi):
+            q = in_from[e]
+            if q == p:
+                continue
+            d = shift[q] - slack[e] - cut[e]
+            if best is None or d > best:
+                best = d
+        if best is not None:
+            shift[p] = best
+    return shift
+
+
+def retime_few(g: DepGraph, cuts: Mapping[int, float]) -> dict[int, float]:
+    """The shifts (held cuts, as `retime`) of only the points that move: from the cut edges' points on, in the
+    graph's order, a point is looked at only where an edge into it was cut or a predecessor moved. One op group's
+    kernels shrunk moves a small part of a CPU-bound step (the slack before the next launch takes it up), so this
+    costs what moves, not the whole graph."""
+    weight, slack, in_start, in_from = g.in_weight, g.in_slack, g.in_start, g.in_from
+    cut: dict[int, float] = {}
+    for e, c in cuts.items():
+        w = weight[e]
+        if w > 0 and c > 0:
+            cut[e] = min(c, w)
+    pos, order, out_start, out_dst = g.pos, g.order, g.out_start, g.out_dst
+    heap = sorted({pos[g.edge_point[e]] for e in cut})
+    queued = set(heap)
+    shift: dict[int, float] = {}
+    get = shift.get
+    while heap:
+        i = heapq.heappop(heap)
+        p = order[i]
+        best = None
+        for e in range(in_start[p], in_start[p + 1]):
+            q = in_from[e]
+            if q == p:
+                continue
+            d = get(q, 0.0) - slack[e] - cut.get(e, 0.0)
+            if best is None or d > best:
+                best = d
+        if best is None or best == get(p, 0.0):
+            continue
+        if best == 0.0:
+            shift.pop(p, None)
+        else:
+            shift[p] = best
+        for j in range(out_start[p], out_start[p + 1]):
+            k = pos[out_dst[j]]
+            if k not in queued:
+                queued.add(k)
+                heapq.heappush(heap, k)
+    return shift
+
+
+def window_ends_few(g: DepGraph, shift: Mapping[int, float], by_time: Sequence[Sequence[int]]) -> list[float]:
+    """window_ends for the few shifts of `retime_few`: each window's points of the first rank latest first
+    (`by_time`, from `latest_first`), the first that did not move against those that did."""
+    out = [float("-inf")] * len(g.windows)
+    time, win, rank = g.time, g.act_window, g.act_rank
+    for p, s in shift.items():
+        w = win[p >> 1]
+        if w >= 0 and rank[p >> 1] == 0 and time[p] + s > out[w]:
+            out[w] = time[p] + s
+    for w, pts in enumerate(by_time):
+        for p in pts:
+            if p not in shift:
+                out[w] = max(out[w], time[p])
+                break
+    return out
+
+
+def latest_first(g: DepGraph) -> list[list[int]]:
+    """Each window's points of the first rank, latest first."""
+    out: list[list[int]] = [[] for _ in g.windows]
+    win, rank = g.act_window, g.act_rank
+    for p in range(g.points):
+        w = win[p >> 1]
+        if w >= 0 and rank[p >> 1] == 0:
+            out[w].append(p)
+    time = g.time
+    for pts in out:
+        pts.sort(key=lambda p: -time[p])
+    return out
+
+
+def window_ends(g: DepGraph, shift: Sequence[float] | None = None) -> list[float]:
+    """Each window's last point of the first rank (its latest time, shifted), or -inf for a window with none."""
+    out = [float("-inf")] * len(g.windows)
+    time, win, rank = g.time, g.act_window, g.act_rank
+    for p in range(g.points):
+        w = win[p >> 1]
+        if w >= 0 and rank[p >> 1] == 0:
+            t = time[p] + shift[p] if shift is not None else time[p]
+            if t > out[w]:
+                out[w] = t
+    return out
+
+
+def window_starts(g: DepGraph) -> list[float]:
+    """Each window's start: its CPU range's, or the first rank's first point where it has none (the whole trace)."""
+    out = [lo for lo, _ in g.windows]
+    time, win, rank = g.time, g.act_window, g.act_rank
+    for w, lo in enumerate(out):
+        if lo == float("-inf"):
+            out[w] = min((time[p] for p in range(g.points) if win[p >> 1] == w and rank[p >> 1] == 0), default=0.0)
+    return out
+
+
+def last_points(g: DepGraph) -> list[int]:
+    """Each window's last point of the first rank (the latest; ties: the first found), -1 for a window with none."""
+    best = [-1] * len(g.windows)
+    time, win, rank = g.time, g.act_window, g.act_rank
+    for p in range(g.points):
+        w = win[p >> 1]
+        if w >= 0 and rank[p >> 1] == 0 and (best[w] < 0 or time[p] > time[best[w]]):
+            best[w] = p
+    return best
+
+
+def critical_path(g: DepGraph, last: int) -> list[int]:
+    """The binding edges from point `last` back to a point nothing in its window held, last first."""
+    edges: list[int] = []
+    win = g.act_window
+    w = win[last >> 1]
+    p = last
+    seen = 0
+    while True:
+        e = g.binding[p]
+        if e < 0:
+            return edges
+        q = g.in_pred[e]
+        if q == p or win[q >> 1] != w:
+            edges.append(e)  # held from outside the window: the caller classes the time before it
+            return edges
+        edges.append(e)
+        p = q
+        seen += 1
+        if seen > g.points:  # a cycle of binding edges cannot be (each runs back in time or is an own duration)
+            return edges
+
