@@ -16,13 +16,13 @@ from rich.console import Console
 from helpers.critpaths import ADVICE, made_path
 from rooftop.models.catalog import lookup_device
 from rooftop.models.critpath import SPLIT_KEYS
-from rooftop.models.workload import Workload, build_workload
+from rooftop.models.workload import OpGroup, Workload, build_workload
 from rooftop.store.critpath import path_doc, stored_path
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace
 from rooftop.store.workloads import profile_json, profile_problem, profile_summary, save_profile
 from rooftop.tui.cli import main
-from rooftop.tui.render.profile import profile_report
+from rooftop.tui.render.profile import op_label, profile_report
 
 QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
 WIDTH = 80
@@ -114,3 +114,52 @@ def test_a_stored_path_that_is_not_one_rooftop_writes_is_named(work: Workload, t
     with Store.open(db) as store:
         problem = profile_problem(store.run(rid), store.samples(rid))
     assert problem == "device.profile fix_first[1].saving_s = -0.002 is outside [0, 1e+30]", problem
+
+
+def forward_twice(path: Path) -> Path:
+    """Two `forward` ranges on the CPU, each launching one kernel (a small Kineto trace, as torch.profiler writes)."""
+    ev = []
+    for i, t0 in enumerate((0.0, 100.0)):
+        ext, corr = 10 + i, 20 + i
+        ev += [{"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1, "ts": t0, "dur": 40},
+               {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 1, "dur": 5,
+                "args": {"External id": ext, "Input Dims": [[64, 64], [64, 64]],
+                         "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t0 + 2,
+                "dur": 2, "args": {"correlation": corr, "External id": ext}},
+               {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t0 + 6, "dur": 30,
+                "args": {"correlation": corr, "External id": ext, "stream": 7, "device": 0}}]
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return path
+
+
+def test_profile_json_has_the_path_what_ifs_and_fix_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The H200 decode trace: the path's split sums to its length, every what-if is within [0, length], fix first
+    is at most five op groups by saving, named as the op table names them; kept, `show --json` gives it back."""
+    db = str(tmp_path / "r.db")
+    assert main(["profile", "--trace", str(QWEN), "-d", "h200", "--json", "--db", db]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    c = doc["critical_path"]
+    assert c["graph"] is True and c["window"] and set(c["split"]) == set(SPLIT_KEYS)
+    assert sum(c["split"].values()) == pytest.approx(c["length_s"], rel=1e-9)
+    assert all(0 <= w["saving_s"] <= c["length_s"] and w["retimed"] for w in doc["what_if"])
+    assert 0 < len(doc["fix_first"]) <= 5 and [f["saving_s"] for f in doc["fix_first"]] == \
+        sorted((f["saving_s"] for f in doc["fix_first"]), reverse=True)
+    labels = {op_label(OpGroup(op=o["op"], shapes=o["shapes"], dtype=o["dtype"], model="", path="", counting="",
+                               owner=o["owner"], family=o["family"])) for o in doc["ops"]}  # the op table's
+    assert all(f["label"] in labels for f in doc["fix_first"]), (doc["fix_first"], labels)
+    assert main(["show", doc["run_id"][:8], "--db", db, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {k: shown[k] for k in ("critical_path", "what_if", "fix_first")} == \
+        {k: doc[k] for k in ("critical_path", "what_if", "fix_first")}
+
+
+def test_window_names_an_annotation_or_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = str(forward_twice(tmp_path / "fwd.json"))
+    assert main(["profile", "--trace", trace, "-d", "h200", "--window", "forward", "--json", "--no-save"]) == 0
+    c = json.loads(capsys.readouterr().out)["critical_path"]
+    assert c["window"] == "forward" and [s["window"] for s in c["steps"]] == ["forward", "forward"]
+    assert main(["profile", "--trace", trace, "-d", "h200", "--window", "backward", "--no-save"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert "--window backward: the trace has no annotation named 'backward'" in err and "'forward'" in err

@@ -24,7 +24,7 @@ from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option, add_wide_option
 from rooftop.tui.commands.job import TRACE_SUFFIXES, is_job, profile_job, profile_torchrun, trace_files
 from rooftop.tui.render.jsonout import print_json
-from rooftop.tui.render.profile import TOP, profile_report
+from rooftop.tui.render.profile import TOP, profile_report, relabelled
 from rooftop.tui.render.text import clean
 from rooftop.tui.services.context import tell_interrupted
 from rooftop.tui.services.keeper import RunKeeper
@@ -75,6 +75,9 @@ def add_profile_command(sub: Any) -> None:
                     help="two stored profiles side by side: each op group's time, and the step split")
     pr.add_argument("--save-trace", metavar="FILE", help="keep the trace of a program run here (with -- torchrun: "
                                                              "a folder, one trace per rank)")
+    pr.add_argument("--window", metavar="NAME",
+                    help="the critical path of each instance of the annotation NAME (a record_function range) "
+                         "instead of each profiler step")
     pr.add_argument("--top", type=int, default=TOP, metavar="N", help=f"op groups to list (default {TOP})")
     pr.add_argument("--json", action="store_true",
                     help="print one JSON object: ops and summary (SI units); the program's output goes to stderr")
@@ -143,6 +146,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise ProfileError("--graph-capture joins a graph replay to its capture: give the replay with --trace FILE")
     if args.graph_capture and is_job(args.trace):
         raise ProfileError("--graph-capture joins one replay trace to its capture: give one --trace FILE")
+    if args.window is not None and (args.ncu or args.compare):
+        raise ProfileError("--window NAME picks the windows of a trace's critical path: give --trace FILE or a "
+                           "program to run, not --ncu or --compare")
+    if args.window is not None and ((args.trace and is_job(args.trace)) or (program and is_torchrun(program))):
+        raise ProfileError("--window NAME picks the windows of one trace's critical path: give one rank's --trace "
+                           "FILE (a job of several is shown by its rank table)")
     if args.steps < 1:
         raise ProfileError(f"--steps must be at least 1, got {args.steps}")
     if args.top < 0:
@@ -164,28 +173,47 @@ def cmd_profile(args: argparse.Namespace) -> int:
         source, backend = str(args.trace[0]), "trace"
         world = trace.distributed.get("world_size")
         if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
+            if args.window is not None:
+                raise ProfileError(f"--window NAME: {clean(source)} is one rank of a job of {world}, shown by its "
+                                   "rank table, which has no critical path of one trace")
             return profile_job(args, args.trace, source, backend, {Path(source): trace}, device_for=_trace_device,
                                save=_save)
     else:
         trace, source = _run_program(program, args)
         backend = "torch.profiler"
+    from rooftop.models.critpath import critical_path
     from rooftop.models.workload import build_workload
 
+    _windows(trace, args.window)  # before the roofs are chosen: a wrong name is the one line said
     device, note = _trace_device(args, trace)
     work = build_workload(trace, device, device_note=note)
-    run_id = None if args.no_save else _save(args, work, source, backend)
+    path = relabelled(critical_path(trace, work, args.window), work)
+    run_id = None if args.no_save else _save(args, work, source, backend, path=path)
     if args.json:
-        doc = work.to_dict()
+        from rooftop.store.critpath import path_doc
+
+        doc = {**work.to_dict(), **path_doc(path)}
         doc["run_id"] = run_id
         print_json(doc)
         return 0
     from rooftop.tui.render.report import make_console
 
     console = make_console()
-    console.print(profile_report(work, args.top, args.wide), crop=not args.wide)
+    console.print(profile_report(work, args.top, args.wide, path), crop=not args.wide)
     if run_id:
         sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
     return 0
+
+
+def _windows(trace: Any, name: str | None) -> None:
+    """ProfileError (one line naming some the trace has) where --window NAME names no annotation of the trace."""
+    from rooftop.models.critpath import WindowError, windows_of
+
+    if name is not None:
+        try:
+            windows_of(trace, name)
+        except WindowError as exc:
+            raise ProfileError(f"--window {safe_text(name)}: {clean(str(exc))}") from None
 
 
 def _load(path: str) -> Any:
@@ -360,15 +388,17 @@ def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
     return dev, note
 
 
-def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: Any = None) -> str | None:
-    """Keep the profile as a run (plan "profile", one sample per op group); its id, or None when not kept."""
+def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: Any = None,
+          path: Any = None) -> str | None:
+    """Keep the profile (and its critical path) as a run (plan "profile", one sample per op group); its id, or
+    None when not kept."""
     from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 
     def not_saved(exc: Exception, _begun: bool) -> None:
         sys.stderr.write(safe_text(f"rooftop profile: warning: the run is not kept in the store: {exc}") + "\n")  # it names the --db path
 
     keeper = RunKeeper(getattr(args, "db", None), on_error=not_saved, on_open=tell_interrupted)
-    keeper.begin(profile_device_info(work, source, job), plan=PLAN, backend=backend)
+    keeper.begin(profile_device_info(work, source, job, path), plan=PLAN, backend=backend)
     keeper.add(group_sample(g) for g in work.groups)
     run_id = keeper.finish("complete")
     return run_id if keeper.error is None else None

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from rich.text import Text
 
-from rooftop.models.critpath import SPLIT_KEYS, CriticalPath, FixFirst
+from rooftop.models.critpath import SPLIT_KEYS, WHOLE, CriticalPath, FixFirst
 from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
 from rooftop.tui.render.fit import Col, FitRows
 from rooftop.tui.render.report import Prose, hanging
@@ -38,7 +38,8 @@ def split_text(split: Mapping[str, float], length_s: float) -> str:
 
 def path_head(cp: CriticalPath) -> str:
     """The path in one line: what was analysed, its length, its split."""
-    return f"critical path of {clean(cp.window)}: {fmt_time(cp.length_s)} — {split_text(cp.split, cp.length_s)}"
+    what = "the whole trace" if cp.window == WHOLE else clean(cp.window)
+    return f"critical path of {what}: {fmt_time(cp.length_s)} — {split_text(cp.split, cp.length_s)}"
 
 
 def what_if_text(cp: CriticalPath) -> str:

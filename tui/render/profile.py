@@ -8,6 +8,7 @@ The History tab shows a run of plan "profile" with `profile_detail` instead of c
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from rich.console import Group
@@ -20,7 +21,7 @@ from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
 from rooftop.models.workload import MEASURED, RANGES
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, placed_on, profile_summary
-from rooftop.tui.render.critpath import path_head, path_lines
+from rooftop.tui.render.critpath import OP_WHAT_IF, path_head, path_lines
 from rooftop.tui.render.fit import Col, FitRows
 from rooftop.tui.render.report import Prose
 from rooftop.tui.render.text import clean
@@ -179,6 +180,20 @@ def op_label(g: Any) -> str:
     still says it; torch's name (without `aten::`), dtype, input shapes (cropped)."""
     tag = owner_tag(getattr(g, "owner", "op"), getattr(g, "family", ""))
     return clean(" ".join(x for x in (tag, op_name(g.op), g.dtype, shapes_brief(g.shapes_text)) if x))
+
+
+def relabelled(cp: CriticalPath, work: Any) -> CriticalPath:
+    """`cp` with each op group named as the op table names it (`op_label`: who owns its kernels, the op without
+    `aten::`, its shapes cropped), so a row of the path, of fix first and of the op table read alike."""
+    groups = work.group_by_key()
+    names = {p.key: op_label(groups[p.key]) for p in (*cp.ops, *cp.fix_first) if p.key in groups}
+    ops = tuple(replace(p, label=names.get(p.key, p.label)) for p in cp.ops)
+    old = {p.label: names[p.key] for p in (*cp.ops, *cp.fix_first) if p.key in names}
+    what = tuple(replace(w, name=OP_WHAT_IF + old.get(w.name[len(OP_WHAT_IF):], w.name[len(OP_WHAT_IF):]))
+                 if w.name.startswith(OP_WHAT_IF) else w for w in cp.what_if)
+    return replace(cp, ops=ops, what_if=what, steps=tuple(replace(s, ops=tuple(replace(p, label=names.get(
+        p.key, p.label)) for p in s.ops)) for s in cp.steps),
+        fix_first=tuple(replace(f, label=names.get(f.key, f.label)) for f in cp.fix_first))
 
 
 SHAPES_CHARS = 100  # about four lines of the op column at 100 columns
