@@ -4,6 +4,9 @@ table under the cursor). A profile kept before there was a path shows as before,
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 from pathlib import Path
 
 from textual.widgets import Static
@@ -17,6 +20,7 @@ from rooftop.store.workloads import save_profile
 from rooftop.tui.app import AppConfig, create_app
 from rooftop.tui.app.panes.profile import group_key
 from rooftop.tui.app.widgets import FitTable
+from rooftop.tui.cli import main
 from rooftop.tui.render.profile import profile_detail
 from tui_helpers import printed, screen_lines
 
@@ -84,3 +88,31 @@ def test_history_names_the_path_and_what_to_fix_first(tmp_path: Path) -> None:
     assert "critical path of ProfilerStep#2–#3 (2 steps): 134 ms — CPU 120 ms (89.5%)" in detail
     first = path.fix_first[0]
     assert f"  fix first: {first.label} saves 5.00 ms on the path (memory, 82.0% of roof)" in detail
+
+
+async def test_the_real_path_of_a_kept_profile_opens_from_fix_first(tmp_path: Path) -> None:
+    """End to end: `rooftop profile --trace` keeps the H100 inference step's real critical path (its fix-first
+    rows the roofs' savings re-timed on the graph); the Profile tab shows them at 80×24 and ↵ on the first opens
+    its op group, the one the report names first."""
+    trace = Path(__file__).parent / "data" / "real-traces" / "more" / "h100-hf-qwen1.5-0.5b-infer-bs16.json.gz"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["profile", "--trace", str(trace), "--json", "--db", str(tmp_path / "r.db")]) == 0
+    doc = json.loads(out.getvalue())
+    fixes = doc["fix_first"]
+    assert doc["critical_path"]["graph"] and len(fixes) == 5
+    app = make(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        screen = "\n".join(screen_lines(app))
+        fix = app.query_one("#prof-fix", FitTable)
+        assert fix.row_count == len(fixes), screen
+        assert f"{fixes[0]['saving_s'] * 1e3:.2f} ms" in screen, screen
+        fix.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        opened = app.query_one("#prof-group", Static)
+        assert opened.display
+        text = printed(opened.render(), 200)
+        assert fixes[0]["label"] in text and fixes[0]["advice"][:40] in text.replace("\n", " "), text
