@@ -35,7 +35,7 @@ SPLIT_KEYS = ("cpu", "device", "launch", "kernel_gap", "other_stream", "peers")
 # kernel_gap: stream-order delay between queued activities; other_stream: an event edge's delay; peers: the path's
 # time on another rank (waiting on a collective's peers)
 EDGE_SPLIT = {dg.DEVICE: "device", dg.LAUNCH_CALL: "launch", dg.CALL: "cpu", dg.THREAD: "cpu", dg.LAUNCH: "launch",
-              dg.STREAM: "kernel_gap", dg.EVENT: "other_stream", dg.SYNC: "cpu", dg.PEER: "device"}
+              dg.STREAM: "kernel_gap", dg.EVENT: "other_stream", dg.SYNC: "cpu", dg.PEER: "device", dg.JOIN: "cpu"}
 FIX_FIRST = 5
 FEW = 20  # a what-if cutting under 1/FEW of the graph's points' edges re-times only what moves
 WHOLE = "whole trace"
