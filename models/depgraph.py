@@ -19,6 +19,8 @@ Every activity is an interval with a start point and an end point: a runtime cal
   the stream of the thread's last launch; cudaEventSynchronize: the event's record's; a blocking memcpy: its copy;
   and on each such stream the last activity with no launch in the trace, queued before it began, that ended before
   the sync returned: a warm-up's kernels, which the step's first sync waits on);
+- queue: a launch call held by its stream's full launch queue (rooftop.models.launchqueue.blocked_launches): the end
+  of the activity that freed its slot → the call's end (the CPU waited on the device: a device-bound step);
 - peer (several ranks): the n-th collective kernel of one name on each rank: every rank's start → every rank's end,
   weighted with the collective's time after the last rank arrived (the last to arrive sets the end).
 An edge whose predecessor happened after its point is no constraint the trace shows (a clock's skew, a sync that
@@ -41,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .kernelfamily import kernel_family
+from .launchqueue import blocked_launches
 from .trace import CALL_KINDS, Trace
 
 # edge kinds
@@ -263,6 +266,12 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
                 waited.add(i)
             if calls.kind[ci] == _LAUNCH or calls.kind[ci] == _COPY:
                 b.edge(2 * call_act[ci], 2 * dev_act[i], EVENT if ci in after_wait else LAUNCH)
+    # a launch a full queue held returned when an activity ahead of it on its stream ended (rooftop.models.launchqueue)
+    for launched, freed in blocked_launches(trace):
+        c = kernels[launched].correlation
+        ci = by_corr.get(c) if c is not None else None
+        if ci is not None:
+            b.causal(2 * dev_act[freed] + 1, 2 * call_act[ci] + 1, QUEUE)
     # stream order, and per stream the activities by launch time (what a record or a sync follows)
     streams: dict[tuple, list[int]] = {}
     for i, k in enumerate(kernels):  # by start already
