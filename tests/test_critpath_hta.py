@@ -350,3 +350,26 @@ def test_an_empty_step_and_zero_length_calls_where_hta_fails():
 
 def _window_errors(name: str) -> dict[str, str]:
     return {w["window"]: w["error"] for w in HTA["traces"][name]["windows"] if "error" in w}
+
+
+def test_mi250_htas_path_starts_late_and_rooftops_runs_the_step_through_the_backward_thread():
+    """HTA's path of the MI250's ProfilerStep#1 starts 1.35 ms into the events it kept (81.6% covered): the forward
+    on the main thread (its copies and launches) is left off. rooftop's path runs from the step's start through the
+    forward's calls, into autograd's backward thread (the main thread runs no op from `aten::ones_like` to
+    `aten::_foreach_add_`) and back: the 6.54 ms `hipLaunchKernel` there (the device idle, its kernel starting
+    6 µs after the call returned) is that launch's own time, launch-bound, which HTA classes CPU-bound."""
+    w = _window(MI250, "ProfilerStep#1")
+    assert (w["path_start_us"] - w["span_start_us"]) * US > 1.3e-3
+    t = _trace(MI250)
+    s = _step(MI250, "ProfilerStep#1")
+    lo, hi = t.steps[0]
+    assert s.start == lo and s.length_s == pytest.approx(hi - lo, rel=1e-3)
+    path = _path(MI250, "ProfilerStep#1")
+    assert sum(p.kind == dg.JOIN for p in path) == 2
+    calls = t.calls
+    [slow] = [i for i in range(len(calls)) if calls.dur[i] > 6e-3]
+    [held] = [p for p in path if p.dst == (dg.CALL_ACT, slow) and p.kind == dg.LAUNCH_CALL]
+    assert held.t1 - held.t0 == pytest.approx(calls.dur[slow]) and s.split["launch"] > calls.dur[slow]
+    [k] = [k for k in t.kernels if k.correlation == calls.correlation[slow]]
+    assert 0 < k.ts - (calls.ts[slow] + calls.dur[slow]) < 10e-6
+    assert _busy(t.kernels, calls.ts[slow], calls.ts[slow] + calls.dur[slow]) < 0.01 * calls.dur[slow]
