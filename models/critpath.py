@@ -31,11 +31,13 @@ from .workload import COMM, OpGroup, Workload
 
 SPLIT_KEYS = ("cpu", "device", "launch", "kernel_gap", "other_stream", "peers")
 # cpu: CPU work between runtime calls, and a runtime call's own time that is not a launch (a sync's return);
-# device: device activities (by op group in PathOp); launch: a launch call's own time and launch → kernel start;
+# device: device activities (by op group in PathOp), and a launch a full queue held (by the op group of the activity
+# whose end freed its slot); launch: a launch call's own time and launch → kernel start;
 # kernel_gap: stream-order delay between queued activities; other_stream: an event edge's delay; peers: the path's
 # time on another rank (waiting on a collective's peers)
 EDGE_SPLIT = {dg.DEVICE: "device", dg.LAUNCH_CALL: "launch", dg.CALL: "cpu", dg.THREAD: "cpu", dg.LAUNCH: "launch",
-              dg.STREAM: "kernel_gap", dg.EVENT: "other_stream", dg.SYNC: "cpu", dg.PEER: "device"}
+              dg.STREAM: "kernel_gap", dg.EVENT: "other_stream", dg.SYNC: "cpu", dg.PEER: "device", dg.JOIN: "cpu",
+              dg.QUEUE: "device"}
 FIX_FIRST = 5
 FEW = 20  # a what-if cutting under 1/FEW of the graph's points' edges re-times only what moves
 WHOLE = "whole trace"
@@ -201,7 +203,7 @@ def _step(g: DepGraph, trace: Trace, work: Workload, groups: Mapping[tuple, OpGr
     time, rank, act_call, act_index = g.time, g.act_rank, g.act_call, g.act_index
     win = g.act_window[last >> 1]
 
-    def device(p: int, t: float) -> None:
+    def device(p: int, t: float, count: int = 1) -> None:
         a = p >> 1
         if rank[a] != 0:
             split["peers"] += t
@@ -210,7 +212,7 @@ def _step(g: DepGraph, trace: Trace, work: Workload, groups: Mapping[tuple, OpGr
         key = _key_of(trace, work, act_index[a])
         o = ops.setdefault(key, [0.0, 0])
         o[0] += t
-        o[1] += 1
+        o[1] += count
 
     p = last
     reached = False  # the path ran back to the window's start
@@ -223,6 +225,8 @@ def _step(g: DepGraph, trace: Trace, work: Workload, groups: Mapping[tuple, OpGr
             split["peers"] += piece
         elif kind == dg.DEVICE or kind == dg.PEER:
             device(p, piece)
+        elif kind == dg.QUEUE:  # a launch blocked on a full queue: held by the activity that freed its slot
+            device(q, piece, 0)  # (its activity is counted where the path runs through it)
         else:
             split[EDGE_SPLIT[kind]] += piece
         p = q

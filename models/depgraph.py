@@ -5,6 +5,9 @@ Every activity is an interval with a start point and an end point: a runtime cal
 (kernel, memcpy, memset). An edge `q → p` is a constraint `q + w ≤ p`:
 - duration: an activity's start → its end (a device activity's own time; a call's own time);
 - thread: a call's end → the next call's start on its thread (the CPU work between them, which stays as it was);
+- join: where a thread ran no op while another made calls (the main thread in `loss.backward()`, autograd's
+  engine on its own thread), its call before → the other's first call there, and the other's last call → its call
+  after: the path runs through the other thread's work, not over it as the waiting thread's CPU time;
 - launch: a launch call's start → its activity's start (correlation); the first launch after a cudaStreamWaitEvent
   on its thread that no cuda_sync event explains is an event edge instead, and so is its activity's stream-order
   edge (it waited on an event the trace does not name: another stream's delay, not the launch's or the queue's);
@@ -13,7 +16,11 @@ Every activity is an interval with a start point and an end point: a runtime cal
   the matching cudaStreamWaitEvent (Kineto's cuda_sync "Stream Wait Event", by the record's correlation);
 - sync: the awaited activity's end → the sync call's end (cudaDeviceSynchronize / a "Context Sync": every stream's
   last activity launched before it; cudaStreamSynchronize: its stream's, or, where the trace does not say which,
-  the stream of the thread's last launch; cudaEventSynchronize: the event's record's; a blocking memcpy: its copy);
+  the stream of the thread's last launch; cudaEventSynchronize: the event's record's; a blocking memcpy: its copy;
+  and on each such stream the last activity with no launch in the trace, queued before it began, that ended before
+  the sync returned: a warm-up's kernels, which the step's first sync waits on);
+- queue: a launch call held by its stream's full launch queue (rooftop.models.launchqueue.blocked_launches): the end
+  of the activity that freed its slot → the call's end (the CPU waited on the device: a device-bound step);
 - peer (several ranks): the n-th collective kernel of one name on each rank: every rank's start → every rank's end,
   weighted with the collective's time after the last rank arrived (the last to arrive sets the end).
 An edge whose predecessor happened after its point is no constraint the trace shows (a clock's skew, a sync that
@@ -36,12 +43,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .kernelfamily import kernel_family
+from .launchqueue import blocked_launches
 from .trace import CALL_KINDS, Trace
 
 # edge kinds
-DEVICE, LAUNCH_CALL, CALL, THREAD, LAUNCH, STREAM, EVENT, SYNC, PEER = range(9)
-EDGE_NAMES = ("device", "launch call", "call", "thread", "launch", "stream", "event", "sync", "peer")
-TIE = {STREAM: 0, LAUNCH: 1, THREAD: 2, EVENT: 3, SYNC: 4, PEER: 5, DEVICE: 6, LAUNCH_CALL: 6, CALL: 6}
+DEVICE, LAUNCH_CALL, CALL, THREAD, LAUNCH, STREAM, EVENT, SYNC, PEER, JOIN, QUEUE = range(11)
+EDGE_NAMES = ("device", "launch call", "call", "thread", "launch", "stream", "event", "sync", "peer", "join", "queue")
+TIE = {STREAM: 0, LAUNCH: 1, THREAD: 2, JOIN: 2, EVENT: 3, SYNC: 4, QUEUE: 4, PEER: 5, DEVICE: 6, LAUNCH_CALL: 6,
+       CALL: 6}
 _LAUNCH, _RECORD, _WAIT, _SYNC, _COPY = range(len(CALL_KINDS))
 NO_WINDOW = -1
 DEVICE_ACT, CALL_ACT, WINDOW_END = 0, 1, 2  # DepGraph.act_call: what an activity is
@@ -95,7 +104,8 @@ class DepGraph:
 
 def _membership(trace: Trace, windows: Sequence[tuple[float, float]], offset: float) -> tuple[list[int], list[int]]:
     """The window of each call (by its start) and of each device activity (by its launch, as the step split counts
-    them; one with no launch in a trace that records launches belongs to none: it was queued before)."""
+    them; one with no launch in the trace, queued before it began, by its start: the window it ran in, whose syncs
+    waited on it)."""
     placed = sorted((lo, hi, w) for w, (lo, hi) in enumerate(windows) if lo < hi)  # a peer's missing one is empty
     starts = [lo for lo, _, _ in placed]
 
@@ -107,10 +117,64 @@ def _membership(trace: Trace, windows: Sequence[tuple[float, float]], offset: fl
 
     calls = trace.calls
     call_w = [which(t + offset) for t in calls.ts]
-    launched = any(k.launch_ts is not None for k in trace.kernels)
-    dev_w = [which((k.launch_ts if launched else k.ts) + offset) if (k.launch_ts is not None or not launched)
-             else NO_WINDOW for k in trace.kernels]
+    dev_w = [which((k.launch_ts if k.launch_ts is not None else k.ts) + offset) for k in trace.kernels]
     return call_w, dev_w
+
+
+def _joins(trace: Trace) -> list[tuple[int, int, int]]:
+    """Where a thread waited on another: (call, call, JOIN) pairs. Between two consecutive calls of thread A, another
+    thread B made calls while A ran no op at all (A was blocked, as the main thread is in `loss.backward()` while
+    autograd's engine runs the backward pass on its own thread): A's call before the gap → B's first call there (the
+    fork), B's last call there → A's call after it (the join). Without them the path puts B's work on A as CPU time
+    between two calls. A thread whose trace records no ops says nothing of being idle, and gets none."""
+    calls = trace.calls
+    n = len(calls)
+    thread = calls.thread
+    tids = [tid for _, tid in calls.threads]
+    busy: dict[int, tuple[list[float], list[float]] | None] = {}  # a thread → its ops' starts and running max end
+
+    def idle(th: int, a: float, z: float) -> bool:
+        if th not in busy:
+            tid = tids[th]
+            ops = sorted((o.ts, o.end) for o in trace.ops if o.tid == tid and o.origin == "op")
+            if not ops:
+                busy[th] = None
+            else:
+                top, ends = -math.inf, []
+                for _, e in ops:
+                    top = e if e > top else top
+                    ends.append(top)
+                busy[th] = ([t for t, _ in ops], ends)
+        got = busy[th]
+        if got is None:
+            return False
+        j = bisect.bisect_left(got[0], z) - 1
+        return j < 0 or got[1][j] <= a
+
+    out: list[tuple[int, int, int]] = []
+    if len(calls.threads) < 2:
+        return out
+    last_on: dict[int, int] = {}
+    ts, dur = calls.ts, calls.dur
+    for j in range(n):
+        th = thread[j]
+        i = last_on.get(th)
+        last_on[th] = j
+        if i is None or j == i + 1:
+            continue
+        span: dict[int, list[int]] = {}  # another thread → its first and last call in A's gap
+        for k in range(i + 1, j):
+            if ts[k] >= ts[i] + dur[i] and ts[k] + dur[k] <= ts[j]:
+                got = span.get(thread[k])
+                if got is None:
+                    span[thread[k]] = [k, k]
+                else:
+                    got[1] = k
+        for f, z in span.values():
+            if idle(th, ts[f], ts[z] + dur[z]):
+                out.append((i, f, JOIN))
+                out.append((z, j, JOIN))
+    return out
 
 
 class _Builder:
@@ -168,6 +232,8 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
         last_on[th] = call_act[i]
         if call_w[i] != NO_WINDOW:
             last_in[(call_w[i], th)] = call_act[i]
+    for q, p, kind in _joins(trace):
+        b.causal(2 * call_act[q] + 1, 2 * call_act[p], kind)
     ends = {w: b.act(rank, WINDOW_END, w, hi + offset, hi + offset, w, CALL) for w, (_, hi) in enumerate(windows)
             if hi != math.inf}
     for (w, _th), a in last_in.items():
@@ -200,16 +266,26 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
                 waited.add(i)
             if calls.kind[ci] == _LAUNCH or calls.kind[ci] == _COPY:
                 b.edge(2 * call_act[ci], 2 * dev_act[i], EVENT if ci in after_wait else LAUNCH)
+    # a launch a full queue held returned when an activity ahead of it on its stream ended (rooftop.models.launchqueue)
+    for launched, freed in blocked_launches(trace):
+        c = kernels[launched].correlation
+        ci = by_corr.get(c) if c is not None else None
+        if ci is not None:
+            b.causal(2 * dev_act[freed] + 1, 2 * call_act[ci] + 1, QUEUE)
     # stream order, and per stream the activities by launch time (what a record or a sync follows)
     streams: dict[tuple, list[int]] = {}
     for i, k in enumerate(kernels):  # by start already
         streams.setdefault((k.device, k.stream), []).append(i)
     launched_on: dict[tuple, tuple[list[float], list[int]]] = {}
+    unlaunched_on: dict[tuple, tuple[list[float], list[int]]] = {}  # by end: those queued before the trace began
     for key, ks in streams.items():
         for x, y in zip(ks, ks[1:]):
             b.edge(2 * dev_act[x] + 1, 2 * dev_act[y], EVENT if y in waited else STREAM)
         lk = sorted((kernels[i].launch_ts, i) for i in ks if kernels[i].launch_ts is not None)
         launched_on[key] = ([t for t, _ in lk], [i for _, i in lk])
+        if len(lk) < len(ks):
+            un = sorted((kernels[i].end, i) for i in ks if kernels[i].launch_ts is None)
+            unlaunched_on[key] = ([t for t, _ in un], [i for _, i in un])
 
     def last_launched(key: tuple, t: float) -> int | None:
         got = launched_on.get(key)
@@ -224,6 +300,19 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
             return None
         j = bisect.bisect_left(got[0], t)
         return got[1][j] if j < len(got[1]) else None
+
+    def awaited(key: tuple | None, t: float, until: float) -> list[int]:
+        """What a sync called at `t` and returning at `until` waited on, on one stream: its last activity launched
+        before `t`, and its last one queued before the trace began that ended by `until` (it has no launch)."""
+        if key is None:
+            return []
+        got = [k] if (k := last_launched(key, t)) is not None else []
+        un = unlaunched_on.get(key)
+        if un:
+            j = bisect.bisect_right(un[0], until) - 1
+            if j >= 0:
+                got.append(un[1][j])
+        return got
 
     stream_keys = {s: key for key in streams for s in [key[1]]}  # a stream id → its (device, stream)
     call_of_corr = by_corr
@@ -253,8 +342,7 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
         elif s.name == "Context Sync" or s.name == "Stream Sync":
             keys = list(streams) if s.name == "Context Sync" else [stream_keys.get(s.stream)]
             for key in keys:
-                k = last_launched(key, t_call) if key is not None else None
-                if k is not None:
+                for k in awaited(key, t_call, t_call + calls.dur[ci]):
                     b.causal(2 * dev_act[k] + 1, 2 * call_act[ci] + 1, SYNC)
     # host syncs the trace's cuda_sync events did not cover, and blocking copies
     thread_stream: dict[int, tuple] = {}  # a thread → the stream of its last launch so far
@@ -275,8 +363,7 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
             else:  # an event's sync with no cuda_sync event to say which: whichever ended last before it returned
                 keys = list(streams)
             for key in keys:
-                k = last_launched(key, calls.ts[i])
-                if k is not None:
+                for k in awaited(key, calls.ts[i], calls.ts[i] + calls.dur[i]):
                     b.causal(2 * dev_act[k] + 1, 2 * call_act[i] + 1, SYNC)
     comm: dict[str, list[int]] = {}
     for i, k in enumerate(kernels):

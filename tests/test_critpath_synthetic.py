@@ -332,3 +332,52 @@ def test_peers_are_joined_step_by_step_by_name_and_a_step_a_peer_lacks_is_its_ow
     assert two.split["peers"] == pytest.approx(200 * US, abs=1e-12)  # rank 1 entered it at 400
     # rank 1 there at 210 with rank 0: the all-reduce ends at 260, and the step at its CPU range's end, 400
     assert _what(cp, STRAGGLER).saving_s == pytest.approx(50 * US, abs=1e-12)
+
+
+def _full_queue_step() -> Events:
+    """A CPU launching into a stream whose queue holds 64: kernels 0–15 are 1 ms matmuls, 16–79 10 µs kernels of no
+    op. Launches 0–63 (1 µs each, every 2 µs) fill the queue before kernel 0 starts at 200 µs; launch 64 + k finds it
+    full and returns 1 µs after kernel k ends; the CPU then works 1 ms on its own (the step ends there, after the
+    device's last 640 µs of small kernels)."""
+    e = Events()
+    s, big, n, cap = 200.0, 1000.0, 80, 64
+    dur = [big if i < 16 else 10.0 for i in range(n)]
+    starts = [s + sum(dur[:i]) for i in range(n)]
+    ends = [a + d for a, d in zip(starts, dur)]
+    c1 = 0.0
+    for i in range(n):
+        c0, c1 = (2.0 * i, 2.0 * i + 1) if i < cap else (128.0 if i == cap else ends[i - cap - 1] + 2, ends[i - cap] + 1)
+        corr, ext = e._id(), e._id()
+        op = BIG_MM if i < 16 else ("aten::add", [[64], [64]])
+        e.x("cpu_op", op[0], c0 - 0.25, c1 - c0 + 0.5, **{"External id": ext, "Input Dims": op[1], "Input type": BF16})
+        e.x("cuda_runtime", "cudaLaunchKernel", c0, c1 - c0, correlation=corr, **{"External id": ext})
+        e.x("kernel", "gemm" if i < 16 else "add", starts[i], dur[i], pid=0, tid=7, correlation=corr, stream=7,
+            device=0, **{"External id": ext})
+    e.x("cpu_op", "optimizer", c1 + 1, 1000.0)
+    e.x("user_annotation", "ProfilerStep#1", 0, c1 + 1001)
+    return e
+
+
+def test_a_full_launch_queue_makes_the_step_device_bound_and_its_kernels_at_their_roof_shorten_it():
+    """The 16 launches the full queue held each returned when a matmul ended: the CPU's path runs through the
+    device's matmuls (device-bound, 16 ms of the 17.2 ms step), not through 16 ms of slow launch calls. So the
+    matmuls at their roof shorten the step by what they lose, every µs of it: the CPU is freed that much earlier."""
+    from rooftop.models.launchqueue import blocked_launches
+
+    t = _full_queue_step().trace()
+    assert blocked_launches(t) == [(64 + k, k) for k in range(16)]
+    w, cp = _answer(t)
+    (step,) = cp.steps
+    length = (16201 + 1001) * US
+    assert step.length_s == pytest.approx(length, abs=1e-12)
+    # the matmuls back to back, and the last held call's return after the last of them (the µs it took to return)
+    assert step.split["device"] == pytest.approx((16 * 1000 + 1) * US, abs=1e-12)
+    assert step.split["launch"] == pytest.approx(200 * US, abs=1e-12)  # the first launch → its kernel
+    assert step.split["cpu"] == pytest.approx(1001 * US, abs=1e-12)  # the CPU's own work after its last launch
+    assert [(o.label.split()[0], o.kernels) for o in step.ops] == [("aten::mm", 16)]
+    [mm] = [g for g in w.groups if g.op == "aten::mm"]
+    f = shrinkable(mm)
+    assert 0 < f < 1
+    saved = 16 * 1000 * (1 - f) * US
+    assert _what(cp, AT_ROOF).saving_s == pytest.approx(saved, rel=1e-9)
+    assert cp.fix_first[0].key == mm.key and cp.fix_first[0].saving_s == pytest.approx(saved, rel=1e-9)
