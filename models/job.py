@@ -30,7 +30,7 @@ from .collectives import (
 from .commtrace import is_comm_op
 from .trace import US, Trace, union_length
 from .units import fmt_time
-from .workload import COMM, Workload
+from .workload import COMM, Workload, owner_tag
 
 TOP_GROUPS = 40  # op groups kept per rank for the straggler's diff
 MAX_WORLD = 2**20  # a world size beyond this is no job anyone ran: a damaged or hand-made distributedInfo
@@ -78,8 +78,10 @@ class RankSummary:
 
 
 def group_label(g: Any) -> str:
-    """An op group as the rank table names it: op, dtype, shapes."""
-    return " ".join(x for x in (g.op, g.dtype, g.shapes_text) if x)
+    """An op group as the rank table and the critical path name it: who owns its kernels where that is not its op
+    (`(before window)`, `(graph)`), op, dtype, shapes: one label per op group."""
+    tag = owner_tag(getattr(g, "owner", "op"), getattr(g, "family", ""))
+    return " ".join(x for x in (tag, g.op, g.dtype, g.shapes_text) if x)
 
 
 def exposed(comm: Sequence[tuple[float, float]], compute: Sequence[tuple[float, float]]) -> tuple[float, float, float]:

@@ -56,6 +56,7 @@ from .units import fmt_percent
 # kernels that ran in the window but were launched before it (no launch event to own them)
 OWNERS = ("op", "graph", "annotation", "family", "before window")
 OWNER_OF = {"op": "op", "capture": "graph", "annotation": "annotation"}  # CpuOp.origin → its groups' owner
+OWNER_TAGS = {"graph": "(graph)", "before window": "(before window)"}  # what a label says first of such an owner
 MEASURED, RANGES = "measured", "counter ranges"  # what a GPU trace's kernel times are (Workload.kernel_times)
 FAMILY_MODEL = "kernel family"  # a group of kernels no op owns, by their family: time only
 ANNOTATION_MODEL = "annotation"  # kernels a user range owns: time only
@@ -92,6 +93,13 @@ class Rates:
     @property
     def achieved_bandwidth(self) -> float:
         return self.bytes / self.time_s if self.time_s > 0 else 0.0
+
+
+def owner_tag(owner: str, family: str) -> str:
+    """What an op group's label says first of who owns its kernels ('' for an op's own, and for a family row, whose
+    name says it already): two groups of one op and shapes, one an op's and one its twins' launched before the
+    window, read apart."""
+    return "" if family else OWNER_TAGS.get(owner, "")
 
 
 @dataclass

@@ -15,7 +15,8 @@ from rich.console import Console
 
 from helpers.critpaths import ADVICE, made_path
 from rooftop.models.catalog import lookup_device
-from rooftop.models.critpath import SPLIT_KEYS
+from rooftop.models.critpath import SPLIT_KEYS, critical_path
+from rooftop.models.job import group_label
 from rooftop.models.workload import OpGroup, Workload, build_workload
 from rooftop.store.critpath import path_doc, stored_path
 from rooftop.store.runs import Store
@@ -25,6 +26,7 @@ from rooftop.tui.cli import main
 from rooftop.tui.render.profile import op_label, profile_report
 
 QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
+H100 = Path(__file__).parent / "data" / "real-traces" / "more" / "h100-hf-qwen1.5-0.5b-infer-bs16.json.gz"
 WIDTH = 80
 
 
@@ -163,3 +165,22 @@ def test_window_names_an_annotation_or_is_one_line(tmp_path: Path, capsys: pytes
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1, err
     assert "--window backward: the trace has no annotation named 'backward'" in err and "'forward'" in err
+
+
+def test_two_op_groups_of_one_op_and_shapes_are_two_what_ifs_and_two_rows(capsys):
+    """The H100 inference step runs _flash_attention_forward as its own op and as the twins of the kernels launched
+    before the window: two op groups with one op, dtype and shapes. Each has its own what-if and fix-first row,
+    read apart by their owner (they shared one name, so the step's own group's saving went to the other's row)."""
+    trace = load_trace(H100)
+    work = build_workload(trace, lookup_device("h100"))
+    cp = critical_path(trace, work)
+    names = [w.name for w in cp.what_if]
+    assert len(names) == len(set(names))
+    groups = work.group_by_key()
+    for f in cp.fix_first:
+        assert f.label == group_label(groups[f.key])
+    flash = [f for f in cp.fix_first if "_flash_attention_forward" in f.label]
+    assert sorted(groups[f.key].owner for f in flash) == ["before window", "op"]
+    assert main(["profile", "--trace", str(H100), "--json", "--no-save"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [f["label"] for f in doc["fix_first"]].count(doc["fix_first"][0]["label"]) == 1

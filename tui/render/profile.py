@@ -18,7 +18,7 @@ from rooftop.models.catalog import UnknownDevice, lookup_device
 from rooftop.models.critpath import CriticalPath
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
-from rooftop.models.workload import MEASURED, RANGES
+from rooftop.models.workload import MEASURED, RANGES, owner_tag
 from rooftop.store.runs import Run
 from rooftop.store.workloads import group_records, placed_on, profile_summary
 from rooftop.tui.render.critpath import OP_WHAT_IF, path_head, path_lines
@@ -29,7 +29,6 @@ from rooftop.tui.render.text import clean
 TOP_OPS = 5
 # an op group whose kernels a graph replayed (the op that launched them at capture), or that were launched before
 # the window (costed as their twins' op): what its label says first
-OWNER_TAGS = {"graph": "(graph)", "before window": "(before window)"}
 
 
 def _pct(x: Any) -> str:
@@ -166,12 +165,6 @@ def short_kernel(name: str) -> str:
 def op_name(op: str) -> str:
     """torch's name of an op as a table shows it: without `aten::`."""
     return op.removeprefix("aten::")
-
-
-def owner_tag(owner: str, family: str) -> str:
-    """What an op group's label says first of who owns its kernels ('' for an op's own, and for a family row, whose
-    name says it already)."""
-    return "" if family else OWNER_TAGS.get(owner, "")
 
 
 def op_label(g: Any) -> str:
