@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .critpath import CriticalPath, WindowError, critical_path, windows_of
+from .critpath import CriticalPath, WindowError, critical_path, why_no_graph, windows_of
 from .critpath import _peer_windows as peer_windows
 from .depgraph import build_graph
 from .trace import Trace
@@ -104,7 +104,7 @@ def job_path(ranks: Sequence[RankTrace], window: str | None = None, alone: str =
     Its Joined, and the workload of the rank it follows (its op groups name the path's)."""
     ranks = sorted(ranks, key=lambda h: h.rank)
     low = ranks[0]
-    if alone or len(ranks) == 1:
+    if alone or len(ranks) == 1 or why_no_graph(low.trace):  # no graph: the lowest rank's sums, as for one trace
         return critical_path(low.trace, low.work, window), Joined(low.rank, (), alone), low.work
     base = ranks[last_to_end([h.trace for h in ranks], window)]
     try:
