@@ -104,7 +104,9 @@ def job_path(ranks: Sequence[RankTrace], window: str | None = None, alone: str =
     Its Joined, and the workload of the rank it follows (its op groups name the path's)."""
     ranks = sorted(ranks, key=lambda h: h.rank)
     low = ranks[0]
-    if alone or len(ranks) == 1 or why_no_graph(low.trace):  # no graph: the lowest rank's sums, as for one trace
+    if len(ranks) == 1 and not alone:
+        alone = "no other rank's trace was read"
+    if alone or why_no_graph(low.trace):  # no graph: the lowest rank's sums, as for one trace
         return critical_path(low.trace, low.work, window), Joined(low.rank, (), alone), low.work
     base = ranks[last_to_end([h.trace for h in ranks], window)]
     try:

@@ -51,9 +51,9 @@ def path_doc(cp: CriticalPath, joined: Joined | None = None) -> dict[str, Any]:
     }
 
 
-def _seconds(d: Mapping[str, Any], k: str, where: str) -> float:
+def _seconds(d: Mapping[str, Any], k: str, where: str, lo: float = 0.0) -> float:
     v = d.get(k)
-    bad = plausible.real_problem(f"{where}.{k}", v, 0.0, plausible.MAX_AMOUNT)
+    bad = plausible.real_problem(f"{where}.{k}", v, lo, plausible.MAX_AMOUNT)
     if bad:
         raise ValueError(bad)
     return float(v)
@@ -107,7 +107,10 @@ def stored_path(doc: Mapping[str, Any]) -> CriticalPath | None:
             raise ValueError(bad)
         ops.append(PathOp(key=(_text(p, "op", where),), label=_text(p, "label", where),
                           time_s=_seconds(p, "time_s", where), kernels=int(kernels)))
-    steps = [StepPath(window=_text(s, "window", w), start=_seconds(s, "start_s", w), end=_seconds(s, "end_s", w),
+    # a step's start and end are times on its trace's clock, which counts from its first event: a rank's step can
+    # start before it (the 128-rank job's rank 0: -0.157 s), or on a peer's clock
+    steps = [StepPath(window=_text(s, "window", w), start=_seconds(s, "start_s", w, -plausible.MAX_AMOUNT),
+                      end=_seconds(s, "end_s", w, -plausible.MAX_AMOUNT),
                       length_s=_seconds(s, "length_s", w), split=_split_back(s.get("split"), w), ops=())
              for i, s in enumerate(_list(c.get("steps", []), "critical_path.steps"))
              for w in (f"critical_path.steps[{i}]",)]
