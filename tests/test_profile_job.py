@@ -292,9 +292,13 @@ def test_torchrun_gloo_ddp_two_ranks_kept_as_one_profile(ddp):
     assert ar[0]["link"] == "net" and ar[0]["algbw"] > 0
     assert ar[0]["busbw"] == pytest.approx(ar[0]["algbw"])  # 2(n−1)/n = 1 for two ranks
     assert all(r["comm_s"] > 0 and r["comm_exposed_s"] <= r["comm_s"] for r in doc["ranks"])
+    path = doc["critical_path"]  # gloo ran on the CPU: no device work to join, the lowest rank's sums, said so
+    assert path["graph"] is False and path["why_not"].startswith("a CPU trace") and path["rank"] == 0
+    assert path["joined_ranks"] == [] and doc["what_if"] and not any(w["retimed"] for w in doc["what_if"])
     with Store.open(db) as store:
         runs = [r for r in store.runs() if r.plan == "profile"]
         assert len(runs) == 1 and runs[0].id == doc["run_id"]
+        assert runs[0].device["profile"]["critical_path"] == path
         job = runs[0].device["profile"]["job"]
         assert [r["rank"] for r in job["ranks"]] == [0, 1] and job["collectives"]
 
