@@ -7,23 +7,18 @@ the answers), and the real sampled ranks of a 128-rank job."""
 
 from __future__ import annotations
 
-import argparse
 import gc
-import gzip
 import json
-import weakref
 from pathlib import Path
 
 import pytest
 
 from rooftop.models import jobpath
-from rooftop.models.catalog import lookup_device
 from rooftop.models.critpath import SPLIT_KEYS, STRAGGLER
-from rooftop.store import tracefile
-from rooftop.tui.commands.job import read_job
 
 from inprocess import run_main
 from test_critpath_synthetic import BIG_MM, NCCL, Events
+from test_profile_job import read_watched
 
 US = 1e-6
 REAL = Path(__file__).parent / "data" / "real-traces"
@@ -125,29 +120,9 @@ def test_window_names_an_annotation_of_a_job_or_is_one_line(tmp_path):
 
 def test_ranks_held_for_the_path_within_the_limit_then_only_the_lowest(tmp_path, monkeypatch):
     """Four ranks read, two held at most: at each read no more than two traces are alive (the lowest and the one
-    read once past the limit)."""
-    doc = json.loads(gzip.decompress(RANK1.read_bytes()))
-    paths = [RANK0, RANK1]
-    for r in (2, 3):
-        doc["distributedInfo"]["rank"] = r
-        p = tmp_path / f"rank-{r}.json"
-        p.write_text(json.dumps(doc))
-        paths.append(p)
-    alive: list[weakref.ref] = []
-    real = tracefile.load_trace
-
-    def load(p):
-        gc.collect()
-        assert sum(w() is not None for w in alive) <= 2, "more rank traces alive than the path holds"
-        t = real(p)
-        alive.append(weakref.ref(t))
-        return t
-
-    monkeypatch.setattr(tracefile, "load_trace", load)
-    dev = lookup_device("a100-80g-ds")
+    read once past the limit), and after, the lowest alone."""
     held = jobpath.HeldRanks(ranks=2)
-    job, _, _ = read_job(argparse.Namespace(db=str(tmp_path / "none.db"), link=None), paths, lambda t: (dev, ""),
-                         held=held)
+    job, _, _, alive = read_watched(tmp_path, monkeypatch, 2, held)
     assert [r.rank for r in job.ranks] == [0, 1, 2, 3] and held.over and held.read == 4
     assert [h.rank for h in held.of({0, 1, 2, 3})] == [0]
     gc.collect()
