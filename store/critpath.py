@@ -13,6 +13,7 @@ from typing import Any
 
 from rooftop.models import plausible
 from rooftop.models.critpath import SPLIT_KEYS, CriticalPath, FixFirst, PathOp, StepPath, WhatIf
+from rooftop.models.jobpath import Joined
 
 PATH_KEYS = ("critical_path", "what_if", "fix_first")
 
@@ -30,11 +31,15 @@ def _path_op(p: PathOp) -> dict[str, Any]:
     return {"op": _op_name(p.key, p.label), "label": p.label, "time_s": p.time_s, "kernels": p.kernels}
 
 
-def path_doc(cp: CriticalPath) -> dict[str, Any]:
-    """The three keys of the profile document (SI units) for `cp`."""
+def path_doc(cp: CriticalPath, joined: Joined | None = None) -> dict[str, Any]:
+    """The three keys of the profile document (SI units) for `cp`; a job's (`joined`) says in `critical_path` whose
+    path it is (`rank`), the ranks whose collectives it joined (`joined_ranks`, [] where none) and why none
+    (`not_joined`)."""
+    job = {} if joined is None else {"rank": joined.rank, "joined_ranks": list(joined.ranks),
+                                     "not_joined": joined.alone}
     return {
         "critical_path": {
-            "window": cp.window, "length_s": cp.length_s, "graph": cp.graph, "why_not": cp.why_not,
+            "window": cp.window, **job, "length_s": cp.length_s, "graph": cp.graph, "why_not": cp.why_not,
             "split": _split(cp.split), "ops": [_path_op(p) for p in cp.ops],
             "steps": [{"window": s.window, "start_s": s.start, "end_s": s.end, "length_s": s.length_s,
                        "split": _split(s.split)} for s in cp.steps],
@@ -46,9 +51,9 @@ def path_doc(cp: CriticalPath) -> dict[str, Any]:
     }
 
 
-def _seconds(d: Mapping[str, Any], k: str, where: str) -> float:
+def _seconds(d: Mapping[str, Any], k: str, where: str, lo: float = 0.0) -> float:
     v = d.get(k)
-    bad = plausible.real_problem(f"{where}.{k}", v, 0.0, plausible.MAX_AMOUNT)
+    bad = plausible.real_problem(f"{where}.{k}", v, lo, plausible.MAX_AMOUNT)
     if bad:
         raise ValueError(bad)
     return float(v)
@@ -102,7 +107,10 @@ def stored_path(doc: Mapping[str, Any]) -> CriticalPath | None:
             raise ValueError(bad)
         ops.append(PathOp(key=(_text(p, "op", where),), label=_text(p, "label", where),
                           time_s=_seconds(p, "time_s", where), kernels=int(kernels)))
-    steps = [StepPath(window=_text(s, "window", w), start=_seconds(s, "start_s", w), end=_seconds(s, "end_s", w),
+    # a step's start and end are times on its trace's clock, which counts from its first event: a rank's step can
+    # start before it (the 128-rank job's rank 0: -0.157 s), or on a peer's clock
+    steps = [StepPath(window=_text(s, "window", w), start=_seconds(s, "start_s", w, -plausible.MAX_AMOUNT),
+                      end=_seconds(s, "end_s", w, -plausible.MAX_AMOUNT),
                       length_s=_seconds(s, "length_s", w), split=_split_back(s.get("split"), w), ops=())
              for i, s in enumerate(_list(c.get("steps", []), "critical_path.steps"))
              for w in (f"critical_path.steps[{i}]",)]
@@ -125,10 +133,26 @@ def stored_path(doc: Mapping[str, Any]) -> CriticalPath | None:
                         why_not=_text(c, "why_not", "critical_path"))
 
 
+def stored_joined(doc: Mapping[str, Any]) -> Joined | None:
+    """Whose a stored job's critical path is and which ranks it joined (`path_doc`'s), None for one trace's (or a
+    job's kept before its path was). Raises ValueError naming the first field that is not what `path_doc` writes."""
+    c = doc.get("critical_path")
+    if not isinstance(c, Mapping) or "rank" not in c:
+        return None
+    ranks = c.get("joined_ranks", [])
+    for where, v in [("critical_path.rank", c["rank"]), *(("critical_path.joined_ranks", r) for r in
+                                                          (ranks if isinstance(ranks, list) else [ranks]))]:
+        bad = plausible.whole_problem(where, v)
+        if bad:
+            raise ValueError(bad)
+    return Joined(int(c["rank"]), tuple(int(r) for r in ranks), _text(c, "not_joined", "critical_path"))
+
+
 def path_problem(doc: Mapping[str, Any]) -> str | None:
     """What makes a stored critical path impossible to show, in words; None when fine (or when there is none)."""
     try:
         stored_path(doc)
+        stored_joined(doc)
     except ValueError as exc:
         return str(exc)
     return None

@@ -16,6 +16,7 @@ from typing import Any, TypedDict, cast
 
 from rooftop.models import plausible
 from rooftop.models.critpath import CriticalPath
+from rooftop.models.jobpath import Joined
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.launchqueue import LaunchQueue
 from rooftop.models.sample import Sample, TimeStats
@@ -117,7 +118,7 @@ def group_sample(g: OpGroup) -> Sample:
 
 
 def profile_device_info(work: Workload, source: str, job: Mapping[str, Any] | None = None,
-                        path: CriticalPath | None = None) -> dict[str, Any]:
+                        path: CriticalPath | None = None, joined: Joined | None = None) -> dict[str, Any]:
     """The run's device facts for a profile: the device, and the step split under "profile", with the critical
     path, what-ifs and fix first where `path` is given. A distributed job's ranks, straggler and collectives
     (`rooftop.models.job.Job.to_dict`) are kept there under "job"; `work` is then its lowest rank's."""
@@ -125,7 +126,7 @@ def profile_device_info(work: Workload, source: str, job: Mapping[str, Any] | No
         "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
         "kind": "gpu" if work.on_device else "cpu",
         "profile": {**work.summary(), "source": source, "notes": list(work.notes), "rows": work.rows(),
-                    **(path_doc(path) if path is not None else {})},
+                    **(path_doc(path, joined) if path is not None else {})},
     }
     if job is not None:
         info["profile"]["job"] = dict(job)

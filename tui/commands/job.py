@@ -155,10 +155,11 @@ def _measured_link(args: argparse.Namespace, backend: str, intra: str = "nvlink"
 
 
 def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
-             read: dict[Path, Any] | None = None) -> tuple[Any, Any, list[str]]:
+             read: dict[Path, Any] | None = None, held: Any = None) -> tuple[Any, Any, list[str]]:
     """Read the traces one at a time: (the job, the lowest rank's workload, the problems). `device_for(trace)`
     chooses the device's roofs from the first trace read; `read` holds traces already read, by path (given
-    up as they are used)."""
+    up as they are used); `held` (a rooftop.models.jobpath.HeldRanks) keeps, within its limits, the ranks' traces
+    for the job's critical path."""
     read = read if read is not None else {}
     from rooftop.models.job import build_job, group_conflicts, process_groups, summarize
     from rooftop.models.links import GPU_LINK_LEVELS, gpu_link
@@ -209,6 +210,8 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
             intra = gpu_link(job_vendor(trace, device[0]))
         work = build_workload(trace, device[0], device_note=device[1])
         summaries.append(summarize(trace, work, rank, str(p)))
+        if held is not None:
+            held.add(rank, trace, work)
         if first_work is None or rank < min(s.rank for s in summaries[:-1]):
             first_work = work
         del trace, work
@@ -267,9 +270,12 @@ class JobError(UsageError):
 
 def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None, *,
                 device_for: Any, save: Any) -> int:
-    """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups.
-    `device_for(args, trace)` picks the roofs (as for one trace), `save(args, work, source, backend, job)` keeps
-    the run."""
+    """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups; the job's
+    critical path (each collective joined across the ranks held for it). `device_for(args, trace)` picks the roofs
+    (as for one trace), `save(args, work, source, backend, job, path=, joined=)` keeps the run."""
+    from rooftop.models.jobpath import HeldRanks
+    from rooftop.store.critpath import path_doc
+    from rooftop.tui.render.critpath import joined_text
     from rooftop.tui.render.job import job_report
     from rooftop.tui.render.jsonout import print_json
     from rooftop.tui.render.profile import profile_report
@@ -280,17 +286,22 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
         files = trace_files(paths)
     except FileNotFoundError as exc:
         raise JobError(clean(str(exc))) from None
-    job, work, problems = read_job(args, files, lambda t: device_for(args, t), read)
+    held = HeldRanks()
+    job, work, problems = read_job(args, files, lambda t: device_for(args, t), read, held)
     if job is None and len(problems) == 1 and [Path(paths[0])] == files:  # one file named: its problem alone
         raise JobError(problems[0].removesuffix(": left out"))
     if job is None:
         print_problems(problems)
         raise JobError("no trace could be read as a rank of the job (each file's problem is above)")
+    path, joined = job_critical_path(held, {r.rank for r in job.ranks}, getattr(args, "window", None))
+    del held  # the ranks' traces go before the report is made
     print_problems(problems)
-    run_id = None if args.no_save else save(args, work, source, backend, job.to_dict())
+    run_id = None if args.no_save else save(args, work, source, backend, job.to_dict(), path=path, joined=joined)
     if args.json:
         doc = work.to_dict()
         doc.update(job.to_dict())
+        if path is not None:
+            doc.update(path_doc(path, joined))
         doc["run_id"] = run_id
         print_json(doc)
         return 0
@@ -298,10 +309,41 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     console.print(job_report(job.to_dict(), args.wide), crop=not args.wide)
     console.print(Text(""))
     console.print(Text(f"rank {job.ranks[0].rank}'s op groups:", style="bold"))
-    console.print(profile_report(work, args.top, args.wide), crop=not args.wide)
+    console.print(profile_report(work, args.top, args.wide, path, joined_text(joined) if joined else ""),
+                  crop=not args.wide)
     if run_id:
         sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
     return 0
+
+
+def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[Any, Any]:
+    """The job's critical path (its op groups named as the op table names them) and whose it is, from the ranks'
+    traces `held` among `ranks` (those the job kept); (None, None) where none of them is held."""
+    from rooftop.models.jobpath import job_path
+    from rooftop.tui.render.profile import relabelled
+
+    kept = held.of(ranks)
+    if not kept:  # the one rank held past the limit was left out of the job
+        return None, None
+    check_window(kept[0].trace, window)
+    alone = ""
+    if held.over:
+        alone = (f"the job's {held.read} rank traces are more than its critical path holds at once "
+                 f"({held.limit_text()}), so each collective is not joined across the ranks")
+    path, joined, work = job_path(kept, window, alone)
+    return relabelled(path, work), joined
+
+
+def check_window(trace: Any, name: str | None) -> None:
+    """JobError (one line naming some the trace has) where --window NAME names no annotation of the trace."""
+    from rooftop.models.critpath import WindowError, windows_of
+    from rooftop.tui.render.text import clean
+
+    if name is not None:
+        try:
+            windows_of(trace, name)
+        except WindowError as exc:
+            raise JobError(f"--window {safe_text(name)}: {clean(str(exc))}") from None
 
 
 def profile_torchrun(program: list[str], args: argparse.Namespace, *, device_for: Any, save: Any) -> int:

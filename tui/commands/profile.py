@@ -22,7 +22,14 @@ from rooftop.models.links import LINK_LEVELS
 from rooftop.models.safetext import safe_text
 from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option, add_wide_option
-from rooftop.tui.commands.job import TRACE_SUFFIXES, is_job, profile_job, profile_torchrun, trace_files
+from rooftop.tui.commands.job import (
+    TRACE_SUFFIXES,
+    check_window,
+    is_job,
+    profile_job,
+    profile_torchrun,
+    trace_files,
+)
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.profile import TOP, profile_report, relabelled
 from rooftop.tui.render.text import clean
@@ -149,9 +156,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.window is not None and (args.ncu or args.compare):
         raise ProfileError("--window NAME picks the windows of a trace's critical path: give --trace FILE or a "
                            "program to run, not --ncu or --compare")
-    if args.window is not None and ((args.trace and is_job(args.trace)) or (program and is_torchrun(program))):
-        raise ProfileError("--window NAME picks the windows of one trace's critical path: give one rank's --trace "
-                           "FILE (a job of several is shown by its rank table)")
     if args.steps < 1:
         raise ProfileError(f"--steps must be at least 1, got {args.steps}")
     if args.top < 0:
@@ -173,9 +177,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
         source, backend = str(args.trace[0]), "trace"
         world = trace.distributed.get("world_size")
         if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
-            if args.window is not None:
-                raise ProfileError(f"--window NAME: {clean(source)} is one rank of a job of {world}, shown by its "
-                                   "rank table, which has no critical path of one trace")
             return profile_job(args, args.trace, source, backend, {Path(source): trace}, device_for=_trace_device,
                                save=_save)
     else:
@@ -184,7 +185,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from rooftop.models.critpath import critical_path
     from rooftop.models.workload import build_workload
 
-    _windows(trace, args.window)  # before the roofs are chosen: a wrong name is the one line said
+    check_window(trace, args.window)  # before the roofs are chosen: a wrong name is the one line said
     device, note = _trace_device(args, trace)
     work = build_workload(trace, device, device_note=note)
     path = relabelled(critical_path(trace, work, args.window), work)
@@ -203,17 +204,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if run_id:
         sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
     return 0
-
-
-def _windows(trace: Any, name: str | None) -> None:
-    """ProfileError (one line naming some the trace has) where --window NAME names no annotation of the trace."""
-    from rooftop.models.critpath import WindowError, windows_of
-
-    if name is not None:
-        try:
-            windows_of(trace, name)
-        except WindowError as exc:
-            raise ProfileError(f"--window {safe_text(name)}: {clean(str(exc))}") from None
 
 
 def _load(path: str) -> Any:
@@ -389,16 +379,16 @@ def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
 
 
 def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: Any = None,
-          path: Any = None) -> str | None:
-    """Keep the profile (and its critical path) as a run (plan "profile", one sample per op group); its id, or
-    None when not kept."""
+          path: Any = None, joined: Any = None) -> str | None:
+    """Keep the profile (and its critical path; a job's: whose it is, `joined`) as a run (plan "profile", one
+    sample per op group); its id, or None when not kept."""
     from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 
     def not_saved(exc: Exception, _begun: bool) -> None:
         sys.stderr.write(safe_text(f"rooftop profile: warning: the run is not kept in the store: {exc}") + "\n")  # it names the --db path
 
     keeper = RunKeeper(getattr(args, "db", None), on_error=not_saved, on_open=tell_interrupted)
-    keeper.begin(profile_device_info(work, source, job, path), plan=PLAN, backend=backend)
+    keeper.begin(profile_device_info(work, source, job, path, joined), plan=PLAN, backend=backend)
     keeper.add(group_sample(g) for g in work.groups)
     run_id = keeper.finish("complete")
     return run_id if keeper.error is None else None

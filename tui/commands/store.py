@@ -232,9 +232,12 @@ def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) ->
 
         console.print(job_report(job, args.wide), crop=not args.wide)
         console.print()
-    from rooftop.store.critpath import stored_path
+    from rooftop.store.critpath import stored_joined, stored_path
+    from rooftop.tui.render.critpath import joined_text
 
-    console.print(profile_report(work, wide=args.wide, path=stored_path(stored)), crop=not args.wide)
+    joined = stored_joined(stored)
+    console.print(profile_report(work, wide=args.wide, path=stored_path(stored),
+                                 path_note=joined_text(joined) if joined else ""), crop=not args.wide)
     return True
 
 

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from rich.text import Text
 
 from rooftop.models.critpath import SPLIT_KEYS, WHOLE, CriticalPath, FixFirst
+from rooftop.models.jobpath import Joined
 from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
 from rooftop.tui.render.fit import Col, FitRows
 from rooftop.tui.render.report import Prose, hanging
@@ -74,13 +75,27 @@ def fix_first_lines(cp: CriticalPath, wide: bool = False) -> list[Any]:
     return out + ([hanging(advice)] if advice else [])
 
 
-def path_lines(cp: CriticalPath, wide: bool = False) -> list[Any]:
-    """The critical path section: its length and split, each step's length, the op groups on it, the what-ifs,
-    fix first. Where no graph could be built: why, in one line (the summed figures are said beside the split)."""
+def joined_text(j: Joined) -> str:
+    """A job's path in a line: whose it is and the ranks it joined at their collectives, or why it stands alone."""
+    from rooftop.models.job import missing_text
+
+    if not j.ranks:
+        return f"rank {j.rank}'s own path" + (f": {clean(j.alone)}" if j.alone else "")
+    top = max(j.ranks) + 1
+    ranks = missing_text(set(range(top)) - set(j.ranks), top)
+    return (f"joined across ranks {ranks} at their collectives (each ends as its last rank arrives): the path runs "
+            f"back from rank {j.rank}, whose steps end last")
+
+
+def path_lines(cp: CriticalPath, wide: bool = False, note: str = "") -> list[Any]:
+    """The critical path section: its length and split (`note`: a job's, whose path it is), each step's length, the
+    op groups on it, the what-ifs, fix first. Where no graph could be built: why, in one line (the summed figures
+    are said beside the split)."""
+    said = [Prose(f"  {note}")] if note else []
     if not cp.graph:
         return [Prose(f"critical path: not built ({clean(cp.why_not) or 'no dependency graph'}); the what-ifs "
-                      "are summed", style="bold")]
-    out: list[Any] = [Prose(path_head(cp), style="bold")]
+                      "are summed", style="bold"), *said]
+    out: list[Any] = [Prose(path_head(cp), style="bold"), *said]
     if len(cp.steps) > 1:
         listed = ", ".join(f"{clean(s.window)} {fmt_time(s.length_s)}" for s in cp.steps[:STEPS_LISTED])
         more = len(cp.steps) - STEPS_LISTED

@@ -538,10 +538,11 @@ def split_lines(work: Any, path: CriticalPath | None = None) -> list[Text]:
     return lines
 
 
-def profile_report(work: Any, top: int = TOP, wide: bool = False, path: CriticalPath | None = None) -> Group:
+def profile_report(work: Any, top: int = TOP, wide: bool = False, path: CriticalPath | None = None,
+                   path_note: str = "") -> Group:
     """`rooftop profile`'s report: the op groups, idle causes, top kernels and steps (one line a row; whole with
     `wide`, to print with crop=False), then the step split and MFU, then the critical path and what to fix first
-    (`path`: none for a profile kept before there was one)."""
+    (`path`: none for a profile kept before there was one; `path_note`: a job's, whose path it is)."""
 
     head = Text(f"{clean(work.device_name) or ('CPU program' if not work.on_device else 'GPU program')} on the "
                 f"roofs of {work.device.id} ({work.device.name})", style="bold")
@@ -549,7 +550,7 @@ def profile_report(work: Any, top: int = TOP, wide: bool = False, path: Critical
     extra = [x for part in parts if part for x in (Text(""), *part)]
     prose = (Prose(line) for line in split_lines(work, path))  # a value keeps its unit on its line ("13.8" over "ms")
     timed = work.kernel_times != RANGES  # a trace of counter ranges timed nothing: no path to speak of
-    tail = [Text(""), *path_lines(path, wide)] if path is not None and timed else []
+    tail = [Text(""), *path_lines(path, wide, path_note)] if path is not None and timed else []
     return Group(Prose(head), Text(""), ops_table(work, top, wide), *extra, Text(""), *prose, *tail)
 
 
