@@ -37,11 +37,14 @@ def path_doc(cp: CriticalPath, joined: Joined | None = None) -> dict[str, Any]:
     (`not_joined`)."""
     job = {} if joined is None else {"rank": joined.rank, "joined_ranks": list(joined.ranks),
                                      "not_joined": joined.alone}
+    # a step's start and end count from the first window's start: on the trace's clock (from its first event in
+    # the file) a step can start before it (the 128-rank job's rank 0: -0.157 s), and a time is never negative
+    t0 = min((s.start for s in cp.steps), default=0.0)
     return {
         "critical_path": {
             "window": cp.window, **job, "length_s": cp.length_s, "graph": cp.graph, "why_not": cp.why_not,
             "split": _split(cp.split), "ops": [_path_op(p) for p in cp.ops],
-            "steps": [{"window": s.window, "start_s": s.start, "end_s": s.end, "length_s": s.length_s,
+            "steps": [{"window": s.window, "start_s": s.start - t0, "end_s": s.end - t0, "length_s": s.length_s,
                        "split": _split(s.split)} for s in cp.steps],
         },
         "what_if": [{"name": w.name, "length_s": w.length_s, "saving_s": w.saving_s, "retimed": w.retimed}
