@@ -113,6 +113,6 @@ def job_path(ranks: Sequence[RankTrace], window: str | None = None, alone: str =
         windows_of(base.trace, window)
     except WindowError:  # the rank that ends last has no such annotation: the lowest (which has) leads
         base = low
-    peers = [h.trace for h in ranks if h is not base]
-    cp = critical_path(base.trace, base.work, window, peers)
+    others = [h for h in ranks if h is not base]
+    cp = critical_path(base.trace, base.work, window, [h.trace for h in others], [h.work for h in others])
     return cp, Joined(base.rank, tuple(h.rank for h in ranks)), base.work
