@@ -123,7 +123,7 @@ def windows_of(trace: Trace, window: str | None = None) -> tuple[str, list[str],
     return WHOLE, [WHOLE], [(-math.inf, math.inf)]
 
 
-def _peer_windows(peer: Trace, names: Sequence[str], window: str | None) -> list[tuple[float, float]]:
+def peer_windows(peer: Trace, names: Sequence[str], window: str | None) -> list[tuple[float, float]]:
     """A peer's windows matched to the first rank's by name (the n-th of a repeated name), on its own clock; a window
     it lacks is empty."""
     if names == [WHOLE]:
@@ -166,7 +166,7 @@ def critical_path(trace: Trace, work: Workload, window: str | None = None,
     if why:
         return _summed(label, work, why)
     traces = [trace, *peers]
-    windows = [spans] + [_peer_windows(p, names, window) for p in peers]
+    windows = [spans] + [peer_windows(p, names, window) for p in peers]
     g = build_graph(traces, windows)
     groups = work.group_by_key()
     starts = window_starts(g)

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .critpath import CriticalPath, WindowError, critical_path, why_no_graph, windows_of
-from .critpath import _peer_windows as peer_windows
+from .critpath import CriticalPath, WindowError, critical_path, peer_windows, why_no_graph, windows_of
 from .depgraph import build_graph
 from .trace import Trace
 from .workload import Workload

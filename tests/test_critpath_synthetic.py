@@ -455,3 +455,26 @@ def test_an_op_groups_what_if_for_a_job_shrinks_its_kernels_on_every_rank_given_
     assert alone and alone[0].saving_s > 50 * US
     assert both[0].saving_s == pytest.approx(alone[0].saving_s, abs=1e-12)
     assert held[0].saving_s == 0.0
+
+
+def test_collectives_joined_across_ranks_by_what_they_are_and_when_not_the_nth_of_a_name():
+    """Rank 0 runs three all-reduces (10–50, 100–150, 200–260 µs); rank 1's trace lacks its first (a sampled trace):
+    its two run 120–150 and 230–260. The n-th kernel of a name on each rank would join rank 0's first (done at 50)
+    to rank 1's at 120; they are joined as the calls that ran at once, ending together: rank 0's second and third
+    to rank 1's two, the late rank setting each end (30 µs of rank 0's third waits on rank 1)."""
+    r0, r1 = Events(), Events()
+    for e in (r0, r1):
+        e.x("cpu_op", "aten::empty", 0, 0.1)
+    for at, (ts, end) in zip((3, 5, 7), ((10, 50), (100, 150), (200, 260))):
+        r0.launch(NCCL, at, ts, end - ts, stream=20)
+    for at, (ts, end) in zip((5, 7), ((120, 150), (230, 260))):
+        r1.launch(NCCL, at, ts, end - ts, stream=20)
+    t0, t1 = r0.trace(), r1.trace()
+    _, names, spans = windows_of(t0)
+    g = build_graph([t0, t1], [spans, spans])
+    joined = [tuple((g.act_rank[a], g.time[2 * a] / US) for a in grp) for grp in g.comm_groups]
+    assert joined == [((0, 100.0), (1, 120.0)), ((0, 200.0), (1, 230.0))]
+    _, cp = _answer(t0, peers=[t1])
+    assert cp.length_s == pytest.approx(257 * US, abs=1e-12)  # rank 0's first launch at 3 to the end at 260
+    assert cp.split["device"] == pytest.approx(30 * US, abs=1e-12)  # the third once rank 1 had come, at 230
+    assert cp.split["peers"] == pytest.approx(227 * US, abs=1e-12)  # until then, on rank 1 (from 3 to 230)
