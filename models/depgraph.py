@@ -124,6 +124,21 @@ def _membership(trace: Trace, windows: Sequence[tuple[float, float]], offset: fl
     return call_w, dev_w
 
 
+def window_ends_of(trace: Trace, windows: Sequence[tuple[float, float]], offset: float = 0.0) -> list[float]:
+    """Each window's end as the graph of the trace would hold it, without building it: the latest end of the calls
+    and device activities placed in it (`_membership`) and of its CPU range, `offset` added; -inf for none."""
+    call_w, dev_w = _membership(trace, windows, offset)
+    out = [hi + offset if lo < hi and hi != math.inf else -math.inf for lo, hi in windows]
+    calls = trace.calls
+    for i, w in enumerate(call_w):
+        if w != NO_WINDOW:
+            out[w] = max(out[w], calls.ts[i] + calls.dur[i] + offset)
+    for k, w in zip(trace.kernels, dev_w):
+        if w != NO_WINDOW:
+            out[w] = max(out[w], k.end + offset)
+    return out
+
+
 def _joins(trace: Trace) -> list[tuple[int, int, int]]:
     """Where a thread waited on another: (call, call, JOIN) pairs. Between two consecutive calls of thread A, another
     thread B made calls while A ran no op at all (A was blocked, as the main thread is in `loss.backward()` while

@@ -190,3 +190,27 @@ def test_the_sampled_ranks_collectives_are_joined_only_to_the_same_call():
         assert abs(g.time[2 * a + 1] - g.time[2 * b + 1]) < 0.4e-3
     colls = [[c for c, _ in collective_kernels(t)] for t in (t0, t1)]
     assert pair_collectives(*colls, (t1.origin_us - t0.origin_us) * US) == [(1, 0), (2, 2), (4, 4), (8, 8), (9, 9)]
+
+
+def test_a_jobs_path_builds_its_graph_once_and_follows_the_rank_that_ends_last(monkeypatch):
+    """Which rank ends last is read from the ranks' windows as the graph places their activities, without a graph
+    of its own: one graph per job path (a two-rank graph of the sampled ranks is ~1 s here), from rank 1."""
+    from rooftop.models import critpath, depgraph
+    from rooftop.models.catalog import lookup_device
+    from rooftop.models.workload import build_workload
+    from rooftop.store.tracefile import load_trace
+
+    built = []
+    real = depgraph.build_graph
+
+    def counted(*a, **k):
+        built.append(1)
+        return real(*a, **k)
+
+    for mod in (depgraph, critpath, jobpath):
+        if hasattr(mod, "build_graph"):
+            monkeypatch.setattr(mod, "build_graph", counted)
+    dev = lookup_device("a100-80g-ds")
+    ranks = [jobpath.RankTrace(r, t, build_workload(t, dev)) for r, t in enumerate(map(load_trace, (RANK0, RANK1)))]
+    cp, joined, _ = jobpath.job_path(ranks)
+    assert len(built) == 1 and joined.rank == 1 and joined.ranks == (0, 1) and cp.graph
