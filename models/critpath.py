@@ -170,12 +170,12 @@ def critical_path(trace: Trace, work: Workload, window: str | None = None,
     g = build_graph(traces, windows)
     groups = work.group_by_key()
     starts = window_starts(g)
-    steps = tuple(_step(g, trace, work, groups, names[w], starts[w], p) for w, p in enumerate(last_points(g)))
+    lasts = last_points(g)
+    steps = tuple(_step(g, trace, work, groups, names[w], starts[w], p) for w, p in enumerate(lasts))
     steps = tuple(s for s in steps if s is not None)
     before = sum(s.length_s for s in steps)
-    live = [w for w, p in enumerate(last_points(g)) if p >= 0]
     works = [work, *peer_works][:len(traces)]
-    what_if = _what_ifs(g, traces, works, groups, steps, starts, live, before)
+    what_if = _what_ifs(g, traces, works, groups, steps, starts, lasts, before)
     split = {k: sum(s.split[k] for s in steps) for k in SPLIT_KEYS}
     ops = _summed_ops(op for s in steps for op in s.ops)
     return CriticalPath(label, steps, before, split, ops, what_if, _fix_first(what_if, work, groups), True)
@@ -278,11 +278,12 @@ def _lengths(g: DepGraph, shift: Sequence[float], starts: Sequence[float], live:
 
 
 def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], groups: Mapping[tuple, OpGroup],
-              steps: Sequence[StepPath], starts: Sequence[float], live: Sequence[int], before: float,
+              steps: Sequence[StepPath], starts: Sequence[float], lasts: Sequence[int], before: float,
               ) -> tuple[WhatIf, ...]:
     """Each what-if's cuts re-timed on the graph; the windows' summed length after, never above before. An op
     group's cuts are its kernels' on every rank with a workload (`works[r]`, by the group's key), communication
     every rank's."""
+    live = [w for w, p in enumerate(lasts) if p >= 0]
     per_group: dict[tuple, dict[int, float]] = {}
     comm: dict[int, float] = {}
     for r, trace in enumerate(traces):
@@ -325,9 +326,13 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
             f = shrinkable(grp) if grp is not None else None
             if f is not None:
                 shrink_on_path[o.key] = shrink_on_path.get(o.key, 0.0) + o.time_s * (1.0 - f)
-    if len(traces) > 1:  # a peer's kernels on the path are its wait, not its op groups': bound by all that is cut
-        for key, cuts in per_group.items():
-            shrink_on_path[key] = max(shrink_on_path.get(key, 0.0), sum(cuts.values()))
+    if len(traces) > 1:  # a peer's kernels on the path (its wait, in the split): their op groups' cuts there too
+        key_of = {e: key for key, cuts in per_group.items() for e in cuts}
+        for last in lasts:
+            for e in path_edges(g, last) if last >= 0 else ():
+                key = key_of.get(e)
+                if key is not None and g.act_rank[g.in_pred[e] >> 1] != 0:
+                    shrink_on_path[key] = shrink_on_path.get(key, 0.0) + per_group[key][e]
     found: list[float] = []
     for key in sorted(shrink_on_path, key=lambda k: -shrink_on_path[k]):
         if shrink_on_path[key] <= 0 or (len(found) >= FIX_FIRST and shrink_on_path[key] <= found[FIX_FIRST - 1]):
