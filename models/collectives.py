@@ -225,6 +225,17 @@ def rank_collectives(trace: Trace) -> list[RankCollective]:
     """Every collective of the trace, in issue order, each with the kernels it launched (GPU) or its backend
     range (CPU backends run the collective inside that range, on their worker thread); a communication kernel
     no recorded collective launched is one of its own, its size unknown."""
+    return [c for c, _ in collective_kernels(trace)]
+
+
+def collective_kernels(trace: Trace) -> list[tuple[RankCollective, tuple[int, ...]]]:
+    """rank_collectives, each with the indices (in Trace.kernels, by start) of the kernels that ran it: what a
+    collective joined across ranks joins."""
+    index = {id(k): i for i, k in enumerate(trace.kernels)}
+    return [(c, tuple(sorted(index[id(k)] for k in ks))) for c, ks in _collectives(trace)]
+
+
+def _collectives(trace: Trace) -> list[tuple[RankCollective, list[Kernel]]]:
     calls = comm_calls(trace.comms)
     kernels = [k for k in trace.kernels if is_comm_kernel(k)]
     if not calls and not kernels:
@@ -258,15 +269,15 @@ def rank_collectives(trace: Trace) -> list[RankCollective]:
             start, end, t = c.ts, c.end, c.dur
         else:
             start = end = t = None
-        out.append(RankCollective(c.collective, _message(c, size), size, label, c.ts, start, end, t, len(ks), ranks,
-                                  c.elem_bytes, c.library, c.library in INTRA_NODE))
+        out.append((RankCollective(c.collective, _message(c, size), size, label, c.ts, start, end, t, len(ks), ranks,
+                                   c.elem_bytes, c.library, c.library in INTRA_NODE), ks))
     if loose:
         size, label, ranks = _group_of(None, dist)
         for k in loose:
             coll, lib, intra = kernel_collective(k.name)
-            out.append(RankCollective(coll, None, size, label, k.launch_ts if k.launch_ts is not None else k.ts,
-                                      k.ts, k.end, k.dur, 1, ranks, None, lib, intra))
-        out.sort(key=lambda c: c.cpu_ts)
+            out.append((RankCollective(coll, None, size, label, k.launch_ts if k.launch_ts is not None else k.ts,
+                                       k.ts, k.end, k.dur, 1, ranks, None, lib, intra), [k]))
+        out.sort(key=lambda c: c[0].cpu_ts)
     return out
 
 

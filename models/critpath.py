@@ -123,7 +123,7 @@ def windows_of(trace: Trace, window: str | None = None) -> tuple[str, list[str],
     return WHOLE, [WHOLE], [(-math.inf, math.inf)]
 
 
-def _peer_windows(peer: Trace, names: Sequence[str], window: str | None) -> list[tuple[float, float]]:
+def peer_windows(peer: Trace, names: Sequence[str], window: str | None) -> list[tuple[float, float]]:
     """A peer's windows matched to the first rank's by name (the n-th of a repeated name), on its own clock; a window
     it lacks is empty."""
     if names == [WHOLE]:
@@ -155,23 +155,27 @@ def why_no_graph(trace: Trace) -> str:
 
 
 def critical_path(trace: Trace, work: Workload, window: str | None = None,
-                  peers: Sequence[Trace] = ()) -> CriticalPath:
+                  peers: Sequence[Trace] = (), peer_works: Sequence[Workload] = ()) -> CriticalPath:
     """The critical path of each window of `trace`, its split, the ops on it, the what-ifs re-timed on the graph and
-    the op groups to fix first. `peers`: the job's other ranks' traces (their collectives joined to this one's)."""
+    the op groups to fix first. `peers`: the job's other ranks' traces (their collectives joined to this one's); a
+    job's window ends when its last rank's does, so each window's path runs back from its latest point over every
+    rank and each what-if is measured there. `peer_works`: the peers' workloads (as many, in order), so that an op
+    group's what-if shrinks its kernels on every rank; without them a peer's kernels keep their times."""
     label, names, spans = windows_of(trace, window)
     why = why_no_graph(trace)
     if why:
         return _summed(label, work, why)
     traces = [trace, *peers]
-    windows = [spans] + [_peer_windows(p, names, window) for p in peers]
+    windows = [spans] + [peer_windows(p, names, window) for p in peers]
     g = build_graph(traces, windows)
     groups = work.group_by_key()
     starts = window_starts(g)
-    steps = tuple(_step(g, trace, work, groups, names[w], starts[w], p) for w, p in enumerate(last_points(g)))
+    lasts = last_points(g)
+    steps = tuple(_step(g, trace, work, groups, names[w], starts[w], p) for w, p in enumerate(lasts))
     steps = tuple(s for s in steps if s is not None)
     before = sum(s.length_s for s in steps)
-    live = [w for w, p in enumerate(last_points(g)) if p >= 0]
-    what_if = _what_ifs(g, trace, work, groups, steps, starts, live, before, bool(peers))
+    works = [work, *peer_works][:len(traces)]
+    what_if = _what_ifs(g, traces, works, groups, steps, starts, lasts, before)
     split = {k: sum(s.split[k] for s in steps) for k in SPLIT_KEYS}
     ops = _summed_ops(op for s in steps for op in s.ops)
     return CriticalPath(label, steps, before, split, ops, what_if, _fix_first(what_if, work, groups), True)
@@ -273,24 +277,31 @@ def _lengths(g: DepGraph, shift: Sequence[float], starts: Sequence[float], live:
     return sum(ends[w] - starts[w] for w in live)
 
 
-def _what_ifs(g: DepGraph, trace: Trace, work: Workload, groups: Mapping[tuple, OpGroup], steps: Sequence[StepPath],
-              starts: Sequence[float], live: Sequence[int], before: float, with_peers: bool) -> tuple[WhatIf, ...]:
-    """Each what-if's cuts re-timed on the graph; the windows' summed length after, never above before."""
-    kg = work.kernel_group
-    in_window = [g.act_window[g.device_act(0, i)] >= 0 for i in range(len(trace.kernels))]
+def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], groups: Mapping[tuple, OpGroup],
+              steps: Sequence[StepPath], starts: Sequence[float], lasts: Sequence[int], before: float,
+              ) -> tuple[WhatIf, ...]:
+    """Each what-if's cuts re-timed on the graph; the windows' summed length after, never above before. An op
+    group's cuts are its kernels' on every rank with a workload (`works[r]`, by the group's key), communication
+    every rank's."""
+    live = [w for w, p in enumerate(lasts) if p >= 0]
     per_group: dict[tuple, dict[int, float]] = {}
     comm: dict[int, float] = {}
-    for i, k in enumerate(trace.kernels):
-        if not in_window[i]:
-            continue
-        key = kg[i] if i < len(kg) else None
-        grp = groups.get(key) if key is not None else None
-        f = shrinkable(grp) if grp is not None else None
-        e = g.duration_edge(g.device_act(0, i))
-        if f is not None and f < 1.0:
-            per_group.setdefault(key, {})[e] = k.dur * (1.0 - f)
-        if (grp is not None and grp.regime == COMM) or (k.cat == "kernel" and kernel_family(k.name) == COMM):
-            comm[e] = math.inf
+    for r, trace in enumerate(traces):
+        work = works[r] if r < len(works) else None
+        kg = work.kernel_group if work is not None else ()
+        own = groups if r == 0 else work.group_by_key() if work is not None else {}
+        for i, k in enumerate(trace.kernels):
+            a = g.device_act(r, i)
+            if g.act_window[a] < 0:
+                continue
+            key = kg[i] if i < len(kg) else None
+            grp = own.get(key) if key is not None else None
+            f = shrinkable(grp) if grp is not None else None
+            e = g.duration_edge(a)
+            if f is not None and f < 1.0:
+                per_group.setdefault(key, {})[e] = k.dur * (1.0 - f)
+            if (grp is not None and grp.regime == COMM) or (k.cat == "kernel" and kernel_family(k.name) == COMM):
+                comm[e] = math.inf
 
     by_time = latest_first(g)
 
@@ -315,6 +326,13 @@ def _what_ifs(g: DepGraph, trace: Trace, work: Workload, groups: Mapping[tuple, 
             f = shrinkable(grp) if grp is not None else None
             if f is not None:
                 shrink_on_path[o.key] = shrink_on_path.get(o.key, 0.0) + o.time_s * (1.0 - f)
+    if len(traces) > 1:  # a peer's kernels on the path (its wait, in the split): their op groups' cuts there too
+        key_of = {e: key for key, cuts in per_group.items() for e in cuts}
+        for last in lasts:
+            for e in path_edges(g, last) if last >= 0 else ():
+                key = key_of.get(e)
+                if key is not None and g.act_rank[g.in_pred[e] >> 1] != 0:
+                    shrink_on_path[key] = shrink_on_path.get(key, 0.0) + per_group[key][e]
     found: list[float] = []
     for key in sorted(shrink_on_path, key=lambda k: -shrink_on_path[k]):
         if shrink_on_path[key] <= 0 or (len(found) >= FIX_FIRST and shrink_on_path[key] <= found[FIX_FIRST - 1]):
@@ -337,14 +355,16 @@ def _what_ifs(g: DepGraph, trace: Trace, work: Workload, groups: Mapping[tuple, 
                     if g.in_kind[e] == dg.PEER:
                         hidden[e] = math.inf
         out.append(run(HIDDEN, hidden))
-    if with_peers and g.comm_groups:
+    if len(traces) > 1 and g.comm_groups:
         out.append(run(STRAGGLER, _straggler_cuts(g), held=False))
     return tuple(out)
 
 
 def _straggler_cuts(g: DepGraph) -> dict[int, float]:
     """The rank that arrived last at most collectives (ties: the most time late) made to arrive at each as the median
-    rank did (the lower median): its start's edges to every rank's end weigh its lateness less."""
+    rank did (the lower median): the delays that held its arrival (the binding edges back from its collective's
+    start, on its own rank, to its previous collective), latest first, shortened by its lateness. What did not hold
+    its arrival (work on another stream, its CPU after) keeps its time, and still bounds the step."""
     late: dict[int, list[float]] = {}
     arrivals = []
     for group in g.comm_groups:
@@ -356,17 +376,43 @@ def _straggler_cuts(g: DepGraph) -> dict[int, float]:
         lt[1] += starts[r] - med
         arrivals.append((group, starts, med))
     worst = max(late, key=lambda r: (late[r][0], late[r][1]))
+    joined = {a for group in g.comm_groups for a in group}
     cuts: dict[int, float] = {}
     for group, starts, med in arrivals:
         for a, s in zip(group, starts):
             if g.act_rank[a] != worst or s <= med:
                 continue
-            for b in group:  # its start → each end (its own duration, the others' peer edges)
-                end = 2 * b + 1
-                for e in range(g.in_start[end], g.in_start[end + 1]):
-                    if g.in_pred[e] == 2 * a:
-                        cuts[e] = s - med
+            left = _cut_chain(g, 2 * a, s - med, joined, cuts)
+            if left > 0:  # held by what the trace does not show (CPU time before the window's first call): its
+                for b in group:  # start's edges to every rank's end weigh the rest less
+                    end = 2 * b + 1
+                    for e in range(g.in_start[end], g.in_start[end + 1]):
+                        if g.in_pred[e] == 2 * a:
+                            cuts[e] = cuts.get(e, 0.0) + left
     return cuts
+
+
+def _cut_chain(g: DepGraph, p: int, late: float, joined: set[int], cuts: dict[int, float]) -> float:
+    """Cut up to `late` seconds off the binding edges back from point p (latest first, each at most its weight), on
+    p's rank and window, up to a point of another collective (`joined`): what made the arrival at p late. The
+    lateness no edge there explains is returned."""
+    rank, win = g.act_rank[p >> 1], g.act_window[p >> 1]
+    while late > 0:
+        e = g.binding[p]
+        if e < 0:
+            break
+        q = g.in_pred[e]
+        if q == p or g.act_rank[q >> 1] != rank or g.act_window[q >> 1] != win:
+            break
+        w = g.in_weight[e] - cuts.get(e, 0.0)
+        if w > 0:
+            c = min(w, late)
+            cuts[e] = cuts.get(e, 0.0) + c
+            late -= c
+        if (q >> 1) in joined:
+            break
+        p = q
+    return late
 
 
 def advice_for(g: OpGroup) -> str:

@@ -21,8 +21,10 @@ Every activity is an interval with a start point and an end point: a runtime cal
   the sync returned: a warm-up's kernels, which the step's first sync waits on);
 - queue: a launch call held by its stream's full launch queue (rooftop.models.launchqueue.blocked_launches): the end
   of the activity that freed its slot → the call's end (the CPU waited on the device: a device-bound step);
-- peer (several ranks): the n-th collective kernel of one name on each rank: every rank's start → every rank's end,
-  weighted with the collective's time after the last rank arrived (the last to arrive sets the end).
+- peer (several ranks): each collective joined to its counterpart on every other rank (the same collective, process
+  group and size, running at once: rooftop.models.job.pair_collectives, as the job's alignment pairs them): every
+  rank's start → every rank's end, weighted with the collective's time after the last rank arrived (the last to
+  arrive sets the end).
 An edge whose predecessor happened after its point is no constraint the trace shows (a clock's skew, a sync that
 returned before a kernel ended) and is left out, but for an activity's own time and its stream's order.
 
@@ -42,7 +44,8 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .kernelfamily import kernel_family
+from .collectives import collective_kernels
+from .job import pair_collectives
 from .launchqueue import blocked_launches
 from .trace import CALL_KINDS, Trace
 
@@ -119,6 +122,21 @@ def _membership(trace: Trace, windows: Sequence[tuple[float, float]], offset: fl
     call_w = [which(t + offset) for t in calls.ts]
     dev_w = [which((k.launch_ts if k.launch_ts is not None else k.ts) + offset) for k in trace.kernels]
     return call_w, dev_w
+
+
+def window_ends_of(trace: Trace, windows: Sequence[tuple[float, float]], offset: float = 0.0) -> list[float]:
+    """Each window's end as the graph of the trace would hold it, without building it: the latest end of the calls
+    and device activities placed in it (`_membership`) and of its CPU range, `offset` added; -inf for none."""
+    call_w, dev_w = _membership(trace, windows, offset)
+    out = [hi + offset if lo < hi and hi != math.inf else -math.inf for lo, hi in windows]
+    calls = trace.calls
+    for i, w in enumerate(call_w):
+        if w != NO_WINDOW:
+            out[w] = max(out[w], calls.ts[i] + calls.dur[i] + offset)
+    for k, w in zip(trace.kernels, dev_w):
+        if w != NO_WINDOW:
+            out[w] = max(out[w], k.end + offset)
+    return out
 
 
 def _joins(trace: Trace) -> list[tuple[int, int, int]]:
@@ -212,9 +230,8 @@ class _Builder:
             self.edge(q, p, kind)
 
 
-def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[float, float]], offset: float,
-              ) -> dict[str, list[int]]:
-    """One rank's activities and edges; returns its collective kernels' activities by kernel name, in start order."""
+def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[float, float]], offset: float) -> None:
+    """One rank's activities and edges."""
     calls, kernels = trace.calls, trace.kernels
     call_w, dev_w = _membership(trace, windows, offset)
     call_act = [b.act(rank, CALL_ACT, i, calls.ts[i] + offset, calls.ts[i] + calls.dur[i] + offset, call_w[i],
@@ -365,36 +382,48 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
             for key in keys:
                 for k in awaited(key, calls.ts[i], calls.ts[i] + calls.dur[i]):
                     b.causal(2 * dev_act[k] + 1, 2 * call_act[i] + 1, SYNC)
-    comm: dict[str, list[int]] = {}
-    for i, k in enumerate(kernels):
-        if k.cat == "kernel" and kernel_family(k.name) == "comm":
-            comm.setdefault(k.name, []).append(dev_act[i])
-    return comm
 
 
 def build_graph(traces: Sequence[Trace], windows: Sequence[Sequence[tuple[float, float]]]) -> DepGraph:
     """The graph of `traces[0]` (and its peers, the other ranks of the job, on its clock by their traces' origins),
     its activities placed in `windows[r]` per rank (one list per trace, as long as the first's)."""
     b = _Builder()
-    comms: list[dict[str, list[int]]] = []
     origin = traces[0].origin_us
     for r, (t, w) in enumerate(zip(traces, windows)):
-        comms.append(_add_rank(b, r, t, w, (t.origin_us - origin) * 1e-6))
+        _add_rank(b, r, t, w, (t.origin_us - origin) * 1e-6)
     peer_w: dict[int, float] = {}  # an end point → the weight of its peer edges (the collective after the last one came)
-    if len(traces) > 1:
-        for name, acts in comms[0].items():
-            ranks = [acts] + [c.get(name, []) for c in comms[1:]]
-            for n in range(min(len(x) for x in ranks)):
-                group = [x[n] for x in ranks]
-                b.comm_groups.append(tuple(group))
-                last = max(b.time[2 * a] for a in group)
-                for a in group:
-                    end = 2 * a + 1
-                    peer_w[end] = max(0.0, b.time[end] - last)
-                    for o in group:
-                        if o != a:
-                            b.edge(2 * o, end, PEER)
+    for group in joined_collectives(traces, b.first_device):
+        b.comm_groups.append(group)
+        last = max(b.time[2 * a] for a in group)
+        for a in group:
+            end = 2 * a + 1
+            peer_w[end] = max(0.0, b.time[end] - last)
+            for o in group:
+                if o != a:
+                    b.edge(2 * o, end, PEER)
     return _finish(b, peer_w, tuple(windows[0]))
+
+
+def joined_collectives(traces: Sequence[Trace], first_device: Sequence[int]) -> list[tuple[int, ...]]:
+    """Each collective kernel of the first trace joined to its counterparts on the others (one activity per rank
+    that ran it, the first rank's first): the calls paired as the job's alignment pairs them
+    (rooftop.models.job.pair_collectives: the same collective, group and size, running at once), a call's kernels
+    in order."""
+    if len(traces) < 2:
+        return []
+    colls = [collective_kernels(t) for t in traces]
+    ref = [c for c, _ in colls[0]]
+    joined: dict[tuple[int, int], list[int]] = {}  # (ref call, its n-th kernel) → an activity per rank
+    for i, ks in enumerate(colls[0]):
+        for n, k in enumerate(ks[1]):
+            joined[(i, n)] = [first_device[0] + k]
+    for r in range(1, len(traces)):
+        clock = (traces[r].origin_us - traces[0].origin_us) * 1e-6  # as the graph places the rank
+        for i, j in pair_collectives(ref, [c for c, _ in colls[r]], clock):
+            for n, k in enumerate(colls[r][j][1]):
+                if (i, n) in joined:
+                    joined[(i, n)].append(first_device[r] + k)
+    return [tuple(acts) for _, acts in sorted(joined.items()) if len(acts) > 1]
 
 
 def _finish(b: _Builder, peer_w: dict[int, float], windows: tuple[tuple[float, float], ...]) -> DepGraph:

@@ -13,7 +13,9 @@ slowest: that part of its kernel time is waiting, the rest is the transfer.
 
 from __future__ import annotations
 
+import bisect
 import difflib
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -136,6 +138,65 @@ def _pairs(ref: Sequence[RankCollective], other: Sequence[RankCollective]) -> li
     return []
 
 
+def pair_collectives(ref: Sequence[RankCollective], other: Sequence[RankCollective],
+                     clock_offset: float | None = None) -> list[tuple[int, int]]:
+    """Which of two ranks' collectives are one call, as (ref index, other index) by ref: the same collective,
+    process group and library, and size where every rank sends one (`_loose_key`); on the two clocks aligned,
+    running at once (neither ended before the other began: no collective ends before its last rank joins) and,
+    among those, the nearest by end, each call paired once. The clocks are aligned by the median gap between the
+    ends of the calls paired in order (`_pairs`), or by `clock_offset` (seconds to add to `other`'s times to read
+    `ref`'s: the traces' own clocks, one job's within its hosts' skew) where that pairs more calls, or as many
+    nearer. Order alone pairs the n-th call of a kind on each rank, which a trace that samples or drops calls (or
+    an all-to-all whose size differs per rank) mispairs."""
+    first = _pairs(ref, other)
+    offsets = [statistics.median(ref[i].end - other[j].end for i, j in first)] if first else []  # type: ignore[operator]
+    if clock_offset is not None:
+        offsets.append(clock_offset)
+    best: tuple[int, float] | None = None
+    pairs: list[tuple[int, int]] = []
+    for off in offsets:
+        got, gap = _pair_by_ends(ref, other, off)
+        if got and (best is None or (len(got), -gap) > best):
+            best, pairs = (len(got), -gap), got
+    return pairs
+
+
+def _pair_by_ends(ref: Sequence[RankCollective], other: Sequence[RankCollective],
+                  off: float) -> tuple[list[tuple[int, int]], float]:
+    """pair_collectives on clocks `off` apart: the pairs, and their ends' summed gap."""
+    by_key: dict[tuple, list[tuple[float, float, int]]] = {}  # key → (end, start, index), by end
+    for j, c in enumerate(other):
+        if c.start is not None and c.end is not None:
+            by_key.setdefault(_loose_key(c), []).append((c.end + off, c.start + off, j))
+    longest: dict[tuple, float] = {}
+    for key, xs in by_key.items():
+        xs.sort()
+        longest[key] = max(e - s for e, s, _ in xs)
+    cand: list[tuple[float, int, int]] = []
+    for i, c in enumerate(ref):
+        xs = by_key.get(_loose_key(c)) if c.start is not None and c.end is not None else None
+        if not xs:
+            continue
+        most = longest[_loose_key(c)]
+        k = bisect.bisect_right(xs, (c.start, math.inf, 0))  # the first that ends after c began
+        while k < len(xs) and xs[k][0] - most < c.end:  # … and may begin before c ends
+            end, start, j = xs[k]
+            if start < c.end and c.start < end:  # type: ignore[operator]
+                cand.append((abs(c.end - end), i, j))  # type: ignore[operator]
+            k += 1
+    cand.sort()
+    used_i: set[int] = set()
+    used_j: set[int] = set()
+    pairs, gap = [], 0.0
+    for d, i, j in cand:
+        if i not in used_i and j not in used_j:
+            used_i.add(i)
+            used_j.add(j)
+            pairs.append((i, j))
+            gap += d
+    return sorted(pairs), gap
+
+
 @dataclass(frozen=True)
 class Alignment:
     """Each rank's clock offset to the reference rank, and each collective's wait for the slowest rank."""
@@ -165,7 +226,7 @@ def align(ranks: Sequence[RankSummary]) -> Alignment:
         if c.start is not None and c.end is not None:
             at[i] = [(ref.rank, i, c.start, c.end)]
     for r in ranks[1:]:
-        pairs = _pairs(ref.collectives, r.collectives)
+        pairs = pair_collectives(ref.collectives, r.collectives, (r.origin_us - ref.origin_us) * US)
         matched[r.rank] = len(pairs)
         if not pairs:
             continue

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .critpath import CriticalPath, WindowError, critical_path, why_no_graph, windows_of
-from .critpath import _peer_windows as peer_windows
-from .depgraph import build_graph
+from .critpath import CriticalPath, WindowError, critical_path, peer_windows, why_no_graph, windows_of
+from .depgraph import window_ends_of
 from .trace import Trace
 from .workload import Workload
 
@@ -81,17 +80,14 @@ class HeldRanks:
 
 def last_to_end(traces: Sequence[Trace], window: str | None = None) -> int:
     """The index of the trace whose windows (traces[0]'s, matched in each by name) end last on the job's clock: the
-    latest last point in most windows (ties: the latest ends summed)."""
+    latest last point in most windows (ties: the latest ends summed). Read from each trace's windows as the graph
+    places its activities, without building the graph (critical_path builds it once, from that rank)."""
     if len(traces) < 2:
         return 0
     _, names, spans = windows_of(traces[0], window)
-    g = build_graph(traces, [spans] + [peer_windows(t, names, window) for t in traces[1:]])
-    ends = [[float("-inf")] * len(spans) for _ in traces]
-    time, rank, win = g.time, g.act_rank, g.act_window
-    for a in range(len(rank)):
-        w = win[a]
-        if w >= 0 and time[2 * a + 1] > ends[rank[a]][w]:
-            ends[rank[a]][w] = time[2 * a + 1]
+    origin = traces[0].origin_us
+    ends = [window_ends_of(t, spans if r == 0 else peer_windows(t, names, window), (t.origin_us - origin) * 1e-6)
+            for r, t in enumerate(traces)]
     last = [max(range(len(traces)), key=lambda r: ends[r][w]) for w in range(len(spans))
             if any(e[w] > float("-inf") for e in ends)]
     return max(range(len(traces)), key=lambda r: (last.count(r), sum(e for e in ends[r] if e > float("-inf"))))
@@ -113,6 +109,6 @@ def job_path(ranks: Sequence[RankTrace], window: str | None = None, alone: str =
         windows_of(base.trace, window)
     except WindowError:  # the rank that ends last has no such annotation: the lowest (which has) leads
         base = low
-    peers = [h.trace for h in ranks if h is not base]
-    cp = critical_path(base.trace, base.work, window, peers)
+    others = [h for h in ranks if h is not base]
+    cp = critical_path(base.trace, base.work, window, [h.trace for h in others], [h.work for h in others])
     return cp, Joined(base.rank, tuple(h.rank for h in ranks)), base.work

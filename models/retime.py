@@ -95,13 +95,13 @@ def retime_few(g: DepGraph, cuts: Mapping[int, float]) -> dict[int, float]:
 
 
 def window_ends_few(g: DepGraph, shift: Mapping[int, float], by_time: Sequence[Sequence[int]]) -> list[float]:
-    """window_ends for the few shifts of `retime_few`: each window's points of the first rank latest first
-    (`by_time`, from `latest_first`), the first that did not move against those that did."""
+    """window_ends for the few shifts of `retime_few`: each window's points latest first (`by_time`, from
+    `latest_first`), the first that did not move against those that did."""
     out = [float("-inf")] * len(g.windows)
-    time, win, rank = g.time, g.act_window, g.act_rank
+    time, win = g.time, g.act_window
     for p, s in shift.items():
         w = win[p >> 1]
-        if w >= 0 and rank[p >> 1] == 0 and time[p] + s > out[w]:
+        if w >= 0 and time[p] + s > out[w]:
             out[w] = time[p] + s
     for w, pts in enumerate(by_time):
         for p in pts:
@@ -112,12 +112,12 @@ def window_ends_few(g: DepGraph, shift: Mapping[int, float], by_time: Sequence[S
 
 
 def latest_first(g: DepGraph) -> list[list[int]]:
-    """Each window's points of the first rank, latest first."""
+    """Each window's points (of every rank), latest first."""
     out: list[list[int]] = [[] for _ in g.windows]
-    win, rank = g.act_window, g.act_rank
+    win = g.act_window
     for p in range(g.points):
         w = win[p >> 1]
-        if w >= 0 and rank[p >> 1] == 0:
+        if w >= 0:
             out[w].append(p)
     time = g.time
     for pts in out:
@@ -126,12 +126,13 @@ def latest_first(g: DepGraph) -> list[list[int]]:
 
 
 def window_ends(g: DepGraph, shift: Sequence[float] | None = None) -> list[float]:
-    """Each window's last point of the first rank (its latest time, shifted), or -inf for a window with none."""
+    """Each window's end: its latest point over every rank (shifted), or -inf for a window with none. A job's step
+    ends when its last rank's does, so a what-if that speeds one rank is bounded by the others' work."""
     out = [float("-inf")] * len(g.windows)
-    time, win, rank = g.time, g.act_window, g.act_rank
+    time, win = g.time, g.act_window
     for p in range(g.points):
         w = win[p >> 1]
-        if w >= 0 and rank[p >> 1] == 0:
+        if w >= 0:
             t = time[p] + shift[p] if shift is not None else time[p]
             if t > out[w]:
                 out[w] = t
@@ -149,12 +150,13 @@ def window_starts(g: DepGraph) -> list[float]:
 
 
 def last_points(g: DepGraph) -> list[int]:
-    """Each window's last point of the first rank (the latest; ties: the first found), -1 for a window with none."""
+    """Each window's last point over every rank (the latest; ties: the first found, the first rank's before its
+    peers'), -1 for a window with none: where its path runs back from."""
     best = [-1] * len(g.windows)
-    time, win, rank = g.time, g.act_window, g.act_rank
+    time, win = g.time, g.act_window
     for p in range(g.points):
         w = win[p >> 1]
-        if w >= 0 and rank[p >> 1] == 0 and (best[w] < 0 or time[p] > time[best[w]]):
+        if w >= 0 and (best[w] < 0 or time[p] > time[best[w]]):
             best[w] = p
     return best
 

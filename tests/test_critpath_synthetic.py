@@ -200,7 +200,9 @@ def test_a_two_rank_collective_the_late_rank_sets_the_end():
     assert step.split["device"] == pytest.approx(10 * US, abs=1e-12)  # the all-reduce once both had arrived
     assert step.split["peers"] == pytest.approx(95 * US, abs=1e-12)  # rank 1 not there yet
     straggler = _what(cp, STRAGGLER)
-    assert straggler.saving_s == pytest.approx(90 * US, abs=1e-12)  # rank 1 arriving at 10 µs: the end at 20 µs
+    # rank 1 arriving at 10 µs (its late launch at 95 made early): the all-reduce ends at 20, but its matmul, which
+    # held no arrival, still runs to 80: the job's step ends there
+    assert straggler.saving_s == pytest.approx(30 * US, abs=1e-12)
     assert _what(cp, HIDDEN).saving_s == pytest.approx(10 * US, abs=1e-12)  # its own time gone, still waits for rank 1
     _, alone = _answer(early)  # without its peer: the all-reduce is rank 0's own 100 µs
     assert alone.split["peers"] == 0.0 and alone.split["device"] == pytest.approx(100 * US, abs=1e-12)
@@ -381,3 +383,98 @@ def test_a_full_launch_queue_makes_the_step_device_bound_and_its_kernels_at_thei
     saved = 16 * 1000 * (1 - f) * US
     assert _what(cp, AT_ROOF).saving_s == pytest.approx(saved, rel=1e-9)
     assert cp.fix_first[0].key == mm.key and cp.fix_first[0].saving_s == pytest.approx(saved, rel=1e-9)
+
+
+def _job_rank(arrive: float, post: float, side_end: float = 0.0) -> Events:
+    """One rank: a matmul on stream 7 until `arrive` (none when it arrives at 10), the all-reduce from there to 110
+    µs (the late rank arrives at 100), a kernel of `post` µs after it on stream 7 and, with `side_end`, a kernel on
+    stream 8 from 20 µs to `side_end` that waits on nothing (the rank's own work, which no arrival speeds). Every
+    launch made at once (0.5–9.5 µs), so the device sets when each rank arrives."""
+    e = Events()
+    e.x("cpu_op", "aten::empty", 0, 0.1)  # both clocks count from 0
+    if arrive > 10:
+        e.launch("gemm_pre", 0.5, 2, arrive - 2, op=BIG_MM)
+    e.launch(NCCL, 3, arrive, 110 - arrive)
+    e.launch("tail_post", 5, 110, post)
+    if side_end:
+        e.launch("side_work", 7.5, 20, side_end - 20, stream=8)
+    return e
+
+
+@pytest.mark.parametrize("base", [0, 1], ids=["from the early rank", "from the late rank"])
+def test_the_straggler_at_the_median_when_the_late_rank_ends_last_another_ranks_own_work_bounds_it(base):
+    """Rank 1 arrives at 100 µs and ends last (its work after the all-reduce to 250); rank 0, at 10, runs a kernel on
+    another stream to 230 that waits on nothing. Rank 1 at the median's arrival (10) ends at 160, but the job's step
+    still runs to rank 0's 230: it saves 20 µs, not rank 1's own 90, whichever rank's path is read."""
+    ranks = [_job_rank(10, 90, side_end=230).trace(), _job_rank(100, 140).trace()]
+    _, cp = _answer(ranks[base], peers=[ranks[1 - base]])
+    lo = 3 if base == 0 else 0.5  # the path's rank's first launch
+    assert cp.length_s == pytest.approx((250 - lo) * US, abs=1e-12)  # to rank 1's end at 250
+    assert sum(cp.split.values()) == pytest.approx(cp.length_s, abs=1e-12)
+    straggler = _what(cp, STRAGGLER)
+    assert straggler.saving_s == pytest.approx(20 * US, abs=1e-12)
+    assert straggler.length_s == pytest.approx((230 - lo) * US, abs=1e-12)
+
+
+@pytest.mark.parametrize("base", [0, 1], ids=["from the early rank", "from the late rank"])
+def test_the_straggler_at_the_median_when_the_late_rank_does_not_end_last_its_own_work_bounds_it(base):
+    """Rank 0 arrives at 10 µs and ends last (190 µs of work after the all-reduce, to 300); rank 1, late at 100, runs
+    a kernel on another stream to 280 that waits on nothing. At the median's arrival rank 0 ends at 210, but the
+    straggler's own unshrunk work still runs to 280: the step saves 20 µs, not 90."""
+    ranks = [_job_rank(10, 190).trace(), _job_rank(100, 140, side_end=280).trace()]
+    _, cp = _answer(ranks[base], peers=[ranks[1 - base]])
+    lo = 3 if base == 0 else 0.5
+    assert cp.length_s == pytest.approx((300 - lo) * US, abs=1e-12)
+    assert sum(cp.split.values()) == pytest.approx(cp.length_s, abs=1e-12)
+    straggler = _what(cp, STRAGGLER)
+    assert straggler.saving_s == pytest.approx(20 * US, abs=1e-12)
+    assert straggler.length_s == pytest.approx((280 - lo) * US, abs=1e-12)
+    for w in cp.what_if:
+        assert 0 <= w.saving_s <= cp.length_s and 0 <= w.length_s <= cp.length_s
+
+
+def test_an_op_groups_what_if_for_a_job_shrinks_its_kernels_on_every_rank_given_its_workload():
+    """Two ranks alike (a matmul from 2 to 400 µs, over twice its roof bound, then the all-reduce for 10 µs and 50
+    µs after): the matmul at its roof shortens the job's step as it does one rank's, when both ranks' workloads are
+    given; with the peer's kernels left as they were, the peer's matmul still holds the all-reduce: it saves
+    nothing."""
+
+    def rank() -> Events:
+        e = Events()
+        e.x("cpu_op", "aten::empty", 0, 0.1)
+        e.launch("gemm_pre", 0.5, 2, 398, op=BIG_MM)
+        e.launch(NCCL, 4, 400, 10)  # after the matmul's op: not of its group
+        e.launch("tail_post", 7, 410, 50)
+        return e
+
+    t0, t1 = rank().trace(), rank().trace()
+    w0, w1 = build_workload(t0, H200), build_workload(t1, H200)
+    alone = [w for w in critical_path(t0, w0).what_if if w.name.startswith("op:aten::mm")]
+    both = [w for w in critical_path(t0, w0, peers=[t1], peer_works=[w1]).what_if if w.name.startswith("op:aten::mm")]
+    held = critical_path(t0, w0, peers=[t1])
+    assert alone and alone[0].saving_s > 50 * US
+    assert both[0].saving_s == pytest.approx(alone[0].saving_s, abs=1e-12)
+    assert _what(held, AT_ROOF).saving_s == 0.0  # rank 1's matmul, on the path, keeps its time
+
+
+def test_collectives_joined_across_ranks_by_what_they_are_and_when_not_the_nth_of_a_name():
+    """Rank 0 runs three all-reduces (10–50, 100–150, 200–260 µs); rank 1's trace lacks its first (a sampled trace):
+    its two run 120–150 and 230–260. The n-th kernel of a name on each rank would join rank 0's first (done at 50)
+    to rank 1's at 120; they are joined as the calls that ran at once, ending together: rank 0's second and third
+    to rank 1's two, the late rank setting each end (30 µs of rank 0's third waits on rank 1)."""
+    r0, r1 = Events(), Events()
+    for e in (r0, r1):
+        e.x("cpu_op", "aten::empty", 0, 0.1)
+    for at, (ts, end) in zip((3, 5, 7), ((10, 50), (100, 150), (200, 260))):
+        r0.launch(NCCL, at, ts, end - ts, stream=20)
+    for at, (ts, end) in zip((5, 7), ((120, 150), (230, 260))):
+        r1.launch(NCCL, at, ts, end - ts, stream=20)
+    t0, t1 = r0.trace(), r1.trace()
+    _, names, spans = windows_of(t0)
+    g = build_graph([t0, t1], [spans, spans])
+    joined = [tuple((g.act_rank[a], g.time[2 * a] / US) for a in grp) for grp in g.comm_groups]
+    assert joined == [((0, 100.0), (1, 120.0)), ((0, 200.0), (1, 230.0))]
+    _, cp = _answer(t0, peers=[t1])
+    assert cp.length_s == pytest.approx(257 * US, abs=1e-12)  # rank 0's first launch at 3 to the end at 260
+    assert cp.split["device"] == pytest.approx(30 * US, abs=1e-12)  # the third once rank 1 had come, at 230
+    assert cp.split["peers"] == pytest.approx(227 * US, abs=1e-12)  # until then, on rank 1 (from 3 to 230)

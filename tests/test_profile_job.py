@@ -242,14 +242,15 @@ def test_align_by_collective_ends_not_wall_clock():
 
 def test_calls_paired_that_cannot_be_one_collective_have_no_wait():
     """Rank 1 starts its second all-to-all after rank 0's has ended (their ends aligned by the other two): no
-    collective ends before its last rank joins, so this pair is no counterpart and neither call has a wait."""
+    collective ends before its last rank joins, so this pair is no counterpart (not paired at all, though it is the
+    second of its kind on each rank) and neither call has a wait."""
     ranks = []
     for rank, (s2, e2) in ((0, (2.0, 2.1)), (1, (2.5, 2.6))):
         colls = [RankCollective("alltoall", 1e6 * (rank + 1), 2, "0", s, s, e, e - s)
                  for s, e in ((1.0, 1.2), (s2, e2), (3.0, 3.1))]
         ranks.append(RankSummary(rank, f"r{rank}", 1.0, 3.0, 2.0, 1.0, 1.0, 0.5, None, True, {}, tuple(colls)))
     al = align(ranks)
-    assert al.matched[1] == 3  # all-to-all sizes differ per rank: paired in order
+    assert al.matched[1] == 2  # all-to-all sizes differ per rank: paired by their ends, the second pair none
     assert al.waits[0][1] is None and al.waits[1][1] is None
     assert al.waits[0][0] == pytest.approx(0.0) and al.waits[1][2] == pytest.approx(0.0)
 

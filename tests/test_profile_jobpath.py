@@ -166,3 +166,52 @@ def test_one_rank_of_a_job_its_steps_before_its_first_event_kept_and_shown(tmp_p
     shown = run_main("show", doc["run_id"][:8], "--db", str(db), COLUMNS="100")
     assert shown.returncode == 0 and "malformed" not in shown.stderr, shown.stderr
     assert "rank 0's own path: no other rank's trace was read" in shown.stdout
+
+
+def test_the_sampled_ranks_collectives_are_joined_only_to_the_same_call():
+    """The sampled ranks' traces keep 10 collectives each, not the same ones (all run as NCCL SendRecv kernels, so
+    the n-th kernel of a name pairs calls up to 253 ms apart). Joined as the job's alignment pairs them: five calls
+    both ranks ran, each pair the same collective on the same process group, of the same size (an all-to-all's
+    differs per rank), ending within 0.4 ms on the graph's clock; the alignment pairs the same five."""
+    from rooftop.models.collectives import collective_kernels
+    from rooftop.models.critpath import peer_windows, windows_of
+    from rooftop.models.depgraph import build_graph
+    from rooftop.models.job import PER_RANK_SIZES, pair_collectives
+    from rooftop.store.tracefile import load_trace
+
+    t0, t1 = load_trace(RANK0), load_trace(RANK1)
+    _, names, spans = windows_of(t0)
+    g = build_graph([t0, t1], [spans, peer_windows(t1, names, None)])
+    of_kernel = [{k: c for c, ks in collective_kernels(t) for k in ks} for t in (t0, t1)]
+    assert len(g.comm_groups) == 5
+    for a, b in g.comm_groups:
+        c0, c1 = (of_kernel[g.act_rank[x]][g.act_index[x]] for x in (a, b))
+        assert (c0.collective, c0.group, c0.via) == (c1.collective, c1.group, c1.via)
+        assert c0.bytes == c1.bytes or c0.collective in PER_RANK_SIZES
+        assert abs(g.time[2 * a + 1] - g.time[2 * b + 1]) < 0.4e-3
+    colls = [[c for c, _ in collective_kernels(t)] for t in (t0, t1)]
+    assert pair_collectives(*colls, (t1.origin_us - t0.origin_us) * US) == [(1, 0), (2, 2), (4, 4), (8, 8), (9, 9)]
+
+
+def test_a_jobs_path_builds_its_graph_once_and_follows_the_rank_that_ends_last(monkeypatch):
+    """Which rank ends last is read from the ranks' windows as the graph places their activities, without a graph
+    of its own: one graph per job path (a two-rank graph of the sampled ranks is ~1 s here), from rank 1."""
+    from rooftop.models import critpath, depgraph
+    from rooftop.models.catalog import lookup_device
+    from rooftop.models.workload import build_workload
+    from rooftop.store.tracefile import load_trace
+
+    built = []
+    real = depgraph.build_graph
+
+    def counted(*a, **k):
+        built.append(1)
+        return real(*a, **k)
+
+    for mod in (depgraph, critpath, jobpath):
+        if hasattr(mod, "build_graph"):
+            monkeypatch.setattr(mod, "build_graph", counted)
+    dev = lookup_device("a100-80g-ds")
+    ranks = [jobpath.RankTrace(r, t, build_workload(t, dev)) for r, t in enumerate(map(load_trace, (RANK0, RANK1)))]
+    cp, joined, _ = jobpath.job_path(ranks)
+    assert len(built) == 1 and joined.rank == 1 and joined.ranks == (0, 1) and cp.graph
