@@ -250,6 +250,9 @@ def rank_collectives(trace: Trace) -> list[RankCollective]:
     else:
         loose = kernels
     out = []
+    start: float | None  # None: never seen (as RankCollective says)
+    end: float | None
+    t: float | None
     for c, ks in zip(calls, matched):
         size, label, ranks = _group_of(c, dist)
         if ks:
