@@ -22,7 +22,7 @@ Pure: no torch, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from . import hierarchy
 from .conditions import ceiling_conditions
@@ -78,7 +78,7 @@ def label_of(s: Sample) -> str:
     return f"{s.dtype} {case_of(s)}" if s.family == "gemm" else case_of(s)
 
 
-def _best(cands: Iterable[Sample], rate) -> Ceiling | None:  # noqa: ANN001 - rate: Sample -> float
+def _best(cands: Iterable[Sample], rate: Callable[[Sample], float]) -> Ceiling | None:
     cands = [c for c in cands if rate(c)]
     if not cands:
         return None
@@ -247,7 +247,7 @@ def calibrate(samples: Sequence[Sample], hw: Hardware, device_id: str = "local")
             if c and (path not in peak or c.value > peak[path].value):
                 peak[path] = c
     methods = {s.conditions.get("method") for s in warm if s.family == "fma"} - {None, "triton"}
-    for m in sorted(methods):
+    for m in sorted(methods):  # type: ignore[type-var]  # None taken out above
         notes.append(
             f"fp32-fma/fp64-fma come from the {m} FMA sweep: the rate of unfused torch elementwise kernels "
             "on cache-resident chunks, not the cores' FMA peak (the GEMM paths run on the same units)"

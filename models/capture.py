@@ -267,6 +267,7 @@ class _Matcher:
         return hit
 
     def _match(self, keys: tuple[str, ...], streams: tuple, several: bool) -> tuple[_Match | None, str, str]:
+        m: _Match | str | None  # a match by streams, then a fit (AMBIGUOUS, or None)
         named = [g for g in self.graphs if g.named]
         found = [_Match(g, tuple(range(len(keys)))) for g in self.exact.get(keys, ())]
         if not found and several:

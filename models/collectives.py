@@ -261,6 +261,9 @@ def _collectives(trace: Trace) -> list[tuple[RankCollective, list[Kernel]]]:
     else:
         loose = kernels
     out = []
+    start: float | None  # None: never seen (as RankCollective says)
+    end: float | None
+    t: float | None
     for c, ks in zip(calls, matched):
         size, label, ranks = _group_of(c, dist)
         if ks:

@@ -67,9 +67,9 @@ def tensor_path(metric: str) -> str | None:
 
 def value(v: object) -> float | None:
     """A counter's value: a finite, non-negative number; None for anything else (text, NaN, a negative)."""
-    if v.__class__ not in (int, float) or not math.isfinite(v) or v < 0:  # type: ignore[arg-type]
+    if v.__class__ not in (int, float) or not math.isfinite(v) or v < 0:
         return None
-    return float(v)  # type: ignore[arg-type]
+    return float(v)
 
 
 def counted(values: Mapping[str, float]) -> Counted:

@@ -218,7 +218,9 @@ def _placed(who: Identity, f: dict[str, Any], p: DeviceProfile, by_name: bool, w
     if f.get("notes", {}).get(p.id):
         note += f" ({f['notes'][p.id]})"
     if not _memory_fits(p, who):
-        note += (f"; that card has {p.memory_bytes / GiB:.0f} GiB, {whose} {who.memory / GiB:.0f} GiB: another "
+        # it does not fit: both memories are known
+        note += (f"; that card has {p.memory_bytes / GiB:.0f} GiB, "  # type: ignore[operator]
+                 f"{whose} {who.memory / GiB:.0f} GiB: another "  # type: ignore[operator]
                  "variant, whose memory bandwidth may differ (give -d, or measure on that machine)")
     return Placement(p, f["family"], who.vendor, note, (), who)
 

@@ -304,7 +304,11 @@ def member_from_dict(d: Mapping[str, Any], profile: DeviceProfile | None,
 def run_conditions(samples: Iterable[Any]) -> dict[str, Any]:
     """What a member ran under, from its samples' recorded conditions: mean SM clock and power, the
     power limit, the hottest temperature, every throttle reason seen."""
-    clocks, powers, limits, temps, reasons = [], [], [], [], set()
+    clocks: list[float] = []
+    powers: list[float] = []
+    limits: list[float] = []
+    temps: list[float] = []
+    reasons: set[str] = set()
     for s in samples:
         c = s.conditions if isinstance(getattr(s, "conditions", None), Mapping) else {}
         for key, into in (("mean_sm_clock_mhz", clocks), ("mean_power_w", powers), ("power_limit_w", limits),

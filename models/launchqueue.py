@@ -135,14 +135,17 @@ def counted(trace: Trace) -> list[int]:
 
 def _leaves(k: Kernel, hta: bool) -> float:
     t = k.ts if hta else k.ts + k.dur
-    return t if t >= k.launch_ts else k.launch_ts  # a leave never before its join (clocks a µs apart)
+    # a leave never before its join (clocks a µs apart); a counted activity has its launch
+    return t if t >= k.launch_ts else k.launch_ts  # type: ignore[operator, return-value]
 
 
 def _sweep(kernels: Sequence[Kernel], acts: list[int], hta: bool, joins: Mapping[int, float] | None = None
            ) -> _Stream:
     """Walk the stream's joins (+1 at the call's start, or at `joins[i]`) and leaves (−1 at the activity's end,
     or start) in time order: an activity leaving at the instant another joins leaves first ([join, leave))."""
-    at = [(joins.get(i, kernels[i].launch_ts) if joins else kernels[i].launch_ts, n) for n, i in enumerate(acts)]
+    at: list[tuple[float, int]] = [  # counted activities: each has its launch_ts
+        (joins.get(i, kernels[i].launch_ts) if joins else kernels[i].launch_ts, n)  # type: ignore[misc, arg-type]
+        for n, i in enumerate(acts)]
     if joins:
         at.sort()
     leave = sorted(_leaves(kernels[i], hta) for i in acts)
@@ -180,7 +183,7 @@ def _freed_by(kernels: Sequence[Kernel], ends: list[tuple[float, int]], c0: floa
         end, i = ends[j - 1]
         if end < c0:
             return None
-        if kernels[i].launch_ts is not None and kernels[i].launch_ts < c0:
+        if (launched := kernels[i].launch_ts) is not None and launched < c0:
             return i
         j -= 1
     return None
@@ -226,7 +229,7 @@ def _queues(trace: Trace, acts: Sequence[int], hta: bool) -> _Queues:
     for _, i in sorted((kernels[i].launch_ts, i) for i in acts):
         k = kernels[i]
         by.setdefault((k.device, k.stream), []).append(i)
-    durs = [kernels[i].launch_dur for i in acts if kernels[i].launch_dur is not None]
+    durs: list[float] = [kernels[i].launch_dur for i in acts if kernels[i].launch_dur is not None]  # type: ignore[misc]
     median = statistics.median(durs) if durs else 0.0
     out = {}
     for key, ids in by.items():

@@ -298,7 +298,9 @@ def sliding_layers(cfg: Mapping[str, Any], layers: int) -> tuple[int, int]:
 
 
 def builtin_models() -> dict[str, Mapping[str, Any]]:
-    text = resources.files("rooftop.models").joinpath("data", "llm", "models.json").read_text(encoding="utf-8")
+    # one name a step: Python 3.10's Traversable.joinpath takes one
+    text = resources.files("rooftop.models").joinpath("data").joinpath("llm").joinpath("models.json").read_text(
+        encoding="utf-8")
     return json.loads(text)["models"]
 
 
@@ -712,15 +714,16 @@ def launch_line(step: StepBound) -> str:
         return f"{head}; launch overhead not measured for {dev}: T ≥ ΣT {_ms(step.lower_bound_s)}, the roofline alone"
     if step.eager_kernels != n:
         head += f", a MoE layer's experts in {FUSED_MOE_LAUNCHES} fused launches"
-    borrowed = f" ({step.launch_source})" if step.device.launch_overhead.source == "typical" else ""
-    line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager{borrowed} = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "
+    # a launch floor: the device has its launch overhead
+    borrowed = f" ({step.launch_source})" if step.device.launch_overhead.source == "typical" else ""  # type: ignore[union-attr]
+    line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager{borrowed} = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "  # type: ignore[operator]
             f"{_ms(step.lower_bound_s)}, launch floor {_ms(step.launch_floor_s)}) = {_ms(step.time_bound_s)}: "
             + ("the launches bind, not the roofline" if step.binds == "launch" else "the roofline binds"))
     if step.eager_moe_floor_s is not None:
         line += (f"; HF eager runs each touched expert on its own: ≈{step.eager_kernels} kernels, a floor of "
                  f"{_ms(step.eager_moe_floor_s)}")
     if step.graph_floor_s is not None:
-        line += (f"; from a CUDA graph ({step.graph_launch_s * 1e6:.3g} µs a kernel) the floor would be "
+        line += (f"; from a CUDA graph ({step.graph_launch_s * 1e6:.3g} µs a kernel) the floor would be "  # type: ignore[operator]
                  f"{_ms(step.graph_floor_s)}")
     return line
 
@@ -740,7 +743,7 @@ def rank_line(step: StepBound) -> str:
 def weights_read_bytes(arch: Arch, phase: Phase) -> float:
     """Weights a step streams: all but the input embedding table (one row per token is read),
     and for MoE only the experts the step's tokens are routed to."""
-    body = arch.params - arch.embedding_params  # layers, final norm, and the lm_head when untied
+    body: float = arch.params - arch.embedding_params  # layers, final norm, and the lm_head when untied
     if arch.tied:
         body += arch.embedding_params  # the table is read as the lm_head
     if arch.experts:

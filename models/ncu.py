@@ -238,7 +238,7 @@ def read_ncu(lines: Iterable[str]) -> NcuExport:
                        "(export with `ncu --csv --page raw`)")
     first = next(rows, None)
     has_units = first is not None and bool(first[1]) and not first[1][0].strip()  # the units row has no ID
-    c = _columns(header, first[1] if has_units else None)
+    c = _columns(header, first[1] if has_units else None)  # type: ignore[index]  # has_units: first is a row
     kernels: list[NcuKernel] = []
     skipped, first_skipped = 0, ""
     pending = [] if has_units or first is None else [first]

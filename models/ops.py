@@ -9,7 +9,7 @@ cost says how it counted in `counting`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .dtypes import DTYPES, SCALE_GROUP, output_size, weight_scale_bytes, weight_size
 from .paths import fma_path, matmul_path, vector_path
@@ -435,4 +435,5 @@ def batch_value(op: Op) -> int:
 
 def with_batch(op: Op, value: int) -> Op:
     """The same op with its batch-like dimension (GEMM M, attention b, …) set to `value` (≥ 1)."""
-    return replace(op, **{BATCH_FIELDS[type(op)]: max(1, int(value))})
+    batch: dict[str, Any] = {BATCH_FIELDS[type(op)]: max(1, int(value))}
+    return replace(op, **batch)

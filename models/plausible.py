@@ -15,7 +15,10 @@ the year 2100, sizes and counts whole numbers from 0 to 2^62.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:  # the one type named from a sibling: a sample is checked here, built there
+    from .sample import Sample
 
 BANDWIDTH = (1.0, 1e16)  # bytes/s
 PEAK = (1.0, 1e18)  # FLOP/s
@@ -113,7 +116,7 @@ def shown(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "…"
 
 
-def sample_problem(s: "Sample") -> str | None:  # noqa: F821 - models.sample, imported where used
+def sample_problem(s: Sample) -> str | None:
     """What makes a sample point impossible to keep or show; None when it is fine.
 
     Its W, Q and footprint are amounts ≥ 0; its times are seconds ≥ 0 (none missing); its

@@ -24,7 +24,7 @@ class Series:
     kind: str  # "roof" (flat), "slope" (memory level), "ridge", "point"
 
 
-def intensity_span(profiles: list[DeviceProfile], points: list[float] = (), lo: float = 0.1, hi: float = 1e4) -> tuple[float, float]:
+def intensity_span(profiles: list[DeviceProfile], points: Sequence[float] = (), lo: float = 0.1, hi: float = 1e4) -> tuple[float, float]:
     """An I range (decade-aligned) wide enough for every ridge and point."""
     vals = [lo, hi] + [p for p in points if p > 0 and math.isfinite(p)]
     for prof in profiles:
@@ -160,7 +160,7 @@ def collective_points(collectives: Sequence[Mapping[str, Any]]) -> list[Series]:
     from .safetext import clean
     from .units import fmt_bytes, fmt_percent
 
-    out: list[Series] = []
+    out: list[tuple[float, Series]] = []
     for c in collectives:
         i, p = _number(c.get("intensity")), _number(c.get("achieved_flops"))
         if i is None or p is None or i <= 0 or p <= 0:

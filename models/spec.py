@@ -255,7 +255,7 @@ def _convert(kind: str, g: Grammar, name: str, raw: str) -> Any:
     if name == "wdtype":
         d = weight_dtype(raw)
         if d is None or d.name == "tf32":
-            allowed = [w for w in (*DTYPES, *WEIGHT_ONLY) if w != "tf32"]
+            allowed: Iterable[str] = [w for w in (*DTYPES, *WEIGHT_ONLY) if w != "tf32"]
             raise SpecError(f"{kind}: wdtype {raw!r} is not allowed; choose one of: {', '.join(allowed)}")
         return d.name
     if name == "out":

@@ -24,7 +24,7 @@ def twins(trace: Trace) -> dict[int, int]:
     early = [i for i in trace.before_window if kernels[i].cat == "kernel"]
     # launch order: by correlation where every one has it (the runtime numbers its calls in order), else by start
     if all(kernels[i].correlation is not None for i in early):
-        early.sort(key=lambda i: kernels[i].correlation)
+        early.sort(key=lambda i: kernels[i].correlation)  # type: ignore[arg-type, return-value]  # all set
     else:
         early.sort(key=lambda i: kernels[i].ts)
     lo, hi = trace.steps[0]

@@ -232,7 +232,7 @@ def step_splits(trace: Trace) -> list[StepSplit]:
         launched = any(k.launch_ts is not None for k in trace.kernels)
         keyed = sorted((k.launch_ts if launched else k.ts, i) for i, k in enumerate(trace.kernels)
                        if k.launch_ts is not None or not launched)
-        at = [t for t, _ in keyed]
+        at: list[float] = [t for t, _ in keyed]  # type: ignore[misc]  # launch_ts where it is not None
         for (lo, hi), name in zip(trace.steps, names):
             mine = [trace.kernels[i] for _, i in keyed[bisect.bisect_left(at, lo):bisect.bisect_left(at, hi)]]
             if mine:

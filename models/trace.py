@@ -97,14 +97,15 @@ class EventArgs(CommArgs, gc=False):  # with a collective's message fields
     bytes: Any = None
     size: Any = None  # a HIP memcpy call's size, where its gpu_memcpy has no bytes
     kind: Any = None
-    # the shapes stay raw JSON (a view of the file's bytes): the few distinct ones are decoded once each
-    dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")
-    dims_old: msgspec.Raw = msgspec.field(default=None, name="Input dims")
-    types: msgspec.Raw = msgspec.field(default=None, name="Input type")
-    concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")
-    kernel: msgspec.Raw = None  # a HIP launch call's kernel name: raw, decoded only while a graph is captured
+    # the shapes stay raw JSON (a view of the file's bytes): the few distinct ones are decoded once each. None:
+    # absent (a Raw field cannot be declared `Raw | None` to msgspec, so the checker is told to let None be)
+    dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
+    dims_old: msgspec.Raw = msgspec.field(default=None, name="Input dims")  # type: ignore[assignment]
+    types: msgspec.Raw = msgspec.field(default=None, name="Input type")  # type: ignore[assignment]
+    concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")  # type: ignore[assignment]
+    kernel: msgspec.Raw = None  # type: ignore[assignment]  # a HIP launch call's kernel name: raw, decoded only while a graph is captured
     # a kernel's launch grid (raw: decoded for the first few only) and CUPTI's blocks per SM: the SM count
-    grid: msgspec.Raw = None
+    grid: msgspec.Raw = None  # type: ignore[assignment]
     blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
     # a cuda_sync event's: the stream its event was recorded on, and the correlation of that cudaEventRecord call
     wait_on_stream: Any = None
@@ -387,18 +388,20 @@ class Trace:
 
 def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     """Total length covered by a set of intervals (overlaps counted once)."""
-    total, cur_s, cur_e = 0.0, None, None
+    total = 0.0
+    cur_s: float | None = None
+    cur_e: float | None = None
     for s, e in sorted(intervals):
         if e <= s:
             continue
         if cur_e is None or s > cur_e:
             if cur_e is not None:
-                total += cur_e - cur_s
+                total += cur_e - cur_s  # type: ignore[operator]  # set together
             cur_s, cur_e = s, e
         else:
             cur_e = max(cur_e, e)
     if cur_e is not None:
-        total += cur_e - cur_s
+        total += cur_e - cur_s  # type: ignore[operator]  # set together
     return total
 
 
@@ -563,8 +566,9 @@ def _given_up(events: list, n: int = 4096) -> Iterator[list]:
         yield chunk
 
 
-def _convert(e: Any) -> Event | PlainEvent | None:
-    """One plain-JSON event as a PlainEvent; None when it is not an object or its args are not one."""
+def _convert(e: Any) -> Event | PlainEvent | msgspec.Raw | None:
+    """One plain-JSON event as a PlainEvent (a counter range as its raw JSON); None when it is not an object or its
+    args are not one."""
     if isinstance(e, (Event, PlainEvent)):
         return e
     if not isinstance(e, Mapping):
@@ -626,7 +630,7 @@ def _parse_trace(data: Any) -> Trace:
     ann_raw: tuple[dict, dict] = ({}, {})  # user_annotation, gpu_user_annotation rows by (pid, tid), as op_raw
     iterations: list[tuple[float, float, str]] = []  # the framework's iteration annotations (start, end, name)
     op_pid = op_tid = rows = None  # the thread of the last op read, and its rows
-    call_cols = (array("d"), array("d"), array("i"), array("q"), bytearray(), [])  # RuntimeCalls' columns, as read
+    call_cols: tuple[Any, ...] = (array("d"), array("d"), array("i"), array("q"), bytearray(), [])  # RuntimeCalls' columns, as read
     call_threads: dict[tuple, int] = {}
     call_kinds: dict[str, int | None] = {}  # name → call_kind(name)
     dev_syncs: list[DeviceSync] = []
@@ -702,12 +706,12 @@ def _parse_trace(data: Any) -> Trace:
             dims_v = a.dims if a.dims is not None else a.dims_old
             shapes = none3
             if dims_v is not None:
-                got = shapes_of(dims_v, a.types, a.concrete, shape_cache)
+                got = shapes_of(dims_v, a.types, a.concrete, shape_cache)  # type: ignore[assignment]  # got: a name above
                 if got is None:
                     counts.add("with shapes that are not lists of non-negative integers (shapes dropped, time kept)",
                                _where(i, name))
                 else:
-                    shapes = got
+                    shapes = got  # type: ignore[assignment]
             ext_v = a.external_id
             ext = ext_v if ext_v.__class__ is int else _id(ext_v)
             if ext is None and ext_v is not None:
@@ -721,7 +725,7 @@ def _parse_trace(data: Any) -> Trace:
                 rows = op_raw.get((pid, tid))
                 if rows is None:
                     rows = op_raw[pid, tid] = []
-            rows.append((ts, -dur, name, ext, shapes))
+            rows.append((ts, -dur, name, ext, shapes))  # type: ignore[union-attr]  # the thread's rows, set above
         elif kind == "runtime":
             gpu_evidence = True
             corr = _id(a.correlation)
@@ -865,7 +869,8 @@ def _parse_trace(data: Any) -> Trace:
         host_calls=host_calls, origin_us=base or 0.0, wall_base_us=_wall_base(base, meta.get("baseTimeNanoseconds")),
         gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
         warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
-        distributed=clean_tree(dict(meta["distributedInfo"])) if isinstance(meta.get("distributedInfo"), Mapping)
+        distributed=clean_tree(dict(meta["distributedInfo"]))  # type: ignore[arg-type]  # a dict in, a dict out
+        if isinstance(meta.get("distributedInfo"), Mapping)
         else {}, captured=captured,
         counters=counters, iterations=tuple(sorted(set(iterations))), calls=_calls(call_cols, call_threads),
         device_syncs=tuple(sorted(set(dev_syncs), key=lambda d: d.ts)), annotations=tuple(sorted(set(annotations))),
@@ -1099,7 +1104,7 @@ def _match_ranges(ranges: list[tuple], runtime: Mapping[int, tuple], dev_raw: li
         if one_device and len(launches) == len(ranges):
             rows = [by_corr.get(corr) for _, corr in launches]
         if not _names_agree(ranges, rows) and len(kernel_rows) == len(ranges):
-            rows = sorted(kernel_rows, key=lambda r: (r[0], r[-1]))
+            rows = sorted(kernel_rows, key=lambda r: (r[0], r[-1]))  # type: ignore[index]  # rows as read
         if not _names_agree(ranges, rows):
             rows = []
         for r, k in zip(ranges, rows):
@@ -1240,10 +1245,11 @@ class _Annotations:
             a = _enclosing(self.gpu, self.gpu_threads, activity)
             if a is None:
                 return None
-        at = self.index.get((on_gpu, a))
+        # `a` is a range's index here (None returned above)
+        at = self.index.get((on_gpu, a))  # type: ignore[arg-type]
         if at is None:
-            r = (self.gpu if on_gpu else self.cpu)[a]
-            at = self.index[(on_gpu, a)] = len(self.ops)
+            r = (self.gpu if on_gpu else self.cpu)[a]  # type: ignore[index]
+            at = self.index[(on_gpu, a)] = len(self.ops)  # type: ignore[index]
             self.ops.append(CpuOp(r.name, r.ts, r.dur, r.tid, origin="annotation"))
         return at
 
@@ -1272,7 +1278,7 @@ def _op_tree(by_thread: dict[tuple, list[tuple]], counts: _Counts | None = None
         first = same = None  # the first row of this (start, length), and the others (only where there are)
         for j in range(len(rows)):
             r = rows[j]
-            rows[j] = None
+            rows[j] = None  # type: ignore[call-overload]  # let go as read
             ts, negdur, name, ext, (dims, types, conc) = r
             if first is None or ts != first[0] or negdur != first[1]:
                 first, same = r, None

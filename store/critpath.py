@@ -59,7 +59,7 @@ def _seconds(d: Mapping[str, Any], k: str, where: str, lo: float = 0.0) -> float
     bad = plausible.real_problem(f"{where}.{k}", v, lo, plausible.MAX_AMOUNT)
     if bad:
         raise ValueError(bad)
-    return float(v)
+    return float(v)  # type: ignore[arg-type]  # real_problem refuses None and every non-number
 
 
 def _text(d: Mapping[str, Any], k: str, where: str) -> str:

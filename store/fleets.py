@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, cast
 
 from rooftop.models.fleet import FleetReport, fleet_report, member_from_dict
 from rooftop.models.profile import DeviceProfile
@@ -20,7 +20,7 @@ from rooftop.models.sample import Sample
 
 from .db import StoreError
 from .process import host_name
-from .runs import FLEET_PLAN, NewRun, Run, Store, default_versions, device_key_for
+from .runs import FLEET_PLAN, NewRun, Run, RunStatus, Store, default_versions, device_key_for
 
 PLAN = FLEET_PLAN
 MEMBER_KEYS = ("rank", "local_rank", "host", "device", "model", "status", "error", "run_id", "sm_clock_mhz",
@@ -38,7 +38,8 @@ def _member_run(p: Mapping[str, Any]) -> NewRun:
     run = Run(
         id=uuid.uuid4().hex, device_key=device_key_for(info, host), host=host, device=info,
         backend=str(p.get("backend", "")), plan=str(p.get("plan", "")), started_at=float(p["started_at"]),
-        status=str(p.get("status", "complete")), versions=dict(p.get("versions") or {}),
+        # a rank's own RunResult.status, one of STATUSES (a lost rank has no samples, so no run)
+        status=cast(RunStatus, str(p.get("status", "complete"))), versions=dict(p.get("versions") or {}),
         ended_at=float(p["ended_at"]) if p.get("ended_at") is not None else None,
     )
     profile = DeviceProfile.from_dict(p["profile"], strict=False) if p.get("profile") else None
@@ -85,7 +86,7 @@ def fleet_runs(payloads: Sequence[Mapping[str, Any]], mode: str, plan: str,
     return [*new.values(), NewRun(fleet, measured=True)]
 
 
-def fleet_status(members: Sequence[Mapping[str, Any]]) -> str:
+def fleet_status(members: Sequence[Mapping[str, Any]]) -> RunStatus:
     """failed when no member kept a run; cancelled when a stop ended one (what it measured is kept); else
     complete (a lost member is an entry of a complete fleet, flagged where it is shown)."""
     kept = [m for m in members if m.get("run_id")]

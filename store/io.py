@@ -33,7 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 from rooftop.models import plausible
 from rooftop.models.calibrate import Hardware, calibrate, case_of
@@ -47,7 +47,7 @@ from .db import StoreError
 from .fleets import with_members
 from .workloads import FAMILY as PROFILE_FAMILY
 from .workloads import profile_problem
-from .runs import HEX_RE, SHORT_ID, STATUSES, NewRun, Run, Store, name_problem
+from .runs import HEX_RE, SHORT_ID, STATUSES, NewRun, Run, RunStatus, Store, name_problem
 
 FORMAT = "rooftop-runs"
 FORMAT_VERSION = 1
@@ -169,7 +169,7 @@ def _json_run(d: dict[str, Any], source: str) -> NewRun:
         plan=_text(d, "plan", ""),
         started_at=d["started_at"],
         ended_at=d.get("ended_at"),
-        status=_text(d, "status"),
+        status=cast(RunStatus, _text(d, "status")),  # any text: `run_problem` refuses one not in STATUSES
         imported_from=Path(source).name,
     )
     if not isinstance(d.get("telemetry", []), list) or not isinstance(d.get("samples", []), list):
@@ -394,7 +394,8 @@ def _json_kind(doc: Any) -> str:
     """What a JSON document that is not an object is, in words: `null`, a list, a number, …"""
     if doc is None or isinstance(doc, bool):
         return "null" if doc is None else str(doc).lower()
-    return {list: "a list", str: "a string"}.get(type(doc), "a number")
+    kinds: dict[type, str] = {list: "a list", str: "a string"}
+    return kinds.get(type(doc), "a number")
 
 
 def _refuse_too_many(where: Path | str, samples: int, telemetry: int) -> None:

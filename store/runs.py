@@ -34,7 +34,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterable, Literal, Mapping, Sequence, get_args
+from typing import Any, Callable, ContextManager, Iterable, Literal, Mapping, Sequence, cast, get_args
 
 from rooftop.models import plausible
 from rooftop.models.profile import Ceiling, DeviceProfile
@@ -404,7 +404,7 @@ class Store:
 
     def runs(self, device_key: str | None = None) -> list[Run]:
         """Every run, oldest first (optionally of one device)."""
-        sql, args = self._RUN_SELECT, ()
+        sql, args = self._RUN_SELECT, cast("tuple[str, ...]", ())
         if device_key is not None:
             sql, args = sql + " WHERE r.device_key = ?", (device_key,)
         return [self._run_from_row(r) for r in self.conn.execute(sql + " ORDER BY r.started_at, r.rowid", args)]

@@ -20,7 +20,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import msgspec
 from rooftop.models.counters import RANGE_CAT
@@ -101,7 +101,7 @@ class Unstreamable(Exception):
 class _EventsDoc(TraceDoc, gc=False):
     """The last piece of the text, framed as a top level again: its events and the fields after them."""
 
-    traceEvents: list[Event] | None = None
+    traceEvents: list[Event] | None = None  # type: ignore[assignment]  # decoded whole here, Raw in the head
 
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
@@ -122,7 +122,7 @@ def event_stream(f: BinaryIO, chunk: int = CHUNK) -> EventChunks:
     buf = f.read(chunk)
     if buf[:3] == BOM:
         buf = buf[3:]
-    at = _SPACE.match(buf).end()
+    at = _SPACE.match(buf).end()  # type: ignore[union-attr]  # [ \t\n\r]* matches anywhere
     if buf[at:at + 1] == b"[":  # the bare event list
         return EventChunks(_pieces(f, buf[at + 1:], None, chunk), {})
     if buf[at:at + 1] != b"{":
@@ -181,7 +181,7 @@ def _cut(body: bytes) -> tuple[list, int] | None:
             return None
         events = _events(b"".join((b"[", memoryview(body)[:j + 1], b"]")))
         if events is not None:
-            return events, comma.end()
+            return events, comma.end()  # type: ignore[union-attr]  # j >= 0: the loop stopped on a match
         end = j
     return None
 
@@ -228,7 +228,7 @@ def _open(p: Path) -> BinaryIO:
     f = p.open("rb")
     if f.read(2) == b"\x1f\x8b":
         f.seek(0)
-        return gzip.GzipFile(fileobj=f, mode="rb")
+        return cast(BinaryIO, gzip.GzipFile(fileobj=f, mode="rb"))
     f.seek(0)
     return f
 

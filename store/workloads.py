@@ -38,6 +38,7 @@ class ProfileSummary(TypedDict, total=False):
     trace_device: str
     on_device: bool
     kernels: int
+    gpus: int  # the GPUs the trace's kernels ran on
     span_s: float
     device_busy_s: float
     idle_s: float
@@ -122,7 +123,7 @@ def profile_device_info(work: Workload, source: str, job: Mapping[str, Any] | No
     """The run's device facts for a profile: the device, and the step split under "profile", with the critical
     path, what-ifs and fix first where `path` is given. A distributed job's ranks, straggler and collectives
     (`rooftop.models.job.Job.to_dict`) are kept there under "job"; `work` is then its lowest rank's."""
-    info = {
+    info: dict[str, Any] = {
         "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
         "kind": "gpu" if work.on_device else "cpu",
         "profile": {**work.summary(), "source": source, "notes": list(work.notes), "rows": work.rows(),
@@ -306,8 +307,8 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
 def stored_rows(s: Mapping[str, Any]) -> dict[str, Any]:
     """The rows beside the op groups (memcpy / memset, overlap, idle causes, top kernels, steps, flags, the
     launch queue) as `Workload` fields, from a stored profile (none for a profile kept before they were)."""
-    rows = s.get("rows") if isinstance(s.get("rows"), Mapping) else {}
-    overlap = rows.get("overlap") if isinstance(rows.get("overlap"), Mapping) else {}
+    rows: Mapping[str, Any] = r if isinstance(r := s.get("rows"), Mapping) else {}
+    overlap: Mapping[str, Any] = o if isinstance(o := rows.get("overlap"), Mapping) else {}
     return {
         "transfers": tuple(Transfer.from_dict(d) for d in rows.get("transfers") or ()),
         "overlap_s": float(overlap.get("time_s") or 0.0),
@@ -341,9 +342,9 @@ def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) 
 def profile_json(run: Run, samples: Sequence[Sample]) -> dict[str, Any]:
     """{ops, summary, notes, critical_path, what_if, fix_first} as `rooftop profile --json` gave them: the ops from
     the samples, the split and the path as stored (a profile kept before the path was: without its keys)."""
-    s = dict(profile_summary(run))
+    s: dict[str, Any] = dict(profile_summary(run))
     path = {k: s.pop(k) for k in PATH_KEYS if k in s}
-    span = s.get("span_s") if isinstance(s.get("span_s"), (int, float)) else 0.0
+    span = v if isinstance(v := s.get("span_s"), (int, float)) else 0.0
     ops = [{**g.to_dict(), "share": g.alone_s / span if span > 0 else None} for g in stored_groups(samples)]
     notes = list(s.pop("notes", None) or [])
     rows = s.pop("rows", None)

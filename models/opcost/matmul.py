@@ -194,7 +194,7 @@ def conv(c: Call, out_size: Sequence[int] | None = None) -> OpCost | None:
         geo = _given(c, a, x.dims, w.dims, out_size) if out_size is not None else None
         if geo is None:
             return None
-    out, groups, transposed = geo
+    out, groups, transposed = geo  # type: ignore[misc]  # None returned above either way
     o_ch = w.dims[1] * groups if transposed else w.dims[0]
     n_out = x.dims[0] * o_ch * math.prod(out)
     bias = c.tensor(a.bias) if a.bias is not None else None

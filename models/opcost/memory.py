@@ -129,12 +129,16 @@ def arange(c: Call) -> OpCost | None:
         bounds = nums[:{5: 1, 6: 2, 7: 3}.get(len(c.args), 0)]
     if not bounds or any(b is None for b in bounds):
         return None
-    start, end, step = (0.0, bounds[0], 1.0) if len(bounds) == 1 else (bounds[0], bounds[1], bounds[2] if
-                                                                      len(bounds) == 3 else 1.0)
+    start: float
+    end: float
+    step: float
+    start, end, step = (0.0, bounds[0], 1.0) if len(bounds) == 1 else (  # type: ignore[assignment]  # none is None
+        bounds[0], bounds[1], bounds[2] if len(bounds) == 3 else 1.0)
     if step == 0:
         return None
     n = max(0, math.ceil((end - start) / step))
-    integral = all(float(b).is_integer() for b in bounds) and "." not in "".join(c.text(i) for i in range(3))
+    integral = all(float(b).is_integer() for b in bounds) and "." not in "".join(  # type: ignore[arg-type]
+        c.text(i) for i in range(3))
     dtype_at = {5: 1, 6: 2, 7: 3}.get(len(c.args))
     size = (out.size if out is not None else
             SCALAR_TYPES.get(c.text(dtype_at), ("int64", 8.0) if integral else ("fp32", 4.0))[1] if dtype_at else 8.0)
@@ -148,7 +152,7 @@ def create(c: Call) -> OpCost | None:
     sizes = c.ints(si)
     if sizes is None or any(s < 0 for s in sizes):
         return None
-    size = SCALAR_TYPES.get(c.text(di), ("fp32", 4.0))[1]
+    size = SCALAR_TYPES.get(c.text(di), ("fp32", 4.0))[1]  # type: ignore[arg-type]  # only arange has None
     n = math.prod(sizes)
     return OpCost(0.0, n * size, _vec(c.dtype), "copy", "Q = the new tensor written once; W = 0", {"n": n})
 
@@ -169,7 +173,7 @@ def copy(c: Call) -> OpCost | None:
         out = list(x.dims)
         for i in range(len(pad or []) // 2):
             if i < len(out):
-                out[-1 - i] = max(0, out[-1 - i] + pad[2 * i] + pad[2 * i + 1])
+                out[-1 - i] = max(0, out[-1 - i] + pad[2 * i] + pad[2 * i + 1])  # type: ignore[index]  # pad given
         q = x.nbytes + math.prod(out) * x.size
     elif c.name in ("aten::tril_", "aten::triu_"):
         q = 2 * ts[0].nbytes
