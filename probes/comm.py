@@ -208,7 +208,7 @@ def rank_main(rank: int, plan: CommPlan, port: int, out: Any, parent_pid: int | 
     try:
         dist.init_process_group(plan.backend, init_method="env://", rank=rank, world_size=plan.world,
                                 timeout=datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
-    except Exception as exc:  # any failure here is the rendezvous's
+    except Exception as exc:  # broad on purpose: any failure here is the rendezvous's, said by the parent in one line
         if rank == 0:
             out.put(("rendezvous", f"{type(exc).__name__}: {_one_line(exc)}"))
         sys.exit(3)
@@ -228,7 +228,7 @@ def rank_main(rank: int, plan: CommPlan, port: int, out: Any, parent_pid: int | 
                 if rank == 0:
                     out.put(("point", point))
         dist.barrier()
-    except Exception as exc:  # reported as one line by the parent
+    except Exception as exc:  # broad on purpose: this rank's process ends here, its failure said by the parent in one line
         if rank == 0:
             out.put(("failed", f"{type(exc).__name__}: {_one_line(exc)}"))
         sys.exit(4)
@@ -358,7 +358,7 @@ def _run_ranks(plan: CommPlan, result: CommResult, on_point: Callable[[Sample, i
                 break
             try:
                 done = procs.join(timeout=0.2)
-            except Exception as exc:  # a rank died: torch's launcher stopped the others
+            except (tmp.ProcessRaisedException, tmp.ProcessExitedException) as exc:  # a rank died: the others were stopped
                 time.sleep(0.2)
                 drain()
                 kind, text = problem or ("failed", _one_line(exc))

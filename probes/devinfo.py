@@ -8,6 +8,7 @@ here raises for a fact it cannot get: the field stays None.
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import re
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rooftop.models.calibrate import Hardware
+from rooftop.probes.nvml import door
+
+log = logging.getLogger(__name__)
 
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -165,50 +169,39 @@ class NvmlFacts:
     clocks: Mapping[str, float] = field(default_factory=dict)
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def nvml_facts(cuda_index: int, uuid: str | None, nvml: Any = None) -> NvmlFacts:
     """Driver version and clocks of the GPU whose UUID torch reports; empty whenever NVML cannot say.
 
     NVML numbers the GPUs in PCI order and ignores CUDA_VISIBLE_DEVICES, so the device is found by
-    UUID (torch: '58f0…', NVML: 'GPU-58f0…'); without one the CUDA index is assumed to be NVML's.
+    UUID (torch: '58f0…', NVML: 'GPU-58f0…'); without one the CUDA index is assumed to be NVML's. Asked
+    through NVML's one door (probes/nvml.py): `nvml` is a pynvml-like binding (tests pass a thin fake).
     """
-    try:
-        if nvml is None:
-            import pynvml as nvml
-        nvml.nvmlInit()
-    except Exception:
+    nv = door(nvml)
+    if not nv.open():
+        log.debug("%s", nv.reason)
         return NvmlFacts()
-    try:
-        driver: str | None = _text(nvml.nvmlSystemGetDriverVersion())
-    except Exception:
-        driver = None
-    try:
-        index = cuda_index
-        if uuid:
-            want = uuid.lower().removeprefix("gpu-")
-            found = [i for i in range(nvml.nvmlDeviceGetCount())
-                     if _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))).lower().removeprefix("gpu-")
-                     == want]
-            index = found[0] if found else cuda_index
-        h = nvml.nvmlDeviceGetHandleByIndex(index)
-        clocks: dict[str, float] = {}
-        for key, clk in (("sm", nvml.NVML_CLOCK_SM), ("mem", nvml.NVML_CLOCK_MEM)):
-            try:
-                clocks[f"{key}_max"] = float(nvml.nvmlDeviceGetMaxClockInfo(h, clk))
-                clocks[f"{key}_now"] = float(nvml.nvmlDeviceGetClockInfo(h, clk))
-            except Exception:
-                pass
-        return NvmlFacts(index, driver, clocks)
-    except Exception:
+    driver = nv.query("nvmlSystemGetDriverVersion")
+    driver = str(driver) if driver is not None else None
+    index: int | None = cuda_index
+    if uuid:
+        want = uuid.lower().removeprefix("gpu-")
+        uuids = {g.index: nv.query("nvmlDeviceGetUUID", g.handle, gpu=g.index) for g in nv.gpus}
+        found = [i for i, u in uuids.items() if u is not None and str(u).lower().removeprefix("gpu-") == want]
+        # not found: the CUDA index, unless a GPU did not say its UUID (it may be this one)
+        index = found[0] if found else (cuda_index if None not in uuids.values() else None)
+    gpu = nv.gpu(index) if index is not None else None
+    if gpu is None:
         return NvmlFacts(driver=driver)
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
+    clocks: dict[str, float] = {}
+    for key, clk in (("sm", getattr(nv.lib, "NVML_CLOCK_SM", 1)), ("mem", getattr(nv.lib, "NVML_CLOCK_MEM", 2))):
+        top = nv.query("nvmlDeviceGetMaxClockInfo", gpu.handle, clk, gpu=gpu.index)
+        if not isinstance(top, (int, float)):
+            continue
+        clocks[f"{key}_max"] = float(top)
+        now = nv.query("nvmlDeviceGetClockInfo", gpu.handle, clk, gpu=gpu.index)
+        if isinstance(now, (int, float)):
+            clocks[f"{key}_now"] = float(now)
+    return NvmlFacts(gpu.index, driver, clocks)
 
 
 def cuda_info(index: int) -> DeviceInfo:
@@ -263,7 +256,7 @@ def cpu_info() -> DeviceInfo:
     flags = cpu_flags()
     try:
         capability = torch.backends.cpu.get_cpu_capability()
-    except Exception:
+    except (AttributeError, RuntimeError):  # a torch without it, or one that cannot tell
         capability = None
     freq = psutil.cpu_freq()
     return DeviceInfo(

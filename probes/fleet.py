@@ -39,6 +39,8 @@ from typing import Any, Callable, Mapping, Sequence
 from .comm import stop_ranks
 from .lifeline import die_with_parent
 
+log = logging.getLogger(__name__)
+
 DEFAULT_WAIT_S = 300.0  # once the first rank is done, how long the others may take
 PEERS_POLL_S = 1.0  # how often a rank asks whether its peers are done (one store request each time)
 STOP_GRACE_S = 10.0  # after a stop, how long a measuring child has to hand in what it measured
@@ -134,7 +136,7 @@ def _local_main(rank: int, target: Callable[..., dict[str, Any]], jobs: Sequence
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
     try:
         payload = target(rank, jobs[rank], stop)
-    except Exception as exc:  # reported as the rank's one line
+    except Exception as exc:  # broad on purpose: the rank's process ends here, its failure said in one line
         payload = {"rank": rank, "host": socket.gethostname(), "status": "failed",
                    "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     out.put((rank, payload))
@@ -248,7 +250,7 @@ class RankGroup:
         try:
             dist.init_process_group("gloo", init_method="env://", rank=env.rank, world_size=env.world,
                                     timeout=datetime.timedelta(seconds=wait_s))
-        except Exception as exc:  # the rendezvous's failure, in one line
+        except Exception as exc:  # broad on purpose: torch.distributed's rendezvous raises many kinds; said in one line
             raise FleetError(f"the ranks could not meet ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
                              "start them with torchrun (MASTER_ADDR, MASTER_PORT)") from None
         from torch.distributed.distributed_c10d import _get_default_store
@@ -266,7 +268,7 @@ class RankGroup:
     def _try(self, op: Callable[[], Any], default: Any = None) -> Any:
         try:
             return op()
-        except Exception:  # the store's host is gone (or refused): the waits decide
+        except (RuntimeError, OSError):  # the store's host is gone or refused (torch's DistError): the waits decide
             return default
 
     def post(self, what: str, value: Any) -> None:
@@ -389,8 +391,8 @@ class RankGroup:
         if self._dist.is_initialized():
             try:
                 self._dist.destroy_process_group()
-            except Exception:  # a peer already gone
-                pass
+            except (RuntimeError, OSError) as exc:  # a peer already gone (torch's DistError)
+                log.debug("destroy_process_group: %s", exc)
 
 
 class _Beats:

@@ -6,13 +6,15 @@ SMs and the tensor pipes were between two samples, which any process may read (n
 sample costs 0.11 ms; a 4227 GB/s copy read DRAM_BW_UTIL 87.8%, so GPM's 100% is 4.81 TB/s — exactly the
 memory clock (3201 MHz) × the bus width (6016 bits) × 2 (DDR) that NVML reports, the peak used here.
 
-Every call goes through the caller's `query` (N/A on any NVMLError), so nothing here raises.
+Every call goes through NVML's door (probes/nvml.py: N/A on any NVMLError), so nothing here raises.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from rooftop.probes.nvml import ODD_VALUE, Nvml
 
 # nvml.h's NVML_GPM_METRIC_* ids → the GpuSnapshot field each one fills (utilisations as fractions 0–1).
 GPM_METRICS: dict[int, str] = {
@@ -81,18 +83,19 @@ def dram_roof(gpu_name: str, local: Any = None, own: Any = None) -> DramRoof | N
 class GpmDevice:
     """GPM on one GPU: whether it is offered (and if not, one note why), and a pair of samples per tick.
 
-    `query(fn, *args)` calls NVML's `fn` and returns None on any error (it also remembers functions the
-    binding or driver lacks); `missing(fn)` says whether `fn` was found missing.
+    `query(fn, *args)` asks NVML through the door (`nvml.query` about this GPU, by default): None on any
+    NVML error; the door remembers the functions the binding or driver lacks.
     """
 
-    def __init__(self, nv: Any, handle: Any, query: Callable[..., Any], missing: Callable[[str], bool]) -> None:
-        self._nv, self._h, self._q = nv, handle, query
+    def __init__(self, nvml: Nvml, handle: Any, query: Callable[..., Any] | None = None) -> None:
+        self._nv, self._h = nvml.lib, handle
+        self._q: Callable[..., Any] = query or nvml.query
         self.note: str | None = None
         self._samples: list[Any] = []
         self._have_prev = False
         support = query("nvmlGpmQueryDeviceSupport", handle)
         if support is None:
-            self.note = NO_GPM_API if missing("nvmlGpmQueryDeviceSupport") else NOT_SUPPORTED
+            self.note = NO_GPM_API if nvml.missing("nvmlGpmQueryDeviceSupport") else NOT_SUPPORTED
             return
         if not getattr(support, "isSupportedDevice", 0):
             self.note = NOT_SUPPORTED
@@ -132,7 +135,7 @@ class GpmDevice:
             get.sample1, get.sample2 = first, second
             for i, mid in enumerate(GPM_METRICS):
                 get.metrics[i].metricId = mid
-        except Exception:  # a binding without the structure
+        except ODD_VALUE:  # a binding without the structure, or one of another shape
             return {}
         got = self._q("nvmlGpmMetricsGet", get)
         if got is None:
@@ -143,7 +146,7 @@ class GpmDevice:
                 m = got.metrics[i]
                 ok = int(m.metricId) == mid and int(m.nvmlReturn) == 0
                 v = float(m.value)
-            except Exception:  # one odd metric costs that metric only
+            except ODD_VALUE:  # one odd metric costs that metric only
                 out[name] = None
                 continue
             if not ok or v != v or v < 0:  # an error for this metric, or NaN / a negative reading

@@ -2,7 +2,7 @@
 
 `rooftop op` and the app use this to pick a sensible default device: on an H200 box the reference H200
 profile, on an L4 box the L4's datasheet. Any NVML failure (no library, no driver, lost GPU) simply means
-"no GPU found".
+"no GPU found". NVML is asked through its one door (probes/nvml.py), shared with telemetry and devinfo.
 """
 
 from __future__ import annotations
@@ -10,49 +10,34 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rooftop.probes.nvml import ODD_VALUE, Nvml, NvmlGpu, door
+
 log = logging.getLogger(__name__)
 
 
-def _facts(pynvml: Any, handle: Any) -> dict[str, Any]:
+def _facts(nv: Nvml, gpu: NvmlGpu) -> dict[str, Any]:
     """What NVML tells of a GPU, in the words of a trace's deviceProperties (each left out if NVML cannot say)."""
     props: dict[str, Any] = {"runtime": "CUDA"}
+    memory = nv.query("nvmlDeviceGetMemoryInfo", gpu.handle, gpu=gpu.index)
     try:
-        props["totalGlobalMem"] = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-    except Exception as exc:  # NVMLError_NotSupported, a bad value: the name alone then
+        props["totalGlobalMem"] = int(memory.total)
+    except ODD_VALUE as exc:  # not supported (None), a bad value: the name alone then
         log.debug("NVML memory not known: %s", exc)
+    capability = nv.query("nvmlDeviceGetCudaComputeCapability", gpu.handle, gpu=gpu.index)
     try:
-        props["computeMajor"], props["computeMinor"] = (int(x) for x in
-                                                        pynvml.nvmlDeviceGetCudaComputeCapability(handle))
-    except Exception as exc:  # older bindings lack the call
+        props["computeMajor"], props["computeMinor"] = (int(x) for x in capability)
+    except ODD_VALUE as exc:  # older bindings lack the call (None), a bad value
         log.debug("NVML compute capability not known: %s", exc)
     return props
 
 
 def local_gpus() -> list[tuple[str, dict[str, Any]]]:
     """Each GPU NVML sees, in index order: its name and its facts (`_facts`); [] when NVML is unavailable."""
-    try:
-        import pynvml
-    except ImportError:
+    nv = door()
+    if not nv.open():
+        log.debug("%s", nv.reason)
         return []
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, …
-        log.debug("NVML not available: %s", exc)
-        return []
-    gpus: list[tuple[str, dict[str, Any]]] = []
-    try:
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            gpus.append((name.decode() if isinstance(name, bytes) else str(name), _facts(pynvml, handle)))
-    except Exception as exc:  # a GPU lost mid-query: report what we have
-        log.debug("NVML query failed: %s", exc)
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
-    return gpus
+    return [(gpu.name, _facts(nv, gpu)) for gpu in nv.gpus]
 
 
 def gpu_names() -> list[str]:

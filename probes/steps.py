@@ -42,7 +42,7 @@ def run_step(step: Step, on_oom: Callable[[], None] | None = None) -> Sample:
         raise
     except (Unsupported, TooSlow) as exc:
         reason = str(exc)
-    except Exception as exc:  # OOM, an unsupported dtype in the library, a failing kernel
+    except Exception as exc:  # broad on purpose: OOM, a dtype the library lacks, a kernel that fails (torch, triton): its point says so
         if is_oom(exc):
             reason = f"out of memory: {first_line(exc)}"
             if on_oom:

@@ -19,6 +19,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from rooftop.probes.nvml import CLOSE_TIMEOUT_S, INIT_TIMEOUT_S, ODD_VALUE, door
+
 log = logging.getLogger(__name__)
 
 # nvmlDeviceGetCurrentClocksEventReasons bits (nvml.h, METHODS.md).
@@ -42,8 +44,6 @@ CLOCK_EVENT_FNS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurre
 PCIE_EVERY_S = 1.0  # nvmlDeviceGetPcieThroughput "is querying a byte counter over a 20ms interval"
 PROCESSES_EVERY_S = 1.0  # the processes on each GPU: they change rarely, and naming them costs psutil calls
 READ_TIMEOUT_S = 0.5  # the longest a tick waits for a GPU's NVML reads (Sampler: less at a short interval)
-INIT_TIMEOUT_S = 10.0  # the longest nvmlInit and naming the GPUs may take before NVML counts as not available
-CLOSE_TIMEOUT_S = 2.0
 MIN_INTERVAL_S = 0.05  # 20 Hz at most
 DEFAULT_INTERVAL_S = 0.25  # 4 Hz
 
@@ -166,21 +166,19 @@ class _Worker:
 
 
 class NvmlSource:
-    """Reads every GPU through NVML (`pynvml` from nvidia-ml-py), never raising and never hanging.
+    """Reads every GPU through NVML's one door (probes/nvml.py), never raising and never hanging.
 
-    `nvml` may be injected (tests pass a thin fake); by default pynvml is imported. Each GPU is read on
-    its own worker thread within a deadline: a call that has not returned by then costs that GPU this
-    tick's fields (`note` says why), and the GPU is skipped until the call comes back. Each field is read
-    and converted on its own: an error or an odd value costs that field only.
+    `nvml` may be injected (tests pass a thin fake of pynvml); by default pynvml is imported. Each GPU is
+    read on its own worker thread within a deadline: a call that has not returned by then costs that GPU
+    this tick's fields (`note` says why), and the GPU is skipped until the call comes back. Each field is
+    read and converted on its own: an error or an odd value costs that field only.
     """
 
     def __init__(self, nvml: Any = None, local: Any = None, init_timeout_s: float = INIT_TIMEOUT_S,
                  own: Any = None) -> None:
         self.state = "ok"
         self._own: dict[str, Any] = dict(own or {})  # GPU UUID → that GPU's own measured profile
-        self._nv = nvml
-        self._handles: list[tuple[int, Any, str]] = []
-        self._missing: set[str] = set()  # functions the driver lacks, logged once
+        self._nv = door(nvml)
         self._lost: set[int] = set()
         self._pcie: dict[int, tuple[float, Any, Any]] = {}  # GPU → (when read, TX, RX)
         self._procs: dict[int, tuple[float, tuple[GpuProcess, ...]]] = {}  # GPU → (when read, processes)
@@ -189,71 +187,33 @@ class NvmlSource:
         self._gpm: dict[int, Any] = {}  # GPU → GpmDevice
         self._dram_peak: dict[int, float | None] = {}
         self._roofs: dict[int, Any] = {}  # GPU → DramRoof | None
-        self._workers: dict[int, _Worker] = {}
         self._local = local
-        self._init_lock = threading.Lock()
-        self._gave_up = False  # nvmlInit took too long: whatever it finds later is not used
-        done = threading.Event()
-        threading.Thread(target=self._init, args=(done,), name="rooftop-nvml-init", daemon=True).start()
-        if not done.wait(init_timeout_s):
-            with self._init_lock:
-                self._gave_up = True
-                self.state = f"NVML not available: it did not answer within {init_timeout_s:g} s"
-
-    def _init(self, done: threading.Event) -> None:
-        handles = []
-        try:
-            if self._nv is None:
-                import pynvml
-
-                self._nv = pynvml
-            self._nv.nvmlInit()
-            for i in range(self._nv.nvmlDeviceGetCount()):
-                h = self._nv.nvmlDeviceGetHandleByIndex(i)
-                name = self._nv.nvmlDeviceGetName(h)
-                handles.append((i, h, name.decode() if isinstance(name, bytes) else str(name)))
-        except Exception as exc:  # LibraryNotFound, DriverNotLoaded, ImportError, …
-            with self._init_lock:
-                if not self._gave_up:
-                    self.state = f"NVML not available: {exc}"
-            handles = []
-        with self._init_lock:
-            if not self._gave_up:
-                self._workers = {i: _Worker(str(i)) for i, _, _ in handles}
-                self._handles = handles
-        done.set()
+        if not self._nv.open(init_timeout_s):
+            self.state = str(self._nv.reason)
+        self._handles: list[tuple[int, Any, str]] = [(g.index, g.handle, g.name) for g in self._nv.gpus]
+        self._workers: dict[int, _Worker] = {i: _Worker(str(i)) for i, _, _ in self._handles}
 
     @property
     def available(self) -> bool:
         return bool(self._handles)
 
-    def _err(self, name: str) -> type[BaseException]:
-        return getattr(self._nv, name, ()) or ()  # type: ignore[return-value]
-
     def _q(self, index: int, fn: str, *args: Any) -> Any:
-        """One NVML query; None on any NVMLError (NotSupported included)."""
-        if fn in self._missing or index in self._lost:
-            return None
+        """One NVML query about GPU `index` through the door: None on any NVML error (NotSupported included)."""
         self._calling[index] = fn
-        try:
-            return getattr(self._nv, fn)(*args)
-        except Exception as exc:
-            if isinstance(exc, self._err("NVMLError_GpuIsLost")):
-                self._lost.add(index)
-                self.state = f"GPU {index} lost"
-            elif isinstance(exc, (AttributeError, self._err("NVMLError_FunctionNotFound"))):
-                self._missing.add(fn)
-                log.info("NVML function %s not available (binding/driver mismatch)", fn)
-            return None
+        value = self._nv.query(fn, *args, gpu=index)
+        if index in self._nv.lost and index not in self._lost:
+            self._lost.add(index)
+            self.state = f"GPU {index} lost"
+        return value
 
     def _q_first(self, index: int, fns: tuple[str, ...], *args: Any) -> Any:
         """The first of `fns` that the binding and the driver have (the current name first, then the
         deprecated one), queried as _q; None when none of them is there."""
         for fn in fns:
-            if fn in self._missing:
+            if self._nv.missing(fn):
                 continue
             value = self._q(index, fn, *args)
-            if fn not in self._missing:
+            if not self._nv.missing(fn):
                 return value
         return None
 
@@ -263,7 +223,7 @@ class NvmlSource:
         now = time.monotonic()
         last = self._pcie.get(index)
         if last is None or now - last[0] >= PCIE_EVERY_S:
-            nv = self._nv
+            nv = self._nv.lib
             last = (now, self._q(index, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0)),
                     self._q(index, "nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1)))
             self._pcie[index] = last
@@ -288,12 +248,7 @@ class NvmlSource:
 
     def _process_name(self, pid: int) -> str | None:
         if pid not in self._names:
-            try:
-                import psutil
-
-                self._names[pid] = psutil.Process(pid).name()
-            except Exception:  # gone, not ours to see, or another PID namespace (a container)
-                self._names[pid] = None
+            self._names[pid] = _process_name(pid)
             if len(self._names) > 4096:  # pids are reused: forget the oldest
                 self._names.pop(next(iter(self._names)))
         return self._names[pid]
@@ -313,8 +268,7 @@ class NvmlSource:
         from rooftop.probes.gpm import dram_roof
 
         if i not in self._roofs:
-            raw = self._q(i, "nvmlDeviceGetUUID", h) if self._own and h is not None else None
-            uuid = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+            uuid = self._q(i, "nvmlDeviceGetUUID", h) if self._own and h is not None else None
             mine = self._own.get(uuid) if uuid else None
             self._roofs[i] = _field(lambda: dram_roof(name, self._local, mine))
         return self._roofs[i]
@@ -323,11 +277,11 @@ class NvmlSource:
         """The GPU's GPM and DRAM peak, found once (on its worker thread: GPM calls can hang too)."""
         from rooftop.probes.gpm import GpmDevice, dram_peak_bytes_s
 
-        nv = self._nv
+        nv = self._nv.lib
         mem_max = _num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2)))
         bus_bits = _num(self._q(i, "nvmlDeviceGetMemoryBusWidth", h))
         self._dram_peak[i] = _field(lambda: dram_peak_bytes_s(mem_max, bus_bits))
-        gpm = GpmDevice(nv, h, lambda fn, *a: self._q(i, fn, *a), lambda fn: fn in self._missing)
+        gpm = GpmDevice(self._nv, h, lambda fn, *a: self._q(i, fn, *a))
         self._gpm[i] = gpm
         return gpm
 
@@ -337,7 +291,7 @@ class NvmlSource:
 
         if i in self._lost:  # nothing to ask a GPU that fell off the bus
             return GpuSnapshot(index=i, name=name, lost=True)
-        nv = self._nv
+        nv = self._nv.lib
         gpm = self._gpm.get(i) or self._open_gpm(i, h, name)
         m: dict[str, Any] = _field(gpm.read) or {}
         util = self._q(i, "nvmlDeviceGetUtilizationRates", h)
@@ -404,25 +358,22 @@ class NvmlSource:
         return tuple(out)
 
     def close(self) -> None:
-        """Free GPM samples and shut NVML down, on a daemon thread: a hung driver does not hang the exit."""
+        """Free GPM samples, on a daemon thread: a hung driver does not hang the exit. NVML itself is shut
+        down once, at exit, by its door (other probes share it)."""
         if not self._handles:
             return
         handles, self._handles = self._handles, []
         workers = list(self._workers.values())
         self._workers = {}
 
-        def shut() -> None:
+        def free() -> None:
             for gpm in list(self._gpm.values()):
                 _field(gpm.close)
-            try:
-                self._nv.nvmlShutdown()
-            except Exception:
-                pass
 
         if any(w.busy_since is not None for w in workers):
-            log.info("NVML left without shutdown: a call on %d GPU(s) has not returned", len(handles))
+            log.info("GPM samples left allocated: a call on %d GPU(s) has not returned", len(handles))
         else:
-            t = threading.Thread(target=shut, name="rooftop-nvml-close", daemon=True)
+            t = threading.Thread(target=free, name="rooftop-nvml-close", daemon=True)
             t.start()
             t.join(CLOSE_TIMEOUT_S)
         for w in workers:
@@ -433,8 +384,20 @@ def _field(read: Callable[[], Any]) -> Any:
     """One field's value, or None when reading or converting it fails: one bad value costs one field."""
     try:
         return read()
-    except Exception as exc:
+    except ODD_VALUE as exc:  # NVML's own errors are None already (the door): this is a value that is not one
         log.debug("telemetry field failed: %r", exc)
+        return None
+
+
+def _process_name(pid: int) -> str | None:
+    """A process's name (psutil), or None where it cannot be seen."""
+    try:
+        import psutil
+    except ImportError:  # a broken install: the processes go unnamed
+        return None
+    try:
+        return psutil.Process(pid).name()
+    except (psutil.Error, ValueError):  # gone, not ours to see, another PID namespace (a container); pid < 0
         return None
 
 
@@ -468,7 +431,7 @@ class CpuSource:
             try:
                 freq = self._ps.cpu_freq()
                 self._freq = (now, float(freq.current) if freq else None)
-            except Exception:  # not available in some containers
+            except (AttributeError, NotImplementedError, OSError):  # not on this OS, or not in this container
                 self._freq = (now, None)
         return self._freq[1]
 
@@ -483,7 +446,7 @@ class CpuSource:
         vm = ps.virtual_memory()
         try:
             load1: float | None = float(ps.getloadavg()[0])
-        except Exception:
+        except (AttributeError, OSError):  # psutil before 5.6.2; a system that will not say
             load1 = None
         return CpuSnapshot(
             util_pct=sum(per) / len(per) if per else 0.0,
@@ -530,7 +493,7 @@ class Sampler:
         if self.cpu or not self._nvml_source.available:
             try:
                 self._cpu_source = CpuSource()
-            except Exception as exc:  # psutil missing or broken: keep the GPU part
+            except (ImportError, OSError) as exc:  # psutil missing, or no /proc to read: keep the GPU part
                 log.info("CPU sampler unavailable: %s", exc)
 
     @property
@@ -555,7 +518,7 @@ class Sampler:
         assert self._nvml_source is not None
         try:
             gpus = self._nvml_source.read(timeout_s=self.read_timeout_s)
-        except Exception as exc:  # defensive: a source bug must not kill the thread
+        except Exception as exc:  # broad on purpose: a bug in a source must not kill the sampler's thread
             gpus = ()
             self._nvml_source.state = f"NVML read failed: {exc}"
         if self.gpu is not None:
@@ -564,7 +527,7 @@ class Sampler:
         if self._cpu_source is not None:
             try:
                 cpu = self._cpu_source.read()
-            except Exception as exc:
+            except Exception as exc:  # broad on purpose, as for the GPUs: the sampler's thread goes on
                 log.info("CPU sample failed: %s", exc)
         snap = Snapshot(time=time.time(), gpus=gpus, cpu=cpu, state=self._nvml_source.state)
         with self._lock:
@@ -572,7 +535,7 @@ class Sampler:
         if self.on_snapshot is not None:
             try:
                 self.on_snapshot(snap)
-            except Exception as exc:
+            except Exception as exc:  # broad on purpose: the caller's callback may raise anything, the thread goes on
                 log.warning("telemetry callback failed: %s", exc)
         return snap
 

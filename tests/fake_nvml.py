@@ -72,7 +72,7 @@ class FakeNVML:
         self.names = list(names)
         self.uuids = uuids or [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(len(self.names))]
         self.init_error = init_error
-        self.raise_on: dict[str, Exception] = {}  # function name → error to raise
+        self.raise_on: dict[str, Exception] = {}  # "fn" or "fn:GPU" → error to raise
         self.hang_on: dict[str, threading.Event] = {}  # "fn" or "fn:GPU" → the call blocks until the event is set
         self.values: dict[tuple[str, int], Any] = {}  # (function, GPU) → what it returns instead (a bad value)
         self.lost: set[int] = set()
@@ -90,8 +90,9 @@ class FakeNVML:
             hang.wait(30)  # a hung driver call (released by the test)
         if h is not None and h in self.lost:
             raise NVMLError_GpuIsLost()
-        if fn in self.raise_on:
-            raise self.raise_on[fn]
+        error = self.raise_on.get(fn) or self.raise_on.get(f"{fn}:{h}")
+        if error is not None:
+            raise error
         return self.values.get((fn, h), value)
 
     def nvmlInit(self) -> None:
@@ -100,19 +101,20 @@ class FakeNVML:
             raise self.init_error
 
     def nvmlShutdown(self) -> None:
+        self._call("nvmlShutdown")
         self.shutdown = True
 
     def nvmlDeviceGetCount(self) -> int:
-        return len(self.names)
+        return self._call("nvmlDeviceGetCount", None, len(self.names))
 
     def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
-        return i
+        return self._call("nvmlDeviceGetHandleByIndex", None, i)
 
     def nvmlDeviceGetName(self, h: int) -> str:
-        return self.names[h]
+        return self._call("nvmlDeviceGetName", h, self.names[h])
 
     def nvmlDeviceGetUUID(self, h: int) -> str:
-        return self.uuids[h]
+        return self._call("nvmlDeviceGetUUID", h, self.uuids[h])
 
     def nvmlSystemGetDriverVersion(self) -> str:
         return self._call("nvmlSystemGetDriverVersion", None, "570.86.15")

@@ -66,7 +66,7 @@ def test_nvml_finds_the_gpu_by_uuid_not_by_cuda_index():
     assert facts.index == 1
     assert facts.driver == "570.86.15"
     assert facts.clocks == {"sm_max": 1980.0, "sm_now": 1980.0, "mem_max": 3201.0, "mem_now": 3201.0}  # an H200
-    assert nv.shutdown
+    assert not nv.shutdown  # NVML's door stays open for the other probes: shut down once, at exit
     assert nvml_facts(0, None, FakeNVML()).index == 0  # no UUID (old torch): NVML's order assumed
     assert nvml_facts(0, "not-a-known-uuid", nv).index == 0
 
@@ -79,6 +79,15 @@ def test_nvml_failures_leave_only_what_answered():
     facts = nvml_facts(0, None, nv)
     assert facts.driver is None and facts.index == 0
     assert facts.clocks == {"sm_max": 1980.0, "mem_max": 3201.0}  # what answered is kept
+
+
+def test_a_gpu_whose_uuid_nvml_did_not_say_is_not_assumed_to_be_another():
+    """One GPU's UUID unread and torch's not among the others: which NVML index it is stays unknown."""
+    nv = FakeNVML(names=["NVIDIA H200", "NVIDIA H200"])
+    nv.raise_on["nvmlDeviceGetUUID:1"] = NVMLError_Unknown()
+    facts = nvml_facts(0, "58f05e46-43b9-a0b3-1111-222233334444", nv)
+    assert facts.index is None and facts.clocks == {} and facts.driver == "570.86.15"
+    assert nvml_facts(0, nv.uuids[0], nv).index == 0  # the one that did say is still found
 
 
 def test_cuda_info_on_torch_without_l2_in_the_properties(monkeypatch):
