@@ -23,6 +23,7 @@ from rooftop.store.db import StoreError
 from rooftop.store.runs import BadName, Run, Store, name_problem
 from rooftop.tui.render.runkinds import StoredRun, read_run, run_detail, run_series
 from rooftop.tui.services.context import open_db
+from rooftop.tui.app.reads import read_store
 from rooftop.tui.app.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, TextField, watch_app
 
 # The run table at 80 columns: plan, then the sample count, then the device go first (the detail
@@ -169,15 +170,8 @@ class History(Widget):
 
     @work(thread=True, exclusive=True, group="hist-runs")
     def _read_runs(self) -> None:
-        try:
-            store = self._open()
-            if store is None:
-                self.post_message(self.RunsRead([], None))
-                return
-            with store:
-                self.post_message(self.RunsRead(list(reversed(store.runs())), store.path))  # newest first
-        except StoreError as exc:
-            self.post_message(self.RunsRead([], None, str(exc)))
+        found, error = read_store(self.db_path, lambda store: (list(reversed(store.runs())), store.path))  # newest first
+        self.post_message(self.RunsRead(*(found or ([], None)), error))
 
     @on(RunsRead)
     def _runs_read(self, m: RunsRead) -> None:
@@ -213,15 +207,8 @@ class History(Widget):
 
     @work(thread=True, exclusive=True, group="hist-run")
     def _read_run(self, run_id: str) -> None:
-        try:
-            store = self._open()
-            if store is None:
-                self.post_message(self.RunRead(run_id, None))
-                return
-            with store:
-                self.post_message(self.RunRead(run_id, read_run(store, run_id)))
-        except StoreError as exc:
-            self.post_message(self.RunRead(run_id, None, str(exc)))
+        data, error = read_store(self.db_path, lambda store: read_run(store, run_id))
+        self.post_message(self.RunRead(run_id, data, error))
 
     @on(RunRead)
     def _run_read(self, m: RunRead) -> None:

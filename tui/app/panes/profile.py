@@ -25,7 +25,6 @@ from rooftop.models.critpath import CriticalPath, FixFirst
 from rooftop.models.job import TOP_GROUPS
 from rooftop.models.units import fmt_percent, fmt_time
 from rooftop.models.workload import RANGES
-from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
 from rooftop.store.critpath import stored_path
 from rooftop.store.workloads import group_records, profile_summary
@@ -33,7 +32,7 @@ from rooftop.tui.render.job import rank_group_rows, rank_rows
 from rooftop.tui.render.critpath import fix_cells, opened_text, panel_head
 from rooftop.tui.render.profile import basis_text, ranges_text, summed_text
 from rooftop.tui.render.text import clean
-from rooftop.tui.services.context import store_session
+from rooftop.tui.app.reads import read_store
 from rooftop.tui.app.widgets import Col, FitTable, watch_app
 
 RUNS = (Col("run", "run"), Col("device", "device", max_width=22), Col("started", "started"),
@@ -229,13 +228,8 @@ class ProfilePane(Widget):
 
     @work(thread=True, exclusive=True, group="prof-runs")
     def _read_profiles(self) -> None:
-        try:
-            with store_session(self.db_path) as store:
-                runs = [] if store is None else list(reversed(store.runs(kind="profile")))
-        except StoreError as exc:
-            self.post_message(self.ProfilesRead([], str(exc)))
-            return
-        self.post_message(self.ProfilesRead(runs))
+        runs, error = read_store(self.db_path, lambda store: list(reversed(store.runs(kind="profile"))))
+        self.post_message(self.ProfilesRead(runs or [], error))
 
     @on(ProfilesRead)
     def _profiles_read(self, m: ProfilesRead) -> None:
@@ -274,17 +268,9 @@ class ProfilePane(Widget):
 
     @work(thread=True, exclusive=True, group="prof-run")
     def _read_profile(self, run_id: str) -> None:
-        try:
-            with store_session(self.db_path) as store:
-                if store is None:
-                    self.post_message(self.ProfileRead(run_id, None, []))
-                    return
-                run = store.run(run_id)
-                groups = group_records(store.samples(run_id))
-        except StoreError as exc:
-            self.post_message(self.ProfileRead(run_id, None, [], str(exc)))
-            return
-        self.post_message(self.ProfileRead(run_id, run, groups))
+        read, error = read_store(self.db_path, lambda store: (store.run(run_id), group_records(store.samples(run_id))))
+        run, groups = read or (None, [])
+        self.post_message(self.ProfileRead(run_id, run, groups, error))
 
     @on(ProfileRead)
     def _profile_read(self, m: ProfileRead) -> None:
