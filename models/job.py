@@ -174,15 +174,18 @@ def _pair_by_ends(ref: Sequence[RankCollective], other: Sequence[RankCollective]
         longest[key] = max(e - s for e, s, _ in xs)
     cand: list[tuple[float, int, int]] = []
     for i, c in enumerate(ref):
-        xs = by_key.get(_loose_key(c)) if c.start is not None and c.end is not None else None
+        c_start, c_end = c.start, c.end
+        if c_start is None or c_end is None:
+            continue
+        xs = by_key.get(_loose_key(c))
         if not xs:
             continue
         most = longest[_loose_key(c)]
-        k = bisect.bisect_right(xs, (c.start, math.inf, 0))  # the first that ends after c began
-        while k < len(xs) and xs[k][0] - most < c.end:  # … and may begin before c ends
+        k = bisect.bisect_right(xs, (c_start, math.inf, 0))  # the first that ends after c began
+        while k < len(xs) and xs[k][0] - most < c_end:  # … and may begin before c ends
             end, start, j = xs[k]
-            if start < c.end and c.start < end:  # type: ignore[operator]
-                cand.append((abs(c.end - end), i, j))  # type: ignore[operator]
+            if start < c_end and c_start < end:
+                cand.append((abs(c_end - end), i, j))
             k += 1
     cand.sort()
     used_i: set[int] = set()

@@ -21,7 +21,7 @@ SIGKILL loses at most the sample in flight and the next open marks the run
     store.set_ceilings(run_id, profile)              # rooftop.models.profile.DeviceProfile
     store.finish_run(run_id, "complete")             # or "cancelled" / "failed"
 
-Readers: `runs()`, `run(ref)` (name, id or 4+ digit prefix), `samples(id)`,
+Readers: `runs(kind=…, status=…)`, `latest(kind, status, where)` (the newest such run), `run(ref)` (name, id or 4+ digit prefix), `samples(id)`,
 `telemetry(id)`, `stored_profile(id)`, `profile(ref)`, and `profiles()` — each
 device's latest complete run with ceilings (plus named runs) as profiles to
 pass as `extra` to `rooftop.models.catalog.lookup_device`. Errors about the

@@ -47,7 +47,7 @@ from .db import StoreError
 from .fleets import with_members
 from .workloads import FAMILY as PROFILE_FAMILY
 from .workloads import profile_problem
-from .runs import HEX_RE, SHORT_ID, STATUSES, NewRun, Run, RunStatus, Store, name_problem
+from .runs import HEX_RE, SHORT_ID, STATUSES, NewRun, Run, RunKind, RunStatus, Store, name_problem
 
 FORMAT = "rooftop-runs"
 FORMAT_VERSION = 1
@@ -297,17 +297,18 @@ def _check_profile(p: dict[str, Any]) -> None:
 DEVICE_FACTS = ("l2_bytes", "memory_bytes", "sm_count", "power_limit_w")  # what views read from a run's device
 
 
-def families_of(kind: str) -> tuple[str, ...]:
-    """The sample families a run of each kind holds: a profile's op groups, a comm sweep's collectives and
-    host copies, a measurement's kernels (models.sample.FAMILIES)."""
-    if kind == "profile":
-        return (PROFILE_FAMILY,)
-    if kind == "comm":
-        return (*COLLECTIVES, *COPIES)
-    return FAMILIES
+# The sample families a run of each kind holds: a profile's op groups, a comm sweep's collectives and host
+# copies, a measurement's kernels (models.sample.FAMILIES; a fleet's samples are its members', as measured).
+KIND_FAMILIES: dict[RunKind, tuple[str, ...]] = {"measurement": FAMILIES, "profile": (PROFILE_FAMILY,),
+                                                 "comm": (*COLLECTIVES, *COPIES), "fleet": FAMILIES}
 
 
-def _unknown_in_sample(s: Sample, kind: str) -> str | None:
+def families_of(kind: RunKind) -> tuple[str, ...]:
+    """The sample families a run of `kind` may hold (KIND_FAMILIES)."""
+    return KIND_FAMILIES[kind]
+
+
+def _unknown_in_sample(s: Sample, kind: RunKind) -> str | None:
     """A family the run's kind does not hold, or a compute path rooftop does not define, in words."""
     families = families_of(kind)
     if s.family not in families:

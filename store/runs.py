@@ -34,7 +34,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterable, Literal, Mapping, Sequence, cast, get_args
+from typing import Any, Callable, ContextManager, Iterable, Literal, Mapping, Sequence, get_args
 
 from rooftop.models import plausible
 from rooftop.models.profile import Ceiling, DeviceProfile
@@ -61,6 +61,16 @@ ACTIVE_S = 600.0  # a run of another host counts as running while it added a sam
 LOCAL = "local"  # the device id of this machine's latest measured profile (DESIGN.md, vocabulary)
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 HEX_RE = re.compile(r"[0-9a-fA-F]+")
+
+
+# The plans that are no measurement, and the kind each is; every other plan (quick, full, …) measures the ceilings.
+PLAN_KINDS: dict[str, RunKind] = {PROFILE_PLAN: "profile", COMM_PLAN: "comm", FLEET_PLAN: "fleet"}
+KINDS: tuple[RunKind, ...] = get_args(RunKind)
+
+
+def kind_of(plan: str) -> RunKind:
+    """What a run of `plan` holds (RunKind): the one reading of a plan as a kind."""
+    return PLAN_KINDS.get(plan, "measurement")
 
 
 class UnknownRun(StoreError, LookupError):
@@ -135,8 +145,7 @@ class Run:
     @property
     def kind(self) -> RunKind:
         """A profiled program, a collectives sweep, a fleet, or (any other plan) a measurement of the ceilings."""
-        kinds: dict[str, RunKind] = {PROFILE_PLAN: "profile", COMM_PLAN: "comm", FLEET_PLAN: "fleet"}
-        return kinds.get(self.plan, "measurement")
+        return kind_of(self.plan)
 
 
 @dataclass(frozen=True)
@@ -402,12 +411,28 @@ class Store:
             imported_from=row[11], samples=row[12], has_ceilings=bool(row[13]),
         )
 
-    def runs(self, device_key: str | None = None) -> list[Run]:
-        """Every run, oldest first (optionally of one device)."""
-        sql, args = self._RUN_SELECT, cast("tuple[str, ...]", ())
+    def runs(self, device_key: str | None = None, *, kind: RunKind | None = None,
+             status: RunStatus | None = None) -> list[Run]:
+        """Every run, oldest first; of one device, of one kind (`Run.kind`), of one status, where given."""
+        where: list[str] = []
+        args: list[str] = []
         if device_key is not None:
-            sql, args = sql + " WHERE r.device_key = ?", (device_key,)
+            where, args = ["r.device_key = ?"], [device_key]
+        if status is not None:
+            where, args = [*where, "r.status = ?"], [*args, status]
+        if kind is not None:  # the plans of the kind: a measurement's are every plan no other kind has
+            plans = [p for p, k in PLAN_KINDS.items() if k == kind] or list(PLAN_KINDS)
+            marks = ", ".join("?" * len(plans))
+            where, args = [*where, f"r.plan {'IN' if kind != 'measurement' else 'NOT IN'} ({marks})"], [*args, *plans]
+        sql = self._RUN_SELECT + (" WHERE " + " AND ".join(where) if where else "")
         return [self._run_from_row(r) for r in self.conn.execute(sql + " ORDER BY r.started_at, r.rowid", args)]
+
+    def latest(self, kind: RunKind | None = None, status: RunStatus | None = None,
+               where: Callable[[Run], bool] | None = None) -> Run | None:
+        """The newest run of `kind` and `status` (each where given) that `where` accepts; None when there is none.
+
+        Newest is the last of `runs()`: the latest start, the later insert of two that started together."""
+        return next((r for r in reversed(self.runs(kind=kind, status=status)) if where is None or where(r)), None)
 
     def run(self, ref: str) -> Run:
         """A run by name, full id, or unique id prefix (≥ 4 hex digits); UnknownRun otherwise.
@@ -522,8 +547,8 @@ class Store:
         """Measured and imported profiles by id: each device's latest complete run with ceilings, plus named runs."""
         chosen: dict[str, Run] = {}
         named: list[Run] = []
-        for run in self.runs():  # oldest first, so later runs replace earlier ones
-            if run.status == "complete" and run.has_ceilings:
+        for run in self.runs(status="complete"):  # oldest first, so later runs replace earlier ones
+            if run.has_ceilings:
                 chosen[run.device_key] = run
                 if run.name:
                     named.append(run)
@@ -537,9 +562,8 @@ class Store:
     def local_profile(self) -> DeviceProfile | None:
         """The device `local`: the latest complete run measured on this host that has ceilings."""
         host = host_name()
-        mine = [r for r in self.runs() if r.host == host and not r.imported_from
-                and r.status == "complete" and r.has_ceilings]
-        return dataclasses.replace(self._as_device(mine[-1]), id=LOCAL) if mine else None
+        mine = self.latest(status="complete", where=lambda r: r.host == host and not r.imported_from and r.has_ceilings)
+        return dataclasses.replace(self._as_device(mine), id=LOCAL) if mine else None
 
     # -- managing runs -----------------------------------------------------------
 

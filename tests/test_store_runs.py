@@ -267,3 +267,30 @@ def test_open_existing_never_creates(tmp_path: Path) -> None:
     Store.open(tmp_path / "there.db").close()
     with Store.open_existing(tmp_path / "there.db") as s:
         assert s.runs() == []
+
+
+def test_runs_of_a_kind_and_status_and_the_latest(store: Store) -> None:
+    """The one filter over runs: each kind by its plan (a measurement: every other plan), each status; the
+    newest that passes, or None."""
+    from rooftop.store.runs import COMM_PLAN, FLEET_PLAN, PROFILE_PLAN
+
+    first = full_run(store, {"name": "A", "uuid": "GPU-a"})
+    failed = full_run(store, {"name": "A", "uuid": "GPU-a"}, status="failed")
+    kinds = {}
+    for plan in (PROFILE_PLAN, COMM_PLAN, FLEET_PLAN, "full"):
+        kinds[plan] = store.begin_run({"name": "B"}, plan, "cpu")
+        store.finish_run(kinds[plan], "complete")
+    running = store.begin_run({"name": "B"}, PROFILE_PLAN, "cpu")
+    ids = lambda runs: [r.id for r in runs]  # noqa: E731
+    assert ids(store.runs(kind="measurement")) == [first, failed, kinds["full"]]
+    assert ids(store.runs(kind="profile")) == [kinds[PROFILE_PLAN], running]
+    assert ids(store.runs(kind="profile", status="complete")) == [kinds[PROFILE_PLAN]]
+    assert ids(store.runs(kind="comm")) == [kinds[COMM_PLAN]] and ids(store.runs(kind="fleet")) == [kinds[FLEET_PLAN]]
+    assert ids(store.runs(status="failed")) == [failed]
+    assert ids(store.runs("GPU-a", status="complete")) == [first]
+    assert sorted(ids(store.runs(kind=k)) for k in ("measurement", "profile", "comm", "fleet")) == \
+        sorted([[first, failed, kinds["full"]], [kinds[PROFILE_PLAN], running], [kinds[COMM_PLAN]], [kinds[FLEET_PLAN]]])
+    assert store.latest().id == running and store.latest(kind="profile", status="complete").id == kinds[PROFILE_PLAN]
+    assert store.latest(kind="measurement", where=lambda r: r.has_ceilings).id == failed
+    assert store.latest(kind="measurement", status="complete", where=lambda r: r.has_ceilings).id == first
+    assert store.latest(kind="comm", status="failed") is None

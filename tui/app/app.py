@@ -175,7 +175,7 @@ class RooftopApp(App[None]):
                 found = store.profiles()
                 local = store.local_profile()
                 self._pin_specs = [str(o["spec"]) for o in store.saved_ops()]
-                self.measured_here = any(measured_here(r) for r in store.runs())
+                self.measured_here = store.latest(kind="measurement", where=measured_here) is not None
         except StoreError as exc:
             self.store_note = f"store unavailable: {exc}"
             self.cannot_keep = str(exc)
@@ -193,10 +193,10 @@ class RooftopApp(App[None]):
             with store_session(self.config.db_path) as store:
                 if store is None:
                     return RunView()
-                mine = [r for r in store.runs() if measured_here(r)]
-                if not mine:
+                mine = store.latest(kind="measurement", where=measured_here)
+                if mine is None:
                     return RunView()
-                return RunView.from_store(mine[-1], store.samples(mine[-1].id), store.stored_profile(mine[-1].id))
+                return RunView.from_store(mine, store.samples(mine.id), store.stored_profile(mine.id))
         except StoreError:
             return RunView()  # the store's trouble is said once, by _stored_profiles
 

@@ -63,17 +63,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     A measurement's samples are counted per kernel in SQL and listed a page at a time (--page, --rows,
     --all), so a large run shows at once; a comm or profile run's report reads all of its samples.
     """
-    from rooftop.store.comms import is_comm
-    from rooftop.store.fleets import is_fleet
-    from rooftop.store.workloads import is_profile
-
     with open_store(args) as store:
         run = store.run(args.run)
         if args.json:
             from rooftop.store.io import run_document
 
-            samples = store.samples(run.id)
-            print_json({**run_document(store, run), **_show_extra_json(run, samples)})
+            from rooftop.tui.render.runkinds import show_json_extra
+
+            print_json({**run_document(store, run), **show_json_extra(run, store.samples(run.id))})
             return 0
         from rooftop.tui.render.report import make_console, profile_detail
         from rooftop.tui.render.runs import run_facts
@@ -84,23 +81,24 @@ def cmd_show(args: argparse.Namespace) -> int:
         if run.has_ceilings:
             console.print()
             console.print(profile_detail(store.profile(run.id)))
-        if is_fleet(run):
-            from rooftop.store.fleets import fleet_of
-            from rooftop.tui.render.fleet import fleet_flag_lines, fleet_tables
-
-            report = fleet_of(store, run)
-            console.print()
-            console.print(fleet_tables(report))
-            for line in fleet_flag_lines(report):
-                console.print(line)
-            return 0
-        shown = False
-        if is_comm(run) or is_profile(run):
-            samples = store.samples(run.id)
-            shown = _show_comm(console, run, samples) if is_comm(run) else _show_profile(console, args, run, samples)
+        report = SHOW_REPORTS.get(run.kind)
+        shown = report is not None and report(console, args, store, run)
         if run.samples and not shown:
             _show_sample_page(console, store, run, args)
     return 0
+
+
+def _show_fleet(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
+    """A fleet run's table of members and what was flagged."""
+    from rooftop.store.fleets import fleet_of
+    from rooftop.tui.render.fleet import fleet_flag_lines, fleet_tables
+
+    report = fleet_of(store, run)
+    console.print()
+    console.print(fleet_tables(report))
+    for line in fleet_flag_lines(report):
+        console.print(line)
+    return True
 
 
 def _show_sample_page(console: Any, store, run, args: argparse.Namespace) -> None:  # noqa: ANN001 - Store, Run
@@ -143,32 +141,12 @@ def _page_line(total: int, first: int, rows: int, page: int, after: int) -> str:
     return line + "; --rows N lists N per page, --all every one"
 
 
-def _show_extra_json(run, samples: list) -> dict[str, Any]:  # noqa: ANN001 - a Run
-    """What `rooftop comm --json` / `rooftop profile --json` add for such a run: points and fits, ops and summary."""
-    from rooftop.store.comms import is_comm
-    from rooftop.store.workloads import is_profile, profile_json
-
-    if is_comm(run):
-        from rooftop.models.comm import comm_points, fit_points
-        from rooftop.tui.render.comm import comm_json
-
-        try:
-            points = comm_points(samples)
-            return comm_json(points, fit_points(points))
-        except (KeyError, TypeError, ValueError):  # malformed (an edited import): the samples are in the document
-            return {}
-    if is_profile(run):
-        try:
-            return profile_json(run, samples)
-        except ValueError:
-            return {}
-    return {}
-
-
-def _show_comm(console: Any, run, samples: list) -> bool:  # noqa: ANN001 - a Run
+def _show_comm(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
+    """A comm run as `rooftop comm` reports it; False (the samples table instead) when its points are malformed."""
     from rooftop.models.comm import comm_points, fit_points
     from rooftop.tui.render.comm import comm_report
 
+    samples = store.samples(run.id)
     try:
         points = comm_points(samples)
         report = comm_report(points, fit_points(points), run.backend) if points else None
@@ -190,13 +168,14 @@ def _same(a: Any, b: Any) -> bool:
     return a is None and b is None
 
 
-def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) -> bool:  # noqa: ANN001 - a Run
+def _show_profile(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
     """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
     no longer known or the stored profile is malformed."""
     from rooftop.store.workloads import placed_on, profile_problem, profile_summary, stored_workload
     from rooftop.tui.render.profile import profile_report
     from rooftop.tui.render.profile import profile_device
 
+    samples = store.samples(run.id)
     problem = profile_problem(run, samples)
     if problem:  # a store written before imports were checked may hold one
         sys.stderr.write(safe_text(f"rooftop show: the stored profile is malformed ({problem}): "
@@ -239,6 +218,11 @@ def _show_profile(console: Any, args: argparse.Namespace, run, samples: list) ->
     console.print(profile_report(work, wide=args.wide, path=stored_path(stored),
                                  path_note=joined_text(joined) if joined else ""), crop=not args.wide)
     return True
+
+
+# What `rooftop show` prints after a run's facts and ceilings, by its kind (`Run.kind`): the report of the command
+# that made it; a measurement's (and one whose report cannot be made) is its table of samples.
+SHOW_REPORTS = {"comm": _show_comm, "profile": _show_profile, "fleet": _show_fleet}
 
 
 def cmd_rename(args: argparse.Namespace) -> int:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -18,12 +17,13 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from rooftop.tui.render.jsonout import dumps_json
-from rooftop.models.plotdata import intensity_span, roof_series, sample_series
 from rooftop.models.safetext import safe_text
-from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate, fmt_when
+from rooftop.models.units import fmt_when
 from rooftop.store.db import StoreError
 from rooftop.store.runs import BadName, Run, Store, name_problem
+from rooftop.tui.render.runkinds import StoredRun, read_run, run_detail, run_series
 from rooftop.tui.services.context import open_db
+from rooftop.tui.app.reads import read_store
 from rooftop.tui.app.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, TextField, watch_app
 
 # The run table at 80 columns: plan, then the sample count, then the device go first (the detail
@@ -148,26 +148,49 @@ class History(Widget):
             raise StoreError("the database is gone since the list was read; press F5 to reload")
         return store
 
+    @dataclass
+    class RunsRead(Message):
+        """The store's runs, newest first, read in a worker (`path` None: no store yet; `error`: why unreadable)."""
+
+        runs: list[Run]
+        path: Path | None
+        error: str = ""
+
+    @dataclass
+    class RunRead(Message):
+        """One run as the detail and the plot show it, read in a worker (None: the store is gone)."""
+
+        run_id: str
+        data: StoredRun | None
+        error: str = ""
+
     def reload(self) -> None:
+        """Read the runs again, off the UI thread; `_runs_read` lists them."""
+        self._read_runs()
+
+    @work(thread=True, exclusive=True, group="hist-runs")
+    def _read_runs(self) -> None:
+        found, error = read_store(self.db_path, lambda store: (list(reversed(store.runs())), store.path))  # newest first
+        self.post_message(self.RunsRead(*(found or ([], None)), error))
+
+    @on(RunsRead)
+    def _runs_read(self, m: RunsRead) -> None:
         status = self.query_one("#hist-status", Static)
         t = self.query_one("#hist-table", FitTable)
         t.set_rows([])
         self.run_ids = []
-        try:
-            store = self._open()
-        except StoreError as exc:
-            status.update(Text(f"✗ {exc}", style="bold red"))
+        if m.error:
+            status.update(Text(f"✗ {m.error}", style="bold red"))
             return
-        if store is None:
+        if m.path is None:
             status.update(Text("no measurements stored yet: press m to measure this machine, or `rooftop import FILE`",
                                style="dim"))
             return
-        with store:
-            runs = list(reversed(store.runs()))  # newest first
+        runs = m.runs
         t.set_rows((r.id, run_cells(r)) for r in runs)
         self.run_ids = [r.id for r in runs]
         # r, d and e are in the footer; the path is what this line is for
-        status.update(Text(f"{len(runs)} run{'' if len(runs) == 1 else 's'} in {store.path}", style="dim"))
+        status.update(Text(f"{len(runs)} run{'' if len(runs) == 1 else 's'} in {m.path}", style="dim"))
         if self.run_ids:
             self.show_run(self.selected if self.selected in self.run_ids else self.run_ids[0])
 
@@ -178,66 +201,29 @@ class History(Widget):
             self.show_run(str(event.row_key.value))
 
     def show_run(self, run_id: str) -> None:
+        """Show the run: read off the UI thread, drawn by `_run_read` (unless another run is chosen meanwhile)."""
         self.selected = run_id
+        self._read_run(run_id)
+
+    @work(thread=True, exclusive=True, group="hist-run")
+    def _read_run(self, run_id: str) -> None:
+        data, error = read_store(self.db_path, lambda store: read_run(store, run_id))
+        self.post_message(self.RunRead(run_id, data, error))
+
+    @on(RunRead)
+    def _run_read(self, m: RunRead) -> None:
+        if m.run_id != self.selected:
+            return  # read for a run chosen before the one on show now
         detail = self.query_one("#hist-detail", Static)
-        try:
-            store = self._open()
-            if store is None:
-                return
-            with store:
-                run = store.run(run_id)
-                samples = store.samples(run_id)
-                prof = store.stored_profile(run_id)
-                if run.kind == "fleet":
-                    from rooftop.store.fleets import fleet_of
-
-                    fleet = fleet_of(store, run)
-        except StoreError as exc:
-            detail.update(Text(f"✗ {exc}", style="red"))
+        if m.error:
+            detail.update(Text(f"✗ {m.error}", style="red"))
             return
-        units = run.device.get("units")  # a CPU's ceilings scale with the threads it was measured with
-        threads = f", {fmt_count(units, 'thread')}" if run.backend == "cpu" and isinstance(units, int) and units > 0 else ""
-        text = Text(safe_text(f"{run.label} — {run.device_name} ({run.backend}{threads}, {run.plan}, {run.status})") + "\n",
-                    style="bold")
-        if run.kind == "profile":  # a profiled program: its split and ops, on the roofs it was placed on
-            from rooftop.tui.render.profile import profile_detail, profile_device
-
-            text.append_text(profile_detail(run, samples))
-            prof = profile_device(run)
-        elif run.kind == "comm":  # a collectives sweep: its α-β fit per collective; no roofline points
-            from rooftop.tui.render.comm import fit_lines
-
-            for line in fit_lines(samples):
-                text.append(line + "\n")
-        elif run.kind == "fleet":  # many devices at once: a line per member, then what was flagged
-            from rooftop.tui.render.fleet import fleet_flag_lines, member_lines
-
-            for line in member_lines(fleet) + fleet_flag_lines(fleet):
-                text.append(line + "\n", style="yellow" if line.startswith("!") else "")
-            text.append(f"`rooftop show {run.short_id}` prints its table\n", style="dim")
-        elif prof is None:
-            text.append("no ceilings: the run did not complete\n", style="yellow")
-        else:
-            for lv in prof.levels():
-                c = prof.bandwidth[lv]
-                text.append(safe_text(f"B {lv}: {fmt_bandwidth(c.value)}  [{c.case}]") + "\n")
-            for p in prof.paths():
-                c = prof.peak[p]
-                text.append(safe_text(f"F {p}: {fmt_flops_rate(c.value)}  [{c.case}]") + "\n")
-        skipped = [s for s in samples if s.skipped]
-        unstable = [s for s in samples if s.stats and not s.stable]
-        text.append(f"{fmt_count(len(samples), 'sample')}, {len(unstable)} unstable, {len(skipped)} skipped\n",
-                    style="dim")
-        for s in skipped[:5]:
-            text.append(safe_text(f"  skipped {s.family} {s.dtype} {s.shape_text}: {s.skipped}") + "\n", style="dim")
-        detail.update(text)
-        points = [] if run.kind == "comm" else sample_series(samples, run.label)
-        series = []
-        if prof is not None and prof.peak and prof.bandwidth:
-            span = intensity_span([prof], [x for p in points for x in p.xs])
-            labelled = dataclasses.replace(prof, id=run.label)  # roofs named as the points: by the run
-            series = roof_series(labelled, prof.paths(), prof.levels(), span)
-        self.query_one("#hist-plot", RooflinePlot).show(series + points, safe_text(f"run {run.label}: {run.device_name}"))
+        if m.data is None:
+            return
+        run = m.data.run
+        detail.update(run_detail(m.data))
+        self.query_one("#hist-plot", RooflinePlot).show(run_series(m.data),
+                                                        safe_text(f"run {run.label}: {run.device_name}"))
 
     # -- actions ---------------------------------------------------------------------
 

@@ -7,15 +7,17 @@ A profile is made on the command line (`rooftop profile -- python script.py`,
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Group
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
@@ -23,7 +25,6 @@ from rooftop.models.critpath import CriticalPath, FixFirst
 from rooftop.models.job import TOP_GROUPS
 from rooftop.models.units import fmt_percent, fmt_time
 from rooftop.models.workload import RANGES
-from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
 from rooftop.store.critpath import stored_path
 from rooftop.store.workloads import group_records, profile_summary
@@ -31,7 +32,7 @@ from rooftop.tui.render.job import rank_group_rows, rank_rows
 from rooftop.tui.render.critpath import fix_cells, opened_text, panel_head
 from rooftop.tui.render.profile import basis_text, ranges_text, summed_text
 from rooftop.tui.render.text import clean
-from rooftop.tui.services.context import store_session
+from rooftop.tui.app.reads import read_store
 from rooftop.tui.app.widgets import Col, FitTable, watch_app
 
 RUNS = (Col("run", "run"), Col("device", "device", max_width=22), Col("started", "started"),
@@ -175,6 +176,7 @@ class ProfilePane(Widget):
         # the run on show, its op groups (its lowest rank's) and its job (None for one program)
         self.shown: tuple[Run, list[dict], dict[str, Any] | None] | None = None
         self.path: CriticalPath | None = None  # the run on show's critical path, as kept (None: none kept)
+        self.chosen: str | None = None  # the profile asked for last: what a read coming back is drawn for
 
     def compose(self) -> ComposeResult:
         yield Static("", id="prof-status")
@@ -204,17 +206,41 @@ class ProfilePane(Widget):
     def action_reload(self) -> None:
         self.reload()
 
+    @dataclass
+    class ProfilesRead(Message):
+        """The kept profiles, newest first, read in a worker (`error`: why the store is unreadable)."""
+
+        runs: list[Run]
+        error: str = ""
+
+    @dataclass
+    class ProfileRead(Message):
+        """One kept profile and its op groups, read in a worker (run None: the store is gone)."""
+
+        run_id: str
+        run: Run | None
+        groups: list[Mapping[str, Any]]
+        error: str = ""
+
     def reload(self) -> None:
+        """Read the kept profiles again, off the UI thread; `_profiles_read` lists them."""
+        self._read_profiles()
+
+    @work(thread=True, exclusive=True, group="prof-runs")
+    def _read_profiles(self) -> None:
+        runs, error = read_store(self.db_path, lambda store: list(reversed(store.runs(kind="profile"))))
+        self.post_message(self.ProfilesRead(runs or [], error))
+
+    @on(ProfilesRead)
+    def _profiles_read(self, m: ProfilesRead) -> None:
         status = self.query_one("#prof-status", Static)
         table = self.query_one("#prof-runs", FitTable)
         table.set_rows([])
         self.run_ids = []
-        try:
-            with store_session(self.db_path) as store:
-                runs = [] if store is None else [r for r in reversed(store.runs()) if r.kind == "profile"]
-        except StoreError as exc:
-            status.update(Text(f"✗ {exc}", style="bold red"))
+        if m.error:
+            status.update(Text(f"✗ {m.error}", style="bold red"))
             return
+        runs = m.runs
         if not runs:
             status.update(Text("no profiles kept yet: `rooftop profile -- python script.py ARGS…` runs your program "
                                "and keeps one (or `rooftop profile --trace FILE.json`)", style="dim"))
@@ -236,16 +262,27 @@ class ProfilePane(Widget):
             self.show_run(str(event.row_key.value))
 
     def show_run(self, run_id: str) -> None:
+        """Show a kept profile: read off the UI thread, drawn by `_profile_read` (unless another is chosen since)."""
+        self.chosen = run_id
+        self._read_profile(run_id)
+
+    @work(thread=True, exclusive=True, group="prof-run")
+    def _read_profile(self, run_id: str) -> None:
+        read, error = read_store(self.db_path, lambda store: (store.run(run_id), group_records(store.samples(run_id))))
+        run, groups = read or (None, [])
+        self.post_message(self.ProfileRead(run_id, run, groups, error))
+
+    @on(ProfileRead)
+    def _profile_read(self, m: ProfileRead) -> None:
+        if m.run_id != self.chosen:
+            return  # read for a profile chosen before the one on show now
         split = self.query_one("#prof-split", Static)
-        try:
-            with store_session(self.db_path) as store:
-                if store is None:
-                    return
-                run = store.run(run_id)
-                groups = group_records(store.samples(run_id))
-        except StoreError as exc:
-            split.update(Text(f"✗ {exc}", style="red"))
+        if m.error:
+            split.update(Text(f"✗ {m.error}", style="red"))
             return
+        if m.run is None:
+            return
+        run, groups = m.run, m.groups
         self.path, bad = kept_path(run)
         split.update(split_text(run, self.path))
         self.show_path(bad)
