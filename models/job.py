@@ -177,13 +177,13 @@ def _pair_by_ends(ref: Sequence[RankCollective], other: Sequence[RankCollective]
         c_start, c_end = c.start, c.end
         if c_start is None or c_end is None:
             continue
-        xs = by_key.get(_loose_key(c))
-        if not xs:
+        near = by_key.get(_loose_key(c))
+        if not near:
             continue
         most = longest[_loose_key(c)]
-        k = bisect.bisect_right(xs, (c_start, math.inf, 0))  # the first that ends after c began
-        while k < len(xs) and xs[k][0] - most < c_end:  # … and may begin before c ends
-            end, start, j = xs[k]
+        k = bisect.bisect_right(near, (c_start, math.inf, 0))  # the first that ends after c began
+        while k < len(near) and near[k][0] - most < c_end:  # … and may begin before c ends
+            end, start, j = near[k]
             if start < c_end and c_start < end:
                 cand.append((abs(c_end - end), i, j))
             k += 1
