@@ -322,43 +322,42 @@ def _by_kernel_units(units: int) -> tuple[Any, str]:
     return placed.profile, note
 
 
-def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") -> Any:
-    from rooftop.tui.commands.common import _device_list
-    from rooftop.tui.services.context import resolve_devices, store_profiles
-
-    ids = _device_list(getattr(args, "device", None))
-    if not ids and trace_device:
-        return _placed(args, trace_device, {}, {}, source)[0]
-    return resolve_devices(ids, store_profiles(args, ids))[0]
-
-
-def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
-    """The device whose roofs to use for a trace, and how it was chosen, in one line for the report: -d; the
-    trace's own GPU, by its name and properties; a GPU no profile fits is refused in one line naming -d (its
-    roofs would be another GPU's); a trace that names no GPU gets the default device, said plainly."""
+def _file_device(args: argparse.Namespace, source: str, name: str, props: Mapping[str, Any] | None = None,
+                 metadata: Mapping[str, Any] | None = None, on_device: bool = True, kernel_units: int = 0,
+                 unnamed: str = "no deviceProperties") -> tuple[Any, str]:
+    """The one rule for the roofs of a file's GPU (a trace's, an ncu export's), and how they were chosen, in one
+    line for the report: -d; the file's own GPU, by its `name` and `props`; a GPU no profile fits is refused in
+    one line naming -d (its roofs would be another GPU's); a file that ran on the CPU, or names no GPU (`unnamed`
+    says what it lacks), gets the default device, said plainly."""
     from rooftop.tui.commands.common import _device_list
     from rooftop.tui.services.context import resolve_devices, store_profiles
 
     ids = _device_list(getattr(args, "device", None))
     if ids:
         return resolve_devices(ids, store_profiles(args, ids))[0], ""
-    if not trace.on_device:
+    if not on_device:
         dev = resolve_devices([], store_profiles(args, []))[0]
         if dev.kind == "cpu":
             return dev, ""
-        note = (f"the trace ran on the CPU: the roofs shown are {dev.id}'s, a GPU's; measure this CPU "
+        note = (f"the {source} ran on the CPU: the roofs shown are {dev.id}'s, a GPU's; measure this CPU "
                 "(`rooftop measure --device cpu`) and give -d local, or give -d ID")
         sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
         return dev, note
-    if trace.device_name or trace.device_props:
-        return _placed(args, trace.device_name, trace.device_props, trace.metadata, "trace")
-    if trace.kernel_units:  # no deviceProperties, but CUPTI's kernel records say the SM count (an NVIDIA GPU)
-        return _by_kernel_units(trace.kernel_units)
+    if name or props:
+        return _placed(args, name, props or {}, metadata or {}, source)
+    if kernel_units:  # no deviceProperties, but CUPTI's kernel records say the SM count (an NVIDIA GPU)
+        return _by_kernel_units(kernel_units)
     dev = resolve_devices([], store_profiles(args, []))[0]
-    note = (f"the trace does not name its GPU (no deviceProperties): the roofs shown are {dev.id}'s; "
+    note = (f"the {source} does not name its GPU ({unnamed}): the roofs shown are {dev.id}'s; "
             "give -d ID for the GPU it ran on")
     sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
     return dev, note
+
+
+def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
+    """The device whose roofs to use for a trace, and how it was chosen (`_file_device`'s rule)."""
+    return _file_device(args, "trace", trace.device_name, trace.device_props, trace.metadata, trace.on_device,
+                        trace.kernel_units)
 
 
 def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: Any = None,
@@ -381,7 +380,7 @@ def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: A
 
 
 def _ncu(args: argparse.Namespace) -> int:
-    from rooftop.models.ncu import NcuError, read_ncu
+    from rooftop.models.ncu import DEVICE_NAME, NcuError, read_ncu
 
     p = Path(args.ncu)
     if not p.is_file():
@@ -394,7 +393,8 @@ def _ncu(args: argparse.Namespace) -> int:
     if export.skipped:
         sys.stderr.write(f"rooftop profile: {clean(export.warning())}\n")
     kernels = export.kernels
-    device = _device(args, kernels[0].device_name, "profile")  # no -d: the GPU ncu ran on, as a trace's
+    device = _file_device(args, "profile", kernels[0].device_name,  # no -d: the GPU ncu ran on, as a trace's
+                          unnamed=f"no {DEVICE_NAME} column")[0]
     if args.json:
         print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels],
                     "skipped_rows": export.skipped})
