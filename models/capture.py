@@ -34,6 +34,7 @@ from typing import Any
 
 import msgspec
 
+from .errors import BadInput
 from .opcontext import reads_inside
 from .trace import CapturedGraph, CpuOp, Kernel, Trace
 from .units import fmt_percent, fmt_time
@@ -47,7 +48,7 @@ NOT_JOINED = {"no_match": "as no captured graph has the same kernels",
               "ambiguous_fit": "as the kernels fit a capture in more than one way"}
 
 
-class CaptureError(ValueError):
+class CaptureError(BadInput, ValueError):
     """Nothing to join: a capture trace with no captured graph, or a replay with no graph launch (one line)."""
 
 

@@ -14,6 +14,7 @@ import json
 from importlib import resources
 from typing import Any, Iterable
 
+from .errors import BadInput
 from .launch import with_launch_figures
 from .profile import Ceiling, DeviceProfile
 from .units import GiB, MiB
@@ -174,7 +175,7 @@ def find_by_name(gpu_name: str) -> DeviceProfile | None:
     return None
 
 
-class UnknownDevice(LookupError):
+class UnknownDevice(BadInput, LookupError):
     """A device id that is neither in the catalog nor among the extra profiles given."""
 
 

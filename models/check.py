@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .devicefamily import same_model
+from .errors import BadInput
 from .fleet import (FleetReport, ceiling_order, ceiling_values, fmt_ceiling, higher_is_better, peer_comparisons,
                     peer_rule, short_of)
 from .profile import DeviceProfile
@@ -22,7 +23,7 @@ from .profile import DeviceProfile
 DEFAULT_TOLERANCE = 0.05
 
 
-class CheckError(ValueError):
+class CheckError(BadInput, ValueError):
     """Bad input to a check (a tolerance out of range, nothing in common to compare)."""
 
 

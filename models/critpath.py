@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from . import depgraph as dg
 from .depgraph import DepGraph, build_graph
+from .errors import BadInput
 from .job import group_label
 from .kernelfamily import kernel_family
 from .retime import critical_path as path_edges
@@ -45,7 +46,7 @@ AT_ROOF, NO_GAPS, HIDDEN, STRAGGLER = ("every op at its roof", "no launch gaps",
                                        "straggler as fast as the median")
 
 
-class WindowError(ValueError):
+class WindowError(BadInput, ValueError):
     """A --window NAME the trace has no annotation of; the message is one line naming those it has."""
 
 

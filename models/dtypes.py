@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import BadValue
+
 
 @dataclass(frozen=True)
 class Dtype:
@@ -95,8 +97,8 @@ def weight_scale_bytes(name: str, elements: float) -> float:
 
 
 def parse_dtype(token: str) -> Dtype:
-    """The dtype a token names; ValueError naming the valid choices otherwise."""
+    """The dtype a token names; BadValue (a ValueError) naming the valid choices otherwise."""
     found = lookup_dtype(token)
     if found is None:
-        raise ValueError(f"unknown dtype {token!r}; choose one of: {', '.join(DTYPES)}")
+        raise BadValue(f"unknown dtype {token!r}; choose one of: {', '.join(DTYPES)}")
     return found

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from .counters import DRAM_BYTES, tensor_path
+from .errors import BadInput
 from .profile import DeviceProfile, NoRoof
 
 TIME = "gpu__time_duration.sum"
@@ -35,7 +36,7 @@ TIME_UNITS = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e
 PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 
 
-class NcuError(ValueError):
+class NcuError(BadInput, ValueError):
     """Not a usable Nsight Compute raw CSV; one line saying what is missing."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from .comm import wire_bytes
 from .dtypes import DTYPES
+from .errors import BadValue
 from .links import LINK_LEVELS
 from .profile import DeviceProfile
 
@@ -110,9 +111,9 @@ def parallel_comm(layers: int, hidden: int, dtype: str, tokens: int, step_flops:
     `per_rank`, already one rank's (models.llm's step with tp, pp counts the rank's own ops). With a
     `vocab`, TP also counts the embedding all-reduce and the gather of `logits_rows` rows of logits."""
     if tp < 1 or pp < 1:
-        raise ValueError(f"--tp {tp} / --pp {pp}: degrees start at 1")
+        raise BadValue(f"--tp {tp} / --pp {pp}: degrees start at 1")
     if pp > layers:
-        raise ValueError(f"--pp {pp} is more pipeline stages than the model's {layers} layers")
+        raise BadValue(f"--pp {pp} is more pipeline stages than the model's {layers} layers")
     ranks = tp * pp
     flops, compute_s = (step_flops, step_compute_s) if per_rank else (step_flops / ranks, step_compute_s / ranks)
     act = tokens * hidden * DTYPES[dtype].size

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, asdict
 from typing import Any, Iterator, Mapping
 
 from . import plausible
+from .errors import BadInput
 from .paths import PATHS, alias_of, level_sort_key, path_for, path_sort_key
 
 # Where a number comes from. Every ceiling carries one, and every view shows it.
@@ -18,7 +19,7 @@ SOURCES = {
 }
 
 
-class NoRoof(LookupError):
+class NoRoof(BadInput, LookupError):
     """The device has no roof for the path (or no slope for the level) an op needs."""
 
 

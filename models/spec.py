@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from .dtypes import DTYPES, OUTPUT_ONLY, WEIGHT_ONLY, lookup_dtype, output_dtype, weight_dtype
+from .errors import BadInput
 from .links import LINK_LEVELS
 from .ops import (
     ATTN_MODES, COLLECTIVE_OPS, NORM_FLOPS, Attention, Collective, Elementwise, FmaSweep, Gemm, Norm,
@@ -30,7 +31,7 @@ from .ops import (
 from .paths import LEVELS
 
 
-class SpecError(ValueError):
+class SpecError(BadInput, ValueError):
     """A bad op spec; the message is one line fit for a user."""
 
 

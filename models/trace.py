@@ -56,6 +56,7 @@ import msgspec
 
 from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
 from .counters import RANGE_CAT, Counted, TraceCounters, counted, value
+from .errors import BadInput
 from .kernelgrid import SAMPLES as GRID_SAMPLES
 from .kernelgrid import units_of
 from .opcost.inference import ITERATION
@@ -78,7 +79,7 @@ ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
 DEVICE_CATS = ("kernel", "memcpy", "memset")
 
 
-class TraceError(ValueError):
+class TraceError(BadInput, ValueError):
     """A file that is not a usable trace; the message is one line saying what is wrong."""
 
 

@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rooftop.models.errors import BadInput
 from rooftop.models.sample import TimeStats
 from rooftop.models.units import MiB
 
@@ -32,7 +33,7 @@ from .devinfo import (  # noqa: F401 - re-exported: the device facts are part of
 from .timing import CPU_PROTOCOL, GPU_PROTOCOL, CpuTimer, Protocol, Timer, measure
 
 
-class BackendError(Exception):
+class BackendError(BadInput):
     """The requested device does not exist or cannot be used; a one-line message for the user."""
 
 

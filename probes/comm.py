@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from rooftop.models.comm import COLLECTIVES, COPIES, bus_factor, reduce_flops
+from rooftop.models.errors import BadInput
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.units import MiB
 
@@ -42,12 +43,9 @@ MAX_GLOO_WORLD = 64
 RENDEZVOUS_TIMEOUT_S = 60.0
 
 
-class CommError(Exception):
-    """The sweep could not run; `usage` when it is the user's input (exit 2), not a failure on the way."""
-
-    def __init__(self, message: str, usage: bool = False) -> None:
-        super().__init__(message)
-        self.usage = usage
+class CommError(BadInput):
+    """The sweep cannot run as asked (a backend, a world size, a port this machine cannot give, ranks that
+    cannot meet); a failure on the way is the result's `error`, not this."""
 
 
 @dataclass(frozen=True)
@@ -74,16 +72,16 @@ def max_world(backend: str, gpus: int, cpus: int) -> int:
 
 def build_comm_plan(backend: str, world: int | None, plan: str = "quick", port: int = 0,
                     gpus: int | None = None, cpus: int | None = None, max_size: str | None = None) -> CommPlan:
-    """Check the request against this machine; CommError(usage=True) naming what is allowed."""
+    """Check the request against this machine; CommError naming what is allowed."""
     if backend not in ("gloo", "nccl"):
-        raise CommError(f"backend {backend!r} is unknown; choose gloo (CPUs) or nccl (GPUs)", usage=True)
+        raise CommError(f"backend {backend!r} is unknown; choose gloo (CPUs) or nccl (GPUs)")
     if plan not in SIZES:
-        raise CommError(f"plan {plan!r} is unknown; choose one of: {', '.join(SIZES)}", usage=True)
+        raise CommError(f"plan {plan!r} is unknown; choose one of: {', '.join(SIZES)}")
     cpus = cpus if cpus is not None else (os.cpu_count() or 1)
     if gpus is None:
         gpus = _gpu_count() if backend == "nccl" else 0
     if backend == "nccl" and gpus < 1:
-        raise CommError("nccl needs CUDA GPUs and this machine has none; use --backend gloo", usage=True)
+        raise CommError("nccl needs CUDA GPUs and this machine has none; use --backend gloo")
     top = max_world(backend, gpus, cpus)
     world = world if world is not None else min(top, 2 if backend == "gloo" else gpus)
     notes: tuple[str, ...] = ()
@@ -91,18 +89,18 @@ def build_comm_plan(backend: str, world: int | None, plan: str = "quick", port: 
     if backend == "nccl" and gpus == 1 and world == 1:
         collectives, notes = (), ("one GPU: it has no peer to run NCCL collectives against; host↔device copies only",)
     elif world < 2:
-        raise CommError(f"--world {world}: a collective needs at least 2 ranks (allowed: 2 … {top})", usage=True)
+        raise CommError(f"--world {world}: a collective needs at least 2 ranks (allowed: 2 … {top})")
     if world > top:
         why = f"one rank per GPU, {gpus} here" if backend == "nccl" else f"2 per CPU, {cpus} CPUs here, at most {MAX_GLOO_WORLD}"
-        raise CommError(f"--world {world} is more ranks than allowed: 2 … {top} ({why})", usage=True)
+        raise CommError(f"--world {world} is more ranks than allowed: 2 … {top} ({why})")
     if not 0 <= port < 65536:
-        raise CommError(f"--port {port} is not a TCP port (1 … 65535, or 0 for a free one)", usage=True)
+        raise CommError(f"--port {port} is not a TCP port (1 … 65535, or 0 for a free one)")
     sizes = SIZES[plan]
     if max_size is not None:
         cap = _size_arg(max_size)
         sizes = tuple(s for s in sizes if s <= cap)
         if not sizes:
-            raise CommError(f"--max-size {max_size} leaves no message size (the smallest is {SIZES[plan][0]} B)", usage=True)
+            raise CommError(f"--max-size {max_size} leaves no message size (the smallest is {SIZES[plan][0]} B)")
     return CommPlan(backend, world, sizes, collectives, protocol=CPU_PROTOCOL if backend == "gloo" else GPU_PROTOCOL,
                     name=plan, port=port, copies=backend == "nccl", notes=notes)
 
@@ -115,7 +113,7 @@ def _size_arg(text: str) -> int:
     except (ValueError, AttributeError):
         n = -1
     if n < 1:
-        raise CommError(f"--max-size {text!r} is not a size; write bytes, or with K, M or G (binary): 1M, 64K", usage=True)
+        raise CommError(f"--max-size {text!r} is not a size; write bytes, or with K, M or G (binary): 1M, 64K")
     return n
 
 
@@ -272,7 +270,7 @@ def run_comm(plan: CommPlan, on_point: Callable[[Sample, int], None] | None = No
              cancel: threading.Event | None = None) -> CommResult:
     """Start plan.world ranks, collect rank 0's points; the ranks are gone when this returns or raises.
 
-    CommError(usage=True) when the rendezvous cannot start. KeyboardInterrupt passes
+    CommError when the rendezvous cannot start. KeyboardInterrupt passes
     through after the ranks are stopped.
     """
     result = CommResult(plan)
@@ -363,7 +361,7 @@ def _run_ranks(plan: CommPlan, result: CommResult, on_point: Callable[[Sample, i
                 drain()
                 kind, text = problem or ("failed", _one_line(exc))
                 if kind == "rendezvous":
-                    raise CommError(f"the ranks could not meet on 127.0.0.1:{port} ({text})", usage=True) from None
+                    raise CommError(f"the ranks could not meet on 127.0.0.1:{port} ({text})") from None
                 result.status, result.error = "failed", text
                 break
             drain()

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from rooftop.models.errors import BadInput
 from .comm import stop_ranks
 from .lifeline import die_with_parent
 
@@ -52,7 +53,7 @@ KEY = "rooftop-fleet"
 NOT_ASKED = "-"  # the keeper's word when it was asked to keep nothing (--no-save)
 
 
-class FleetError(Exception):
+class FleetError(BadInput):
     """A fleet that cannot start (bad layout, no devices); worded for one line."""
 
 

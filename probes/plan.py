@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from rooftop.models.errors import BadInput
 from rooftop.models.sample import Sample
 from rooftop.models.units import fmt_bytes
 
@@ -30,7 +31,7 @@ PARTS = ("bandwidth", "cache", "gemm", "fma", "launch")
 QUICK_DRAM_KERNELS = ("read_reduce", "triad")  # a CPU quick plan's kernels at the sets B dram comes from
 
 
-class PlanError(ValueError):
+class PlanError(BadInput, ValueError):
     """An unknown plan or probe name; a one-line message for the user."""
 
 

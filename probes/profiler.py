@@ -31,10 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from rooftop.models.errors import BadInput
+
 SKIP_STEPS = 1  # the warm-up step, recorded and discarded
 
 
-class ProgramFailed(Exception):
+class ProgramFailed(BadInput):
     """The user's program raised or exited non-zero; `status` is its exit status."""
 
     def __init__(self, message: str, status: int) -> None:
@@ -42,7 +44,7 @@ class ProgramFailed(Exception):
         self.status = status
 
 
-class NotPython(ValueError):
+class NotPython(BadInput, ValueError):
     """The command after `--` is not a Python program rooftop can run in-process."""
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Literal, Sequence
 
+from rooftop.models.errors import BadInput
 APPLICATION_ID = 0x526F6F66  # "Roof": marks a SQLite file as rooftop's
 BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another before giving up
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -47,7 +48,7 @@ Migration = Callable[[sqlite3.Connection], None]
 Reason = Literal["locked", "read-only", "damaged", "foreign", "full", "missing", "refused", "unusable"]
 
 
-class StoreError(Exception):
+class StoreError(BadInput):
     """A problem with the database file, worded for one line: what is wrong and what to do.
 
     The store raises this and nothing else: sqlite3 and OS errors met while using the file

@@ -87,3 +87,31 @@ def test_a_large_export_lists_the_longest_kernels_and_json_has_them_all(tmp_path
     import json
 
     assert len(json.loads(doc.stdout)["kernels"]) == 700
+
+
+def test_an_export_that_names_no_gpu_says_whose_roofs_it_is_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """One rule for a file's GPU: an ncu export without its device column is placed on the default device and
+    says so, as a trace without deviceProperties does (it was placed there without a word)."""
+    import json
+
+    from rooftop.models.ncu import DEVICE_NAME
+    from rooftop.tui.cli import main
+
+    monkeypatch.setenv("ROOFTOP_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ROOFTOP_DB", raising=False)
+    rs, head = rows()
+    col = rs[head].index(DEVICE_NAME)
+    for r in rs[head + 2:]:
+        if len(r) > col:
+            r[col] = ""
+    p = tmp_path / "nameless.csv"
+    p.write_text(written(rs))
+    assert main(["profile", "--ncu", str(p), "--json"]) == 0
+    captured = capsys.readouterr()
+    device = json.loads(captured.out)["device"]
+    assert captured.err.endswith(f"\nrooftop profile: the profile does not name its GPU (no {DEVICE_NAME} column): "
+                                 f"the roofs shown are {device}'s; give -d ID for the GPU it ran on\n"), captured.err
+    assert main(["profile", "--ncu", str(p), "--json", "-d", "h200"]) == 0  # -d: no word
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["device"] == "h200" and captured.err == ""

@@ -14,18 +14,10 @@ import sqlite3
 import sys
 from typing import Callable, Sequence
 
-from rooftop.models.catalog import UnknownDevice
-from rooftop.models.llm import ModelError
-from rooftop.models.profile import NoRoof
+from rooftop.models.errors import BadInput
 from rooftop.models.safetext import safe_text
-from rooftop.models.spec import SpecError
-from rooftop.store.db import StoreError
-from rooftop.tui.commands.common import Parser, UsageError, add_db_option
+from rooftop.tui.commands.common import Parser, add_db_option
 from rooftop.tui.services import context
-
-# Bad input, found by argparse's checks or later: one line naming what is wrong, exit status 2.
-BAD_INPUT: tuple[type[Exception], ...] = (SpecError, NoRoof, UnknownDevice, UsageError, ModelError, StoreError,
-                                          context.NotAProfile)
 
 
 def build_parser() -> Parser:
@@ -85,13 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def exit_status(exc: BaseException, name: str, args: argparse.Namespace) -> int:
     """The one exception → exit-status map: what the user is told on stderr, and the status.
 
-    2: bad input (one line); 130: Ctrl-C; 0: a closed pipe (`rooftop devices | head`);
-    1: a bug (one line, or the traceback with ROOFTOP_DEBUG=1). Anything else is re-raised
-    (SystemExit from argparse or a command).
+    2: bad input (one line): every layer's BadInput (UsageError, SpecError, TraceError, StoreError, …), its
+    message made safe here, once, for it may quote a path, a stored name or a file's text; 130: Ctrl-C;
+    0: a closed pipe (`rooftop devices | head`); 1: a bug (one line, or the traceback with ROOFTOP_DEBUG=1).
+    Anything else is re-raised (SystemExit from argparse or a command).
     """
-    if isinstance(exc, BAD_INPUT):
+    if isinstance(exc, BadInput):
         msg = exc.args[0] if exc.args else str(exc)
-        sys.stderr.write(f"{name}: error: {safe_text(msg)}\n")  # it may quote a stored name
+        sys.stderr.write(f"{name}: error: {safe_text(msg)}\n")
         return 2
     if isinstance(exc, KeyboardInterrupt):  # Ctrl-C outside a measurement's own handling (e.g. while torch loads)
         sys.stderr.write(f"\n{name}: interrupted\n")

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from rooftop.models.safetext import safe_text
-from rooftop.tui.commands.common import UsageError, add_db_option
+from rooftop.tui.commands.common import add_db_option
 from rooftop.tui.render.comm import comm_json, comm_report
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.services.keeper import RunKeeper
@@ -62,10 +62,7 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
     from rooftop.models.units import fmt_bytes, fmt_count, fmt_time
     from rooftop.tui.render.report import make_console
 
-    try:
-        plan = build_comm_plan(args.backend, args.world, args.plan, args.port, max_size=args.max_size)
-    except CommError as exc:
-        raise UsageError(str(exc)) from None
+    plan = build_comm_plan(args.backend, args.world, args.plan, args.port, max_size=args.max_size)  # or CommError
     err = make_console(stderr=True)
     err.print(f"rooftop comm: {plan.name} plan, {plan.backend} × {plan.world} ranks, "
               f"{fmt_count(plan.points, 'point')} ({', '.join(COLLECTIVES[c].split(' (')[0] for c in plan.collectives)})")
@@ -88,11 +85,9 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
 
     try:
         result = run_comm(plan, on_point=progress, cancel=cancel)
-    except CommError as exc:
+    except CommError:  # the ranks could not meet: said by the exit map
         keeper.finish("failed")
-        if exc.usage:
-            raise UsageError(str(exc)) from None
-        return 1
+        raise
     except BaseException:
         keeper.finish("cancelled")
         raise

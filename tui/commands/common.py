@@ -8,6 +8,7 @@ import re
 import sys
 from typing import Any
 
+from rooftop.models.errors import BadInput
 from rooftop.models.safetext import safe_text
 from rooftop.models.spec import SpecError
 from rooftop.models.units import fmt_count
@@ -75,7 +76,7 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-class UsageError(Exception):
+class UsageError(BadInput):
     """Bad input found after parsing; reported in one line with exit code 2."""
 
 

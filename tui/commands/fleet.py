@@ -162,12 +162,9 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None,
     """This rank of a torchrun job: measure the local device and post the row; the keeper (rank 0, or the lowest
     rank alive when rank 0 is gone) keeps the fleet. A stop signal (`cancel`, `stopped`) ends the measurement at
     its next point: what it measured is sent and kept, within the 30 s torchrun allows before it kills."""
-    from rooftop.probes.fleet import NOT_ASKED, FleetError, RankEnv, RankGroup, cpu_share
+    from rooftop.probes.fleet import NOT_ASKED, RankEnv, RankGroup, cpu_share
 
-    try:
-        env = RankEnv.from_env()
-    except FleetError as exc:
-        raise UsageError(str(exc)) from None
+    env = RankEnv.from_env()  # FleetError where torchrun's variables cannot be read
     if env is None:
         raise UsageError("--fleet runs in each rank of a torchrun job (torchrun --nproc-per-node G … --no-python "
                       "rooftop measure --fleet); for every GPU of this machine use --all-gpus")
@@ -195,10 +192,7 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None,
             have = list(range(os.cpu_count() or 1))
         cpus = cpu_share(env.local_rank, env.local_world, have)
         job.update(device="cpu", cpus=cpus, threads=args.threads or len(cpus))
-    try:
-        group = RankGroup(env, wait_s=args.wait, cancel=cancel)
-    except FleetError as exc:
-        raise UsageError(str(exc)) from None
+    group = RankGroup(env, wait_s=args.wait, cancel=cancel)  # FleetError where the ranks cannot meet
     t0 = time.perf_counter()
     try:
         sys.stderr.write(f"rooftop measure: rank {env.rank} of {env.world}: {args.plan} plan on {job['device']}"
@@ -303,8 +297,8 @@ def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0 when every ceiling holds, 1 when one falls short or a fleet member gave no result, 2 for bad
     input (one line)."""
-    from rooftop.models.check import (CheckError, check_fleet, check_profile, fleet_notes, model_notes,
-                                      tolerance_problem, unchecked, verdict)
+    from rooftop.models.check import (check_fleet, check_profile, fleet_notes, model_notes, tolerance_problem,
+                                      unchecked, verdict)
     from rooftop.store.fleets import fleet_of, is_fleet
     from rooftop.tui.services.context import open_store
 
@@ -339,10 +333,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             notes += model_notes([profile.name], base) + unchecked(profile, base)
             if run.status != "complete":
                 notes.append(f"run {run.label} is {run.status}: only what it measured is checked")
-    try:
-        v = verdict(results, notes, lost, nothing)
-    except CheckError as exc:
-        raise UsageError(str(exc)) from None
+    v = verdict(results, notes, lost, nothing)  # CheckError where nothing could be checked
     if args.json:
         print_json({"run": run.id, "baseline": base.id if base is not None else None, "tolerance": args.tolerance,
                     **v.to_dict()})

@@ -31,13 +31,16 @@ JOB_FIELDS = ("world size", "backend", "GPU", "NCCL version")  # what must agree
 
 
 def trace_files(paths: list[str]) -> list[Path]:
-    """The trace files given: files as named, a folder's .json / .json.gz files (sorted by name)."""
+    """The trace files given: files as named, a folder's .json / .json.gz files (sorted by name); TraceError for
+    a folder with none."""
+    from rooftop.models.trace import TraceError
+
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
             found = sorted(x for x in p.iterdir() if x.is_file() and x.name.endswith(TRACE_SUFFIXES))
             if not found:
-                raise FileNotFoundError(f"{p}: a folder with no traces in it (.json or .json.gz)")
+                raise TraceError(f"{p}: a folder with no traces in it (.json or .json.gz)")
             out.extend(found)
         else:
             out.append(p)
@@ -264,10 +267,6 @@ def in_world(summaries: list[Any], world: int, problems: list[str]) -> list[Any]
     return [x for x in summaries if x.rank < world]
 
 
-class JobError(UsageError):
-    """Bad input to `rooftop profile` for a job: one line on stderr, exit status 2 (the CLI's exit map)."""
-
-
 def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None, *,
                 device_for: Any, save: Any) -> int:
     """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups; the job's
@@ -280,19 +279,15 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     from rooftop.tui.render.jsonout import print_json
     from rooftop.tui.render.profile import profile_report
     from rooftop.tui.render.report import make_console
-    from rooftop.tui.render.text import clean
 
-    try:
-        files = trace_files(paths)
-    except FileNotFoundError as exc:
-        raise JobError(clean(str(exc))) from None
+    files = trace_files(paths)
     held = HeldRanks()
     job, work, problems = read_job(args, files, lambda t: device_for(args, t), read, held)
     if job is None and len(problems) == 1 and [Path(paths[0])] == files:  # one file named: its problem alone
-        raise JobError(problems[0].removesuffix(": left out"))
+        raise UsageError(problems[0].removesuffix(": left out"))
     if job is None:
         print_problems(problems)
-        raise JobError("no trace could be read as a rank of the job (each file's problem is above)")
+        raise UsageError("no trace could be read as a rank of the job (each file's problem is above)")
     path, joined = job_critical_path(held, {r.rank for r in job.ranks}, getattr(args, "window", None))
     del held  # the ranks' traces go before the report is made
     print_problems(problems)
@@ -335,15 +330,14 @@ def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[A
 
 
 def check_window(trace: Any, name: str | None) -> None:
-    """JobError (one line naming some the trace has) where --window NAME names no annotation of the trace."""
+    """UsageError (one line naming some the trace has) where --window NAME names no annotation of the trace."""
     from rooftop.models.critpath import WindowError, windows_of
-    from rooftop.tui.render.text import clean
 
     if name is not None:
         try:
             windows_of(trace, name)
-        except WindowError as exc:
-            raise JobError(f"--window {safe_text(name)}: {clean(str(exc))}") from None
+        except WindowError as exc:  # said with the option it came from
+            raise UsageError(f"--window {name}: {exc}") from None
 
 
 def profile_torchrun(program: list[str], args: argparse.Namespace, *, device_for: Any, save: Any) -> int:
@@ -351,32 +345,27 @@ def profile_torchrun(program: list[str], args: argparse.Namespace, *, device_for
     profiler, each writing its trace; the traces are then read as one job. SIGTERM, SIGINT and SIGHUP stop it:
     the ranks are stopped and one line says what was kept (exit status 128 + the signal)."""
     from rooftop.probes.torchrun import Stopped, run_torchrun  # torch loads with the launch
-    from rooftop.tui.render.text import clean
     from rooftop.tui.services.stopsignals import stop_on_signals
 
     with stop_on_signals(threading.Event()) as stopped:  # from the start: torch alone takes seconds to load
         try:
             import torch  # noqa: F401 - the launcher and the profiler need it
         except ImportError:
-            raise JobError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+            raise UsageError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
         except KeyboardInterrupt:
             return tell_stopped(Stopped(signal.SIGINT, launched=False), args.save_trace)
-        from rooftop.probes.profiler import NotPython, ProgramFailed
-
         with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
             out = Path(args.save_trace) if args.save_trace else Path(tmp)
             try:
                 with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
                     launched = run_torchrun(program, out, steps=args.steps, log_dir=Path(tmp) / "torchelastic",
                                             stopped=stopped)
-            except Stopped as exc:
+            except Stopped as exc:  # NotPython, ProgramFailed: bad input, said by the exit map
                 return tell_stopped(exc, args.save_trace)
-            except (NotPython, ProgramFailed) as exc:
-                raise JobError(clean(str(exc))) from None
             if stopped:  # as the launch ended: its traces are not read
                 return tell_stopped(Stopped(stopped[0], launched.traces), args.save_trace)
             if not launched.traces:
-                raise JobError("no rank wrote a trace (the program ended before the profiler wrote one)")
+                raise UsageError("no rank wrote a trace (the program ended before the profiler wrote one)")
             args.nproc_per_node = launched.nproc_per_node
             status = profile_job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler",
                                  device_for=device_for, save=save)

@@ -18,12 +18,9 @@ def cmd_llm(args: argparse.Namespace) -> int:
     from rooftop.store.hfconfig import load_arch
 
     arch = load_arch(args.model)
-    try:
-        if args.dtype:
-            arch = with_dtype(arch, parse_dtype(args.dtype).name)
-        kv_dtype = parse_dtype(args.kv_dtype).name if args.kv_dtype else None
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    if args.dtype:
+        arch = with_dtype(arch, parse_dtype(args.dtype).name)
+    kv_dtype = parse_dtype(args.kv_dtype).name if args.kv_dtype else None
     if args.context and args.phase == "prefill":  # it was taken and ignored: rows of the same prefill
         raise UsageError("--context is the decode step's KV-cache length; a prefill reads its prompt: give --prompt N")
     batches = _int_list(args.batch, "batch")
@@ -87,11 +84,8 @@ def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
     """--tp / --pp: each dimension's communication for the first step, one rank's (empty when both are 1)."""
     from rooftop.models.parallel import parallel_comm
 
-    try:
-        return parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
-                             args.tp, args.pp, per_rank=step.ranks > 1, vocab=arch.vocab, logits_rows=step.phase.batch)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    return parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
+                         args.tp, args.pp, per_rank=step.ranks > 1, vocab=arch.vocab, logits_rows=step.phase.batch)
 
 
 def add_llm_command(sub: Any) -> None:

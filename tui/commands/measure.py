@@ -77,24 +77,18 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
     """Select the device, build the plan, measure; `cancel` is set, and `stopped` filled, by a stop signal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from rooftop.probes.plan import PlanError, parse_only
+    from rooftop.probes.plan import parse_only
 
-    try:
-        only = parse_only(args.only)
-    except PlanError as exc:
-        raise UsageError(str(exc)) from None
+    only = parse_only(args.only)  # PlanError (bad input) for a probe rooftop has not
     if args.fleet or args.all_gpus:
         return _measure_fleet(args, only, cancel, stopped)
-    from rooftop.probes.backend import BackendError, select_backend
+    from rooftop.probes.backend import select_backend
     from rooftop.probes.plan import build_plan
     from rooftop.models.units import fmt_count
     from rooftop.tui.render.report import make_console
 
-    try:
-        backend = select_backend(args.device, args.threads)
-        plan = build_plan(backend, args.plan, only)
-    except (BackendError, PlanError) as exc:
-        raise UsageError(str(exc)) from None
+    backend = select_backend(args.device, args.threads)  # BackendError (bad input) for a device not here
+    plan = build_plan(backend, args.plan, only)
     err = make_console(stderr=True)
     if stopped:  # while torch loaded: nothing was measured, no run begun
         err.print(f"rooftop measure: stopped by {signal.Signals(stopped[0]).name} before the measurement began")
@@ -123,18 +117,12 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
 def _measure_fleet(args: argparse.Namespace, only: tuple[str, ...], cancel: threading.Event,
                    stopped: list[int]) -> int:
     """--all-gpus or --fleet: many devices at once, kept as one fleet run (rooftop.tui.commands.fleet)."""
-    from rooftop.probes.backend import BackendError
-    from rooftop.probes.fleet import FleetError
-    from rooftop.probes.plan import PlanError
     from rooftop.tui.commands.fleet import cmd_all_gpus, cmd_fleet
 
     if not 1 <= args.wait <= 86400:
         raise UsageError(f"--wait {args.wait:g}: give seconds from 1 to 86400")
-    try:
-        run = cmd_all_gpus if args.all_gpus else cmd_fleet
-        return run(args, only, cancel, stopped)
-    except (BackendError, PlanError, FleetError) as exc:
-        raise UsageError(str(exc)) from None
+    run = cmd_all_gpus if args.all_gpus else cmd_fleet
+    return run(args, only, cancel, stopped)
 
 
 def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err: Any, stopped_by: str | None) -> int:

@@ -123,10 +123,6 @@ def files_to_read(program: list[str]) -> tuple[str | None, list[str]]:
     return "trace", files
 
 
-class ProfileError(UsageError):
-    """Bad input to `rooftop profile`: one line on stderr, exit status 2 (the CLI's exit map)."""
-
-
 def cmd_profile(args: argparse.Namespace) -> int:
     program = list(args.program or [])
     if program and program[0] == "--":
@@ -141,25 +137,25 @@ def cmd_profile(args: argparse.Namespace) -> int:
         program = [w for w in args.program or [] if w != "--"][:1]  # a program too: "give one of", below
     given = [x for x in (args.trace, args.ncu, args.compare) if x] + (["program"] if program else [])
     if len(given) != 1:
-        raise ProfileError("give one of: -- python script.py ARGS…, -- torchrun … script.py, --trace FILE [FILE…|DIR], "
+        raise UsageError("give one of: -- python script.py ARGS…, -- torchrun … script.py, --trace FILE [FILE…|DIR], "
                            "--ncu FILE, or --compare RUN RUN")
     if len(_device_list(getattr(args, "device", None))) > 1:  # the rest were dropped without a word
-        raise ProfileError(f"-d {safe_text(','.join(_device_list(args.device)))}: a profile is placed on one "
+        raise UsageError(f"-d {safe_text(','.join(_device_list(args.device)))}: a profile is placed on one "
                            "device's roofs; give one -d (or `rooftop profile --compare` two kept runs)")
     if args.save_trace and (args.trace or args.ncu or args.compare):
-        raise ProfileError("--save-trace keeps the trace of a program run here; with --trace, --ncu or --compare "
+        raise UsageError("--save-trace keeps the trace of a program run here; with --trace, --ncu or --compare "
                            "there is none to keep")
     if args.graph_capture and not args.trace:
-        raise ProfileError("--graph-capture joins a graph replay to its capture: give the replay with --trace FILE")
+        raise UsageError("--graph-capture joins a graph replay to its capture: give the replay with --trace FILE")
     if args.graph_capture and is_job(args.trace):
-        raise ProfileError("--graph-capture joins one replay trace to its capture: give one --trace FILE")
+        raise UsageError("--graph-capture joins one replay trace to its capture: give one --trace FILE")
     if args.window is not None and (args.ncu or args.compare):
-        raise ProfileError("--window NAME picks the windows of a trace's critical path: give --trace FILE or a "
+        raise UsageError("--window NAME picks the windows of a trace's critical path: give --trace FILE or a "
                            "program to run, not --ncu or --compare")
     if args.steps < 1:
-        raise ProfileError(f"--steps must be at least 1, got {args.steps}")
+        raise UsageError(f"--steps must be at least 1, got {args.steps}")
     if args.top < 0:
-        raise ProfileError(f"--top must be 0 or more, got {args.top}")
+        raise UsageError(f"--top must be 0 or more, got {args.top}")
     if args.ncu:
         return _ncu(args)
     if args.compare:
@@ -171,7 +167,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if program and is_torchrun(program):
         return profile_torchrun(program, args, device_for=_trace_device, save=_save)
     if args.trace:
-        trace = _load(args.trace[0])
+        from rooftop.store.tracefile import load_trace
+
+        trace = load_trace(args.trace[0])  # TraceError naming the file: bad input
         if args.graph_capture:
             trace = _join_capture(trace, args.graph_capture)
         source, backend = str(args.trace[0]), "trace"
@@ -206,58 +204,43 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load(path: str) -> Any:
+def _join_capture(trace: Any, paths: list[str]) -> Any:
+    """The replay joined to the graph captures in `paths` (files or folders), read as --trace reads a trace."""
+    from rooftop.models.capture import CaptureError, join_captures
     from rooftop.models.trace import TraceError
     from rooftop.store.tracefile import load_trace
 
     try:
-        return load_trace(path)
-    except TraceError as exc:
-        raise ProfileError(clean(str(exc))) from None
-
-
-def _join_capture(trace: Any, paths: list[str]) -> Any:
-    """The replay joined to the graph captures in `paths` (files or folders), read as --trace reads a trace."""
-    from rooftop.models.capture import CaptureError, join_captures
-
-    try:
         files = trace_files(paths)
-    except FileNotFoundError as exc:
-        raise ProfileError(f"--graph-capture {clean(str(exc))}") from None
-    captures = [(f.name, _load(str(f))) for f in files]
+    except TraceError as exc:  # said with the option it came from
+        raise UsageError(f"--graph-capture {exc}") from None
+    captures = [(f.name, load_trace(f)) for f in files]
     try:
         return join_captures(trace, captures)[0]
     except CaptureError as exc:
-        raise ProfileError(f"--graph-capture: {clean(str(exc))}") from None
+        raise UsageError(f"--graph-capture: {exc}") from None
 
 
 def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str]:
     try:
         import torch  # noqa: F401 - the profiler needs it; say so in one line when it is missing
     except ImportError:
-        raise ProfileError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
-    from rooftop.models.trace import EmptyTrace, TraceError
-    from rooftop.probes.profiler import NotPython, ProgramFailed, run_script
+        raise UsageError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
+    from rooftop.models.trace import EmptyTrace
+    from rooftop.probes.profiler import run_script
     from rooftop.store.tracefile import load_trace
 
     with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
         out = Path(args.save_trace) if args.save_trace else Path(tmp) / "trace.json"
-        try:
-            # with --json, stdout carries the one JSON object: the program's own output goes to stderr
-            with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-                rec = run_script(program, out, steps=args.steps)
-        except NotPython as exc:
-            raise ProfileError(str(exc)) from None
-        except ProgramFailed as exc:
-            raise ProfileError(str(exc)) from None
+        # with --json, stdout carries the one JSON object: the program's own output goes to stderr
+        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+            rec = run_script(program, out, steps=args.steps)  # NotPython, ProgramFailed: bad input
         if not rec.trace_path.is_file():
-            raise ProfileError("the program recorded nothing (it ended before the profiler wrote its trace)")
+            raise UsageError("the program recorded nothing (it ended before the profiler wrote its trace)")
         try:
             trace = load_trace(rec.trace_path)
         except EmptyTrace:
-            raise ProfileError(f"{clean(' '.join(program))} ran no torch ops: nothing to place on the roofline") from None
-        except TraceError as exc:
-            raise ProfileError(clean(str(exc))) from None
+            raise UsageError(f"{clean(' '.join(program))} ran no torch ops: nothing to place on the roofline") from None
     if rec.whole_run:
         sys.stderr.write("rooftop profile: no step seen (no nn.Module call): the whole run was recorded\n")
     elif rec.warmup_only:
@@ -279,7 +262,7 @@ def _placed(args: argparse.Namespace, name: str, props: Mapping[str, Any], metad
             source: str, how: str = "") -> tuple[Any, str]:
     """The profile a trace's (or an ncu export's) GPU is placed on, and how (`how`: where its properties came
     from, when not from its deviceProperties), said on stderr; this machine's measured `local` where it is that
-    very card and the catalog has none; else ProfileError naming -d."""
+    very card and the catalog has none; else UsageError naming -d."""
     import dataclasses
 
     from rooftop.models.devicefamily import place_device
@@ -292,7 +275,7 @@ def _placed(args: argparse.Namespace, name: str, props: Mapping[str, Any], metad
         return placed.profile, placed.note
     local = _measured_card(args, placed)
     if local is None:
-        raise ProfileError(clean(_unknown_gpu(placed)))
+        raise UsageError(clean(_unknown_gpu(placed)))
     note = f"{placed.note}; using local, this machine's measured profile of that card"
     sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
     return local, note
@@ -308,12 +291,12 @@ def _measured_card(args: argparse.Namespace, placed: Any) -> Any:
 
 
 def _check_local_gpu(args: argparse.Namespace) -> None:
-    """ProfileError, before a program runs here, where NVML names a GPU no profile fits and none was measured."""
+    """UsageError, before a program runs here, where NVML names a GPU no profile fits and none was measured."""
     from rooftop.probes.identify import local_placement
 
     placed = local_placement()
     if placed is not None and placed.profile is None and _measured_card(args, placed) is None:
-        raise ProfileError(clean(_unknown_gpu(placed)))
+        raise UsageError(clean(_unknown_gpu(placed)))
 
 
 def _by_kernel_units(units: int) -> tuple[Any, str]:
@@ -334,48 +317,47 @@ def _by_kernel_units(units: int) -> tuple[Any, str]:
                 f"{fits[0].source} profile of {fits[0].name} (give -d ID for another)")
         placed = dataclasses.replace(placed, profile=fits[0])
     else:
-        raise ProfileError(clean(_unknown_gpu(placed)))
+        raise UsageError(clean(_unknown_gpu(placed)))
     sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {note}") + "\n")
     return placed.profile, note
 
 
-def _device(args: argparse.Namespace, trace_device: str, source: str = "trace") -> Any:
-    from rooftop.tui.commands.common import _device_list
-    from rooftop.tui.services.context import resolve_devices, store_profiles
-
-    ids = _device_list(getattr(args, "device", None))
-    if not ids and trace_device:
-        return _placed(args, trace_device, {}, {}, source)[0]
-    return resolve_devices(ids, store_profiles(args, ids))[0]
-
-
-def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
-    """The device whose roofs to use for a trace, and how it was chosen, in one line for the report: -d; the
-    trace's own GPU, by its name and properties; a GPU no profile fits is refused in one line naming -d (its
-    roofs would be another GPU's); a trace that names no GPU gets the default device, said plainly."""
+def _file_device(args: argparse.Namespace, source: str, name: str, props: Mapping[str, Any] | None = None,
+                 metadata: Mapping[str, Any] | None = None, on_device: bool = True, kernel_units: int = 0,
+                 unnamed: str = "no deviceProperties") -> tuple[Any, str]:
+    """The one rule for the roofs of a file's GPU (a trace's, an ncu export's), and how they were chosen, in one
+    line for the report: -d; the file's own GPU, by its `name` and `props`; a GPU no profile fits is refused in
+    one line naming -d (its roofs would be another GPU's); a file that ran on the CPU, or names no GPU (`unnamed`
+    says what it lacks), gets the default device, said plainly."""
     from rooftop.tui.commands.common import _device_list
     from rooftop.tui.services.context import resolve_devices, store_profiles
 
     ids = _device_list(getattr(args, "device", None))
     if ids:
         return resolve_devices(ids, store_profiles(args, ids))[0], ""
-    if not trace.on_device:
+    if not on_device:
         dev = resolve_devices([], store_profiles(args, []))[0]
         if dev.kind == "cpu":
             return dev, ""
-        note = (f"the trace ran on the CPU: the roofs shown are {dev.id}'s, a GPU's; measure this CPU "
+        note = (f"the {source} ran on the CPU: the roofs shown are {dev.id}'s, a GPU's; measure this CPU "
                 "(`rooftop measure --device cpu`) and give -d local, or give -d ID")
         sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
         return dev, note
-    if trace.device_name or trace.device_props:
-        return _placed(args, trace.device_name, trace.device_props, trace.metadata, "trace")
-    if trace.kernel_units:  # no deviceProperties, but CUPTI's kernel records say the SM count (an NVIDIA GPU)
-        return _by_kernel_units(trace.kernel_units)
+    if name or props:
+        return _placed(args, name, props or {}, metadata or {}, source)
+    if kernel_units:  # no deviceProperties, but CUPTI's kernel records say the SM count (an NVIDIA GPU)
+        return _by_kernel_units(kernel_units)
     dev = resolve_devices([], store_profiles(args, []))[0]
-    note = (f"the trace does not name its GPU (no deviceProperties): the roofs shown are {dev.id}'s; "
+    note = (f"the {source} does not name its GPU ({unnamed}): the roofs shown are {dev.id}'s; "
             "give -d ID for the GPU it ran on")
     sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
     return dev, note
+
+
+def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
+    """The device whose roofs to use for a trace, and how it was chosen (`_file_device`'s rule)."""
+    return _file_device(args, "trace", trace.device_name, trace.device_props, trace.metadata, trace.on_device,
+                        trace.kernel_units)
 
 
 def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: Any = None,
@@ -398,20 +380,21 @@ def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: A
 
 
 def _ncu(args: argparse.Namespace) -> int:
-    from rooftop.models.ncu import NcuError, read_ncu
+    from rooftop.models.ncu import DEVICE_NAME, NcuError, read_ncu
 
     p = Path(args.ncu)
     if not p.is_file():
-        raise ProfileError(f"{p}: no such file (give an `ncu --csv --page raw` export)")
+        raise UsageError(f"{p}: no such file (give an `ncu --csv --page raw` export)")
     try:
         with p.open(encoding="utf-8", errors="replace", newline="") as f:
             export = read_ncu(f)
     except NcuError as exc:
-        raise ProfileError(f"{p}: {exc}") from None
+        raise UsageError(f"{p}: {exc}") from None
     if export.skipped:
         sys.stderr.write(f"rooftop profile: {clean(export.warning())}\n")
     kernels = export.kernels
-    device = _device(args, kernels[0].device_name, "profile")  # no -d: the GPU ncu ran on, as a trace's
+    device = _file_device(args, "profile", kernels[0].device_name,  # no -d: the GPU ncu ran on, as a trace's
+                          unnamed=f"no {DEVICE_NAME} column")[0]
     if args.json:
         print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels],
                     "skipped_rows": export.skipped})
@@ -431,26 +414,22 @@ def _stored(store: Any, ref: str) -> tuple[Any, list[Mapping[str, Any]], dict[st
 
     run = store.run(ref)
     if not is_profile(run):
-        raise ProfileError(f"run {run.label} is a {run.plan or 'measurement'} run, not a profile "
+        raise UsageError(f"run {run.label} is a {run.plan or 'measurement'} run, not a profile "
                            "(`rooftop runs` lists them; profiles have plan 'profile')")
     samples = store.samples(run.id)
     problem = profile_problem(run, samples)  # a store written before imports were checked may hold one
     if problem:
-        raise ProfileError(f"run {run.label}: the stored profile is malformed ({problem}), so it cannot be compared")
+        raise UsageError(f"run {run.label}: the stored profile is malformed ({problem}), so it cannot be compared")
     return run, group_records(samples), dict(profile_summary(run))
 
 
 def _compare(args: argparse.Namespace) -> int:
     from rooftop.models.profilediff import diff_groups, diff_split
-    from rooftop.store.db import StoreError
     from rooftop.tui.services.context import open_store
     from rooftop.tui.render.report import make_console
 
-    try:
-        with open_store(args) as store:
-            (ra, ga, sa), (rb, gb, sb) = (_stored(store, r) for r in args.compare)
-    except StoreError as exc:
-        raise ProfileError(str(exc)) from None
+    with open_store(args) as store:
+        (ra, ga, sa), (rb, gb, sb) = (_stored(store, r) for r in args.compare)
     diffs = diff_groups(ga, gb)
     split = diff_split(sa, sb)
     if args.json:

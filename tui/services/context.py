@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Literal, Mapping, Sequence
 
 from rooftop.models.catalog import catalog, lookup_device
+from rooftop.models.errors import BadInput
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import safe_text
 from rooftop.store.db import StoreError
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # types only: the store and the plot data load when a command
     from rooftop.store.runs import Store
 
 
-class NotAProfile(Exception):
+class NotAProfile(BadInput):
     """A device id that names a run of the store, but one with no ceilings (or `local` with none measured)."""
 
 
