@@ -60,6 +60,7 @@ NOT_BAD_INPUT = {
     "probes.timing.TooSlow": "a point over its time budget is a skipped sample",
     "probes.timing.Cancelled": "a stop asked for: the run ends cancelled, what was measured kept",
     "probes.torchrun.Stopped": "a stop signal: its own exit status, 128 + the signal",
+    "probes.nvml._Never": "stands for an error class the NVML binding lacks: never raised",
 }
 
 
