@@ -116,6 +116,11 @@ def test_window_names_an_annotation_of_a_job_or_is_one_line(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == ("rooftop profile: error: --window bwd: the trace has no annotation "
                                                    "named 'bwd': it has 'fwd'")
+    # one line, before anything else: the roofs are not picked (nor said) for a window the job lacks
+    nccl = Path(__file__).parent / "data" / "real-traces" / "nccl_parser_config_nccl_data.json.gz"
+    out = run_main("profile", "--trace", str(nccl), "--window", "nope", "--no-save")
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith("rooftop profile: error: --window nope: the trace has no annotation named 'nope'")
 
 
 def test_ranks_held_for_the_path_within_the_limit_then_only_the_lowest(tmp_path, monkeypatch):

@@ -209,6 +209,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
         job_id = tuple(x if x is not None else y for x, y in zip(job_id, ident))  # what a later file adds
         groups = {**mine, **groups}
         if device is None:
+            check_window(trace, getattr(args, "window", None))  # a --window NAME it lacks: said before the roofs
             device = device_for(trace)
             intra = gpu_link(job_vendor(trace, device[0]))
         work = build_workload(trace, device[0], device_note=device[1])
