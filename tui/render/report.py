@@ -256,8 +256,10 @@ def profile_detail(p: DeviceProfile) -> Group:
     cpu = p.kind == "cpu"
     if p.l2_bytes:  # on a CPU the last-level cache (the `llc` level): the L3 on most CPUs
         facts.append(f"{'last-level cache (the llc level)' if cpu else 'L2'} {fmt_bytes(p.l2_bytes)}")
-    if p.sm_count:
-        facts.append(f"measured with {fmt_count(p.sm_count, 'thread')}" if cpu else f"{p.sm_count} SMs/CUs")
+    if p.threads:
+        facts.append(f"measured with {fmt_count(p.threads, 'thread')}")
+    elif p.sm_count and not cpu:
+        facts.append(f"{p.sm_count} SMs/CUs")
     if p.power_limit_w:
         facts.append(f"{p.power_limit_w:g} W")
     clock = p.extra.get("clock_hz")
