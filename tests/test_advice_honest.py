@@ -162,12 +162,12 @@ def test_the_app_and_the_cli_give_one_note_for_different_thread_counts() -> None
 
 
 def test_a_cpu_profile_has_one_thread_count_rule() -> None:
-    from rooftop.tui.render.report import profile_detail
+    from rooftop.tui.render.report import device_detail
 
     assert _cpu("a", 4, 20).threads == 4 and _cpu("a", 0, 20).threads is None and H100.threads is None
     read = DeviceProfile.from_dict({**_cpu("a", 4, 20).to_dict(), "sm_count": 4.0})  # a file may write 4 as 4.0
     assert read.threads == 4 and isinstance(read.threads, int)
-    assert "measured with 4 threads" in _printed(profile_detail(read))
+    assert "measured with 4 threads" in _printed(device_detail(read))
 
 
 def test_the_measure_report_says_how_many_threads() -> None:

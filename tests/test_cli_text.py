@@ -332,12 +332,12 @@ def test_a_cpu_profile_names_its_cache_and_threads_as_a_cpu_has_them() -> None:
     from rich.console import Console
 
     from rooftop.models.profile import Ceiling, DeviceProfile
-    from rooftop.tui.render.report import profile_detail
+    from rooftop.tui.render.report import device_detail
 
     cpu = DeviceProfile("local", "AMD EPYC", "measured", {"dram": Ceiling(30e9, "measured", "triad:268435452")}, {},
                         kind="cpu", sm_count=1, l2_bytes=32 * 2**20)
     console = Console(width=80, record=True)
-    console.print(profile_detail(cpu))
+    console.print(device_detail(cpu))
     text = " ".join(console.export_text().split())
     assert "last-level cache (the llc level) 32.0 MiB" in text and "measured with 1 thread" in text
     assert "SMs" not in text

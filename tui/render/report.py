@@ -157,7 +157,7 @@ def devices_table(profiles: list[DeviceProfile]) -> Table:
     return t
 
 
-def profile_detail(p: DeviceProfile) -> Group:
+def device_detail(p: DeviceProfile) -> Group:
     """Every roof and slope of one device with its provenance."""
     t = Table(header_style="bold", box=None, pad_edge=False)
     for col in ("roof", "value", "ridge (dram)", "source", "case"):
@@ -196,6 +196,10 @@ def profile_detail(p: DeviceProfile) -> Group:
     capped = capped_line(p)
     return Group(Text(safe_text(p.id), style="bold"), Prose(", ".join(facts)), *where, t, *flagged,
                  *([Prose(safe_text(capped), style="yellow")] if capped else []))
+
+
+profile_detail = device_detail  # the old name, still imported by commands/analyse.py and commands/store.py (render/
+# profile.profile_detail is a program's profile): those imports move to device_detail with their next change
 
 
 def path_legend() -> str:
