@@ -57,10 +57,6 @@ ALIASES: dict[str, str] = {
 }
 
 
-def dtype_names() -> list[str]:
-    return list(DTYPES)
-
-
 def lookup_dtype(token: str) -> Dtype | None:
     """The dtype a token names (canonical name or alias), or None."""
     key = token.strip().lower()

@@ -118,10 +118,6 @@ class Arch:
     def embedding_bytes(self) -> float:
         return self.embedding_params * self.size
 
-    def kv_bytes_per_token(self, kv_dtype: str | None = None) -> float:
-        """K and V of one token across all layers."""
-        return 2 * self.layers * self.kv_dim * DTYPES[kv_dtype or self.dtype].size
-
     def kv_bytes(self, tokens: int, kv_dtype: str | None = None) -> float:
         """The KV cache of one request `tokens` long: a sliding-window layer keeps only its window (a
         rolling cache), every other layer every token."""

@@ -258,11 +258,6 @@ class NvmlSource:
         self._local = local
         self._roofs = {}
 
-    def set_own(self, own: Any) -> None:
-        """Each GPU's own measured profile by UUID (a fleet run just kept them): the roofs are found again."""
-        self._own = dict(own or {})
-        self._roofs = {}
-
     def _roof(self, i: int, name: str, h: Any = None) -> Any:
         """The GPU's DRAM roof (a DramRoof or None), found once per `local` (and `own`)."""
         from rooftop.probes.gpm import dram_roof
