@@ -23,7 +23,7 @@ from rooftop.probes.nvml import CLOSE_TIMEOUT_S, INIT_TIMEOUT_S, ODD_VALUE, door
 
 log = logging.getLogger(__name__)
 
-# nvmlDeviceGetCurrentClocksEventReasons bits (nvml.h, METHODS.md).
+# nvmlDeviceGetCurrentClocksEventReasons bits (nvml.h).
 CLOCK_EVENT_BITS: dict[int, str] = {
     0x1: "idle",
     0x2: "application clocks",
