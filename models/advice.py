@@ -16,13 +16,13 @@ from . import roofline
 from .dtypes import DTYPES, SCALE_GROUP, output_size, weight_scale_bytes, weight_size
 from .ops import Attention, Elementwise, FmaSweep, Gemm, Norm, Softmax
 from .paths import PATHS, matmul_ladder, path_for
+from .roofline import ABOVE_ROOF
 from .units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_intensity, fmt_percent, fmt_time
 
 # A CUDA kernel launch costs a few µs (tiny fp16 GEMMs on an H100 all took 4.5 µs in the
 # RealZST/llm-infra-notes measurements). Only the warnings use it, and say it is typical:
 # a time bound uses a launch overhead only where the device's profile has one.
 TYPICAL_LAUNCH_S = 5e-6
-ABOVE_ROOF = 1.10  # reference protocol: points more than 10% above the roof are flagged
 
 if TYPE_CHECKING:
     from .placement import Analysis

@@ -29,10 +29,10 @@ from .conditions import ceiling_conditions
 from .hardware import Hardware
 from .paths import path_for
 from .profile import Ceiling, DeviceProfile
+from .roofline import ABOVE_ROOF
 from .sample import CACHE_PROBES, DATA_MOVING, Sample
 from .units import MiB
 
-ABOVE_ROOF = 1.10  # points more than 10% above the measured roofline are flagged (L2 residency)
 SLOPE_GAIN = 1.5  # an FMA-sweep point is on the slope if one at ≥ 2R runs this much faster
 GPU_DRAM_MIN = 256 * MiB
 PLATEAU_AGREE = 0.10  # CPU: the two largest working sets' rates agree this well on DRAM's plateaus

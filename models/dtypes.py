@@ -1,6 +1,6 @@
 """The element types rooftop knows, their sizes and their names.
 
-The canonical names are DESIGN.md's: fp64 fp32 tf32 fp16 bf16 fp8 int8 (plus
+The canonical names, as specs and reports write them: fp64 fp32 tf32 fp16 bf16 fp8 int8 (plus
 fp4, which B-series cards publish). tf32 is stored as fp32 (4 bytes): it is a
 tensor-core mode of FP32 matmul, not a storage format.
 """
@@ -55,10 +55,6 @@ ALIASES: dict[str, str] = {
     "i8": "int8",
     "nvfp4": "fp4", "mxfp4": "fp4",
 }
-
-
-def dtype_names() -> list[str]:
-    return list(DTYPES)
 
 
 def lookup_dtype(token: str) -> Dtype | None:

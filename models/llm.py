@@ -30,7 +30,6 @@ from .profile import DeviceProfile
 from .safetext import safe_text
 from .units import fmt_count
 
-ABOVE_BOUND = 1.10  # a measured step this much faster than its bound is flagged (as a point above its roof is)
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
 FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
 
@@ -118,10 +117,6 @@ class Arch:
     @property
     def embedding_bytes(self) -> float:
         return self.embedding_params * self.size
-
-    def kv_bytes_per_token(self, kv_dtype: str | None = None) -> float:
-        """K and V of one token across all layers."""
-        return 2 * self.layers * self.kv_dim * DTYPES[kv_dtype or self.dtype].size
 
     def kv_bytes(self, tokens: int, kv_dtype: str | None = None) -> float:
         """The KV cache of one request `tokens` long: a sliding-window layer keeps only its window (a
@@ -637,7 +632,7 @@ class StepBound:
     def measured_lines(self) -> list[str]:
         """A measured step faster than its bound (explained above 100%, rest negative) is not a fact to show
         without a word: the roofs, the model or the time is wrong."""
-        if not self.measured_s or self.measured_s * ABOVE_BOUND >= self.lower_bound_s:
+        if not self.measured_s or self.measured_s * roofline.ABOVE_ROOF >= self.lower_bound_s:
             return []
         return [f"faster than the bound: measured {self.measured_s * 1e3:.3g} ms against ΣT "
                 f"{self.lower_bound_s * 1e3:.3g} ms, which no step can beat — the roofs are low for this device "

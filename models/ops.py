@@ -111,9 +111,6 @@ class Gemm(Op):
             counting=counting,
         )
 
-    def with_m(self, m: int) -> "Gemm":
-        return replace(self, m=m)
-
     def spec(self) -> str:
         s = f"gemm m={self.m} n={self.n} k={self.k} {self.dtype}"
         if self.batch != 1:
@@ -416,11 +413,6 @@ class Collective(Op):
 
     def describe(self) -> str:
         return f"{self.coll} of {self.n} {self.dtype} over {self.world} ranks on {self.level}"
-
-
-OP_TYPES: dict[str, type[Op]] = {
-    cls.kind: cls for cls in (Gemm, Elementwise, FmaSweep, Norm, Softmax, Attention, Collective)
-}
 
 
 # The field that plays "batch" for each op: what the What-if tab's [ and ] move.

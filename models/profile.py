@@ -122,8 +122,12 @@ class DeviceProfile:
 
     @property
     def threads(self) -> int | None:
-        """A CPU profile's thread count: its ceilings are those of that many threads (1 and 2 differ ×2)."""
-        return self.sm_count if self.kind == "cpu" else None
+        """A CPU profile's thread count, kept in `sm_count` (probes: the backend's `units`); None for a GPU or
+        when not recorded. Its ceilings are those of that many threads (1 and 2 differ ×2), and the app
+        measures with one core left to the UI, `rooftop measure` by the load it finds, so two runs of one
+        machine can have measured different things: whatever shows a CPU profile says how many."""
+        n = self.sm_count  # a whole number ≥ 0 (plausible.fact_problem); a file may write 4 as 4.0
+        return int(n) if self.kind == "cpu" and n else None
 
     def paths(self) -> list[str]:
         return sorted(self.peak, key=path_sort_key)

@@ -9,6 +9,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+ABOVE_ROOF = 1.10  # a point more than 10% above its roof is flagged (reference protocol): a measured rate, a
+# program's op, a step faster than its bound. Above it by less is measurement noise; by more, the roof was measured
+# under other conditions (L2 residency, fewer threads) or the op's cost model overcounts.
+
 # Which roof binds an op: the bandwidth slope below the ridge, the compute roof at or above it.
 Regime = Literal["memory", "compute"]
 

@@ -110,14 +110,14 @@ def fmt_ratio(x: float) -> str:
 PERCENT_POWERS = 100.0  # a fraction this large (10⁴%, a hundred times a roof) is written as a power of ten
 
 
-def fmt_percent(fraction: float | None, decimals: int = 1) -> str:
+def fmt_percent(fraction: float | None, decimals: int = 1, none: str = "") -> str:
     """A fraction as a percentage, the one rule for a share, a fraction of a roof or of a link, MFU, and a
     measured time explained: `decimals` places, below the last of them two significant digits (0.0021%); from 10⁴% — a
     hundred times a roof, which no kernel reaches: an overcounted shape or a time too small to be one — as
     1.7e+301%, and past any float as >1e+308%: never "inf%", nor the hundred digits of `f"{1e98:.1f}"`.
-    "" for none, "n/a" for NaN."""
+    "n/a" for NaN; `none` for None: "" (a blank table cell), or "n/a" where the text must say there is none."""
     if fraction is None:
-        return ""
+        return none
     if math.isnan(fraction):
         return "n/a"
     if math.isinf(fraction):

@@ -3,7 +3,7 @@
 No flush between calls, so small working sets show the caches: the curve has
 the launch-overhead region (a few KiB: time is the fixed cost per call), the
 cache plateau, and past the last cache level the DRAM plateau (seed 000 §4,
-figure 2). torch kernels as METHODS.md lists them; `a = b + s*c` would make a
+figure 2). Each kernel is one torch call (docs/measure.md, "Probes"); `a = b + s*c` would make a
 temporary and miscount bytes, so triad writes into `out=`.
 """
 

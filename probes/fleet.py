@@ -96,20 +96,6 @@ def cpu_share(local_rank: int, local_world: int, cpus: Sequence[int]) -> list[in
     return cpus[start:start + per] or cpus[:per]
 
 
-def pin_cpu_share(local_rank: int, local_world: int) -> list[int]:
-    """Pin this process to its share of the CPUs (where the OS allows); returns the share."""
-    try:
-        have = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        have = list(range(os.cpu_count() or 1))
-    share = cpu_share(local_rank, local_world, have)
-    try:
-        os.sched_setaffinity(0, share)
-    except (AttributeError, OSError):
-        pass
-    return share
-
-
 def lost(rank: int, host: str, device: str, why: str) -> dict[str, Any]:
     """The payload of a rank that gave none."""
     return {"rank": rank, "host": host, "device": device, "status": "lost", "error": why}

@@ -31,7 +31,7 @@ from rooftop.models.units import KiB, MiB
 from .backend import Backend, Unsupported
 from .steps import Budget, Step
 
-# x → a·x + b converges to b/(1 − a) = 1: no overflow, no denormals. METHODS.md's 0.999 and 0.001,
+# x → a·x + b converges to b/(1 − a) = 1: no overflow, no denormals. The method's 0.999 and 0.001,
 # moved to the nearest binary fractions so that fp16, fp32 and fp64 (and Triton's fp32 scalar
 # arguments) all hold them exactly, and the closed-form check sees the kernel's own constants.
 A, B = 1.0 - 2.0**-10, 2.0**-10

@@ -1,4 +1,4 @@
-"""The FMA-sweep kernel in Triton (METHODS.md, "FMA sweep").
+"""The FMA-sweep kernel in Triton (docs/measure.md, "Probes").
 
 Each element is loaded once, gets R multiply-adds `x = x*a + b` in registers
 and is stored once. R is a constexpr, so the loop is unrolled; a and b are

@@ -85,7 +85,7 @@ def tf32_mode(enabled: bool) -> Iterator[None]:
                 getattr(torch.backends, name).matmul.fp32_precision = value
 
 
-def support(backend: Backend, dtype: str) -> str | None:
+def unsupported(backend: Backend, dtype: str) -> str | None:
     """Why `dtype` GEMMs cannot run on this backend, or None when they can."""
     import torch
 
@@ -110,7 +110,7 @@ def support(backend: Backend, dtype: str) -> str | None:
     return None
 
 
-def shape_support(dtype: str, m: int, n: int, k: int) -> str | None:
+def shape_unsupported(dtype: str, m: int, n: int, k: int) -> str | None:
     """Why torch's kernel rejects this shape (its CUDA checks), or None."""
     if dtype == "int8" and (m <= 16 or n % 8 or k % 8):
         return "torch._int_mm needs M > 16 and K, N multiples of 8"
@@ -241,7 +241,7 @@ class GemmProbe:
     def _run(self, tmpl: Sample) -> Sample:
         dtype, sh = tmpl.dtype, tmpl.shape
         m, n, k = sh["m"], sh["n"], sh["k"]
-        why = support(self.backend, dtype) or shape_support(dtype, m, n, k)
+        why = unsupported(self.backend, dtype) or shape_unsupported(dtype, m, n, k)
         if why:
             raise Unsupported(why)
         err, col = self._layout(dtype)

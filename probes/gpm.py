@@ -106,10 +106,6 @@ class GpmDevice:
             return
         self._samples = samples
 
-    @property
-    def supported(self) -> bool:
-        return bool(self._samples)
-
     def read(self) -> dict[str, float | None]:
         """This tick's metrics (over the span since the last tick's sample); {} on the first tick or when a
         sample could not be taken (then the next tick starts a new pair)."""

@@ -2,7 +2,7 @@
 
 The plain figure is the host's enqueue rate (what a Python loop of small ops
 pays per op: ~µs on a GPU, torch's dispatch on a CPU); the graph replay shows
-the GPU-side floor per kernel (METHODS.md, "Launch cost").
+the GPU-side floor per kernel.
 """
 
 from __future__ import annotations

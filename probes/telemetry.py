@@ -23,7 +23,7 @@ from rooftop.probes.nvml import CLOSE_TIMEOUT_S, INIT_TIMEOUT_S, ODD_VALUE, door
 
 log = logging.getLogger(__name__)
 
-# nvmlDeviceGetCurrentClocksEventReasons bits (nvml.h, METHODS.md).
+# nvmlDeviceGetCurrentClocksEventReasons bits (nvml.h).
 CLOCK_EVENT_BITS: dict[int, str] = {
     0x1: "idle",
     0x2: "application clocks",
@@ -256,11 +256,6 @@ class NvmlSource:
     def set_local(self, local: Any) -> None:
         """A new `local` profile (a measurement just finished): the DRAM roofs are found again from it."""
         self._local = local
-        self._roofs = {}
-
-    def set_own(self, own: Any) -> None:
-        """Each GPU's own measured profile by UUID (a fleet run just kept them): the roofs are found again."""
-        self._own = dict(own or {})
         self._roofs = {}
 
     def _roof(self, i: int, name: str, h: Any = None) -> Any:

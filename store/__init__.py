@@ -7,7 +7,11 @@ Modules, one job each:
   forward migrations.
 - `process`: whether the process that owns a `running` run is still alive.
 - `runs`: the `Store` API (below) and the `Run` record.
+- `workloads`, `comms`, `fleets`: a profiled program, a collectives sweep and a fleet kept as runs;
+  `critpath`: a profile's critical path as JSON.
 - `io`: export/import, rooftop JSON and the reference CSVs (`refcsv`).
+- `tracefile`: reading a trace file for `models.trace`; `hfconfig`: a Hugging Face config.json, or a
+  built-in model name.
 
 The API a measuring process uses; each call commits before it returns, so a
 SIGKILL loses at most the sample in flight and the next open marks the run

@@ -58,7 +58,7 @@ FLEET_PLAN = "fleet"  # many devices measured at once: its members are measureme
 SHORT_ID = 8
 MIN_PREFIX = 4
 ACTIVE_S = 600.0  # a run of another host counts as running while it added a sample or began this recently
-LOCAL = "local"  # the device id of this machine's latest measured profile (DESIGN.md, vocabulary)
+LOCAL = "local"  # the device id of this machine's latest measured profile (README: `--device local`, the default once measured)
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 HEX_RE = re.compile(r"[0-9a-fA-F]+")
 

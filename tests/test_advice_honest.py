@@ -150,6 +150,26 @@ def test_compare_notes_cpu_profiles_measured_with_different_threads() -> None:
     assert "different thread counts" not in _printed(compare_tables([one, _cpu("run-b", 1, 21)], []))
 
 
+def test_the_app_and_the_cli_give_one_note_for_different_thread_counts() -> None:
+    # The Roofline tab's legend (and the Compare tab) said it in words of their own, "not like for like".
+    from rooftop.models.compare import thread_note
+    from rooftop.tui.app.panes.roofline import side_legend
+
+    one, two = _cpu("local", 1, 20), _cpu("run-a", 2, 20)
+    legend = side_legend([], [one, two], [], "local").plain
+    assert f"! {thread_note([one, two])}\n" in legend and "like for like" not in legend
+    assert "!" not in side_legend([], [one, _cpu("run-b", 1, 21)], [], "local").plain
+
+
+def test_a_cpu_profile_has_one_thread_count_rule() -> None:
+    from rooftop.tui.render.report import device_detail
+
+    assert _cpu("a", 4, 20).threads == 4 and _cpu("a", 0, 20).threads is None and H100.threads is None
+    read = DeviceProfile.from_dict({**_cpu("a", 4, 20).to_dict(), "sm_count": 4.0})  # a file may write 4 as 4.0
+    assert read.threads == 4 and isinstance(read.threads, int)
+    assert "measured with 4 threads" in _printed(device_detail(read))
+
+
 def test_the_measure_report_says_how_many_threads() -> None:
     from rooftop.models.calibrate import Calibration
     from rooftop.tui.render.measure_report import ceilings_table
@@ -176,3 +196,11 @@ def test_a_time_below_the_launch_floor_it_is_bound_by_is_flagged() -> None:
     slow = analyze(parse_spec("gemm 64 64 64"), lookup_device("h100"), 6e-6)
     assert not any(w.startswith("faster than") for w in slow.warnings)
     assert any(w.startswith("launch-bound") for w in slow.warnings)
+
+
+def test_the_above_roof_threshold_has_one_home() -> None:
+    # It was written as 1.10 in calibrate, in advice and (as ABOVE_BOUND) in llm: three homes to keep in step.
+    from rooftop.models import advice, calibrate, llm, roofline
+
+    assert advice.ABOVE_ROOF is roofline.ABOVE_ROOF and calibrate.ABOVE_ROOF is roofline.ABOVE_ROOF
+    assert not hasattr(llm, "ABOVE_BOUND")

@@ -165,7 +165,7 @@ def test_a_stopped_comm_run_says_how_it_ended_with_nothing_empty(status, error, 
 
     from rooftop.probes.comm import CommResult
     from rooftop.tui.commands.comm import _report
-    from rooftop.tui.render.report import make_console
+    from rooftop.tui.render.layout import make_console
 
     plan = build_comm_plan("gloo", 2, "quick", max_size="8")
     result = CommResult(plan, status=status, error=error, wall_s=1.5)

@@ -132,7 +132,7 @@ def test_telemetry_lines_fit_80_columns_at_their_widest() -> None:
 
 def split_pairs(text: str) -> list[str]:
     """Line ends that part what belongs together: a value from its unit, `I =` from its value."""
-    from rooftop.tui.render.report import GLUE
+    from rooftop.tui.render.layout import GLUE
 
     lines = text.splitlines()
     out = []
@@ -231,7 +231,7 @@ def test_measure_report_indents_what_wraps() -> None:
 
     from rooftop.models.calibrate import calibrate
     from rooftop.tui.render.measure_report import measure_report
-    from rooftop.tui.render.report import TrimmedLines
+    from rooftop.tui.render.layout import TrimmedLines
     from test_calibrate import CPU
     from test_measure_report import samples
 
@@ -252,7 +252,7 @@ def test_measure_report_indents_what_wraps() -> None:
 def test_trimmed_lines_drop_only_the_spaces_at_a_line_end() -> None:
     import io
 
-    from rooftop.tui.render.report import TrimmedLines
+    from rooftop.tui.render.layout import TrimmedLines
 
     buf = io.StringIO()
     f = TrimmedLines(buf)
@@ -271,7 +271,8 @@ def test_op_report_never_parts_a_figure_at_any_width(spec: str) -> None:
     from rooftop.models.analysis import analyze
     from rooftop.models.catalog import lookup_device
     from rooftop.models.spec import parse_specs
-    from rooftop.tui.render.report import TrimmedLines, analysis_table
+    from rooftop.tui.render.layout import TrimmedLines
+    from rooftop.tui.render.report import analysis_table
 
     (op,) = parse_specs([spec])
     report = analysis_table([analyze(op, lookup_device("h100"))])
@@ -331,12 +332,12 @@ def test_a_cpu_profile_names_its_cache_and_threads_as_a_cpu_has_them() -> None:
     from rich.console import Console
 
     from rooftop.models.profile import Ceiling, DeviceProfile
-    from rooftop.tui.render.report import profile_detail
+    from rooftop.tui.render.report import device_detail
 
     cpu = DeviceProfile("local", "AMD EPYC", "measured", {"dram": Ceiling(30e9, "measured", "triad:268435452")}, {},
                         kind="cpu", sm_count=1, l2_bytes=32 * 2**20)
     console = Console(width=80, record=True)
-    console.print(profile_detail(cpu))
+    console.print(device_detail(cpu))
     text = " ".join(console.export_text().split())
     assert "last-level cache (the llc level) 32.0 MiB" in text and "measured with 1 thread" in text
     assert "SMs" not in text

@@ -1,4 +1,4 @@
-"""Layering (DESIGN.md): models and store load neither torch nor textual; probes
+"""Layering (docs/architecture.md): models and store load neither torch nor textual; probes
 load torch only when measuring; `rooftop --help` and `rooftop op` never load torch.
 
 Each check runs in a fresh interpreter so earlier imports cannot hide a leak.

@@ -31,6 +31,16 @@ def test_one_rule_for_a_percentage(fraction: float | None, decimals: int, text: 
     assert fmt_percent(fraction, decimals) == text
 
 
+def test_a_percent_the_run_does_not_hold_is_blank_or_said_one_way() -> None:
+    # `rooftop show` of a job said "—" for a collective with no fraction of its link, "n/a" for a rank with no MFU.
+    from rooftop.tui.render.job import collective_rows, rank_rows
+
+    assert fmt_percent(None) == "" and fmt_percent(None, none="n/a") == "n/a" and fmt_percent(0.5, none="n/a") == "50.0%"
+    job = {"ranks": [{"rank": 0, "mfu": None}], "collectives": [
+        {"op": "allreduce", "bytes": None, "calls": 1, "time_s": 9e-6, "link": "nvlink", "fraction_of_link": None}]}
+    assert rank_rows(job)[0][-1] == "n/a" and collective_rows(job)[0]["of link"] == "n/a"
+
+
 @given(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0, 1]))
 def test_every_float_is_a_short_percentage_never_inf(x: float, decimals: int) -> None:
     text = fmt_percent(x, decimals)

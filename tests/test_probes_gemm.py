@@ -15,10 +15,10 @@ from rooftop.probes.gemm import (
     first_tensor,
     fp8_inputs,
     operands,
-    shape_support,
-    support,
+    shape_unsupported,
     template,
     tf32_mode,
+    unsupported,
 )
 from rooftop.probes.steps import run_step
 from rooftop.probes.timing import Protocol
@@ -96,7 +96,7 @@ def test_scaled_mm_tuple_of_torch_before_2_5(monkeypatch):
 
 def test_fp8_m_sweep_reaches_m_1():
     """_scaled_mm constrains K and N (multiples of 16) and the layouts, not M: decode-sized GEMMs run."""
-    assert shape_support("fp8", 1, 8192, 8192) is None
+    assert shape_unsupported("fp8", 1, 8192, 8192) is None
     kernel, ref = operands("fp8", 1, 64, 64, torch.device("cpu"))
     got = first_tensor(kernel())
     assert got.shape == (1, 64) and got.dtype == torch.bfloat16
@@ -143,12 +143,12 @@ def test_each_path_hands_its_kernel_the_fast_layout(dtype, monkeypatch):
 
 
 def test_support_on_the_cpu(cpu_backend):
-    assert support(cpu_backend, "fp32") is None
-    assert "CPU has no TF32" in support(cpu_backend, "tf32")
-    assert "emulation" in support(cpu_backend, "fp8")
-    assert "M > 16" in shape_support("int8", 8, 64, 64)
-    assert shape_support("int8", 32, 64, 64) is None
-    assert "multiples of 16" in shape_support("fp8", 16, 8200, 8192)
+    assert unsupported(cpu_backend, "fp32") is None
+    assert "CPU has no TF32" in unsupported(cpu_backend, "tf32")
+    assert "emulation" in unsupported(cpu_backend, "fp8")
+    assert "M > 16" in shape_unsupported("int8", 8, 64, 64)
+    assert shape_unsupported("int8", 32, 64, 64) is None
+    assert "multiples of 16" in shape_unsupported("fp8", 16, 8200, 8192)
 
 
 def test_sweep_measures_supported_and_skips_the_rest(cpu_backend):

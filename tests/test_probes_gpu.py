@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from rooftop.probes.fma import FmaProbe, FmaSweep
-from rooftop.probes.gemm import TOLERANCE, GemmProbe, GemmSweeps, check, first_tensor, operands, support
+from rooftop.probes.gemm import TOLERANCE, GemmProbe, GemmSweeps, check, first_tensor, operands, unsupported
 from rooftop.probes.plan import Sizes, build_plan, run_plan
 from rooftop.probes.steps import run_step
 from rooftop.probes.timing import Protocol
@@ -64,7 +64,7 @@ def test_cuda_events_time_the_kernels_not_the_enqueue(gpu):
     time between two synchronisations."""
     import time
 
-    kernel, _ = operands("bf16" if not support(gpu, "bf16") else "fp32", 8192, 8192, 8192, gpu.torch_device)
+    kernel, _ = operands("bf16" if not unsupported(gpu, "bf16") else "fp32", 8192, 8192, 8192, gpu.torch_device)
     kernel()
     gpu.sync()
     events = gpu.timer.time_calls(kernel, 20)
@@ -78,14 +78,14 @@ def test_cuda_events_time_the_kernels_not_the_enqueue(gpu):
 
 
 def test_tf32_is_really_switched(gpu):
-    if support(gpu, "tf32"):
-        pytest.skip(support(gpu, "tf32"))
+    if unsupported(gpu, "tf32"):
+        pytest.skip(unsupported(gpu, "tf32"))
     assert check("tf32", gpu.torch_device) > 10 * check("fp32", gpu.torch_device)  # ~1e-3 vs ~1e-6
 
 
 def test_fp8_at_decode_size(gpu):
-    if support(gpu, "fp8"):
-        pytest.skip(support(gpu, "fp8"))
+    if unsupported(gpu, "fp8"):
+        pytest.skip(unsupported(gpu, "fp8"))
     kernel, ref = operands("fp8", 1, 4096, 4096, gpu.torch_device)
     out = first_tensor(kernel()).double()
     want = ref()
@@ -95,8 +95,8 @@ def test_fp8_at_decode_size(gpu):
 def test_int8_is_timed_in_its_fast_layout(gpu):
     """B column-major, as fast code calls torch._int_mm: an H200 ran 914 TOP/s at 8192³ where B
     row-major ran 125. The probe's default layout must be the faster one here too."""
-    if support(gpu, "int8"):
-        pytest.skip(support(gpu, "int8"))
+    if unsupported(gpu, "int8"):
+        pytest.skip(unsupported(gpu, "int8"))
     rates = {}
     for col in (True, False):
         kernel, _ = operands("int8", 4096, 4096, 4096, gpu.torch_device, b_column_major=col)
@@ -109,7 +109,7 @@ def test_int8_is_timed_in_its_fast_layout(gpu):
 
 @pytest.mark.parametrize("dtype", ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"])
 def test_gemm_kernels_are_correct(gpu, dtype):
-    why = support(gpu, dtype)
+    why = unsupported(gpu, dtype)
     if why:
         pytest.skip(why)
     assert check(dtype, gpu.torch_device) <= TOLERANCE[dtype]
@@ -121,7 +121,7 @@ def test_gemm_sweep_restores_tf32(gpu):
     probe = GemmProbe(backend, GemmSweeps(squares=(1024,), nk=1024, ms=(16,), dtypes=("fp32", "tf32", "bf16"),
                                           cold_squares=(1024,)))
     samples = [run_step(s) for s in probe.steps()]
-    assert all(s.stats is not None for s in samples if not support(gpu, s.dtype)), [s.skipped for s in samples]
+    assert all(s.stats is not None for s in samples if not unsupported(gpu, s.dtype)), [s.skipped for s in samples]
     assert torch.get_float32_matmul_precision() == old
 
 

@@ -116,7 +116,7 @@ def test_h200_quick_plan_fits_the_device(cpu_backend):
     within memory, the FMA array indexable by the kernel's int32 offsets, shape rules known in advance."""
     from rooftop.models.units import GiB, MiB
     from rooftop.probes import fma_triton
-    from rooftop.probes.gemm import shape_support
+    from rooftop.probes.gemm import shape_unsupported
 
     info = dataclasses.replace(cpu_backend.info, kind="cuda", index=0, name="NVIDIA H200", units=132,
                                l2_bytes=60 * MiB, memory_bytes=int(139.8 * GiB), compute_capability="9.0")
@@ -129,7 +129,7 @@ def test_h200_quick_plan_fits_the_device(cpu_backend):
     ws = sorted({s.template.conditions["working_set"] for s in plan.steps if "working_set" in s.template.conditions})
     assert ws[-1] == 512 * MiB and ws[0] == 8 * 1024  # ≥ 4 × L2 (240 MiB) and ≥ 512 MiB at the top
     gemms = [s.template for s in plan.steps if s.template.family == "gemm"]
-    refused = [(g.dtype, g.shape["m"]) for g in gemms if shape_support(g.dtype, **g.shape)]
+    refused = [(g.dtype, g.shape["m"]) for g in gemms if shape_unsupported(g.dtype, **g.shape)]
     assert refused == [("int8", 1), ("int8", 16)]
     for s in plan.steps:
         if s.template.family == "fma":

@@ -308,7 +308,7 @@ def test_piped_output_is_laid_out_at_80_whatever_the_terminal_beside_it(piped: N
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """`rooftop profile … > report.txt` from a 200-column pane wrote 200-column lines: Rich took the width of the
     terminal on stdin. A pipe has no width: 80, unless COLUMNS says otherwise."""
-    from rooftop.tui.render.report import make_console
+    from rooftop.tui.render.layout import make_console
 
     assert make_console().width == 80
     monkeypatch.setenv("COLUMNS", "132")

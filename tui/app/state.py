@@ -55,9 +55,7 @@ def measured_on(backend: str, device_name: str, profile: DeviceProfile | None) -
     """What a run measured, as the Live tab says it: `cpu (AMD EPYC 7763), 1 thread`. A CPU's
     ceilings scale with torch's threads (the app leaves one core to the UI, the CLI goes by load),
     so a CPU run always says how many it used."""
-    from rooftop.tui.services.threads import cpu_threads
-
-    threads = cpu_threads(profile) if profile is not None else None
+    threads = profile.threads if profile is not None else None
     return f"{backend} ({device_name})" + (f", {fmt_count(threads, 'thread')}" if threads else "")
 
 

@@ -1,7 +1,8 @@
 """The `rooftop` command line: the parser, and the one map from an exception to an exit status.
 
 Each theme's commands live in a module of their own (analyse, llm, measure, profile, comm,
-store, watch, app), with their argparse and handlers only; what they show comes from
+fleet, store, watch, app), with their argparse and handlers only (job: the distributed-job half of
+`rooftop profile`; common: the options and errors they share); what they show comes from
 `render`, what they keep and look up from `services`. Imports stay light: `rooftop --help`,
 `rooftop op`, `rooftop devices` and `rooftop plot` never load torch (a test checks it).
 """

@@ -1,7 +1,7 @@
 """Draw roofline series with plotext, on log-log axes we compute ourselves.
 
-plotext 5's xscale("log") re-logs data on every redraw and breaks on resize
-(DESIGN.md), so we plot log10 values and label the decades (0.1, 1, 10, 1k).
+plotext 5's xscale("log") re-logs data on every redraw and breaks on resize,
+so we plot log10 values and label the decades (0.1, 1, 10, 1k).
 Works with the plotext module itself (the CLI) and a PlotextPlot's `plt`.
 Axis labels are short: plotext drops a label that does not fit, and at 80
 columns a chart is 35–55 wide; "(log-log)" on x says both axes are.

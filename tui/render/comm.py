@@ -31,7 +31,7 @@ def comm_report(points: Any, fits: Any, backend: str) -> Any:
     from rich.table import Table
 
     from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
-    from rooftop.tui.render.report import hanging
+    from rooftop.tui.render.layout import hanging
     from rooftop.tui.render.text import printable
 
     parts: list[Any] = []

@@ -14,7 +14,7 @@ from rooftop.models.critpath import SPLIT_KEYS, WHOLE, CriticalPath, FixFirst
 from rooftop.models.jobpath import Joined
 from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
 from rooftop.tui.render.fit import Col, FitRows
-from rooftop.tui.render.report import Prose, hanging
+from rooftop.tui.render.layout import Prose, hanging
 from rooftop.tui.render.text import clean
 
 # what each part of the path's split is, as the report names it

@@ -25,6 +25,8 @@ def _f(v: float | None, fmt: str) -> str:
 
 
 def _pct(v: float | None) -> str:
+    """A sensor's percent (0–100, not a fraction: units.fmt_percent's rule is for those) in a fixed 4-column
+    cell: whole percent, as nvidia-smi, and "N/A" as every unread sensor of the row."""
     return f"{v:.0f}%" if v is not None else "N/A"
 
 

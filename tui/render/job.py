@@ -24,10 +24,6 @@ RANK_LEGEND = ("step = the median profiler step (the whole trace where it has no
                "a step")
 
 
-def _pct(x: float | None) -> str:
-    return fmt_percent(x)
-
-
 def _t(x: Any) -> str:
     return fmt_time(x) if isinstance(x, (int, float)) else ""
 
@@ -37,7 +33,7 @@ def rank_rows(job: Mapping[str, Any]) -> list[tuple[str, ...]]:
     slow = (job.get("straggler") or {}).get("rank")
     return [(f"{r['rank']}" + (" ◂" if r["rank"] == slow else ""), _t(r.get("step_s")), _t(r.get("busy_s")),
              _t(r.get("idle_s")), _t(r.get("compute_s")), _t(r.get("comm_s")), _t(r.get("comm_exposed_s")),
-             _pct(r.get("mfu")) or "n/a") for r in job.get("ranks") or ()]
+             fmt_percent(r.get("mfu"), none="n/a")) for r in job.get("ranks") or ()]
 
 
 def rank_table(job: Mapping[str, Any]) -> Table:
@@ -54,7 +50,7 @@ def straggler_lines(job: Mapping[str, Any], wide: bool = False) -> list[Text]:
     if not s:
         return [Text("straggler: none (one rank read, or no rank above the median)")]
     out = [Text(f"straggler: rank {s['rank']}, its {s['metric']} time {_t(s['value_s'])} is {_t(s['by_s'])} "
-                f"({_pct(s.get('by_fraction'))}) above the median {_t(s['median_s'])}", style="bold")]
+                f"({fmt_percent(s.get('by_fraction'))}) above the median {_t(s['median_s'])}", style="bold")]
     for g in s.get("groups") or ():  # one line each: a long op and its shapes end in "…" at the width (whole, wide)
         out.append(Text(f"  +{_t(g['excess_s'])}  {clean(str(g['op']))}", no_wrap=True,
                         overflow="ignore" if wide else "ellipsis"))
@@ -81,7 +77,7 @@ def collective_rows(job: Mapping[str, Any]) -> list[dict[str, str]]:
              "wait": _t(c.get("wait_s")),
              "algbw": _gbs(c.get("algbw")), "busbw": _gbs(c.get("busbw")),
              "link": clean(str(c.get("link", ""))),
-             "of link": _pct(c.get("fraction_of_link")) or "—", "α-β": _t(c.get("expected_s"))}
+             "of link": fmt_percent(c.get("fraction_of_link"), none="n/a"), "α-β": _t(c.get("expected_s"))}
             for c in job.get("collectives") or ()]
 
 
@@ -138,7 +134,7 @@ def job_report(job: Mapping[str, Any], wide: bool = False) -> Group:
 
 
 def _share(t: Any, span: float) -> str:
-    return _pct(t / span) if span and isinstance(t, (int, float)) else ""
+    return fmt_percent(t / span) if span and isinstance(t, (int, float)) else ""
 
 
 def rank_group_rows(job: Mapping[str, Any], rank: int) -> list[tuple[str, ...]]:
@@ -159,5 +155,5 @@ def rank_group_rows(job: Mapping[str, Any], rank: int) -> list[tuple[str, ...]]:
         alone = g.get("time_alone_s", t)
         rows.append((alone, (_share(alone, span), _t(t), str(g.get("calls", "")),
                              clean(op_name(str(g.get("op", "?")))), f"{i:.3g}" if isinstance(i, (int, float)) else "",
-                             clean(str(g.get("regime", ""))), _pct(g.get("fraction_of_roof")))))
+                             clean(str(g.get("regime", ""))), fmt_percent(g.get("fraction_of_roof")))))
     return [row for _, row in sorted(rows, key=lambda x: -(x[0] if isinstance(x[0], (int, float)) else 0.0))]

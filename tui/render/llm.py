@@ -18,7 +18,8 @@ from rooftop.models.units import (
     fmt_ratio,
     fmt_time,
 )
-from rooftop.tui.render.report import Prose, device_heading, hanging
+from rooftop.tui.render.layout import Prose, hanging
+from rooftop.tui.render.report import device_heading
 
 
 def _gib(n: float) -> str:

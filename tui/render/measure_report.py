@@ -14,7 +14,7 @@ from rooftop.models.conditions import capped_line
 from rooftop.models.plotdata import Series, sample_series
 from rooftop.models.sample import DATA_MOVING, Sample
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_count, fmt_flops_rate, fmt_time
-from rooftop.tui.render.report import Prose, hanging
+from rooftop.tui.render.layout import Prose, hanging
 
 
 def kept_words(run_id: str | None, store_error: str, kept: int, measured: int) -> str:

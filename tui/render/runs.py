@@ -14,7 +14,7 @@ from rooftop.models.units import (
     fmt_time,
     fmt_when,
 )
-from rooftop.tui.render.report import NBSP, Prose
+from rooftop.tui.render.layout import NBSP, Prose
 
 
 def _when(t: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:

@@ -11,12 +11,11 @@ from textual.widget import Widget
 from textual.widgets import Label, Select, Static
 
 from rooftop.models.analysis import Analysis, analyze
-from rooftop.models.compare import common_paths, compare_path
+from rooftop.models.compare import common_paths, compare_path, thread_note
 from rooftop.models.paths import distinct_paths, level_sort_key
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.units import fmt_ratio, fmt_time
 from rooftop.models.safetext import safe_text
-from rooftop.tui.services.threads import threads_note
 from rooftop.tui.app.widgets import Col, FitTable, device_options, refresh_select, watch_app
 
 
@@ -68,7 +67,7 @@ class Compare(Widget):
         a, b = self.profiles[self.a], self.profiles[self.b]
         rows = [(None, cells) for cells in roof_rows(a, b)]
         self.query_one("#cmp-table", FitTable).set_rows(rows, compare_columns(a.id, b.id))
-        note = threads_note(a, b)
+        note = thread_note([a, b]) or ""
         threads = self.query_one("#cmp-threads", Static)
         threads.update(Text(note, style="yellow"))
         threads.display = bool(note)

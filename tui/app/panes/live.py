@@ -359,8 +359,6 @@ class MeasurePanel(Widget):
     def _finished(self, result) -> None:  # noqa: ANN001 - a RunResult
         from textual.widgets import ProgressBar
 
-        from rooftop.tui.services.threads import cpu_threads
-
         self.view.calibration = result.calibration
         self._dirty = True
         self._redraw()
@@ -372,7 +370,7 @@ class MeasurePanel(Widget):
         style = {"complete": "bold green", "cancelled": "bold yellow"}.get(result.status, "bold red")
         text = Text(f"{result.status}: {fmt_count(done, 'point')} in {result.wall_s:.1f} s, {saved}",
                     style=style)
-        threads = cpu_threads(result.calibration.profile)
+        threads = result.calibration.profile.threads
         if threads:
             text.append(f", {fmt_count(threads, 'thread')}", style=style)
         if result.error:

@@ -10,11 +10,11 @@ from textual.widget import Widget
 from textual.widgets import Label, Select, SelectionList, Static
 
 from rooftop.models.analysis import Analysis, analyze
+from rooftop.models.compare import thread_note
 from rooftop.models.plotdata import Series, intensity_span, link_slopes, point_series, roof_series
 from rooftop.models.paths import same_path
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.tui.render.chart import line_colors
-from rooftop.tui.services.threads import threads_note
 from rooftop.tui.app.widgets import RooflinePlot, device_options, refresh_select, watch_app
 
 NO_OVERLAY = "(none)"
@@ -37,7 +37,7 @@ def side_legend(series: list[Series], devices: list[DeviceProfile], roofless: li
             text.append(s.label.removeprefix(f"{d.id} ").removesuffix(" TFLOP/s") + "\n")
     for what in roofless:
         text.append(f"· {what}: no roof for it on {here}\n", style="yellow")
-    if len(devices) == 2 and (note := threads_note(*devices)):
+    if len(devices) == 2 and (note := thread_note(devices)):
         text.append(f"! {note}\n", style="yellow")
     if not any(s.kind == "point" for s in series):
         text.append("pin ops from What-if with p", style="dim")
