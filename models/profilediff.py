@@ -55,6 +55,14 @@ class GroupDiff:
         return self.b.time_s if self.b else None
 
     @property
+    def calls_a(self) -> int:
+        return self.a.calls if self.a else 0
+
+    @property
+    def calls_b(self) -> int:
+        return self.b.calls if self.b else 0
+
+    @property
     def ratio(self) -> float | None:
         """time B / time A, where both have the group."""
         if self.time_a_s and self.time_b_s is not None:
@@ -63,8 +71,8 @@ class GroupDiff:
 
     def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "shapes": self.shapes, "dtype": self.dtype, "time_a_s": self.time_a_s,
-                "time_b_s": self.time_b_s, "calls_a": self.a.calls if self.a else 0,
-                "calls_b": self.b.calls if self.b else 0, "ratio": self.ratio, "owner": self.owner}
+                "time_b_s": self.time_b_s, "calls_a": self.calls_a,
+                "calls_b": self.calls_b, "ratio": self.ratio, "owner": self.owner}
 
 
 def _key(g: OpGroup) -> tuple[str, str, str, str]:
