@@ -17,7 +17,7 @@ from helpers.critpaths import made_path
 from inprocess import run_main
 from rooftop.models.catalog import lookup_device
 from rooftop.models.profilediff import diff_groups
-from rooftop.models.workload import build_workload
+from rooftop.models.workload import Workload, build_workload
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace
 from rooftop.store.workloads import PLAN, group_sample, profile_device_info, save_profile, stored_groups
@@ -30,7 +30,7 @@ ROOT = Path(__file__).parent.parent
 QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
 
 
-def _work():  # noqa: ANN202 - a Workload
+def _work() -> Workload:
     return build_workload(load_trace(QWEN), lookup_device("h200"))
 
 
