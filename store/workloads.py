@@ -95,8 +95,9 @@ def job_collectives(run: Run) -> list[Mapping[str, Any]]:
     return [c for c in colls if isinstance(c, Mapping)] if isinstance(colls, list) else []
 
 
-def group_records(samples: Sequence[Sample]) -> list[Mapping[str, Any]]:
-    """Each sample's op group as `save_profile` stored it (conditions["profile"]); samples without one left out."""
+def _group_records(samples: Sequence[Sample]) -> list[Mapping[str, Any]]:
+    """Each sample's op group as `save_profile` stored it (conditions["profile"]); samples without one left out.
+    Raw: views read them typed, through `stored_groups`."""
     out = []
     for s in samples:
         g = s.conditions.get("profile") if isinstance(s.conditions, Mapping) else None
@@ -283,7 +284,7 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
     Raises ValueError when a sample's stored group is not one `save_profile` could have written (an edited import).
     """
     groups = []
-    for s, g in ((s, g) for s in samples for g in group_records([s])):
+    for s, g in ((s, g) for s in samples for g in _group_records([s])):
         try:
             calls = int(g.get("calls") or 0)
             bound = g.get("bound_s")
