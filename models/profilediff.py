@@ -1,7 +1,7 @@
 """Two profiles of a program side by side: the same op groups' time before and after, and the split.
 
-Pure: takes the op groups as their JSON form (`OpGroup.to_dict`, as a stored
-profile keeps them) and pairs them by (op, input shapes, dtype, owner).
+Pure: takes the op groups (`OpGroup`, as a stored profile reads them back: `store.workloads.stored_groups`) and
+pairs them by (op, input shapes, dtype, owner).
 """
 
 from __future__ import annotations
@@ -10,19 +10,57 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .workload import OpGroup
+
 SPLIT_KEYS = ("span_s", "device_busy_s", "idle_s", "bound_s", "mfu", "bandwidth_utilisation")
 
 
 @dataclass(frozen=True)
 class GroupDiff:
-    op: str
-    shapes: list
-    dtype: str
-    time_a_s: float | None  # None: the group is not in profile A
-    time_b_s: float | None
-    calls_a: int = 0
-    calls_b: int = 0
-    owner: str = "op"  # who owns the group's kernels (workload.OWNERS): a graph's replayed op is a row of its own
+    """One op group in profile A, in B, or in both."""
+
+    a: OpGroup | None  # None: the group is not in profile A
+    b: OpGroup | None
+
+    @property
+    def group(self) -> OpGroup:
+        """The group as A has it, else as B has it: what names the row."""
+        g = self.a or self.b
+        assert g is not None, "a GroupDiff pairs at least one op group"
+        return g
+
+    @property
+    def op(self) -> str:
+        return self.group.op
+
+    @property
+    def shapes(self) -> list:
+        return list(self.group.shapes)
+
+    @property
+    def dtype(self) -> str:
+        return self.group.dtype
+
+    @property
+    def owner(self) -> str:
+        """Who owns the group's kernels (workload.OWNERS): a graph's replayed op is a row of its own."""
+        return self.group.owner or "op"
+
+    @property
+    def time_a_s(self) -> float | None:
+        return self.a.time_s if self.a else None
+
+    @property
+    def time_b_s(self) -> float | None:
+        return self.b.time_s if self.b else None
+
+    @property
+    def calls_a(self) -> int:
+        return self.a.calls if self.a else 0
+
+    @property
+    def calls_b(self) -> int:
+        return self.b.calls if self.b else 0
 
     @property
     def ratio(self) -> float | None:
@@ -33,27 +71,19 @@ class GroupDiff:
 
     def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "shapes": self.shapes, "dtype": self.dtype, "time_a_s": self.time_a_s,
-                "time_b_s": self.time_b_s, "calls_a": self.calls_a, "calls_b": self.calls_b, "ratio": self.ratio, "owner": self.owner}
+                "time_b_s": self.time_b_s, "calls_a": self.calls_a,
+                "calls_b": self.calls_b, "ratio": self.ratio, "owner": self.owner}
 
 
-def _key(g: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    return str(g.get("op", "")), json.dumps(g.get("shapes", [])), str(g.get("dtype", "")), str(g.get("owner") or "op")
+def _key(g: OpGroup) -> tuple[str, str, str, str]:
+    return g.op, json.dumps(g.shapes), g.dtype, g.owner or "op"
 
 
-def diff_groups(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> list[GroupDiff]:
+def diff_groups(a: Sequence[OpGroup], b: Sequence[OpGroup]) -> list[GroupDiff]:
     """Every group of either profile, paired where both have it, the largest time (of the two) first."""
-    ia = {_key(g): g for g in a}
+    ia = {_key(g): g for g in a}  # of two groups with one key, the last
     ib = {_key(g): g for g in b}
-    out = []
-    for k in list(dict.fromkeys([*ia, *ib])):
-        ga, gb = ia.get(k), ib.get(k)
-        src = ga or gb or {}
-        out.append(GroupDiff(
-            op=k[0], shapes=list(src.get("shapes", [])), dtype=k[2],
-            time_a_s=float(ga["time_s"]) if ga else None, time_b_s=float(gb["time_s"]) if gb else None,
-            calls_a=int(ga.get("calls", 0)) if ga else 0, calls_b=int(gb.get("calls", 0)) if gb else 0,
-            owner=k[3],
-        ))
+    out = [GroupDiff(ia.get(k), ib.get(k)) for k in dict.fromkeys([*ia, *ib])]
     out.sort(key=lambda d: -max(d.time_a_s or 0.0, d.time_b_s or 0.0))
     return out
 

@@ -12,6 +12,7 @@ device's measured profile.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, TypedDict, cast
 
 from rooftop.models import plausible
@@ -94,8 +95,9 @@ def job_collectives(run: Run) -> list[Mapping[str, Any]]:
     return [c for c in colls if isinstance(c, Mapping)] if isinstance(colls, list) else []
 
 
-def group_records(samples: Sequence[Sample]) -> list[Mapping[str, Any]]:
-    """Each sample's op group as `save_profile` stored it (conditions["profile"]); samples without one left out."""
+def _group_records(samples: Sequence[Sample]) -> list[Mapping[str, Any]]:
+    """Each sample's op group as `save_profile` stored it (conditions["profile"]); samples without one left out.
+    Raw: views read them typed, through `stored_groups`."""
     out = []
     for s in samples:
         g = s.conditions.get("profile") if isinstance(s.conditions, Mapping) else None
@@ -282,7 +284,7 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
     Raises ValueError when a sample's stored group is not one `save_profile` could have written (an edited import).
     """
     groups = []
-    for s, g in ((s, g) for s in samples for g in group_records([s])):
+    for s, g in ((s, g) for s in samples for g in _group_records([s])):
         try:
             calls = int(g.get("calls") or 0)
             bound = g.get("bound_s")
@@ -304,21 +306,66 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
     return sorted(groups, key=lambda g: -g.time_s)
 
 
-def stored_rows(s: Mapping[str, Any]) -> dict[str, Any]:
-    """The rows beside the op groups (memcpy / memset, overlap, idle causes, top kernels, steps, flags, the
-    launch queue) as `Workload` fields, from a stored profile (none for a profile kept before they were)."""
+@dataclass(frozen=True)
+class StoredRows:
+    """The rows beside the op groups (memcpy / memset, overlap, idle causes, top kernels, steps, flags, the launch
+    queue) as `Workload` keeps them: each of its fields is the Workload field of that name."""
+
+    transfers: tuple[Transfer, ...] = ()
+    overlap_s: float = 0.0
+    idle_causes: tuple[IdleCause, ...] = ()
+    top_kernels: tuple[TopKernel, ...] = ()
+    steps: tuple[StepSplit, ...] = ()
+    flags: tuple[Flag, ...] = ()
+    device_note: str = ""
+    launch_queue: LaunchQueue | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The rows as `Workload` keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def stored_rows(s: Mapping[str, Any]) -> StoredRows:
+    """The rows beside the op groups of a stored profile (none for a profile kept before they were).
+
+    Raises TypeError, ValueError, KeyError or AttributeError when a row is not one `Workload.rows` writes.
+    """
     rows: Mapping[str, Any] = r if isinstance(r := s.get("rows"), Mapping) else {}
     overlap: Mapping[str, Any] = o if isinstance(o := rows.get("overlap"), Mapping) else {}
-    return {
-        "transfers": tuple(Transfer.from_dict(d) for d in rows.get("transfers") or ()),
-        "overlap_s": float(overlap.get("time_s") or 0.0),
-        "idle_causes": tuple(IdleCause.from_dict(d) for d in rows.get("idle_causes") or ()),
-        "top_kernels": tuple(TopKernel.from_dict(d) for d in rows.get("top_kernels") or ()),
-        "steps": tuple(StepSplit.from_dict(d) for d in rows.get("steps") or ()),
-        "flags": tuple(Flag.from_dict(d) for d in rows.get("flags") or ()),
-        "device_note": str(s.get("device_note") or ""),
-        "launch_queue": LaunchQueue.from_dict(q) if isinstance(q := rows.get("launch_queue"), Mapping) else None,
-    }
+    return StoredRows(
+        transfers=tuple(Transfer.from_dict(d) for d in rows.get("transfers") or ()),
+        overlap_s=float(overlap.get("time_s") or 0.0),
+        idle_causes=tuple(IdleCause.from_dict(d) for d in rows.get("idle_causes") or ()),
+        top_kernels=tuple(TopKernel.from_dict(d) for d in rows.get("top_kernels") or ()),
+        steps=tuple(StepSplit.from_dict(d) for d in rows.get("steps") or ()),
+        flags=tuple(Flag.from_dict(d) for d in rows.get("flags") or ()),
+        device_note=str(s.get("device_note") or ""),
+        launch_queue=LaunchQueue.from_dict(q) if isinstance(q := rows.get("launch_queue"), Mapping) else None,
+    )
+
+
+@dataclass(frozen=True)
+class StoredProfile:
+    """A kept profile read back, typed: its step split as stored, its op groups (largest first) and the rows beside
+    them. What every view of a kept profile reads (the Profile and History tabs, `show`, `profile --compare`); its
+    figures are the stored ones, with no roofs needed to read them."""
+
+    summary: ProfileSummary
+    groups: tuple[OpGroup, ...] = ()
+    rows: StoredRows = StoredRows()
+
+
+def stored_profile(run: Run, samples: Sequence[Sample]) -> StoredProfile:
+    """The kept profile of `run` and its samples, as `save_profile` kept it.
+
+    Raises ValueError when an op group or a row is malformed (an edited import, or a store written before imports
+    were checked).
+    """
+    s = profile_summary(run)
+    try:
+        return StoredProfile(summary=s, groups=tuple(stored_groups(samples)), rows=stored_rows(s))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ValueError(f"the stored profile is malformed ({exc})") from None
 
 
 def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) -> Workload:
@@ -326,15 +373,16 @@ def stored_workload(run: Run, samples: Sequence[Sample], device: DeviceProfile) 
 
     Raises ValueError when the stored split, an op group or a row is malformed.
     """
-    s = profile_summary(run)
+    kept = stored_profile(run, samples)
+    s = kept.summary
     try:
-        return Workload(groups=tuple(stored_groups(samples)), device=device, on_device=bool(s.get("on_device")),
+        return Workload(groups=kept.groups, device=device, on_device=bool(s.get("on_device")),
                         kernels=int(s.get("kernels") or 0), span_s=float(s.get("span_s") or 0.0),
                         busy_s=float(s.get("device_busy_s") or 0.0), device_name=str(s.get("trace_device") or ""),
                         notes=tuple(str(n) for n in (s.get("notes") or ())), gpus=max(1, int(s.get("gpus") or 1)),
                         graph_capture=dict(gc) if isinstance(gc := s.get("graph_capture"), Mapping) else {},
                         counted_by=str(s.get("counted_by") or ""), kernel_times=str(s.get("kernel_times") or MEASURED),
-                        **stored_rows(s))
+                        **kept.rows.fields())
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ValueError(f"the stored profile is malformed ({exc})") from None
 

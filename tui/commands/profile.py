@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from rooftop.models.links import LINK_LEVELS
 from rooftop.models.safetext import safe_text
+from rooftop.store.workloads import StoredProfile
 from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option, add_wide_option
 from rooftop.tui.commands.job import (
@@ -409,8 +410,8 @@ def _ncu(args: argparse.Namespace) -> int:
 # -- two stored profiles -------------------------------------------------------------------
 
 
-def _stored(store: Any, ref: str) -> tuple[Any, list[Mapping[str, Any]], dict[str, Any]]:
-    from rooftop.store.workloads import group_records, is_profile, profile_problem, profile_summary
+def _stored(store: Any, ref: str) -> tuple[Any, StoredProfile]:
+    from rooftop.store.workloads import is_profile, profile_problem, stored_profile
 
     run = store.run(ref)
     if not is_profile(run):
@@ -420,7 +421,7 @@ def _stored(store: Any, ref: str) -> tuple[Any, list[Mapping[str, Any]], dict[st
     problem = profile_problem(run, samples)  # a store written before imports were checked may hold one
     if problem:
         raise UsageError(f"run {run.label}: the stored profile is malformed ({problem}), so it cannot be compared")
-    return run, group_records(samples), dict(profile_summary(run))
+    return run, stored_profile(run, samples)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -429,9 +430,9 @@ def _compare(args: argparse.Namespace) -> int:
     from rooftop.tui.render.report import make_console
 
     with open_store(args) as store:
-        (ra, ga, sa), (rb, gb, sb) = (_stored(store, r) for r in args.compare)
-    diffs = diff_groups(ga, gb)
-    split = diff_split(sa, sb)
+        (ra, pa), (rb, pb) = (_stored(store, r) for r in args.compare)
+    diffs = diff_groups(pa.groups, pb.groups)
+    split = diff_split(pa.summary, pb.summary)
     if args.json:
         print_json({"a": ra.id, "b": rb.id, "summary": {k: list(v) for k, v in split.items()},
                    "ops": [d.to_dict() for d in diffs]})

@@ -13,6 +13,7 @@ from rich.text import Text
 from rooftop.models.critpath import SPLIT_KEYS, WHOLE, CriticalPath, FixFirst
 from rooftop.models.jobpath import Joined
 from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
+from rooftop.models.workload import OpGroup
 from rooftop.tui.render.fit import Col, FitRows
 from rooftop.tui.render.layout import Prose, hanging
 from rooftop.tui.render.text import clean
@@ -129,16 +130,13 @@ def panel_head(cp: CriticalPath) -> Text:
     return text
 
 
-def opened_text(label: str, group: Mapping[str, Any] | None, f: FixFirst, cp: CriticalPath) -> Text:
+def opened_text(label: str, group: OpGroup | None, f: FixFirst, cp: CriticalPath) -> Text:
     """An op group opened from the fix-first panel: its whole label, its figures as kept, its time on the path,
     what its roof would save there, and the advice for it."""
     text = Text(clean(label) + "\n", style="bold")
     if group is not None:
-        t = group.get("time_s")
-        bound = group.get("bound_s")
-        text.append(f"  ×{group.get('calls', 0)}, {fmt_time(t) if isinstance(t, (int, float)) else 'n/a'} in all, "
-                    f"{clean(str(group.get('regime') or f.regime))}"
-                    + (f", bound {fmt_time(bound)}" if isinstance(bound, (int, float)) else "")
+        text.append(f"  ×{group.calls}, {fmt_time(group.time_s)} in all, {clean(group.regime or f.regime)}"
+                    + (f", bound {fmt_time(group.bound_s)}" if group.bound_s is not None else "")
                     + (f", {fmt_percent(f.fraction_of_roof)} of its roof" if f.fraction_of_roof is not None else "")
                     + "\n")
     on = next((p for p in cp.ops if p.label == f.label), None)

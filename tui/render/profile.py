@@ -17,10 +17,11 @@ from rich.text import Text
 from rooftop.models.catalog import UnknownDevice, lookup_device
 from rooftop.models.critpath import CriticalPath
 from rooftop.models.profile import DeviceProfile
+from rooftop.models.sample import Sample
 from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
 from rooftop.models.workload import MEASURED, RANGES, owner_tag
 from rooftop.store.runs import Run
-from rooftop.store.workloads import group_records, placed_on, profile_summary
+from rooftop.store.workloads import placed_on, profile_summary, stored_groups
 from rooftop.tui.render.critpath import OP_WHAT_IF, path_head, path_lines
 from rooftop.tui.render.fit import Col, FitRows
 from rooftop.tui.render.report import Prose
@@ -63,14 +64,17 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
     for line in headline_lines(s.get("headline"), on) + [coverage_text(s.get("coverage"), on)]:
         if line:
             text.append(clean(line) + "\n")
-    groups = sorted(group_records(samples), key=lambda g: -(g.get("time_s") or 0.0))
+    try:
+        groups = stored_groups(samples)
+    except ValueError as exc:  # a store written before imports were checked may hold one
+        groups = []
+        text.append(f"  {clean(str(exc))}: its op groups are left out\n", style="yellow")
     for g in groups[:TOP_OPS]:
-        roof = g.get("fraction_of_roof")
-        tag = owner_tag(str(g.get("owner") or "op"), str(g.get("family") or ""))
-        text.append(f"  {tag + ' ' if tag else ''}{clean(str(g.get('op', '?')))} {clean(str(g.get('dtype', '')))} "
-                    f"×{g.get('calls', 0)}: {fmt_time(g.get('time_s') or 0)}"
-                    f" ({_pct((g.get('time_s') or 0) / span if span else None)}), {g.get('regime', '')}"
-                    + (f", {_pct(roof)} of roof" if isinstance(roof, (int, float)) else "") + "\n")
+        roof = g.fraction_of_roof
+        tag = owner_tag(g.owner, g.family)
+        text.append(f"  {tag + ' ' if tag else ''}{clean(g.op)} {clean(g.dtype)} ×{g.calls}: {fmt_time(g.time_s)}"
+                    f" ({_pct(g.time_s / span if span else None)}), {g.regime}"
+                    + (f", {_pct(roof)} of roof" if roof is not None else "") + "\n")
     text.append_text(path_detail(s))
     text.append(basis_text(s.get("kernel_times"), s.get("counted_by"), short=True) + "\n", style="dim")
     return text
@@ -115,21 +119,15 @@ def basis_text(kernel_times: Any, counted_by: Any, short: bool = False) -> str:
     return text
 
 
-def sample_label(sample: Any) -> str:
+def sample_label(sample: Sample) -> str:
     """A stored op group as `rooftop profile` lists it (op dtype shapes), for `rooftop show`."""
-    g = sample.conditions.get("profile") if isinstance(sample.conditions, Mapping) else None
-    if not isinstance(g, Mapping):  # an op group a store holds malformed: named by what the sample says
+    try:
+        groups = stored_groups([sample])
+    except ValueError:
+        groups = []
+    if not groups:  # an op group a store holds malformed: named by what the sample says
         return f"{sample.family} {sample.dtype} {sample.shape_text}".strip()
-    return record_label(g)
-
-
-def record_label(g: Mapping[str, Any]) -> str:
-    """A stored op group's record (`group_records`) labelled as `op_label` labels the op group."""
-    from rooftop.models.workload import OpGroup
-
-    return op_label(OpGroup(op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []),
-                            dtype=str(g.get("dtype", "")), model="", path="", counting="",
-                            owner=str(g.get("owner") or "op"), family=str(g.get("family") or "")))
+    return op_label(groups[0])
 
 
 TOP = 20
@@ -596,7 +594,6 @@ def compare_report(ra: Any, rb: Any, split: dict[str, Any], diffs: Sequence[Any]
     """Two stored profiles side by side: the step split, then each op group's time in A and in B (one line
     each, the op cropped to the width; whole with `wide`)."""
     from rooftop.models.units import fmt_ratio, fmt_time
-    from rooftop.models.workload import OpGroup
 
     def both(key: str, fmt: Any) -> str:
         a, b = split[key]
@@ -604,8 +601,7 @@ def compare_report(ra: Any, rb: Any, split: dict[str, Any], diffs: Sequence[Any]
             return "n/a"
         return f"{fmt(a)} → {fmt(b)}" + (f" ({fmt_ratio(b / a)})" if a else "")
 
-    rows = [(op_label(OpGroup(op=d.op, shapes=d.shapes, dtype=d.dtype, model="", path="", counting="",
-                              owner=d.owner)),
+    rows = [(op_label(d.group),
              fmt_time(d.time_a_s) if d.time_a_s is not None else "—",
              fmt_time(d.time_b_s) if d.time_b_s is not None else "—",
              fmt_ratio(d.ratio) if d.ratio is not None else "") for d in diffs[:top]]

@@ -6,10 +6,11 @@ A profile is made on the command line (`rooftop profile -- python script.py`,
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Sequence
 
 from rich.console import Group
 from rich.text import Text
@@ -23,14 +24,16 @@ from textual.widgets import DataTable, Static
 
 from rooftop.models.critpath import CriticalPath, FixFirst
 from rooftop.models.job import TOP_GROUPS
-from rooftop.models.units import fmt_percent, fmt_time
-from rooftop.models.workload import RANGES
+from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_percent, fmt_time
+from rooftop.models.workload import RANGES, OpGroup, flag_lines
+from rooftop.models.sample import Sample
 from rooftop.store.runs import Run
 from rooftop.store.critpath import stored_path
-from rooftop.store.workloads import group_records, profile_summary
+from rooftop.store.workloads import StoredProfile, profile_summary, stored_profile
 from rooftop.tui.render.job import rank_group_rows, rank_rows
 from rooftop.tui.render.critpath import fix_cells, opened_text, panel_head
-from rooftop.tui.render.profile import basis_text, ranges_text, summed_text
+from rooftop.tui.render.profile import (basis_text, counted_cells, coverage_text, headline_lines, intensity_text, op_label,
+                                        ranges_text, short_kernel, summed_text, times_text)
 from rooftop.tui.render.text import clean
 from rooftop.tui.app.reads import read_store
 from rooftop.tui.app.widgets import Col, FitTable, watch_app
@@ -58,109 +61,74 @@ def run_row(run: Run) -> tuple[str | Text, ...]:
     return run.short_id, Text(clean(run.device_name)), started, str(run.samples), Text(clean(source))
 
 
-def _stored_rows(run: Run) -> dict:
-    rows = profile_summary(run).get("rows")
-    return rows if isinstance(rows, dict) else {}
-
-
-def _num(x: Any) -> float:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else 0.0
-
-
 def group_key(n: int) -> str:
     """The op table's row key of the n-th op group (the fix-first panel opens it by this)."""
     return f"op:{n}"
 
 
-def op_rows(run: Run, groups: list[dict]) -> list[tuple[str | None, tuple[str | Text, ...]]]:
+def _share(t: float, span: float) -> str:
+    return _pct(t / span if span else None)
+
+
+def op_rows(kept: StoredProfile) -> list[tuple[str | None, tuple[str | Text, ...]]]:
     """The idle time, the overlap of streams, memcpy / memset and the op groups, by share of the span (largest
     first): each row's share is its time alone on the device, so they add up to 100%. An op group's row is keyed
     by `group_key`."""
-    from rooftop.models.units import fmt_bytes
-    from rooftop.tui.render.profile import counted_cells, intensity_text, record_label
-
-    s = profile_summary(run)
-    span = s.get("span_s") or 0.0
-    more = _stored_rows(run)
-    counted = counted_keys(groups)
+    span = kept.summary.get("span_s") or 0.0
+    counted = counted_keys(kept.groups)
     rows: list[tuple[float, tuple[str | Text, ...], str | None]] = []  # (time alone, cells, an op group's key)
-    idle = s.get("idle_s") or 0.0
-    rows.append((idle, (_pct(idle / span if span else None), fmt_time(idle), "", Text("idle time", style="bold"),
-                        "", "", ""), None))
-    overlap = _num((more.get("overlap") or {}).get("time_s"))
+    idle = kept.summary.get("idle_s") or 0.0
+    rows.append((idle, (_share(idle, span), fmt_time(idle), "", Text("idle time", style="bold"), "", "", ""), None))
+    overlap = kept.rows.overlap_s
     if overlap > 0:
-        rows.append((overlap, (_pct(overlap / span if span else None), fmt_time(overlap), "",
-                               Text("overlap of streams", style="bold"), "", "", ""), None))
-    for x in more.get("transfers") or ():
-        if not isinstance(x, dict):
-            continue
-        alone, nbytes = _num(x.get("time_alone_s")), _num(x.get("bytes"))
-        label = clean(str(x.get("row", "?"))) + (f" {fmt_bytes(nbytes)}" if nbytes else "")
-        rows.append((alone, (_pct(alone / span if span else None), fmt_time(_num(x.get("time_s"))),
-                             str(x.get("calls", "")), Text(label), "", clean(str(x.get("level", ""))),
-                             _pct(x.get("fraction_of_roof"))), None))
-    for n, g in enumerate(groups):
-        t = g.get("time_s") or 0.0
-        alone = _num(g.get("time_alone_s", t))
-        i = g.get("intensity")
-        label = record_label(g)
-        measured = dict(zip(COUNTED, counted_cells(g.get("measured_flops"), g.get("measured_bytes"))))
-        rows.append((alone, (_pct(alone / span if span else None), fmt_time(t), str(g.get("calls", "")), Text(label),
-                             intensity_text(i) if isinstance(i, (int, float)) else "", str(g.get("regime", "")),
-                             _pct(g.get("fraction_of_roof")), *(measured[k] for k in counted)), group_key(n)))
+        rows.append((overlap, (_share(overlap, span), fmt_time(overlap), "", Text("overlap of streams", style="bold"),
+                               "", "", ""), None))
+    for x in kept.rows.transfers:
+        label = clean(x.label) + (f" {fmt_bytes(x.bytes)}" if x.bytes else "")
+        rows.append((x.alone_s, (_share(x.alone_s, span), fmt_time(x.time_s), str(x.calls), Text(label), "",
+                                 clean(x.level), _pct(x.fraction_of_roof)), None))
+    for n, g in enumerate(kept.groups):
+        i = g.intensity
+        measured = dict(zip(COUNTED, counted_cells(g.measured_flops, g.measured_bytes)))
+        rows.append((g.alone_s, (_share(g.alone_s, span), fmt_time(g.time_s), str(g.calls), Text(op_label(g)),
+                                 intensity_text(i) if i is not None and math.isfinite(i) else "", g.regime,
+                                 _pct(g.fraction_of_roof), *(measured[k] for k in counted)), group_key(n)))
     width = len(OPS) + len(counted)  # the rows that are no op group get empty cells there
     return [(key, r + ("",) * (width - len(r))) for _, r, key in sorted(rows, key=lambda x: -x[0])]
 
 
-def counted_keys(groups: list[dict]) -> tuple[str, ...]:
+def counted_keys(groups: Sequence[OpGroup]) -> tuple[str, ...]:
     """The counted figures (measured_flops, measured_bytes) some op group of a kept profile has."""
-    return tuple(k for k in COUNTED if any(isinstance(g.get(k), (int, float)) for g in groups))
+    return tuple(k for k in COUNTED if any(getattr(g, k) is not None for g in groups))
 
 
-def ops_columns(groups: list[dict]) -> tuple[Col, ...]:
+def ops_columns(groups: Sequence[OpGroup]) -> tuple[Col, ...]:
     """The op table's columns: W and Q counted too where the profile's trace carried GPU counters."""
     return OPS + tuple(COUNTED[k] for k in counted_keys(groups))
 
 
-def rows_text(run: Run) -> Text:
+def rows_text(kept: StoredProfile) -> Text:
     """Below the table: the idle time by cause, the top kernels, the steps and the flags of a kept profile."""
-    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
-    from rooftop.tui.render.profile import short_kernel
-
-    s = profile_summary(run)
-    span = s.get("span_s") or 0.0
-    more = _stored_rows(run)
+    span = kept.summary.get("span_s") or 0.0
+    more = kept.rows
     text = Text()
-    causes = [c for c in more.get("idle_causes") or () if isinstance(c, dict)]
-    if causes:
+    if more.idle_causes:
         text.append("idle time by cause\n", style="bold")
-        for c in causes[:6]:
-            t = _num(c.get("time_s"))
-            text.append(f"  {_pct(t / span if span else None):>6} {fmt_time(t):>9}  {clean(str(c.get('category', '')))}"
-                        f": {clean(str(c.get('cause', '')))} ({c.get('gaps', 0)} gaps)\n")
-    kernels = [k for k in more.get("top_kernels") or () if isinstance(k, dict)]
-    if kernels:
+    for c in more.idle_causes[:6]:
+        text.append(f"  {_share(c.time_s, span):>6} {fmt_time(c.time_s):>9}  {clean(c.category)}: {clean(c.cause)} "
+                    f"({c.gaps} gaps)\n")
+    if more.top_kernels:
         text.append("top kernels\n", style="bold")
-        for k in kernels[:5]:
-            t, w, q = _num(k.get("time_s")), _num(k.get("flops")), _num(k.get("bytes"))
-            rate = ", ".join(x for x in (fmt_flops_rate(w / t) if w and t else "",
-                                         fmt_bandwidth(q / t) if q and t else "") if x)
-            text.append(f"  {fmt_time(t):>9} ×{k.get('calls', 0)} {short_kernel(str(k.get('name', '')))}"
-                        + (f"  {rate}" if rate else "") + "\n")
-    steps = [x for x in more.get("steps") or () if isinstance(x, dict)]
-    for st in steps:
-        text.append(f"  {clean(str(st.get('name', '')))}: busy {fmt_time(_num(st.get('busy_s')))} of "
-                    f"{fmt_time(_num(st.get('span_s')))}, idle {fmt_time(_num(st.get('idle_s')))}\n")
-    flags = [f for f in more.get("flags") or () if isinstance(f, dict)]
-    if flags:
-        from rooftop.models.workload import Flag, flag_lines
-
-        try:
-            lines = flag_lines([Flag.from_dict(f) for f in flags])
-        except (KeyError, TypeError, ValueError):
-            lines = [str(f.get("text", "")) for f in flags]
-        for line in lines:
-            text.append(f"flag: {clean(line)}\n", style="bold red")
+    for k in more.top_kernels[:5]:
+        t, w, q = k.time_s, k.flops, k.bytes
+        rate = ", ".join(x for x in (fmt_flops_rate(w / t) if w and t else "",
+                                     fmt_bandwidth(q / t) if q and t else "") if x)
+        text.append(f"  {fmt_time(t):>9} ×{k.calls} {short_kernel(k.name)}" + (f"  {rate}" if rate else "") + "\n")
+    for st in more.steps:
+        text.append(f"  {clean(st.name)}: busy {fmt_time(st.busy_s)} of {fmt_time(st.span_s)}, "
+                    f"idle {fmt_time(st.idle_s)}\n")
+    for line in flag_lines(more.flags):
+        text.append(f"flag: {clean(line)}\n", style="bold red")
     return text
 
 
@@ -174,7 +142,7 @@ class ProfilePane(Widget):
         self.db_path = db_path
         self.run_ids: list[str] = []
         # the run on show, its op groups (its lowest rank's) and its job (None for one program)
-        self.shown: tuple[Run, list[dict], dict[str, Any] | None] | None = None
+        self.shown: tuple[Run, StoredProfile, dict[str, Any] | None] | None = None
         self.path: CriticalPath | None = None  # the run on show's critical path, as kept (None: none kept)
         self.chosen: str | None = None  # the profile asked for last: what a read coming back is drawn for
 
@@ -215,12 +183,14 @@ class ProfilePane(Widget):
 
     @dataclass
     class ProfileRead(Message):
-        """One kept profile and its op groups, read in a worker (run None: the store is gone)."""
+        """One kept profile read in a worker (run None: the store is gone; `bad`: why its op groups or rows are
+        not ones rooftop kept, where they are not, its split shown without them)."""
 
         run_id: str
         run: Run | None
-        groups: list[Mapping[str, Any]]
+        kept: StoredProfile | None
         error: str = ""
+        bad: str = ""
 
     def reload(self) -> None:
         """Read the kept profiles again, off the UI thread; `_profiles_read` lists them."""
@@ -268,9 +238,9 @@ class ProfilePane(Widget):
 
     @work(thread=True, exclusive=True, group="prof-run")
     def _read_profile(self, run_id: str) -> None:
-        read, error = read_store(self.db_path, lambda store: (store.run(run_id), group_records(store.samples(run_id))))
-        run, groups = read or (None, [])
-        self.post_message(self.ProfileRead(run_id, run, groups, error))
+        read, error = read_store(self.db_path, lambda store: kept_profile(store.run(run_id), store.samples(run_id)))
+        run, kept, bad = read or (None, None, "")
+        self.post_message(self.ProfileRead(run_id, run, kept, error, bad))
 
     @on(ProfileRead)
     def _profile_read(self, m: ProfileRead) -> None:
@@ -280,14 +250,14 @@ class ProfilePane(Widget):
         if m.error:
             split.update(Text(f"✗ {m.error}", style="red"))
             return
-        if m.run is None:
+        if m.run is None or m.kept is None:
             return
-        run, groups = m.run, m.groups
+        run, kept = m.run, m.kept
         self.path, bad = kept_path(run)
         split.update(split_text(run, self.path))
         self.show_path(bad)
         job = stored_job(run)
-        self.shown = (run, [dict(g) for g in groups if g], job)
+        self.shown = (run, kept, job)
         pane, ranks = self.query_one("#prof-job", Static), self.query_one("#prof-ranks", FitTable)
         pane.display = ranks.display = job is not None
         try:
@@ -299,7 +269,8 @@ class ProfilePane(Widget):
             ranks.display = False
         self.show_rank(None)
         more = self.query_one("#prof-more", Static)
-        more.update(rows_text(run))
+        more.update(rows_text(kept) if not m.bad else
+                    Text(f"this run's op groups are not ones rooftop kept (edited?): {clean(m.bad)}", style="yellow"))
         more.display = True
 
     def show_path(self, bad: str) -> None:
@@ -325,7 +296,7 @@ class ProfilePane(Widget):
         under the cursor."""
         if self.path is None or self.shown is None or not 0 <= i < len(self.path.fix_first):
             return
-        f, groups = self.path.fix_first[i], self.shown[1]
+        f, groups = self.path.fix_first[i], self.shown[1].groups
         n = find_group(groups, f)
         opened = self.query_one("#prof-group", Static)
         opened.update(opened_text(f.label, groups[n] if n is not None else None, f, self.path))
@@ -345,12 +316,12 @@ class ProfilePane(Widget):
         """The op groups of one rank of the job on show (None: its lowest, whose op groups are kept whole)."""
         if self.shown is None:
             return
-        run, groups, job = self.shown
+        run, kept, job = self.shown
         title = self.query_one("#prof-ops-title", Static)
         table = self.query_one("#prof-ops", FitTable)
         ranks = [r["rank"] for r in job["ranks"]] if job else []
         if not ranks or rank is None or rank == ranks[0]:
-            table.set_rows(op_rows(run, groups), columns=ops_columns(groups))
+            table.set_rows(op_rows(kept), columns=ops_columns(kept.groups))
             more = " (↑↓ in the rank table opens another rank's)" if len(ranks) > 1 else ""
             title.update(Text(f"rank {ranks[0]}'s op groups{more}", style="dim") if ranks else "")
             title.display = bool(ranks)
@@ -387,15 +358,22 @@ def kept_path(run: Run) -> tuple[CriticalPath | None, str]:
         return None, str(exc)
 
 
-def find_group(groups: list[dict], f: FixFirst) -> int | None:
+def find_group(groups: Sequence[OpGroup], f: FixFirst) -> int | None:
     """The index of the op group a fix-first row names: by its label, else the longest group of its op."""
-    from rooftop.tui.render.profile import record_label
-
-    by_label = [n for n, g in enumerate(groups) if record_label(g) == clean(f.label)]
+    by_label = [n for n, g in enumerate(groups) if op_label(g) == clean(f.label)]
     if by_label:
         return by_label[0]
-    of_op = [n for n, g in enumerate(groups) if g.get("op") == f.key[0]] if f.key else []
-    return max(of_op, key=lambda n: _num(groups[n].get("time_s")), default=None)
+    of_op = [n for n, g in enumerate(groups) if g.op == f.key[0]] if f.key else []
+    return max(of_op, key=lambda n: groups[n].time_s, default=None)
+
+
+def kept_profile(run: Run, samples: Sequence[Sample]) -> tuple[Run, StoredProfile, str]:
+    """A kept profile read back for the tab, and why its op groups and rows are left out where they are malformed
+    ('' when they are not): its split is shown still."""
+    try:
+        return run, stored_profile(run, samples), ""
+    except ValueError as exc:
+        return run, StoredProfile(profile_summary(run)), str(exc)
 
 
 def split_text(run: Run, path: CriticalPath | None = None) -> Text:
@@ -419,8 +397,6 @@ def split_text(run: Run, path: CriticalPath | None = None) -> Text:
     low = " (above 100%: the roof is low, see the flags)" if isinstance(mfu, (int, float)) and mfu > 1 else ""
     text.append(f"MFU {_pct(mfu) or 'n/a'}{low} · bandwidth {_pct(s.get('bandwidth_utilisation')) or 'n/a'}; "
                 f"largest share: {'idle time' if top == 'idle' else clean(str(top))}", style="bold")
-    from rooftop.tui.render.profile import coverage_text, headline_lines, times_text
-
     on = bool(s.get("on_device"))
     for line in headline_lines(s.get("headline"), on):
         text.append(f"\n{clean(line)}")
