@@ -17,6 +17,7 @@ from rich.text import Text
 from rooftop.models.catalog import UnknownDevice, lookup_device
 from rooftop.models.critpath import CriticalPath
 from rooftop.models.profile import DeviceProfile
+from rooftop.models.roofline import ABOVE_ROOF
 from rooftop.models.sample import Sample
 from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
 from rooftop.models.workload import MEASURED, RANGES, owner_tag
@@ -246,7 +247,7 @@ def ops_table(work: Any, top: int = TOP, wide: bool = False) -> FitRows:
     flagged = {f.subject for f in work.flags if f.kind == "op"}
     for g in work.groups[:top]:
         i = g.intensity
-        roof = share(g.fraction_of_roof) + (" !" if g.op in flagged and (g.fraction_of_roof or 0) > 1.1 else "")
+        roof = share(g.fraction_of_roof) + (" !" if g.op in flagged and (g.fraction_of_roof or 0) > ABOVE_ROOF else "")
         rows.append((g.alone_s, [
             share(g.alone_s / span), fmt_time(g.time_s), str(g.calls), Text(op_label(g)),
             intensity_text(i), achieved_text(g), g.regime, roof,
