@@ -31,6 +31,7 @@ BAD_INPUT = {
     "models.llm.ModelError": ValueError,
     "store.db.StoreError": Exception,
     "tui.services.context.NotAProfile": Exception,
+    "tui.services.workloads.NoRoofs": Exception,
     "models.trace.TraceError": ValueError,  # … and those commands/ re-raised by hand as UsageError
     "models.trace.EmptyTrace": ValueError,
     "models.capture.CaptureError": ValueError,

@@ -332,10 +332,24 @@ def test_gloo_job_on_the_link_measured_by_rooftop_comm(ddp, ddp_comm):
     assert ar["expected_s"] == pytest.approx(alpha + PARAMS * 4 / best)
 
 
+def test_the_ranks_per_node_torchrun_started_reach_the_links_as_a_value(tmp_path: Path) -> None:
+    """torchrun's --nproc-per-node is read_job's `per_node` (it was an attribute written onto the command's options
+    and read back with getattr): all 128 ranks on one node put the sampled job's groups on NVLink, said without
+    the 8-GPUs-a-node assumption; no count given keeps the assumption."""
+    from rooftop.models.catalog import lookup_device
+    from rooftop.tui.commands.job import read_job
+
+    dev = lookup_device("a100-80g-ds")
+    links = {}
+    for per_node in (None, 128):
+        job = read_job([RANK0, RANK1], lambda t: (dev, ""), db=tmp_path / "none.db", per_node=per_node)[0]
+        links[per_node] = {(c["link"], "assuming" in c["link_why"]) for c in job.to_dict()["collectives"]}
+    assert links[None] == {("net", True)} and links[128] == {("nvlink", False)}, links
+
+
 def read_watched(tmp_path, monkeypatch, most: int, held=None) -> tuple:
     """The two sampled ranks and rank 1 again as ranks 2 and 3, read by read_job (`held`: a HeldRanks) with each
     load asserting that at most `most` rank traces read before are still alive: (job, work, problems, alive)."""
-    import argparse
     import gc
     import weakref
 
@@ -362,8 +376,7 @@ def read_watched(tmp_path, monkeypatch, most: int, held=None) -> tuple:
 
     monkeypatch.setattr(tracefile, "load_trace", load)
     dev = lookup_device("a100-80g-ds")
-    args = argparse.Namespace(db=str(tmp_path / "none.db"), link=None)
-    return (*read_job(args, paths, lambda t: (dev, ""), held=held), alive)
+    return (*read_job(paths, lambda t: (dev, ""), held=held, db=tmp_path / "none.db"), alive)
 
 
 def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from inprocess import run_main
-from tui_helpers import _stats, printed
+from tui_helpers import gloo_sweep, printed
 from rooftop.store import db
 from rooftop.store.runs import Store
 from rooftop.tui.app import AppConfig, create_app
@@ -26,18 +26,10 @@ RANK0, RANK1 = REAL / "trace_filter_sampled_rank-0.json.gz", REAL / "trace_filte
 
 def job_and_comm_db(path: Path) -> None:
     """A store holding a kept two-rank job (`rooftop profile --trace` of two ranks) and a comm sweep."""
-    from rooftop.probes.comm import CommPlan, point_sample
-    from rooftop.store.comms import begin_comm, comm_device_info
-
     out = run_main("profile", "--trace", str(RANK0), str(RANK1), "-d", "a100-80g-ds", "--db", str(path))
     assert out.returncode == 0, out.stderr
-    plan = CommPlan("gloo", 4, (8, 2**20))
     with Store.open(path) as store:
-        rid = begin_comm(store, comm_device_info("gloo", 4, "Test CPU", "quick"), "gloo")
-        for size, t in ((8, 20e-6), (2**20, 20e-6 + 2**20 / 1e9)):
-            store.add_sample(rid, point_sample(plan, {"collective": "allreduce", "size": size,
-                                                      "stats": _stats(t).__dict__}))
-        store.finish_run(rid, "complete")
+        gloo_sweep(store)
 
 
 @pytest.fixture

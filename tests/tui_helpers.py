@@ -44,6 +44,20 @@ def _stats(t: float) -> TimeStats:
     return TimeStats(median_s=t, p10_s=t * 0.98, p90_s=t * 1.02, min_s=t * 0.97, iqr_ratio=0.02, repeats=7, calls=10)
 
 
+def gloo_sweep(store: Store) -> str:
+    """Keep a complete `rooftop comm` sweep (gloo, world 4: two allreduce sizes) in `store`; its run id."""
+    from rooftop.probes.comm import CommPlan, point_sample
+    from rooftop.store.comms import begin_comm, comm_device_info
+
+    plan = CommPlan("gloo", 4, (8, 2**20))
+    rid = begin_comm(store, comm_device_info("gloo", 4, "Test CPU", "quick"), "gloo")
+    for size, t in ((8, 20e-6), (2**20, 20e-6 + 2**20 / 1e9)):
+        store.add_sample(rid, point_sample(plan, {"collective": "allreduce", "size": size,
+                                                  "stats": _stats(t).__dict__}))
+    store.finish_run(rid, "complete")
+    return rid
+
+
 def _run(rid: str, device: str, backend: str, status: str, hours: float, name: str | None = None) -> Run:
     return Run(id=rid, device_key=f"box/{device}/0", host="box", device={"name": device, "index": 0},
                backend=backend, plan="quick", started_at=NEW_YEAR_2026 + 3600 * hours, status=status, name=name)

@@ -31,10 +31,18 @@ from rooftop.tui.app.panes.llm import Llm
 from rooftop.tui.app.panes.profile import ProfilePane
 from rooftop.tui.app.panes.roofline import Roofline
 from rooftop.tui.app.panes.whatif import WhatIf
-from rooftop.tui.app.state import AppConfig, RunView, measured_here
+from rooftop.tui.app.state import AppConfig, RunView, StoreAtStart, measured_here
 from rooftop.tui.app.widgets import HelpScreen
 from rooftop.tui.app.widgets.base import closing
-from rooftop.tui.services.context import FALLBACK_DEVICE, cannot_create, default_device, not_this_gpu, store_session
+from rooftop.tui.services.context import (
+    FALLBACK_DEVICE,
+    cannot_create,
+    default_device,
+    not_this_gpu,
+    profiles_on_offer,
+    run_points,
+    store_session,
+)
 from rooftop.tui.services.stopsignals import leave_terminal, on_stop_signals
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -120,17 +128,17 @@ class RooftopApp(App[None]):
     def __init__(self, config: AppConfig | None = None) -> None:
         super().__init__()
         self.config = config or AppConfig()
-        self.store_note = ""
-        self._pin_specs: list[str] = []  # the store's saved ops, read with the profiles
         self._unsignal: Callable[[], None] = lambda: None  # removes the stop-signal handlers (on_mount's)
-        self.measured_here = False  # a run of this host is kept (any status, even cancelled): no measuring at start
-        self.cannot_keep = ""  # why the store cannot keep a run (unusable, read-only, no room); '' when it can
-        self.profiles: dict[str, DeviceProfile] = {**catalog(), **self._stored_profiles(), **self.config.profiles}
+        start = self.read_store()
+        self.store_note = start.note
+        self.measured_here = start.measured_here
+        self.cannot_keep = start.cannot_keep
+        self.profiles: dict[str, DeviceProfile] = {**catalog(), **start.profiles, **self.config.profiles}
         self.device_id, self.device_note = self._pick_device()
         self._sampler: Sampler | None = None
         # State the tabs read when they mount (tabs other than the first mount after the first frame).
         self.current = self._first_op()
-        self.pinned = self._saved_pins()
+        self.pinned = self._saved_pins(start.pins)
         self.run_view = self._last_run_here()
         self._unbuilt: dict[str, Callable[[], object]] = {}  # tabs not shown yet
 
@@ -146,12 +154,12 @@ class RooftopApp(App[None]):
         except (NoRoof, KeyError):
             return None
 
-    def _saved_pins(self) -> list:  # models.ops ops
+    def _saved_pins(self, specs: tuple[str, ...]) -> list:  # models.ops ops
         """The pinned ops saved in the store; one that no longer parses is named in a note, not dropped."""
         from rooftop.models.spec import SpecError, parse_spec
 
         ops, bad = [], []
-        for spec in self._pin_specs:
+        for spec in specs:
             try:
                 ops.append(parse_spec(spec))
             except SpecError:
@@ -160,30 +168,29 @@ class RooftopApp(App[None]):
             self.store_note = f"saved pins that no longer parse were left out: {'; '.join(bad)}"
         return ops
 
-    def _stored_profiles(self) -> dict[str, DeviceProfile]:
-        """Measured and imported profiles, and `local`; a broken store is a note, not a crash."""
+    def read_store(self) -> StoreAtStart:
+        """The profiles on offer (services' `profiles_on_offer`), the saved pins, whether this host was measured
+        and whether a run can be kept; a broken store is a note, not a crash."""
+        db = self.config.db_path
         try:
-            with store_session(self.config.db_path) as store:
+            with store_session(db) as store:
                 if store is None:
-                    self.cannot_keep = cannot_create(self.config.db_path)
-                    return {}
+                    return StoreAtStart(cannot_keep=cannot_create(db))
+                note, cannot_keep = "", ""
                 if store.room is not None:
-                    self.cannot_keep = f"it has no room to write: {store.room.words}"
-                    self.store_note = f"the store is read only for now: {store.room.words}"
+                    cannot_keep = f"it has no room to write: {store.room.words}"
+                    note = f"the store is read only for now: {store.room.words}"
                 elif store.read_only:
-                    self.cannot_keep = f"it is read-only: {store.read_only}"
-                found = store.profiles()
-                local = store.local_profile()
-                self._pin_specs = [str(o["spec"]) for o in store.saved_ops()]
-                self.measured_here = store.latest(kind="measurement", where=measured_here) is not None
+                    cannot_keep = f"it is read-only: {store.read_only}"
+                found = profiles_on_offer(store)
+                pins = tuple(str(o["spec"]) for o in store.saved_ops())
+                here = store.latest(kind="measurement", where=measured_here) is not None
         except StoreError as exc:
-            self.store_note = f"store unavailable: {exc}"
-            self.cannot_keep = str(exc)
-            return {}
-        if local is not None:
-            found["local"] = local
+            return StoreAtStart(cannot_keep=str(exc), note=f"store unavailable: {exc}")
         # a stored name reaches many widgets: escaped here once (control characters shown, never sent)
-        return {safe_text(k): dataclasses.replace(p, id=safe_text(p.id), name=safe_text(p.name)) for k, p in found.items()}
+        shown = {safe_text(k): dataclasses.replace(p, id=safe_text(p.id), name=safe_text(p.name))
+                 for k, p in found.items()}
+        return StoreAtStart(shown, pins, here, cannot_keep, note)
 
     def _last_run_here(self) -> RunView:
         """This machine's last measurement in the store (any status), for the Live tab after a restart."""
@@ -198,18 +205,13 @@ class RooftopApp(App[None]):
                     return RunView()
                 return RunView.from_store(mine, store.samples(mine.id), store.stored_profile(mine.id))
         except StoreError:
-            return RunView()  # the store's trouble is said once, by _stored_profiles
+            return RunView()  # the store's trouble is said once, by read_store
 
     def run_points(self, profile: DeviceProfile) -> list:
         """The sample points of the stored run behind a measured or imported profile ([] if unreadable)."""
-        from rooftop.models.plotdata import sample_series
-
-        run_id = profile.extra.get("run_id")
-        if not run_id:
-            return []
         try:
             with store_session(self.config.db_path) as store:
-                return [] if store is None else sample_series(store.samples(str(run_id)), profile.id)
+                return [] if store is None else run_points(store, [profile])
         except StoreError:
             return []
 
@@ -457,7 +459,7 @@ class RooftopApp(App[None]):
 
     def reload_profiles(self, history: bool = True) -> None:
         """Pick up new measured or renamed profiles in every device list."""
-        self.profiles = {**catalog(), **self._stored_profiles(), **self.config.profiles}
+        self.profiles = {**catalog(), **self.read_store().profiles, **self.config.profiles}
         if history:
             self.runs_changed += 1
 

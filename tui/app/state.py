@@ -51,6 +51,17 @@ class RunView:
                    Calibration(prof, unstable, skipped, (), ()), stored=run)
 
 
+@dataclass(frozen=True)
+class StoreAtStart:
+    """What the app reads from the store as it starts (read once, by `RooftopApp.read_store`)."""
+
+    profiles: dict[str, DeviceProfile] = field(default_factory=dict)  # on offer beside the catalog, names escaped
+    pins: tuple[str, ...] = ()  # the saved ops' specs (the Roofline tab's pins)
+    measured_here: bool = False  # a run of this host is kept (any status, even cancelled): no measuring at start
+    cannot_keep: str = ""  # why the store cannot keep a run (unusable, read-only, no room); '' when it can
+    note: str = ""  # the store's trouble, said once as the app opens
+
+
 def measured_on(backend: str, device_name: str, profile: DeviceProfile | None) -> str:
     """What a run measured, as the Live tab says it: `cpu (AMD EPYC 7763), 1 thread`. A CPU's
     ceilings scale with torch's threads (the app leaves one core to the UI, the CLI goes by load),

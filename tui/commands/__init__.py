@@ -96,7 +96,7 @@ def exit_status(exc: BaseException, name: str, args: argparse.Namespace) -> int:
     if isinstance(exc, sqlite3.DatabaseError):  # met mid-command outside the Store: said as the store says it
         from rooftop.store.db import store_error
 
-        sys.stderr.write(f"{name}: error: {safe_text(store_error(exc, context.db_file(args)))}\n")
+        sys.stderr.write(f"{name}: error: {safe_text(store_error(exc, context.db_file(getattr(args, 'db', None))))}\n")
         return 2
     if isinstance(exc, OSError):  # a path that cannot be read or written (export -o /nonexistent/x.json, …)
         line = f"{name}: error: {exc.strerror or exc}: {exc.filename or ''}".removesuffix(": ")

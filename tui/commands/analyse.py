@@ -13,9 +13,8 @@ from rooftop.models.profile import NoRoof
 from rooftop.models.safetext import safe_text
 from rooftop.models.spec import SpecError, op_kinds, parse_specs
 from rooftop.tui.commands.common import (
-    UsageError, _device_list, _measured_times, _path_list, add_db_option, add_device_option,
+    UsageError, _device_list, _measured_times, _path_list, add_db_option, add_device_option, plot_size,
 )
-from rooftop.tui.render.chart import plot_size
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.services.context import open_store, resolve_devices, store_points, store_profiles
 
@@ -58,7 +57,7 @@ def pinned_ops(args: argparse.Namespace) -> list:  # models.ops ops
     if not db_path(getattr(args, "db", None)).exists():
         return []
     ops = []
-    with open_store(args) as store:
+    with open_store(args.db) as store:
         for saved in store.saved_ops():
             try:
                 ops += parse_specs([str(saved["spec"])])
@@ -75,7 +74,7 @@ def cmd_op(args: argparse.Namespace) -> int:
                          + (", or pin ops in the app (p on the What-if tab)" if args.pinned else ", or --pinned"))
     times = _measured_times(args.measured_ms, len(ops))
     ids = _device_list(args.device)
-    devices = resolve_devices(ids, store_profiles(args, ids))
+    devices = resolve_devices(ids, store_profiles(args.db, ids))
     results = []
     for i, (op, t) in enumerate(zip(ops, times)):
         row = []
@@ -103,7 +102,7 @@ def cmd_op(args: argparse.Namespace) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    extra = store_profiles(args, args.ids)
+    extra = store_profiles(args.db, args.ids)
     profiles = [lookup_device(i, extra) for i in args.ids] if args.ids else [*catalog().values(), *extra.values()]
     if args.json:
         out: list[dict[str, Any]] = []
@@ -144,14 +143,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     ops = parse_specs(args.op) if args.op else []  # bad input first: one line, before any note on the device
     ids = _device_list(args.device)
-    devices = resolve_devices(ids, store_profiles(args, ids))
+    devices = resolve_devices(ids, store_profiles(args.db, ids))
     analyses = [analyze(op, dev) for op in ops for dev in devices[:1]]
     wanted = _path_list(args.paths) if args.paths is not None else None
     for dev in devices:
         for p in wanted or []:
             if p != "all" and p not in dev.peak:
                 raise NoRoof(f"{dev.id} has no {p} roof; it has: {', '.join(dev.paths())}")
-    points = store_points(args, devices) if args.points else []
+    points = store_points(args.db, devices) if args.points else []
     span = intensity_span(devices, [a.intensity for a in analyses] + [x for s in points for x in s.xs])
     series = []
     for dev in devices:
@@ -183,7 +182,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     ids = _device_list(args.devices, "DEVICE")
     if len(ids) < 2:
         raise UsageError("compare needs at least two devices: rooftop compare A B [C…] (catalog ids, run ids or names)")
-    profiles = resolve_devices(ids, store_profiles(args, ids))
+    profiles = resolve_devices(ids, store_profiles(args.db, ids))
     pairs = []
     for a, b in combinations(profiles, 2):
         if "dram" not in a.bandwidth or "dram" not in b.bandwidth:

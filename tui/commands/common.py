@@ -162,6 +162,17 @@ def _named_values(raw: str | None, what: str) -> dict[str, float]:
 DB_HELP = "the rooftop database file (default: $ROOFTOP_DB, else rooftop.db in the user data directory)"
 
 
+def plot_size(text: str) -> int:
+    """argparse type of --width / --height (a chart's size): a whole number of characters, 10 to 1000."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
+    if not 10 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"{value}: give 10 to 1000 characters")
+    return value
+
+
 def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
     """--db PATH on every command that reads or writes the store, and before the command.
 

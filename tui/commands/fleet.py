@@ -288,7 +288,7 @@ def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
     if args.against is not None:
         if not args.against.strip():
             raise UsageError("--against '': give a run id or name, or a device id from `rooftop devices`")
-        return lookup_device(args.against, store_profiles(args, [args.against]))
+        return lookup_device(args.against, store_profiles(args.db, [args.against]))
     from rooftop.models.catalog import find_by_name
 
     return find_by_name(model) if model else None
@@ -305,7 +305,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     problem = tolerance_problem(args.tolerance)
     if problem:
         raise UsageError(problem)
-    with open_store(args) as store:
+    with open_store(args.db) as store:
         run = store.run(args.run) if args.run else _latest(store)
         notes: list[str] = []
         lost: list[str] = []

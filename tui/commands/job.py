@@ -16,12 +16,17 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
 
+from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import safe_text
-from rooftop.tui.commands.common import UsageError
+from rooftop.tui.commands.common import UsageError, _device_list
+from rooftop.tui.services.workloads import keep_workload, link_roofs, trace_device
+
+if TYPE_CHECKING:
+    from rooftop.models.trace import Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # only a name that says `rank`: a date, a version or a model's size in a name (train-20261130, ROCm6_2,
@@ -103,29 +108,6 @@ def is_job(paths: list[str]) -> bool:
     return len(paths) > 1 or any(Path(p).is_dir() for p in paths)
 
 
-def link_roofs(args: argparse.Namespace, device: Any, backend: str, intra: str = "nvlink") -> dict[str, Any]:
-    """Each link's ceiling: the latest complete `rooftop comm` run of this backend (its best busbw and its α-β
-    fit: measured), else the device profile's link bandwidth (datasheet or measured, as the profile says) and
-    its α where the profile keeps one. `intra` is the GPU link (nvlink, or xgmi on AMD), the one a GPU
-    backend's run measured."""
-    from rooftop.models.collectives import LINKS, LinkRoof
-    from rooftop.models.links import link_on
-    from rooftop.models.workload import roof_source
-
-    roofs: dict[str, LinkRoof] = {}
-    alphas = dict(device.extra.get("link_alpha_s", {}) or {})  # a measured profile's α per link, where kept
-    for lvl in LINKS:
-        name, key = link_on(device, lvl)  # an AMD profile may keep its xGMI under nvlink
-        if key is not None and name not in roofs:
-            a = alphas.get(key)
-            roofs[name] = LinkRoof(name, device.B(key), float(a) if isinstance(a, (int, float)) else None,
-                                   roof_source(device, key))
-    measured = _measured_link(args, backend, intra)
-    if measured is not None:
-        roofs[measured.level] = measured
-    return roofs
-
-
 def job_vendor(trace: Any, device: Any) -> str:
     """The GPU vendor of a job's traces: the trace's device (its name, else its properties), else the profile's."""
     from rooftop.models.devicefamily import trace_vendor
@@ -133,36 +115,16 @@ def job_vendor(trace: Any, device: Any) -> str:
     return trace_vendor(trace.device_name, trace.device_props) or str(getattr(device, "vendor", "") or "")
 
 
-def _measured_link(args: argparse.Namespace, backend: str, intra: str = "nvlink") -> Any:
-    from rooftop.models.collectives import LinkRoof
-    from rooftop.models.comm import comm_points, fit_points
-    from rooftop.store.comms import is_comm
-    from rooftop.store.db import StoreError
-    from rooftop.tui.services.context import open_store
-
-    try:
-        with open_store(args) as store:
-            runs = [r for r in store.runs() if is_comm(r) and r.backend == backend and r.status == "complete"]
-            if not runs:
-                return None
-            run = runs[-1]
-            points = [p for p in comm_points(store.samples(run.id)) if p.collective == "allreduce" and p.busbw]
-    except (StoreError, OSError):
-        return None
-    if not points:
-        return None
-    fit = fit_points(points).get("allreduce")
-    best = max(p.busbw for p in points)  # type: ignore[type-var]
-    return LinkRoof("net" if backend == "gloo" else intra, best, fit.alpha_s if fit else None,
-                    f"measured: rooftop comm run {run.short_id} ({backend}, world {points[0].world})")
-
-
-def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
-             read: dict[Path, Any] | None = None, held: Any = None) -> tuple[Any, Any, list[str]]:
+def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfile, str]],
+             read: dict[Path, Any] | None = None, held: Any = None, *, db: str | Path | None = None,
+             link: str | None = None, per_node: int | None = None,
+             window: str | None = None) -> tuple[Any, Any, list[str]]:
     """Read the traces one at a time: (the job, the lowest rank's workload, the problems). `device_for(trace)`
     chooses the device's roofs from the first trace read; `read` holds traces already read, by path (given
     up as they are used); `held` (a rooftop.models.jobpath.HeldRanks) keeps, within its limits, the ranks' traces
-    for the job's critical path."""
+    for the job's critical path. The job's link roofs come from the store at `db` (a comm run's, else the
+    device's); `link` is --link, `per_node` the ranks per node torchrun started (None: told from the ranks);
+    `window` is --window NAME, checked against the first trace read before its roofs are chosen."""
     read = read if read is not None else {}
     from rooftop.models.job import build_job, group_conflicts, process_groups, summarize
     from rooftop.models.links import GPU_LINK_LEVELS, gpu_link
@@ -209,7 +171,7 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
         job_id = tuple(x if x is not None else y for x, y in zip(job_id, ident))  # what a later file adds
         groups = {**mine, **groups}
         if device is None:
-            check_window(trace, getattr(args, "window", None))  # a --window NAME it lacks: said before the roofs
+            check_window(trace, window)  # a --window NAME it lacks: one line, said before the roofs
             device = device_for(trace)
             intra = gpu_link(job_vendor(trace, device[0]))
         work = build_workload(trace, device[0], device_note=device[1])
@@ -235,11 +197,11 @@ def read_job(args: argparse.Namespace, paths: list[Path], device_for: Any,
         if missing_count(have, world):
             problems.append(f"missing ranks: {missing_text(have, world)} ({len(have)} of {world} ranks read: no "
                             "trace given for the rest)")
-    roofs = link_roofs(args, device[0], backend, intra)
-    link = getattr(args, "link", None) or ""
+    roofs = link_roofs(db, device[0], backend, intra)
+    link = link or ""
     if link in GPU_LINK_LEVELS:  # --link nvlink on an AMD job: its GPU link, xGMI
         link = intra
-    job = build_job(summaries, world, backend, roofs, per_node=getattr(args, "nproc_per_node", None),
+    job = build_job(summaries, world, backend, roofs, per_node=per_node,
                     link=link, problems=problems, alignment=al, intra=intra)
     return job, first_work, problems
 
@@ -268,11 +230,11 @@ def in_world(summaries: list[Any], world: int, problems: list[str]) -> list[Any]
     return [x for x in summaries if x.rank < world]
 
 
-def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None, *,
-                device_for: Any, save: Any) -> int:
+def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend: str, read: Any = None,
+                per_node: int | None = None) -> int:
     """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups; the job's
-    critical path (each collective joined across the ranks held for it). `device_for(args, trace)` picks the roofs
-    (as for one trace), `save(args, work, source, backend, job, path=, joined=)` keeps the run."""
+    critical path (each collective joined across the ranks held for it). The roofs are picked as for one trace
+    (services' `trace_device`), from the first trace read; `per_node`: the ranks per node torchrun started."""
     from rooftop.models.jobpath import HeldRanks
     from rooftop.store.critpath import path_doc
     from rooftop.tui.render.critpath import joined_text
@@ -283,7 +245,9 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
 
     files = trace_files(paths)
     held = HeldRanks()
-    job, work, problems = read_job(args, files, lambda t: device_for(args, t), read, held)
+    ids = _device_list(getattr(args, "device", None))
+    job, work, problems = read_job(files, lambda t: trace_device(args.db, ids, t), read, held, db=args.db,
+                                   link=args.link, per_node=per_node, window=getattr(args, "window", None))
     if job is None and len(problems) == 1 and [Path(paths[0])] == files:  # one file named: its problem alone
         raise UsageError(problems[0].removesuffix(": left out"))
     if job is None:
@@ -292,7 +256,8 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     path, joined = job_critical_path(held, {r.rank for r in job.ranks}, getattr(args, "window", None))
     del held  # the ranks' traces go before the report is made
     print_problems(problems)
-    run_id = None if args.no_save else save(args, work, source, backend, job.to_dict(), path=path, joined=joined)
+    run_id = None if args.no_save else keep_workload(args.db, work, source, backend, job.to_dict(), path=path,
+                                                     joined=joined)
     if args.json:
         doc = work.to_dict()
         doc.update(job.to_dict())
@@ -341,7 +306,7 @@ def check_window(trace: Any, name: str | None) -> None:
             raise UsageError(f"--window {name}: {exc}") from None
 
 
-def profile_torchrun(program: list[str], args: argparse.Namespace, *, device_for: Any, save: Any) -> int:
+def profile_torchrun(program: list[str], args: argparse.Namespace) -> int:
     """`-- torchrun …` (or `python -m torch.distributed.run …`): torch's launcher starts the ranks, each under the
     profiler, each writing its trace; the traces are then read as one job. SIGTERM, SIGINT and SIGHUP stop it:
     the ranks are stopped and one line says what was kept (exit status 128 + the signal)."""
@@ -367,9 +332,8 @@ def profile_torchrun(program: list[str], args: argparse.Namespace, *, device_for
                 return tell_stopped(Stopped(stopped[0], launched.traces), args.save_trace)
             if not launched.traces:
                 raise UsageError("no rank wrote a trace (the program ended before the profiler wrote one)")
-            args.nproc_per_node = launched.nproc_per_node
             status = profile_job(args, [str(p) for p in launched.traces], " ".join(program), "torch.profiler",
-                                 device_for=device_for, save=save)
+                                 per_node=launched.nproc_per_node)
         if stopped:  # while the traces were read and the report made: it is whole
             sys.stderr.write(f"rooftop profile: stopped by {signal.Signals(stopped[0]).name} after the job ended; "
                              "the report is complete\n")

@@ -31,7 +31,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
         raise UsageError("--speedup needs --parts: the end-to-end time table it applies to")
     split = amdahl(parts, _named_values(args.speedup, "speedup")) if parts else None
     ids = _device_list(args.device)
-    device = resolve_devices(ids, store_profiles(args, ids))[0]
+    device = resolve_devices(ids, store_profiles(args.db, ids))[0]
     phases = [Phase(args.phase, b, prompt=prompt, context=c, kv_dtype=kv_dtype) for c in contexts for b in batches]
     times = _measured_times(args.measured_ms, len(phases))
     # a --tp / --pp the model does not split into is a ModelError: one line, exit 2

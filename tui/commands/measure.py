@@ -13,9 +13,8 @@ import threading
 from typing import Any
 
 from rooftop.models.safetext import safe_text
-from rooftop.tui.commands.common import UsageError, add_db_option
+from rooftop.tui.commands.common import UsageError, add_db_option, plot_size
 from rooftop.tui.render.jsonout import print_json
-from rooftop.tui.render.chart import plot_size
 from rooftop.tui.services.stopsignals import stop_on_signals
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rooftop.models.links import LINK_LEVELS
 from rooftop.models.safetext import safe_text
@@ -34,8 +33,7 @@ from rooftop.tui.commands.job import (
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.render.profile import TOP, profile_report, relabelled
 from rooftop.tui.render.text import clean
-from rooftop.tui.services.context import tell_interrupted
-from rooftop.tui.services.keeper import RunKeeper
+from rooftop.tui.services.workloads import check_local_gpu, file_device, keep_workload, trace_device
 
 EPILOG = """\
 examples:
@@ -162,11 +160,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare(args)
     if args.trace and is_job(args.trace):
-        return profile_job(args, args.trace, " ".join(args.trace), "trace", device_for=_trace_device, save=_save)
-    if program and not _device_list(getattr(args, "device", None)):
-        _check_local_gpu(args)  # before the program runs, not after: it may run for minutes
+        return profile_job(args, args.trace, " ".join(args.trace), "trace")
+    ids = _device_list(getattr(args, "device", None))
+    if program and not ids:
+        check_local_gpu(args.db)  # before the program runs, not after: it may run for minutes
     if program and is_torchrun(program):
-        return profile_torchrun(program, args, device_for=_trace_device, save=_save)
+        return profile_torchrun(program, args)
     if args.trace:
         from rooftop.store.tracefile import load_trace
 
@@ -176,8 +175,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         source, backend = str(args.trace[0]), "trace"
         world = trace.distributed.get("world_size")
         if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
-            return profile_job(args, args.trace, source, backend, {Path(source): trace}, device_for=_trace_device,
-                               save=_save)
+            return profile_job(args, args.trace, source, backend, {Path(source): trace})
     else:
         trace, source = _run_program(program, args)
         backend = "torch.profiler"
@@ -185,10 +183,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from rooftop.models.workload import build_workload
 
     check_window(trace, args.window)  # before the roofs are chosen: a wrong name is the one line said
-    device, note = _trace_device(args, trace)
+    device, note = trace_device(args.db, ids, trace)
     work = build_workload(trace, device, device_note=note)
     path = relabelled(critical_path(trace, work, args.window), work)
-    run_id = None if args.no_save else _save(args, work, source, backend, path=path)
+    run_id = None if args.no_save else keep_workload(args.db, work, source, backend, path=path)
     if args.json:
         from rooftop.store.critpath import path_doc
 
@@ -252,131 +250,6 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
     return trace, " ".join(program)
 
 
-def _unknown_gpu(placed: Any) -> str:
-    """One line for a GPU no profile fits: what it is, and how to give it roofs (-d, the closest, measure)."""
-    near = f"closest: {', '.join(placed.closest)}; " if placed.closest else ""
-    return (f"{placed.note}: give -d ID for its roofs ({near}`rooftop devices` lists them), or measure it "
-            "(`rooftop measure` on its machine) and give -d local")
-
-
-def _placed(args: argparse.Namespace, name: str, props: Mapping[str, Any], metadata: Mapping[str, Any],
-            source: str, how: str = "") -> tuple[Any, str]:
-    """The profile a trace's (or an ncu export's) GPU is placed on, and how (`how`: where its properties came
-    from, when not from its deviceProperties), said on stderr; this machine's measured `local` where it is that
-    very card and the catalog has none; else UsageError naming -d."""
-    import dataclasses
-
-    from rooftop.models.devicefamily import place_device
-
-    placed = place_device(name, props, metadata=metadata, whose=f"the {source}'s")
-    if how:
-        placed = dataclasses.replace(placed, note=f"{placed.note} ({how})")
-    if placed.profile is not None:
-        sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {placed.note}") + "\n")
-        return placed.profile, placed.note
-    local = _measured_card(args, placed)
-    if local is None:
-        raise UsageError(clean(_unknown_gpu(placed)))
-    note = f"{placed.note}; using local, this machine's measured profile of that card"
-    sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
-    return local, note
-
-
-def _measured_card(args: argparse.Namespace, placed: Any) -> Any:
-    """This machine's measured profile (`local`) where it is of the very card `placed` names, else None."""
-    from rooftop.models.devicefamily import same_card
-    from rooftop.tui.services.context import store_profiles
-
-    local = store_profiles(args, []).get("local")
-    return local if local is not None and placed.identity is not None and same_card(local, placed.identity) else None
-
-
-def _check_local_gpu(args: argparse.Namespace) -> None:
-    """UsageError, before a program runs here, where NVML names a GPU no profile fits and none was measured."""
-    from rooftop.probes.identify import local_placement
-
-    placed = local_placement()
-    if placed is not None and placed.profile is None and _measured_card(args, placed) is None:
-        raise UsageError(clean(_unknown_gpu(placed)))
-
-
-def _by_kernel_units(units: int) -> tuple[Any, str]:
-    """The profile for a trace that names no GPU but whose kernels say its SM count: the catalog's profile of
-    that count, said as a warning naming the others of that count (it cannot tell an A100 from an A800, or its
-    memory); a count no profile has is an unknown GPU, refused as one."""
-    from rooftop.models.catalog import catalog
-    from rooftop.models.devicefamily import place_device
-
-    pool = catalog()
-    placed = place_device("", {"numSms": units, "runtime": "CUDA"}, pool=pool, whose="the trace's")
-    how = "the trace has no deviceProperties; its SM count is its kernels' (launch grid ÷ blocks per SM)"
-    fits = [pool[i] for i in placed.closest if i in pool and pool[i].sm_count == units]
-    if placed.profile is not None:
-        note = f"{placed.note} ({how})"
-    elif fits and len(fits) == len(placed.closest):
-        note = (f"{how}: {units} SMs fit {', '.join(p.id for p in fits)}; placed on {fits[0].id}, the "
-                f"{fits[0].source} profile of {fits[0].name} (give -d ID for another)")
-        placed = dataclasses.replace(placed, profile=fits[0])
-    else:
-        raise UsageError(clean(_unknown_gpu(placed)))
-    sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {note}") + "\n")
-    return placed.profile, note
-
-
-def _file_device(args: argparse.Namespace, source: str, name: str, props: Mapping[str, Any] | None = None,
-                 metadata: Mapping[str, Any] | None = None, on_device: bool = True, kernel_units: int = 0,
-                 unnamed: str = "no deviceProperties") -> tuple[Any, str]:
-    """The one rule for the roofs of a file's GPU (a trace's, an ncu export's), and how they were chosen, in one
-    line for the report: -d; the file's own GPU, by its `name` and `props`; a GPU no profile fits is refused in
-    one line naming -d (its roofs would be another GPU's); a file that ran on the CPU, or names no GPU (`unnamed`
-    says what it lacks), gets the default device, said plainly."""
-    from rooftop.tui.commands.common import _device_list
-    from rooftop.tui.services.context import resolve_devices, store_profiles
-
-    ids = _device_list(getattr(args, "device", None))
-    if ids:
-        return resolve_devices(ids, store_profiles(args, ids))[0], ""
-    if not on_device:
-        dev = resolve_devices([], store_profiles(args, []))[0]
-        if dev.kind == "cpu":
-            return dev, ""
-        note = (f"the {source} ran on the CPU: the roofs shown are {dev.id}'s, a GPU's; measure this CPU "
-                "(`rooftop measure --device cpu`) and give -d local, or give -d ID")
-        sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
-        return dev, note
-    if name or props:
-        return _placed(args, name, props or {}, metadata or {}, source)
-    if kernel_units:  # no deviceProperties, but CUPTI's kernel records say the SM count (an NVIDIA GPU)
-        return _by_kernel_units(kernel_units)
-    dev = resolve_devices([], store_profiles(args, []))[0]
-    note = (f"the {source} does not name its GPU ({unnamed}): the roofs shown are {dev.id}'s; "
-            "give -d ID for the GPU it ran on")
-    sys.stderr.write(clean(f"rooftop profile: {note}") + "\n")
-    return dev, note
-
-
-def _trace_device(args: argparse.Namespace, trace: Any) -> tuple[Any, str]:
-    """The device whose roofs to use for a trace, and how it was chosen (`_file_device`'s rule)."""
-    return _file_device(args, "trace", trace.device_name, trace.device_props, trace.metadata, trace.on_device,
-                        trace.kernel_units)
-
-
-def _save(args: argparse.Namespace, work: Any, source: str, backend: str, job: Any = None,
-          path: Any = None, joined: Any = None) -> str | None:
-    """Keep the profile (and its critical path; a job's: whose it is, `joined`) as a run (plan "profile", one
-    sample per op group); its id, or None when not kept."""
-    from rooftop.store.workloads import PLAN, group_sample, profile_device_info
-
-    def not_saved(exc: Exception, _begun: bool) -> None:
-        sys.stderr.write(safe_text(f"rooftop profile: warning: the run is not kept in the store: {exc}") + "\n")  # it names the --db path
-
-    keeper = RunKeeper(getattr(args, "db", None), on_error=not_saved, on_open=tell_interrupted)
-    keeper.begin(profile_device_info(work, source, job, path, joined), plan=PLAN, backend=backend)
-    keeper.add(group_sample(g) for g in work.groups)
-    run_id = keeper.finish("complete")
-    return run_id if keeper.error is None else None
-
-
 # -- Nsight Compute ---------------------------------------------------------------------
 
 
@@ -394,8 +267,8 @@ def _ncu(args: argparse.Namespace) -> int:
     if export.skipped:
         sys.stderr.write(f"rooftop profile: {clean(export.warning())}\n")
     kernels = export.kernels
-    device = _file_device(args, "profile", kernels[0].device_name,  # no -d: the GPU ncu ran on, as a trace's
-                          unnamed=f"no {DEVICE_NAME} column")[0]
+    device = file_device(args.db, _device_list(getattr(args, "device", None)), "profile",  # no -d: the GPU ncu
+                         kernels[0].device_name, unnamed=f"no {DEVICE_NAME} column")[0]  # ran on, as a trace's
     if args.json:
         print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels],
                     "skipped_rows": export.skipped})
@@ -429,7 +302,7 @@ def _compare(args: argparse.Namespace) -> int:
     from rooftop.tui.services.context import open_store
     from rooftop.tui.render.report import make_console
 
-    with open_store(args) as store:
+    with open_store(args.db) as store:
         (ra, pa), (rb, pb) = (_stored(store, r) for r in args.compare)
     diffs = diff_groups(pa.groups, pb.groups)
     split = diff_split(pa.summary, pb.summary)

@@ -26,7 +26,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                is_chosen(args.db) and not path.parent.is_dir() else "`rooftop import FILE` or a measurement creates it")
         sys.stdout.write("[]\n" if args.json else safe_text(f"no runs yet: {path} does not exist; {why}") + "\n")
         return 0
-    with open_store(args) as store:
+    with open_store(args.db) as store:
         runs = store.runs()
         if args.json:
             print_json([_run_json(r) for r in runs])
@@ -63,7 +63,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     A measurement's samples are counted per kernel in SQL and listed a page at a time (--page, --rows,
     --all), so a large run shows at once; a comm or profile run's report reads all of its samples.
     """
-    with open_store(args) as store:
+    with open_store(args.db) as store:
         run = store.run(args.run)
         if args.json:
             from rooftop.store.io import run_document
@@ -183,7 +183,7 @@ def _show_profile(console: Any, args: argparse.Namespace, store, run) -> bool:  
         return False
     placed = placed_on(run)
     try:  # the roofs may be a measured or named run's: the store knows those
-        extra = store_profiles(args, [placed] if placed else [])
+        extra = store_profiles(args.db, [placed] if placed else [])
     except NotAProfile:
         extra = {}
     device = profile_device(run, extra)
@@ -226,7 +226,7 @@ SHOW_REPORTS = {"comm": _show_comm, "profile": _show_profile, "fleet": _show_fle
 
 
 def cmd_rename(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    with open_store(args.db) as store:
         run = store.rename(args.run, args.name)
         use = f"; use it as --device {run.name}" if _is_device(run) else ""
         sys.stdout.write(safe_text(f"run {run.short_id} is now {run.name}{use}") + "\n")
@@ -239,7 +239,7 @@ def _is_device(run) -> bool:  # noqa: ANN001 - a Run
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    with open_store(args.db) as store:
         run = store.delete(args.run)
         sys.stdout.write(safe_text(f"deleted run {run.short_id}{f' ({run.name})' if run.name else ''} "
                                    f"and its {fmt_count(run.samples, 'sample')}") + "\n")
@@ -251,7 +251,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from rooftop.store.io import export_csv, export_json
 
-    with open_store(args) as store:
+    with open_store(args.db) as store:
         runs = store.runs() if args.all else _runs_of(store, args.run)
         if not runs:
             raise UsageError("name one or more runs (see `rooftop runs`), or give --all")
@@ -316,7 +316,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     inspect(db_path(args.db))  # an unusable database is named first (read-only: creates nothing)
     sources = read_sources(args.files)  # then a refused file stops the import before the database is created
-    with open_store(args, create=True) as store:
+    with open_store(args.db, create=True) as store:
         for res in add_sources(store, sources):
             names = ", ".join(r.label for r in res.added)
             line = f"{res.path} ({res.kind}): added {fmt_count(len(res.added), 'run')}"

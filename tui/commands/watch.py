@@ -31,7 +31,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from rooftop.store.fleets import by_device_key
     from rooftop.tui.render.gpu_rows import COMPACT_FROM, watch_block
 
-    stored = store_profiles(args)
+    stored = store_profiles(args.db)
     local = stored.get("local")  # and each GPU's own measured B, where it has one (a fleet run keeps them)
     sampler = Sampler(interval=args.interval, on_snapshot=snaps.put, local=local, own=by_device_key(stored.values()))
     printed = 0

@@ -148,19 +148,6 @@ def draw_fma(plt: Any, series: list[Series], title: str = "", color: bool = True
     draw_loglog(plt, series, title, "R, FMAs/element (log-log)", "TFLOP/s", 1e12, color=color, legend=legend)
 
 
-def plot_size(text: str) -> int:
-    """argparse type of --width / --height: a whole number of characters, 10 to 1000."""
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
-    if not 10 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"{value}: give 10 to 1000 characters")
-    return value
-
-
 def roofline_text(series: list[Series], title: str, width: int | None = None, height: int | None = None,
                   max_height: int = 1000) -> str:
     """The roofline as text for stdout: the terminal's size unless given (80 columns when piped), and

@@ -6,7 +6,6 @@ No textual, no rich: both front ends use these, and word what they say themselve
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from dataclasses import dataclass
@@ -68,18 +67,18 @@ def store_session(db: str | Path | None, *, create: bool = False) -> Iterator[St
 
 
 @contextlib.contextmanager
-def open_store(args: argparse.Namespace, create: bool = False) -> Iterator[Store]:
-    """A command's store at --db / ROOFTOP_DB / the data dir, as a context; StoreError if unusable.
+def open_store(db: str | Path | None, create: bool = False) -> Iterator[Store]:
+    """A command's store at `db` (--db as given) / ROOFTOP_DB / the data dir, as a context; StoreError if unusable.
 
     Only commands that add data create the file; the others say there is none yet. Runs found
     cut off are named on stderr; values read as unknown (see `warn_unreadable`) when the command
     is done.
     """
-    path = Path(db_file(args))
+    path = Path(db_file(db))
     if not create and path.is_file() and path.stat().st_size == 0:
         raise StoreError(f"{path} is an empty file, not a rooftop database; point --db PATH / ROOFTOP_DB at one",
                          "foreign")
-    store = open_db(getattr(args, "db", None), create=create)  # the option as given: a named file's folder is not made
+    store = open_db(db, create=create)  # the option as given: a named file's folder is not made
     if store is None:
         raise StoreError(f"no rooftop database at {path} yet: `rooftop import FILE` or a measurement creates it "
                          "(or point --db PATH / ROOFTOP_DB at one)", "missing")
@@ -117,11 +116,11 @@ def tell_no_room(store: Store) -> None:
                                    f"write: {store.room.words}; {store.room.hint} to keep anything new") + "\n")
 
 
-def db_file(args: argparse.Namespace) -> str:
-    """The database file a command's --db (or ROOFTOP_DB, or the data dir) names."""
+def db_file(db: str | Path | None) -> str:
+    """The database file `db` (a command's --db as given; None: ROOFTOP_DB, else the data dir) names."""
     from rooftop.store.locations import db_path
 
-    return str(db_path(getattr(args, "db", None)))
+    return str(db_path(db))
 
 
 # -- the default device ----------------------------------------------------------------------
@@ -211,15 +210,26 @@ def warn_unreadable(store: Store) -> None:
         "unknown or left out (`rooftop delete RUN` removes a run)") + "\n")
 
 
-def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[str, DeviceProfile]:
-    """Measured and imported profiles for --device, plus any run named in `ids` by id or prefix.
+def profiles_on_offer(store: Store) -> dict[str, DeviceProfile]:
+    """The profiles a store offers beside the catalog: its measured and imported ones, and `local` (this host's
+    latest measured one, the default device) where there is one. Both front ends read them here."""
+    found = store.profiles()
+    local = store.local_profile()
+    if local is not None:
+        found["local"] = local
+    return found
+
+
+def store_profiles(db: str | Path | None, ids: Sequence[str] = ()) -> dict[str, DeviceProfile]:
+    """Measured and imported profiles for --device (the store at `db`), plus any run named in `ids` by id or
+    prefix.
 
     A missing database means none; an unusable one is reported in one line and the
     catalog still works, so `rooftop op --device h100` never depends on the store.
     """
     from rooftop.store.runs import UnknownRun
 
-    path = Path(db_file(args))
+    path = Path(db_file(db))
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return {}  # nothing stored (an empty file is left alone: reading never creates a database)
     not_profiles: list[str] = []
@@ -229,10 +239,7 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
                 return {}
             later.callback(warn_unreadable, store)
             tell_no_room(store)
-            found = store.profiles()
-            local = store.local_profile()  # the default device, and one of the ids an unknown one is told of
-            if local is not None:
-                found["local"] = local
+            found = profiles_on_offer(store)  # `local`: the default device, and one of the ids an unknown one is told of
             known = {k.lower() for k in [*found, *catalog()]}
             for i in ids:
                 if i.lower() in known:
@@ -262,15 +269,25 @@ def store_profiles(args: argparse.Namespace, ids: Sequence[str] = ()) -> dict[st
     return found
 
 
-def store_points(args: argparse.Namespace, devices: list[DeviceProfile]) -> list[Series]:
-    """Sample points of the devices that are store runs (their profile names the run), as plot series."""
+def stored_runs(devices: Sequence[DeviceProfile]) -> list[tuple[str, str]]:
+    """(label, run id) of each device that is a store run (a measured or imported profile names its run)."""
+    return [(d.id, str(d.extra["run_id"])) for d in devices
+            if d.source in ("measured", "imported") and d.extra.get("run_id")]
+
+
+def run_points(store: Store, devices: Sequence[DeviceProfile]) -> list[Series]:
+    """Sample points of the devices that are store runs, as plot series (each labelled with its device's id)."""
     from rooftop.models.plotdata import sample_series
 
-    runs = [(d.id, d.extra["run_id"]) for d in devices if d.source in ("measured", "imported") and "run_id" in d.extra]
-    if not runs:
+    return [s for label, rid in stored_runs(devices) for s in sample_series(store.samples(rid), label)]
+
+
+def store_points(db: str | Path | None, devices: list[DeviceProfile]) -> list[Series]:
+    """`run_points` from the store at `db` (a command's: unusable is StoreError); [] when no device is a run."""
+    if not stored_runs(devices):
         return []
-    with open_store(args) as store:
-        return [s for label, rid in runs for s in sample_series(store.samples(rid), label)]
+    with open_store(db) as store:
+        return run_points(store, devices)
 
 
 def latest_profile_points(db: str | Path | None, device_id: str) -> tuple[list[Series], dict[str, float]]:
