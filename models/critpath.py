@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from . import depgraph as dg
@@ -172,8 +172,8 @@ def critical_path(trace: Trace, work: Workload, window: str | None = None,
     groups = work.group_by_key()
     starts = window_starts(g)
     lasts = last_points(g)
-    steps = tuple(_step(g, trace, work, groups, names[w], starts[w], p) for w, p in enumerate(lasts))
-    steps = tuple(s for s in steps if s is not None)
+    found = (_step(g, trace, work, groups, names[w], starts[w], p) for w, p in enumerate(lasts))
+    steps = tuple(s for s in found if s is not None)
     before = sum(s.length_s for s in steps)
     works = [work, *peer_works][:len(traces)]
     what_if = _what_ifs(g, traces, works, groups, steps, starts, lasts, before)
@@ -255,9 +255,9 @@ def _step(g: DepGraph, trace: Trace, work: Workload, groups: Mapping[tuple, OpGr
     return StepPath(name, lo, end, end - lo, split, path_ops)
 
 
-def _summed_ops(ops: Sequence[PathOp] | object) -> tuple[PathOp, ...]:
+def _summed_ops(ops: Iterable[PathOp]) -> tuple[PathOp, ...]:
     acc: dict[tuple, list] = {}
-    for o in ops:  # type: ignore[attr-defined]
+    for o in ops:
         a = acc.setdefault(o.key, [o.label, 0.0, 0])
         a[1] += o.time_s
         a[2] += o.kernels
@@ -299,7 +299,7 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
             grp = own.get(key) if key is not None else None
             f = shrinkable(grp) if grp is not None else None
             e = g.duration_edge(a)
-            if f is not None and f < 1.0:
+            if f is not None and f < 1.0 and key is not None:
                 per_group.setdefault(key, {})[e] = k.dur * (1.0 - f)
             if (grp is not None and grp.regime == COMM) or (k.cat == "kernel" and kernel_family(k.name) == COMM):
                 comm[e] = math.inf

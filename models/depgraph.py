@@ -41,13 +41,13 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .collectives import collective_kernels
 from .job import pair_collectives
 from .launchqueue import blocked_launches
-from .trace import CALL_KINDS, Trace
+from .trace import CALL_KINDS, Kernel, Trace
 
 # edge kinds
 DEVICE, LAUNCH_CALL, CALL, THREAD, LAUNCH, STREAM, EVENT, SYNC, PEER, JOIN, QUEUE = range(11)
@@ -231,14 +231,26 @@ class _Builder:
 
 
 def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[float, float]], offset: float) -> None:
-    """One rank's activities and edges."""
+    """One rank's activities and edges: thread order and joins, launches, streams, then syncs (in that order, which
+    the binding edges' ties depend on)."""
     calls, kernels = trace.calls, trace.kernels
     call_w, dev_w = _membership(trace, windows, offset)
     call_act = [b.act(rank, CALL_ACT, i, calls.ts[i] + offset, calls.ts[i] + calls.dur[i] + offset, call_w[i],
                       LAUNCH_CALL if calls.kind[i] == _LAUNCH else CALL) for i in range(len(calls))]
     b.first_device.append(len(b.act_rank))
     dev_act = [b.act(rank, DEVICE_ACT, i, k.ts + offset, k.end + offset, dev_w[i], DEVICE) for i, k in enumerate(kernels)]
-    # thread order; and each window's end on the CPU (a step's last CPU work after its last call) as a point
+    _thread_edges(b, rank, trace, windows, offset, call_act, call_w)
+    by_corr, issued, waited = _launch_edges(b, trace, call_act, dev_act)
+    streams = _Streams(b, kernels, dev_act, waited)
+    handled = _sync_edges(b, trace, call_act, dev_act, by_corr, streams)
+    _host_sync_edges(b, trace, call_act, dev_act, issued, streams, handled)
+
+
+def _thread_edges(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[float, float]], offset: float,
+                  call_act: Sequence[int], call_w: Sequence[int]) -> None:
+    """Thread order, the joins between threads (`_joins`), and each window's end on the CPU (a step's last CPU work
+    after its last call) as a point."""
+    calls = trace.calls
     last_on: dict[int, int] = {}
     last_in: dict[tuple[int, int], int] = {}  # (window, thread) → its last call there
     for i in range(len(calls)):
@@ -256,7 +268,13 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
     for (w, _th), a in last_in.items():
         if w in ends:
             b.causal(2 * a + 1, 2 * ends[w], THREAD)
-    # launch → activity, by correlation (a graph launch issues many)
+
+
+def _launch_edges(b: _Builder, trace: Trace, call_act: Sequence[int], dev_act: Sequence[int]
+                  ) -> tuple[dict[int, int], dict[int, list[int]], set[int]]:
+    """Launch → activity, by correlation (a graph launch issues many), and queue edges; returns each correlation's
+    first call, each call's activities, and the activities that waited on an event the trace does not name."""
+    calls, kernels = trace.calls, trace.kernels
     by_corr: dict[int, int] = {}
     for i in range(len(calls)):
         c = calls.correlation[i]
@@ -289,79 +307,98 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
         ci = by_corr.get(c) if c is not None else None
         if ci is not None:
             b.causal(2 * dev_act[freed] + 1, 2 * call_act[ci] + 1, QUEUE)
-    # stream order, and per stream the activities by launch time (what a record or a sync follows)
-    streams: dict[tuple, list[int]] = {}
-    for i, k in enumerate(kernels):  # by start already
-        streams.setdefault((k.device, k.stream), []).append(i)
-    launched_on: dict[tuple, tuple[list[float], list[int]]] = {}
-    unlaunched_on: dict[tuple, tuple[list[float], list[int]]] = {}  # by end: those queued before the trace began
-    for key, ks in streams.items():
-        for x, y in zip(ks, ks[1:]):
-            b.edge(2 * dev_act[x] + 1, 2 * dev_act[y], EVENT if y in waited else STREAM)
-        lk = sorted((kernels[i].launch_ts, i) for i in ks if kernels[i].launch_ts is not None)
-        launched_on[key] = ([t for t, _ in lk], [i for _, i in lk])
-        if len(lk) < len(ks):
-            un = sorted((kernels[i].end, i) for i in ks if kernels[i].launch_ts is None)
-            unlaunched_on[key] = ([t for t, _ in un], [i for _, i in un])
+    return by_corr, issued, waited
 
-    def last_launched(key: tuple, t: float) -> int | None:
-        got = launched_on.get(key)
+
+class _Streams:
+    """Stream order (its edges added when made), and per stream the activities by launch time: what a record or a
+    sync follows."""
+
+    def __init__(self, b: _Builder, kernels: Sequence[Kernel], dev_act: Sequence[int], waited: set[int]) -> None:
+        self.kernels = kernels
+        self.by_key: dict[tuple, list[int]] = {}  # (device, stream) → its activities, by start
+        for i, k in enumerate(kernels):  # by start already
+            self.by_key.setdefault((k.device, k.stream), []).append(i)
+        self.launched_on: dict[tuple, tuple[list[float], list[int]]] = {}
+        self.unlaunched_on: dict[tuple, tuple[list[float], list[int]]] = {}  # by end: those queued before the trace
+        for key, ks in self.by_key.items():
+            for x, y in zip(ks, ks[1:]):
+                b.edge(2 * dev_act[x] + 1, 2 * dev_act[y], EVENT if y in waited else STREAM)
+            lk = sorted((t, i) for i in ks if (t := kernels[i].launch_ts) is not None)
+            self.launched_on[key] = ([t for t, _ in lk], [i for _, i in lk])
+            if len(lk) < len(ks):
+                un = sorted((kernels[i].end, i) for i in ks if kernels[i].launch_ts is None)
+                self.unlaunched_on[key] = ([t for t, _ in un], [i for _, i in un])
+        self.keys = {key[1]: key for key in self.by_key}  # a stream id → its (device, stream)
+
+    def last_launched(self, key: tuple, t: float) -> int | None:
+        got = self.launched_on.get(key)
         if not got:
             return None
         j = bisect.bisect_right(got[0], t) - 1
         return got[1][j] if j >= 0 else None
 
-    def first_launched(key: tuple, t: float) -> int | None:
-        got = launched_on.get(key)
+    def first_launched(self, key: tuple, t: float) -> int | None:
+        got = self.launched_on.get(key)
         if not got:
             return None
         j = bisect.bisect_left(got[0], t)
         return got[1][j] if j < len(got[1]) else None
 
-    def awaited(key: tuple | None, t: float, until: float) -> list[int]:
+    def awaited(self, key: tuple | None, t: float, until: float) -> list[int]:
         """What a sync called at `t` and returning at `until` waited on, on one stream: its last activity launched
         before `t`, and its last one queued before the trace began that ended by `until` (it has no launch)."""
         if key is None:
             return []
-        got = [k] if (k := last_launched(key, t)) is not None else []
-        un = unlaunched_on.get(key)
+        got = [ki] if (ki := self.last_launched(key, t)) is not None else []
+        un = self.unlaunched_on.get(key)
         if un:
             j = bisect.bisect_right(un[0], until) - 1
             if j >= 0:
                 got.append(un[1][j])
         return got
 
-    stream_keys = {s: key for key in streams for s in [key[1]]}  # a stream id → its (device, stream)
-    call_of_corr = by_corr
-    # the record's stream and the waiting stream come from Kineto's cuda_sync events
+
+def _sync_edges(b: _Builder, trace: Trace, call_act: Sequence[int], dev_act: Sequence[int],
+                by_corr: Mapping[int, int], streams: _Streams) -> set[int]:
+    """Event and sync edges from Kineto's cuda_sync events (they name the record's stream and the waiting one);
+    returns the calls they covered."""
+    calls = trace.calls
     handled: set[int] = set()
     for s in trace.device_syncs:
-        ci = call_of_corr.get(s.correlation) if s.correlation is not None else None
+        ci = by_corr.get(s.correlation) if s.correlation is not None else None
         if ci is None:
             continue
         handled.add(ci)
         t_call = calls.ts[ci]
         if s.name == "Stream Wait Event" or s.name == "Event Sync":
-            ri = call_of_corr.get(s.record) if s.record is not None else None
-            src_key = stream_keys.get(s.wait_on_stream)
+            ri = by_corr.get(s.record) if s.record is not None else None
+            src_key = streams.keys.get(s.wait_on_stream)
             if ri is None or src_key is None:
                 continue
-            src = last_launched(src_key, calls.ts[ri])
+            src = streams.last_launched(src_key, calls.ts[ri])
             if src is None:
                 continue
             if s.name == "Event Sync":
                 b.causal(2 * dev_act[src] + 1, 2 * call_act[ci] + 1, SYNC)
                 continue
-            dst_key = stream_keys.get(s.stream)
-            dst = first_launched(dst_key, t_call) if dst_key is not None else None
+            dst_key = streams.keys.get(s.stream)
+            dst = streams.first_launched(dst_key, t_call) if dst_key is not None else None
             if dst is not None:
                 b.causal(2 * dev_act[src] + 1, 2 * dev_act[dst], EVENT)
         elif s.name == "Context Sync" or s.name == "Stream Sync":
-            keys = list(streams) if s.name == "Context Sync" else [stream_keys.get(s.stream)]
+            keys = list(streams.by_key) if s.name == "Context Sync" else [streams.keys.get(s.stream)]
             for key in keys:
-                for k in awaited(key, t_call, t_call + calls.dur[ci]):
-                    b.causal(2 * dev_act[k] + 1, 2 * call_act[ci] + 1, SYNC)
-    # host syncs the trace's cuda_sync events did not cover, and blocking copies
+                for ki in streams.awaited(key, t_call, t_call + calls.dur[ci]):
+                    b.causal(2 * dev_act[ki] + 1, 2 * call_act[ci] + 1, SYNC)
+    return handled
+
+
+def _host_sync_edges(b: _Builder, trace: Trace, call_act: Sequence[int], dev_act: Sequence[int],
+                     issued: Mapping[int, list[int]], streams: _Streams, handled: set[int]) -> None:
+    """Host syncs the trace's cuda_sync events did not cover (`handled`), and blocking copies: each waited on what
+    its stream (or every stream) had launched before it."""
+    calls, kernels = trace.calls, trace.kernels
     thread_stream: dict[int, tuple] = {}  # a thread → the stream of its last launch so far
     for i in range(len(calls)):
         kind = calls.kind[i]
@@ -373,15 +410,16 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
                 b.causal(2 * dev_act[ki] + 1, 2 * call_act[i] + 1, SYNC)
         elif kind == _SYNC and i not in handled:
             name = calls.name[i]
+            keys: list[tuple | None]
             if "Device" in name or "Context" in name or "Ctx" in name:
-                keys = list(streams)
+                keys = list(streams.by_key)
             elif "Stream" in name and calls.thread[i] in thread_stream:
                 keys = [thread_stream[calls.thread[i]]]
             else:  # an event's sync with no cuda_sync event to say which: whichever ended last before it returned
-                keys = list(streams)
+                keys = list(streams.by_key)
             for key in keys:
-                for k in awaited(key, calls.ts[i], calls.ts[i] + calls.dur[i]):
-                    b.causal(2 * dev_act[k] + 1, 2 * call_act[i] + 1, SYNC)
+                for ki in streams.awaited(key, calls.ts[i], calls.ts[i] + calls.dur[i]):
+                    b.causal(2 * dev_act[ki] + 1, 2 * call_act[i] + 1, SYNC)
 
 
 def build_graph(traces: Sequence[Trace], windows: Sequence[Sequence[tuple[float, float]]]) -> DepGraph:

@@ -608,34 +608,60 @@ def parse_trace(data: Any) -> Trace:
 
 
 def _parse_trace(data: Any) -> Trace:
+    """One pass over the events (`_read_events`), then the links it leaves to make (`_linked`)."""
     chunks, meta = events_of(data)
     counts = _Counts()
-    dev_raw: list[tuple] = []  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid, tid, kind, event index)
-    op_raw: dict[tuple, list[tuple]] = {}  # (pid, tid) → [(ts, -dur, name, ext, (dims, types, concrete))]
-    runtime: dict[int, tuple] = {}  # correlation → (pid, tid, ts, dur, name, ext, size)
-    host: list[tuple] = []  # (pid, tid, ts, dur, name, kind)
-    flows: list[tuple] = []  # (is the start, flow id, pid, tid, ts): made into look-ups only if a kernel needs them
-    steps: list[tuple[float, float, str]] = []
+    return _linked(_read_events(chunks, counts), meta, counts)
+
+
+@dataclass(slots=True)
+class _Read:
+    """What one pass over a trace's events keeps, as read (times in µs from `base`), for the linking after it."""
+
+    dev_raw: list[tuple] = field(default_factory=list)  # (ts, dur, cat, name, ext, corr, stream, device, bytes, pid,
+    # tid, kind, event index)
+    op_raw: dict[tuple, list[tuple]] = field(default_factory=dict)  # (pid, tid) → [(ts, -dur, name, ext, shapes)]
+    runtime: dict[int, tuple] = field(default_factory=dict)  # correlation → (pid, tid, ts, dur, name, ext, size)
+    host: list[tuple] = field(default_factory=list)  # (pid, tid, ts, dur, name, kind)
+    flows: list[tuple] = field(default_factory=list)  # (is the start, flow id, pid, tid, ts): made into look-ups
+    # only if a kernel needs them
+    steps: list[tuple[float, float, str]] = field(default_factory=list)
     base: float | None = None  # the first event's time, µs: every time is kept from it
-    names: dict[str, str] = {}
+    gpu_evidence: bool = False
+    comms: list[CommCall] = field(default_factory=list)
+    captures: list[tuple] = field(default_factory=list)  # (pid, tid, ts, dur, is the begin): a stream's graph
+    # capture opened or closed
+    capturing: dict[tuple, int] = field(default_factory=dict)  # (pid, tid) → captures open there, in file order
+    launch_names: dict[int, str] = field(default_factory=dict)  # correlation → the kernel a launch made while
+    # capturing names (HIP)
+    grids: list[tuple] = field(default_factory=list)  # the first kernels' (launch grid, blocks per SM): their SM
+    # count (models.kernelgrid)
+    ranges: list[tuple] = field(default_factory=list)  # cuda_profiler_range events: (ts, dur, name, pid, tid, event
+    # index, counters)
+    ann_raw: tuple[dict, dict] = field(default_factory=lambda: ({}, {}))  # user_annotation, gpu_user_annotation
+    # rows by (pid, tid), as op_raw
+    iterations: list[tuple[float, float, str]] = field(default_factory=list)  # the framework's iteration
+    # annotations (start, end, name)
+    call_cols: tuple[Any, ...] = field(default_factory=lambda: (array("d"), array("d"), array("i"), array("q"),
+                                                                bytearray(), []))  # RuntimeCalls' columns, as read
+    call_threads: dict[tuple, int] = field(default_factory=dict)
+    dev_syncs: list[DeviceSync] = field(default_factory=list)
+    annotations: list[tuple[float, float, str]] = field(default_factory=list)
+
+
+def _read_events(chunks: Iterable[list], counts: _Counts) -> _Read:
+    """Every event read once, in the file's order, into `_Read`'s rows. The frequent kinds (kernels, ops, launches,
+    flows) are read here with their containers as locals; the rarer ones by helpers."""
+    r = _Read()
+    dev_raw, op_raw, flows, grids = r.dev_raw, r.op_raw, r.flows, r.grids
+    base: float | None = None
     gpu_evidence = False
-    comms: list[CommCall] = []
-    captures: list[tuple] = []  # (pid, tid, ts, dur, is the begin): a stream's graph capture opened or closed
-    capturing: dict[tuple, int] = {}  # (pid, tid) → captures open there, in the file's order
-    launch_names: dict[int, str] = {}  # correlation → the kernel a launch made while capturing names (HIP)
-    grids: list[tuple] = []  # the first kernels' (launch grid, blocks per SM): their SM count (models.kernelgrid)
-    ranges: list[tuple] = []  # cuda_profiler_range events: (ts, dur, name, pid, tid, event index, counters)
+    names: dict[str, str] = {}
     empty_args = EventArgs()
     shape_cache: dict = {}
     none3 = ((), (), ())
-    ann_raw: tuple[dict, dict] = ({}, {})  # user_annotation, gpu_user_annotation rows by (pid, tid), as op_raw
-    iterations: list[tuple[float, float, str]] = []  # the framework's iteration annotations (start, end, name)
     op_pid = op_tid = rows = None  # the thread of the last op read, and its rows
-    call_cols: tuple[Any, ...] = (array("d"), array("d"), array("i"), array("q"), bytearray(), [])  # RuntimeCalls' columns, as read
-    call_threads: dict[tuple, int] = {}
     call_kinds: dict[str, int | None] = {}  # name → call_kind(name)
-    dev_syncs: list[DeviceSync] = []
-    annotations: list[tuple[float, float, str]] = []
     decode_event = _EVENT.decode
     for i, e in enumerate(itertools.chain.from_iterable(chunks)):  # each chunk freed once read
         raw = e  # a counter range's args are read again from it (its counters are not fields of EventArgs)
@@ -650,26 +676,11 @@ def _parse_trace(data: Any) -> Trace:
         ph, cat = e.ph, e.cat
         if ph != "X":
             if cat.__class__ is str and cat in FLOW_CATS and (ph == "s" or ph == "f" or ph == "t"):
-                ts, fid, pid, tid = e.ts, e.id, e.pid, e.tid
-                if ts.__class__ is not float:
-                    ts = _time(ts)
-                if ts is not None and (fid.__class__ is int or fid.__class__ is str):
-                    if base is None:
-                        base = ts
-                    ts -= base
-                    if pid.__class__ is not int:
-                        pid = _thread(pid)
-                    if tid.__class__ is not int:
-                        tid = _thread(tid)
-                    flows.append((ph == "s", fid, pid, tid, ts))
+                base = _flow(flows, e, base)
             continue
         kind = KINDS.get(cat) if cat.__class__ is str else None
-        if kind is None:
-            if cat.__class__ is not str:
-                continue
-            kind = KINDS.get(cat.lower())
-            if kind is None:
-                continue
+        if kind is None and (cat.__class__ is not str or (kind := KINDS.get(cat.lower())) is None):
+            continue
         name = e.name if e.name.__class__ is str else ("" if e.name is None else str(e.name))
         ts, dur = e.ts, e.dur
         if ts.__class__ is not float or ts - ts != 0.0:  # not a finite float: an int, text, NaN, …
@@ -689,38 +700,30 @@ def _parse_trace(data: Any) -> Trace:
         name = got
         if (kind == "op" or kind == "annotation") and name.startswith(COMM_NAMES) and \
                 (c := comm_call(kind, name, ts * US, dur * US, _thread(e.pid), _thread(e.tid), e.args)) is not None:
-            comms.append(c)  # a collective: kept as one, and read on as an op (or annotation) as any other
+            r.comms.append(c)  # a collective: kept as one, and read on as an op (or annotation) as any other
+        pid = e.pid if e.pid.__class__ is int else _thread(e.pid)
+        tid = e.tid if e.tid.__class__ is int else _thread(e.tid)
         if kind == "kernel" or kind == "memcpy" or kind == "memset":
-            pid, tid = e.pid, e.tid
-            dev_raw.append((ts, dur, kind, name, a.external_id, a.correlation, a.stream, a.device, a.bytes,
-                            pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid),
+            dev_raw.append((ts, dur, kind, name, a.external_id, a.correlation, a.stream, a.device, a.bytes, pid, tid,
                             a.kind, i))
             if a.blocks_per_sm is not None and len(grids) < GRID_SAMPLES:
                 grids.append((a.grid, a.blocks_per_sm))
         elif name.startswith(STEP_PREFIX):
             if kind in ("op", "annotation"):  # the CPU's step, not its copy on the GPU's timeline
-                steps.append((ts, ts + dur, name))
+                r.steps.append((ts, ts + dur, name))
             else:
                 gpu_evidence = True
         elif kind == "op":
-            pid, tid = e.pid, e.tid
             dims_v = a.dims if a.dims is not None else a.dims_old
-            shapes = none3
-            if dims_v is not None:
-                got = shapes_of(dims_v, a.types, a.concrete, shape_cache)  # type: ignore[assignment]  # got: a name above
-                if got is None:
-                    counts.add("with shapes that are not lists of non-negative integers (shapes dropped, time kept)",
-                               _where(i, name))
-                else:
-                    shapes = got  # type: ignore[assignment]
+            shapes = none3 if dims_v is None else shapes_of(dims_v, a.types, a.concrete, shape_cache)
+            if shapes is None:
+                counts.add("with shapes that are not lists of non-negative integers (shapes dropped, time kept)",
+                           _where(i, name))
+                shapes = none3
             ext_v = a.external_id
             ext = ext_v if ext_v.__class__ is int else _id(ext_v)
             if ext is None and ext_v is not None:
                 counts.add("with an External id that is not an integer (not linked)", _where(i, name))
-            if pid.__class__ is not int:
-                pid = _thread(pid)
-            if tid.__class__ is not int:
-                tid = _thread(tid)
             if pid != op_pid or tid != op_tid:  # another thread's op than the last one's (an int or a text each)
                 op_pid, op_tid = pid, tid
                 rows = op_raw.get((pid, tid))
@@ -729,89 +732,156 @@ def _parse_trace(data: Any) -> Trace:
             rows.append((ts, -dur, name, ext, shapes))  # type: ignore[union-attr]  # the thread's rows, set above
         elif kind == "runtime":
             gpu_evidence = True
-            corr = _id(a.correlation)
-            pid, tid = e.pid, e.tid
-            if pid.__class__ is not int:
-                pid = _thread(pid)
-            if tid.__class__ is not int:
-                tid = _thread(tid)
-            if corr is not None:
-                runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
-            ck = call_kinds.get(name, _BAD)
-            if ck is _BAD:
-                ck = call_kinds[name] = call_kind(name)
-            if ck is not None:
-                th = call_threads.get((pid, tid))
-                if th is None:
-                    th = call_threads[pid, tid] = len(call_threads)
-                call_cols[0].append(ts * US)
-                call_cols[1].append(dur * US)
-                call_cols[2].append(th)
-                call_cols[3].append(corr if corr is not None and -2**63 < corr < 2**63 else -1)
-                call_cols[4].append(ck)
-                call_cols[5].append(name)
-            if "Launch" in name:  # a launch holds the CPU for its own cost only
-                if capturing and corr is not None and (pid, tid) in capturing and \
-                        (k := _plain(a.kernel)).__class__ is str:  # a graph's launch: its kernel is named only here
-                    got = names.get(k)
-                    launch_names[corr] = got if got is not None else names.setdefault(k, clean(k))
-                continue
-            if "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
-                host.append((pid, tid, ts, dur, name, "sync"))
-            elif "emcpy" in name or "emset" in name:  # cudaMemcpyAsync, hipMemsetAsync, cuMemcpyDtoH, …
-                host.append((pid, tid, ts, dur, name, "copy"))
-            elif "BeginCapture" in name or "EndCapture" in name:  # cudaStreamBeginCapture, hipStreamEndCapture, …
-                begin = "Begin" in name
-                captures.append((pid, tid, ts, dur, begin))
-                n_open = capturing.get((pid, tid), 0) + (1 if begin else -1)
-                if n_open > 0:
-                    capturing[(pid, tid)] = n_open
-                else:
-                    capturing.pop((pid, tid), None)
+            _runtime(r, a, pid, tid, ts, dur, name, names, call_kinds)
         elif kind == "annotation" or cat == "gpu_user_annotation":  # a user range: may stand in as an owner
             gpu_evidence = gpu_evidence or kind == "gpu"
-            pid, tid = e.pid, e.tid
-            key = (pid if pid.__class__ is int else _thread(pid), tid if tid.__class__ is int else _thread(tid))
-            ann_raw[kind == "gpu"].setdefault(key, []).append((ts, -dur, name, None, none3))
-            if kind == "annotation":
-                annotations.append((ts * US, (ts + dur) * US, name))
-                if name.startswith(ITERATION):
-                    iterations.append(annotations[-1])
+            _annotation(r, kind, pid, tid, ts, dur, name)
         elif kind == "devsync":  # what the device waited on (a stream on an event, a host sync), as CUPTI saw it
             gpu_evidence = True
-            dev_syncs.append(DeviceSync(name, ts * US, dur * US, _id(a.stream), _id(a.correlation),
-                                        _id(a.wait_on_stream), _id(a.wait_on_record)))
+            r.dev_syncs.append(DeviceSync(name, ts * US, dur * US, _id(a.stream), _id(a.correlation),
+                                          _id(a.wait_on_stream), _id(a.wait_on_record)))
         elif kind == "gpu":
             gpu_evidence = True
             if cat == RANGE_CAT:
-                ranges.append(_range(raw, ts, dur, name, e.pid, e.tid, i, counts))
-    e = a = raw = rows = None  # the last event's raw fields (views of the file's bytes); the last op's thread's
-    # rows, which the op tree frees as it reads them
-    steps = sorted(set(steps))  # a step recorded twice is one step
-    host = list(dict.fromkeys(host))
-    comms = list(dict.fromkeys(comms))
+                r.ranges.append(_range(raw, ts, dur, name, e.pid, e.tid, i, counts))
+    r.base, r.gpu_evidence = base, gpu_evidence
+    return r
 
-    range_counts = _match_ranges(ranges, runtime, dev_raw, counts)
-    dev_raw.sort(key=lambda r: r[0])
+
+def _flow(flows: list[tuple], e: Event, base: float | None) -> float | None:
+    """An ac2g flow's start (at a launch) or end (at its activity) kept as (is the start, flow id, pid, tid, ts);
+    returns the trace's base time, set here where a flow is the first event with a time."""
+    ts, fid = e.ts, e.id
+    if ts.__class__ is not float:
+        ts = _time(ts)
+    if ts is not None and (fid.__class__ is int or fid.__class__ is str):
+        if base is None:
+            base = ts
+        pid, tid = e.pid, e.tid
+        flows.append((e.ph == "s", fid, pid if pid.__class__ is int else _thread(pid),
+                      tid if tid.__class__ is int else _thread(tid), ts - base))
+    return base
+
+
+def _runtime(r: _Read, a: EventArgs, pid: Any, tid: Any, ts: float, dur: float, name: str, names: dict[str, str],
+             call_kinds: dict[str, int | None]) -> None:
+    """A runtime call: kept by its correlation (what its activities link to), as a call that orders the device's
+    work (`RuntimeCalls`) where it does one, as a host call (`_host_call`) where it is no launch; a launch made while
+    its thread captures a graph names its kernel (HIP)."""
+    corr = _id(a.correlation)
+    if corr is not None:
+        r.runtime[corr] = (pid, tid, ts, dur, name, a.external_id, a.size)
+    ck = call_kinds.get(name, _BAD)
+    if ck is _BAD:
+        ck = call_kinds[name] = call_kind(name)
+    if ck is not None:
+        th = r.call_threads.get((pid, tid))
+        if th is None:
+            th = r.call_threads[pid, tid] = len(r.call_threads)
+        cols = r.call_cols
+        cols[0].append(ts * US)
+        cols[1].append(dur * US)
+        cols[2].append(th)
+        cols[3].append(corr if corr is not None and -2**63 < corr < 2**63 else -1)
+        cols[4].append(ck)
+        cols[5].append(name)
+    if "Launch" not in name:
+        _host_call(r, pid, tid, ts, dur, name)
+    elif r.capturing and corr is not None and (pid, tid) in r.capturing and \
+            (k := _plain(a.kernel)).__class__ is str:  # a graph's launch: its kernel is named only here
+        got = names.get(k)
+        r.launch_names[corr] = got if got is not None else names.setdefault(k, clean(k))
+
+
+def _host_call(r: _Read, pid: Any, tid: Any, ts: float, dur: float, name: str) -> None:
+    """A runtime call other than a launch: a sync or a copy the host waited on, or a stream's graph capture opened
+    or closed (a launch holds the CPU for its own cost only)."""
+    if "Synchronize" in name:  # cudaDeviceSynchronize, cudaStreamSynchronize, hipEventSynchronize, …
+        r.host.append((pid, tid, ts, dur, name, "sync"))
+    elif "emcpy" in name or "emset" in name:  # cudaMemcpyAsync, hipMemsetAsync, cuMemcpyDtoH, …
+        r.host.append((pid, tid, ts, dur, name, "copy"))
+    elif "BeginCapture" in name or "EndCapture" in name:  # cudaStreamBeginCapture, hipStreamEndCapture, …
+        begin = "Begin" in name
+        r.captures.append((pid, tid, ts, dur, begin))
+        n_open = r.capturing.get((pid, tid), 0) + (1 if begin else -1)
+        if n_open > 0:
+            r.capturing[(pid, tid)] = n_open
+        else:
+            r.capturing.pop((pid, tid), None)
+
+
+def _annotation(r: _Read, kind: str, pid: Any, tid: Any, ts: float, dur: float, name: str) -> None:
+    """A user range (on the CPU, or its copy on the GPU's timeline): a row that may stand in as an owner; a CPU one
+    also kept as an annotation, and as an iteration where the framework names it so."""
+    r.ann_raw[kind == "gpu"].setdefault((pid, tid), []).append((ts, -dur, name, None, ((), (), ())))
+    if kind == "annotation":
+        r.annotations.append((ts * US, (ts + dur) * US, name))
+        if name.startswith(ITERATION):
+            r.iterations.append(r.annotations[-1])
+
+
+def _linked(r: _Read, meta: Mapping[str, Any], counts: _Counts) -> Trace:
+    """The Trace of one pass's rows: repeats and far-out activities dropped, the op tree made, each device activity
+    linked to its launch and its op (`_link_kernels`)."""
+    steps = sorted(set(r.steps))  # a step recorded twice is one step
+    host = list(dict.fromkeys(r.host))
+    comms = list(dict.fromkeys(r.comms))
+    runtime, base = r.runtime, r.base
+    range_counts = _match_ranges(r.ranges, runtime, r.dev_raw, counts)
+    r.dev_raw.sort(key=lambda row: row[0])
     cpu_spans = itertools.chain(((c[2], c[3]) for c in runtime.values()), ((s0, s1 - s0) for s0, s1, _ in steps))
-    dev_raw = _far_out(_unrepeated(dev_raw, counts), op_raw, cpu_spans, counts)
-    ops, by_ext, threads, op_thread = _op_tree(op_raw, counts)
-    del op_raw
-    owners = _Annotations(ops, *ann_raw)
+    dev_raw = r.dev_raw = _far_out(_unrepeated(r.dev_raw, counts), r.op_raw, cpu_spans, counts)
+    ops, by_ext, threads, op_thread = _op_tree(r.op_raw, counts)
+    r.op_raw = {}
+    owners = _Annotations(ops, *r.ann_raw)
+    kernels, links, graph, before = _link_kernels(r, ops, by_ext, threads, op_thread, owners, counts)
+    counters = _kernel_counters(r.ranges, range_counts, dev_raw)
+    host_calls = tuple(sorted((HostCall(name, ts * US, dur * US, kind, _enclosing_name(ops, threads, (pid, tid, ts)))
+                               for pid, tid, ts, dur, name, kind in host), key=lambda h: h.ts))
+    captured = _captured(r.captures, runtime, r.launch_names, {k.correlation for k in kernels},
+                         lambda ext, at: _link(ops, by_ext, threads, op_thread, _id(ext), at)) if r.captures else ()
+    props, dev = _device_props(meta.get("deviceProperties"))
+    threads_v = _id(meta.get("rooftop_cpu_threads"))
+    return Trace(
+        kernels=tuple(kernels), ops=tuple(ops), kernel_op=tuple(links), graph_kernels=frozenset(graph),
+        before_window=frozenset(before),
+        steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
+        device_name=dev, device_props=props, kernel_units=units_of((_json(g), b) for g, b in r.grids),
+        metadata={clean(str(k)): clean(v) if isinstance(v, str) else v for k, v in meta.items()
+                  if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
+        host_calls=host_calls, origin_us=base or 0.0, wall_base_us=_wall_base(base, meta.get("baseTimeNanoseconds")),
+        gpu_evidence=r.gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
+        warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
+        distributed=clean_tree(dict(meta["distributedInfo"]))  # type: ignore[arg-type]  # a dict in, a dict out
+        if isinstance(meta.get("distributedInfo"), Mapping)
+        else {}, captured=captured,
+        counters=counters, iterations=tuple(sorted(set(r.iterations))), calls=_calls(r.call_cols, r.call_threads),
+        device_syncs=tuple(sorted(set(r.dev_syncs), key=lambda d: d.ts)),
+        annotations=tuple(sorted(set(r.annotations))),
+    )
+
+
+def _link_kernels(r: _Read, ops: Sequence[CpuOp], by_ext: Mapping[int, int], threads: Mapping,
+                  op_thread: Sequence[tuple], owners: _Annotations, counts: _Counts
+                  ) -> tuple[list[Kernel], list[int | None], set[int], set[int]]:
+    """Each device activity as a Kernel, with its launch (by correlation, else the ac2g flow that ends on it) and its
+    op (by External id, else the op or annotation around its launch); the graph-replayed ones and those launched
+    before the window, which no op owns."""
+    runtime = r.runtime
     first_call = (min(runtime), min(c[2] for c in runtime.values())) if runtime else None
     kernels: list[Kernel] = []
     links: list[int | None] = []
     graph: set[int] = set()
     before: set[int] = set()
     flow_maps: tuple[dict, dict] | None = None
-    for ts, dur, cat, name, ext_v, corr_v, stream, device, nbytes, pid, tid, mkind, i in dev_raw:
+    for ts, dur, cat, name, ext_v, corr_v, stream, device, nbytes, pid, tid, mkind, i in r.dev_raw:
         corr = corr_v if corr_v.__class__ is int else _id(corr_v)
         if corr is None and corr_v is not None:
             counts.add("with a correlation that is not an integer (not linked)", _where(i, name))
         launch = runtime.get(corr) if corr is not None else None
         if launch is None:  # no launch by correlation: follow the ac2g flow that ends on this activity
             if flow_maps is None:
-                flow_maps = _flow_maps(flows)
+                flow_maps = _flow_maps(r.flows)
             flow_start, flow_end = flow_maps
             flow = flow_end.get((pid, tid, ts))
             if corr is None and flow is not None:
@@ -853,29 +923,7 @@ def _parse_trace(data: Any) -> Trace:
             continue
         o = _link(ops, by_ext, threads, op_thread, ext, at)
         links.append(o if o is not None else owners.owner(at, (pid, tid, ts)))
-    counters = _kernel_counters(ranges, range_counts, dev_raw)
-    host_calls = tuple(sorted((HostCall(name, ts * US, dur * US, kind, _enclosing_name(ops, threads, (pid, tid, ts)))
-                               for pid, tid, ts, dur, name, kind in host), key=lambda h: h.ts))
-    captured = _captured(captures, runtime, launch_names, {k.correlation for k in kernels},
-                         lambda ext, at: _link(ops, by_ext, threads, op_thread, _id(ext), at)) if captures else ()
-    props, dev = _device_props(meta.get("deviceProperties"))
-    threads_v = _id(meta.get("rooftop_cpu_threads"))
-    return Trace(
-        kernels=tuple(kernels), ops=tuple(ops), kernel_op=tuple(links), graph_kernels=frozenset(graph),
-        before_window=frozenset(before),
-        steps=tuple((s * US, t * US) for s, t, _ in steps), step_names=tuple(n for *_, n in steps),
-        device_name=dev, device_props=props, kernel_units=units_of((_json(g), b) for g, b in grids),
-        metadata={clean(str(k)): clean(v) if isinstance(v, str) else v for k, v in meta.items()
-                  if isinstance(v, (str, int, float)) and not isinstance(v, bool)},
-        host_calls=host_calls, origin_us=base or 0.0, wall_base_us=_wall_base(base, meta.get("baseTimeNanoseconds")),
-        gpu_evidence=gpu_evidence or bool(props), cpu_threads=threads_v if threads_v and threads_v > 0 else None,
-        warnings=counts.lines(), comms=tuple(sorted(comms, key=lambda c: c.ts)),
-        distributed=clean_tree(dict(meta["distributedInfo"]))  # type: ignore[arg-type]  # a dict in, a dict out
-        if isinstance(meta.get("distributedInfo"), Mapping)
-        else {}, captured=captured,
-        counters=counters, iterations=tuple(sorted(set(iterations))), calls=_calls(call_cols, call_threads),
-        device_syncs=tuple(sorted(set(dev_syncs), key=lambda d: d.ts)), annotations=tuple(sorted(set(annotations))),
-    )
+    return kernels, links, graph, before
 
 
 def _calls(cols: tuple, threads: Mapping[tuple, int]) -> RuntimeCalls:

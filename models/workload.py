@@ -30,7 +30,7 @@ import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -322,7 +322,7 @@ class Workload:
             path = self.device.path_name(g.path) if g.path else ""  # a group kept under the path's other name
             if path in ladder and path in self.device.peak:
                 by[path] = by.get(path, 0.0) + g.flops
-        return max(by, key=by.get) if by else None
+        return max(by, key=by.__getitem__) if by else None
 
     @property
     def mfu_path(self) -> str | None:
@@ -512,7 +512,7 @@ def _less(cost: OpCost, flops: float, nbytes: float) -> OpCost:
                                counting=cost.counting + "; less what the ops it calls count themselves")
 
 
-def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[OpCost | None]:
+def work_ops(trace: Trace, costs: OpCosts) -> list[OpCost | None]:
     """Each op's own work on a CPU trace (None where it owns none), so no W or Q is counted twice or dropped.
 
     An op's model costs the whole call. An op with a GEMM / attention / norm /
@@ -548,7 +548,7 @@ def work_ops(trace: Trace, costs: Sequence[OpCost]) -> list[OpCost | None]:
     return own
 
 
-def launch_work(trace: Trace, costs: Sequence[OpCost], launched: Collection[int]) -> dict[int, OpCost]:
+def launch_work(trace: Trace, costs: OpCosts, launched: Collection[int]) -> dict[int, OpCost]:
     """Each op that launched device activity on a GPU trace: its own work, its cost less what the launching ops
     inside it count (nll_loss_backward's own kernel writes N values; the fill kernel its zero_ launched clears
     grad_input and is costed as zero_)."""
@@ -642,6 +642,14 @@ NO_WORK_GROUP = "(dispatch and views)"
 NO_WORK = "no work"  # the regime of a group that, by its shapes, computes and moves nothing (a 0-sized conv)
 
 
+class OpCosts(Protocol):
+    """Each op's W and Q by its index in Trace.ops: a list, or `_Costs`, which costs an op when first asked."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int) -> OpCost: ...
+
+
 class _Costs:
     """Each op's W and Q, computed when first asked for (a GPU trace needs only the ops that launched work); ops
     with the same name, shapes, types and arguments are costed once (a long trace repeats a few hundred distinct
@@ -680,6 +688,7 @@ def build_workload(trace: Trace, device: DeviceProfile, device_note: str = "") -
 
 
 def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Workload:
+    """The groups of a GPU trace (`_device_rows`) or of a CPU one (`_host_rows`), placed on `device`."""
     elements: dict[int, tuple[str, float]] = {}
     for k, oi in zip(trace.kernels, trace.kernel_op):
         if oi is not None and oi not in elements and k.cat == "kernel" and "TensorList" in trace.ops[oi].types:
@@ -687,183 +696,226 @@ def _build_workload(trace: Trace, device: DeviceProfile, device_note: str) -> Wo
             if found:
                 elements[oi] = found
     costs = _Costs(trace, elements)
-    sized = sized_collective_ops(trace)  # the collectives whose size the trace gives
-    groups: dict[tuple, OpGroup] = {}
-    kernel_group: tuple[tuple | None, ...] = ()
     notes: list[str] = list(trace.warnings)
-    transfers: list[Transfer] = []
-    causes: list[IdleCause] = []
-    top: list[TopKernel] = []
-    overlap_s = 0.0
-    busy_s = 0.0
     if trace.on_device:
-        sw = sweep(trace.kernels)
-        busy_s, overlap_s = sw.busy_s, sw.overlap_s
-        if trace.range_times:  # the ranges tile the profiler's window: no gap or overlap but the floats' rounding
-            busy_s, overlap_s = trace.span_s, 0.0
-        per_op: dict[int, list[float]] = {}  # op → [kernels, time, time alone, communication kernels]
-        loose: dict[tuple[str, str], list[float]] = {}  # (why, kernel family) → the same
-        comm_names: dict[str, int] = {}  # kernel name → 1 for a communication library's kernel, else 0
-        twin = twins(trace)
-        early: dict[int, list[float]] = {}  # the twin's op → kernels launched before the window, as per_op
-        range_families: dict[int, set[str]] = {}  # an annotation → its kernels' families
-        moves: dict[tuple[str, str], Transfer] = {}
-        whose: list[tuple | None] = [None] * len(trace.kernels)  # per kernel: (how it is grouped, its op or row)
-        for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
-            alone = sw.alone_s[ki]
-            if k.cat != "kernel":  # memcpy / memset: rows of their own, with their bytes
-                key = (k.cat, k.direction)
-                t = moves.get(key)
-                if t is None:
-                    t = moves[key] = Transfer(k.cat, k.direction)
-                t.calls += 1
-                t.time_s += k.dur
-                t.alone_s += alone
-                t.bytes += k.bytes or 0.0
-                if oi is not None:  # the op is still a call (its W and Q count), with no kernel time
-                    per_op.setdefault(oi, [0, 0.0, 0.0, 0])
-                continue
-            is_comm = comm_names.get(k.name)
-            if is_comm is None:
-                is_comm = comm_names[k.name] = int(kernel_family(k.name) == COMM)
-            if oi is None and ki in twin and trace.kernel_op[twin[ki]] is not None:  # launched before the window:
-                e = early.setdefault(trace.kernel_op[twin[ki]], [0, 0.0, 0.0, 0])  # costed as its twin's op
-                whose[ki] = (_early_key, trace.kernel_op[twin[ki]])
-                e[0] += 1
-                e[1] += k.dur
-                e[2] += alone
-                e[3] += is_comm
-                continue
-            if oi is None:  # no op owns it: grouped by why and by its kernel family
-                lk = _loose_key(trace, ki, k.name)
-                e = loose.setdefault(lk, [0, 0.0, 0.0, 0])
-                whose[ki] = (None, lk)
-                e[0] += 1
-                e[1] += k.dur
-                e[2] += alone
-                e[3] += is_comm
-                continue
-            e = per_op.setdefault(oi, [0, 0.0, 0.0, 0])
-            whose[ki] = (_launcher_key, oi)
-            e[0] += 1
-            e[1] += k.dur
-            e[2] += alone
-            e[3] += is_comm
-            if trace.ops[oi].origin == "annotation":  # what its kernels are, where they are all one family
-                range_families.setdefault(oi, set()).add(kernel_family(k.name))
-        mine = launch_work(trace, costs, per_op)
-        group_families: dict[tuple, set[str]] = {}
-        for oi, (n, t, alone, nc) in per_op.items():
-            o = trace.ops[oi]
-            owner = OWNER_OF.get(o.origin, "op")
-            if owner == "annotation":
-                mine[oi] = ANNOTATION_COST
-            key = _launcher_key(o, elements.get(oi))
-            g = _group(groups, key, mine[oi], list(o.dims), key[2])
-            g.owner = owner
-            if oi in range_families:
-                group_families.setdefault(key, set()).update(range_families[oi])
-            g.calls += 1
-            g.sized += oi in sized
-            g.kernels += n
-            g.comm_kernels += nc
-            g.time_s += t
-            g.alone_s += alone
-            g.flops += mine[oi].flops
-            g.bytes += mine[oi].bytes
-        for key, fams in group_families.items():  # an annotation's kernels of one family: the family says the roof
-            groups[key].family = next(iter(fams)) if len(fams) == 1 else ""
-        for oi, (n, t, alone, nc) in early.items():  # a share of the twin's op: its kernels that ran before the window
-            o, part = trace.ops[oi], n / per_op[oi][0]
-            key = _early_key(o, elements.get(oi))
-            g = _group(groups, key, dataclasses.replace(mine[oi], counting=mine[oi].counting + EARLY_COUNTING),
-                       list(o.dims), key[2])
-            g.owner = "before window"
-            g.calls += math.ceil(part)
-            g.sized += math.ceil(part) if oi in sized else 0
-            g.kernels += n
-            g.comm_kernels += nc
-            g.time_s += t
-            g.alone_s += alone
-            g.flops += mine[oi].flops * part
-            g.bytes += mine[oi].bytes * part
-        for (why, family), (n, t, alone, nc) in loose.items():
-            key = _loose_row(why, family)
-            g = OpGroup(op=key[0], shapes=[], dtype="", model=FAMILY_MODEL, path="", counting=LOOSE_COUNTING[why],
-                        owner=key[-1], family=family, key=key)
-            g.calls = g.kernels = n
-            g.comm_kernels = nc
-            g.time_s, g.alone_s = t, alone
-            groups[key] = g
-        kernel_group = _kernel_groups(trace, whose, elements)
-        kernel_s = sum(k.dur for k in trace.kernels if k.cat == "kernel")
-        notes += owner_notes(early, loose, [g for g in groups.values() if g.owner == "annotation"], kernel_s,
-                             trace.step_names[0] if trace.step_names else "the first step")
-        if trace.counters is not None:
-            _add_counted(trace, trace.counters, groups, elements, twin)
-            notes.extend(_counter_notes(trace, trace.counters, busy_s))
-        transfers = sorted((place_transfer(t, device) for t in moves.values()), key=lambda t: -t.time_s)
-        causes = idle_causes(trace)
-        top = top_kernels(trace, mine)
-        if trace.counters is not None:
-            _count_top(trace, trace.counters, top)
-        if len(trace.gpus) > 1:
-            notes.append(f"one process ran kernels on {len(trace.gpus)} GPUs ({', '.join(map(str, trace.gpus))}): "
-                         "busy is the time any of them worked and idle the time none did, the overlap row "
-                         f"counts them running at once, and MFU and bandwidth utilisation are over "
-                         f"{len(trace.gpus)} × the roofs")
-        if not trace.kernels:
-            notes.append("the trace records no kernels, memcpy or memset (GPU activity was not recorded): the device "
-                         "was busy for 0 s as far as it shows")
+        rows = _device_rows(trace, costs, elements, device, notes)
     else:
-        busy_s = trace.busy_s
-        work = work_ops(trace, costs)
-        owners = _owner(trace, work)
-        for i, o in enumerate(trace.ops):
-            own = owners[i]
-            if own is None:  # time around the work: the framework's dispatch, views, allocation
-                g = groups.get(NO_WORK_GROUP)
-                if g is None:
-                    g = groups[NO_WORK_GROUP] = OpGroup(
-                        op=NO_WORK_GROUP, shapes=[], dtype="", model="none", path="",
-                        counting="ops that move no data (views, metadata) and the dispatch around ops that do: "
-                                 "time only")
-                g.time_s += o.self_s
-                g.calls += 1
-                continue
-            w, mine_w = trace.ops[own], work[own]
-            key = _key(w)
-            g = _group(groups, key, mine_w, list(w.dims), key[2])
-            g.time_s += o.self_s
-            if own == i:
-                g.calls += 1
-                g.sized += i in sized
-                g.flops += mine_w.flops
-                g.bytes += mine_w.bytes
-        groups = {k: g for k, g in groups.items() if g.time_s > 0 or g.flops > 0}
-        total = sum(g.time_s for g in groups.values())
-        scale = busy_s / total if total > busy_s > 0 else 1.0  # ops on several threads at once
-        for g in groups.values():
-            g.alone_s = g.time_s * scale
-        if scale < 1.0:
-            notes.append(f"ops ran on several threads at once ({(total - busy_s) * 1e3:.3g} ms counted twice): each "
-                         "group's share is scaled to the busy time")
-    placed = [place(g, device) for g in groups.values() if g.time_s > 0 or g.flops > 0 or g.bytes > 0]
+        rows = _host_rows(trace, costs, notes)
+    placed = [place(g, device) for g in rows.groups.values() if g.time_s > 0 or g.flops > 0 or g.bytes > 0]
     placed.sort(key=lambda g: -g.time_s)
-    for t in top:
+    for t in rows.top:
         place_kernel(t, device)
     steps = step_splits(trace) if trace.steps and not trace.range_times else []  # ranges: no step was timed
-    w = Workload(
+    work = Workload(
         groups=tuple(placed), device=device, on_device=trace.on_device, kernels=trace.kernel_count,
-        span_s=trace.span_s, busy_s=busy_s, device_name=trace.device_name, notes=tuple(notes),
-        transfers=tuple(transfers), overlap_s=overlap_s, idle_causes=tuple(causes), top_kernels=tuple(top),
+        span_s=trace.span_s, busy_s=rows.busy_s, device_name=trace.device_name, notes=tuple(notes),
+        transfers=tuple(rows.transfers), overlap_s=rows.overlap_s,
+        idle_causes=tuple(rows.causes), top_kernels=tuple(rows.top),
         steps=tuple(steps), device_note=device_note, gpus=max(1, len(trace.gpus)), graph_capture=trace.graph_join,
         counted_by=trace.counters.rule if trace.counters is not None else "",
-        kernel_times=RANGES if trace.range_times else MEASURED, kernel_group=kernel_group,
+        kernel_times=RANGES if trace.range_times else MEASURED, kernel_group=rows.kernel_group,
         launch_queue=launch_queue(trace) if trace.on_device else None,
     )
-    flags = roof_flags(w, trace.cpu_threads)
-    return dataclasses.replace(w, flags=tuple(flags))
+    flags = roof_flags(work, trace.cpu_threads)
+    return dataclasses.replace(work, flags=tuple(flags))
+
+
+@dataclass
+class _Rows:
+    """What the grouping of one trace gives the Workload: its op groups by key, and on a GPU trace its memcpy /
+    memset rows, idle causes, top kernels and each kernel's group."""
+
+    groups: dict[tuple, OpGroup]
+    busy_s: float
+    overlap_s: float = 0.0
+    transfers: list[Transfer] = field(default_factory=list)  # placed, longest first
+    causes: list[IdleCause] = field(default_factory=list)
+    top: list[TopKernel] = field(default_factory=list)
+    kernel_group: tuple[tuple | None, ...] = ()
+
+
+@dataclass
+class _Owned:
+    """A GPU trace's kernels, each counted under whoever owns it: [kernels, time, time alone, communication
+    kernels] per op, per op of a twin (launched before the window) and per (why, family) with no op; the memcpy /
+    memset rows; per kernel, how it is grouped (the key rule and its op, or None and its loose row)."""
+
+    per_op: dict[int, list] = field(default_factory=dict)
+    early: dict[int, list] = field(default_factory=dict)
+    loose: dict[tuple[str, str], list] = field(default_factory=dict)
+    range_families: dict[int, set[str]] = field(default_factory=dict)  # an annotation → its kernels' families
+    moves: dict[tuple[str, str], Transfer] = field(default_factory=dict)
+    whose: list[tuple | None] = field(default_factory=list)
+
+
+def _owned(trace: Trace, alone_s: Sequence[float], twin: Mapping[int, int]) -> _Owned:
+    """Each kernel's time counted under its op, its twin's op, or its loose row; memcpy / memset as transfers."""
+    got = _Owned(whose=[None] * len(trace.kernels))
+    per_op, early, loose, whose = got.per_op, got.early, got.loose, got.whose
+    comm_names: dict[str, int] = {}  # kernel name → 1 for a communication library's kernel, else 0
+    for ki, (k, oi) in enumerate(zip(trace.kernels, trace.kernel_op)):
+        alone = alone_s[ki]
+        if k.cat != "kernel":  # memcpy / memset: rows of their own, with their bytes
+            key = (k.cat, k.direction)
+            t = got.moves.get(key)
+            if t is None:
+                t = got.moves[key] = Transfer(k.cat, k.direction)
+            t.calls += 1
+            t.time_s += k.dur
+            t.alone_s += alone
+            t.bytes += k.bytes or 0.0
+            if oi is not None:  # the op is still a call (its W and Q count), with no kernel time
+                per_op.setdefault(oi, [0, 0.0, 0.0, 0])
+            continue
+        is_comm = comm_names.get(k.name)
+        if is_comm is None:
+            is_comm = comm_names[k.name] = int(kernel_family(k.name) == COMM)
+        if oi is None and ki in twin and (twin_op := trace.kernel_op[twin[ki]]) is not None:  # launched before the
+            e = early.setdefault(twin_op, [0, 0.0, 0.0, 0])  # window: costed as its twin's op
+            whose[ki] = (_early_key, twin_op)
+        elif oi is None:  # no op owns it: grouped by why and by its kernel family
+            lk = _loose_key(trace, ki, k.name)
+            e = loose.setdefault(lk, [0, 0.0, 0.0, 0])
+            whose[ki] = (None, lk)
+        else:
+            e = per_op.setdefault(oi, [0, 0.0, 0.0, 0])
+            whose[ki] = (_launcher_key, oi)
+            if trace.ops[oi].origin == "annotation":  # what its kernels are, where they are all one family
+                got.range_families.setdefault(oi, set()).add(kernel_family(k.name))
+        e[0] += 1
+        e[1] += k.dur
+        e[2] += alone
+        e[3] += is_comm
+    return got
+
+
+def _device_rows(trace: Trace, costs: _Costs, elements: Mapping[int, tuple[str, float]], device: DeviceProfile,
+                 notes: list[str]) -> _Rows:
+    """A GPU trace's groups: each op with the kernels it launched (`_owned`), the twins' ops' share before the
+    window, the loose rows by kernel family; the transfers, idle causes and top kernels; its notes added."""
+    sw = sweep(trace.kernels)
+    rows = _Rows(groups={}, busy_s=sw.busy_s, overlap_s=sw.overlap_s)
+    if trace.range_times:  # the ranges tile the profiler's window: no gap or overlap but the floats' rounding
+        rows.busy_s, rows.overlap_s = trace.span_s, 0.0
+    groups = rows.groups
+    sized = sized_collective_ops(trace)  # the collectives whose size the trace gives
+    twin = twins(trace)
+    owned = _owned(trace, sw.alone_s, twin)
+    per_op = owned.per_op
+    mine = launch_work(trace, costs, per_op)
+    group_families: dict[tuple, set[str]] = {}
+    for oi, (n, t, alone, nc) in per_op.items():
+        o = trace.ops[oi]
+        owner = OWNER_OF.get(o.origin, "op")
+        if owner == "annotation":
+            mine[oi] = ANNOTATION_COST
+        key = _launcher_key(o, elements.get(oi))
+        g = _group(groups, key, mine[oi], list(o.dims), key[2])
+        g.owner = owner
+        if oi in owned.range_families:
+            group_families.setdefault(key, set()).update(owned.range_families[oi])
+        g.calls += 1
+        g.sized += oi in sized
+        g.kernels += n
+        g.comm_kernels += nc
+        g.time_s += t
+        g.alone_s += alone
+        g.flops += mine[oi].flops
+        g.bytes += mine[oi].bytes
+    for key, fams in group_families.items():  # an annotation's kernels of one family: the family says the roof
+        groups[key].family = next(iter(fams)) if len(fams) == 1 else ""
+    for oi, (n, t, alone, nc) in owned.early.items():  # a share of the twin's op: its kernels before the window
+        o, part = trace.ops[oi], n / per_op[oi][0]
+        key = _early_key(o, elements.get(oi))
+        g = _group(groups, key, dataclasses.replace(mine[oi], counting=mine[oi].counting + EARLY_COUNTING),
+                   list(o.dims), key[2])
+        g.owner = "before window"
+        g.calls += math.ceil(part)
+        g.sized += math.ceil(part) if oi in sized else 0
+        g.kernels += n
+        g.comm_kernels += nc
+        g.time_s += t
+        g.alone_s += alone
+        g.flops += mine[oi].flops * part
+        g.bytes += mine[oi].bytes * part
+    for (why, family), (n, t, alone, nc) in owned.loose.items():
+        key = _loose_row(why, family)
+        g = OpGroup(op=key[0], shapes=[], dtype="", model=FAMILY_MODEL, path="", counting=LOOSE_COUNTING[why],
+                    owner=key[-1], family=family, key=key)
+        g.calls = g.kernels = n
+        g.comm_kernels = nc
+        g.time_s, g.alone_s = t, alone
+        groups[key] = g
+    rows.kernel_group = _kernel_groups(trace, owned.whose, elements)
+    kernel_s = sum(k.dur for k in trace.kernels if k.cat == "kernel")
+    notes += owner_notes(owned.early, owned.loose, [g for g in groups.values() if g.owner == "annotation"], kernel_s,
+                         trace.step_names[0] if trace.step_names else "the first step")
+    if trace.counters is not None:
+        _add_counted(trace, trace.counters, groups, elements, twin)
+        notes.extend(_counter_notes(trace, trace.counters, rows.busy_s))
+    rows.transfers = sorted((place_transfer(t, device) for t in owned.moves.values()), key=lambda t: -t.time_s)
+    rows.causes = idle_causes(trace)
+    rows.top = top_kernels(trace, mine)
+    if trace.counters is not None:
+        _count_top(trace, trace.counters, rows.top)
+    notes.extend(_device_notes(trace))
+    return rows
+
+
+def _device_notes(trace: Trace) -> list[str]:
+    """What a reader of a GPU trace's numbers should know of its GPUs: several in one process, or no activity."""
+    out = []
+    if len(trace.gpus) > 1:
+        out.append(f"one process ran kernels on {len(trace.gpus)} GPUs ({', '.join(map(str, trace.gpus))}): "
+                   "busy is the time any of them worked and idle the time none did, the overlap row "
+                   f"counts them running at once, and MFU and bandwidth utilisation are over "
+                   f"{len(trace.gpus)} × the roofs")
+    if not trace.kernels:
+        out.append("the trace records no kernels, memcpy or memset (GPU activity was not recorded): the device "
+                   "was busy for 0 s as far as it shows")
+    return out
+
+
+def _host_rows(trace: Trace, costs: _Costs, notes: list[str]) -> _Rows:
+    """A CPU trace's groups: each op's self time under the op whose work it is part of (`_owner`), the time around
+    the work in one row; scaled to the busy time where ops ran on several threads at once."""
+    busy_s = trace.busy_s
+    sized = sized_collective_ops(trace)  # the collectives whose size the trace gives
+    groups: dict[tuple, OpGroup] = {}
+    work = work_ops(trace, costs)
+    no_work = (NO_WORK_GROUP,)  # the time around the work's key (a group's key is its op, shapes, dtype)
+    owners = _owner(trace, work)
+    for i, o in enumerate(trace.ops):
+        own = owners[i]
+        if own is None:  # time around the work: the framework's dispatch, views, allocation
+            g = groups.get(no_work)
+            if g is None:
+                g = groups[no_work] = OpGroup(
+                    op=NO_WORK_GROUP, shapes=[], dtype="", model="none", path="",
+                    counting="ops that move no data (views, metadata) and the dispatch around ops that do: "
+                             "time only")
+            g.time_s += o.self_s
+            g.calls += 1
+            continue
+        w, mine_w = trace.ops[own], work[own]
+        assert mine_w is not None  # an owner owns work (`_owner`)
+        key = _key(w)
+        g = _group(groups, key, mine_w, list(w.dims), key[2])
+        g.time_s += o.self_s
+        if own == i:
+            g.calls += 1
+            g.sized += i in sized
+            g.flops += mine_w.flops
+            g.bytes += mine_w.bytes
+    groups = {k: g for k, g in groups.items() if g.time_s > 0 or g.flops > 0}
+    total = sum(g.time_s for g in groups.values())
+    scale = busy_s / total if total > busy_s > 0 else 1.0  # ops on several threads at once
+    for g in groups.values():
+        g.alone_s = g.time_s * scale
+    if scale < 1.0:
+        notes.append(f"ops ran on several threads at once ({(total - busy_s) * 1e3:.3g} ms counted twice): each "
+                     "group's share is scaled to the busy time")
+    return _Rows(groups=groups, busy_s=busy_s)
 
 
 def _kernel_groups(trace: Trace, whose: Sequence[tuple | None],
@@ -1201,13 +1253,14 @@ def roof_flags(w: Workload, program_threads: int | None = None) -> list[Flag]:
     for t in w.top_kernels:
         if t.fraction_of_roof is not None and t.fraction_of_roof > ABOVE_ROOF:
             flag("kernel", t.name, t.roof, t.fraction_of_roof, f"kernel {t.name[:60]}")
-    for t in w.transfers:
-        f = t.fraction_of_roof
+    for tr in w.transfers:
+        f = tr.fraction_of_roof
         if f is not None and f > ABOVE_ROOF:
-            flag("transfer", t.label, t.level, f, t.label)
+            flag("transfer", tr.label, tr.level, f, tr.label)
     mfu = w.mfu_over(w.groups)  # every op's FLOPs, none held back: above 100% a roof or a count is wrong
-    if mfu is not None and mfu > 1.0 and w.mfu_path_of(w.groups):
-        flag("mfu", "MFU", w.mfu_path_of(w.groups), mfu, "the program's matmul FLOPs over the span")
+    mfu_path = w.mfu_path_of(w.groups)
+    if mfu is not None and mfu > 1.0 and mfu_path:
+        flag("mfu", "MFU", mfu_path, mfu, "the program's matmul FLOPs over the span")
     bounds = sum(g.bound_s for g in w.groups if g.bound_s is not None)
     measured = sum(g.time_s for g in w.groups if g.bound_s is not None)
     if measured > 0 and bounds > measured * ABOVE_ROOF:
