@@ -163,4 +163,6 @@ def test_a_rank_frees_no_process_group_its_script_destroys(tmp_path):
     assert out.returncode == 0, out.stderr
     workers, after = out.stdout.splitlines()[-2:]
     assert workers.startswith("workers ") and int(workers.split()[1]) >= 1
-    assert after == f"after {workers.split()[1]}"
+    # none of the group's workers freed before the exit handlers (the old code: 0 left); gloo may have started
+    # another run loop meanwhile (a full CI run once saw 2 after 1), which frees nothing
+    assert after.startswith("after ") and int(after.split()[1]) >= int(workers.split()[1])

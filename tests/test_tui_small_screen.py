@@ -284,7 +284,8 @@ async def test_a_cpu_run_says_its_threads_and_compare_says_when_they_differ(tmp_
         compare.query_one("#cmp-a").value = "local"
         compare.query_one("#cmp-b").value = earlier[0].id
         await pilot.pause()
-        note = f"local was measured with {threads} thread{'s' if threads > 1 else ''}, {earlier[0].id} with 64 threads"
+        # the CLI's note for the same fact (one note: rooftop compare says it in these words)
+        note = f"CPU profiles measured with different thread counts (local {threads}, {earlier[0].id} 64)"
         assert note in str(app.query_one("#cmp-threads", Static).render())
         await pilot.press("5")  # History says each CPU run's threads
         await pilot.pause()
@@ -296,7 +297,7 @@ async def test_a_cpu_run_says_its_threads_and_compare_says_when_they_differ(tmp_
         app.query_one("#rl-device").value = "local"
         app.query_one("#rl-overlay").value = earlier[0].id
         await pilot.pause()
-        assert "64 threads" in str(app.query_one("#rl-legend", Static).render())
+        assert f"(local {threads}, {earlier[0].id} 64)" in str(app.query_one("#rl-legend", Static).render())
 
 
 def cells(app, widget) -> list:
