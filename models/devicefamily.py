@@ -12,6 +12,7 @@ closest profiles named: another GPU's roofs are never used for it silently. The 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -262,3 +263,24 @@ def place_device(name: str, props: Mapping[str, Any] | None = None,
                                                f"properties fit {', '.join(p.id for _, p in fits)}",
                          tuple(dict.fromkeys(p.id for _, p in fits)), who)
     return _none(who, pool, "", f"rooftop has no profile for {whose} {who.called()}")
+
+
+KERNEL_UNITS = "the trace has no deviceProperties; its SM count is its kernels' (launch grid ÷ blocks per SM)"
+
+
+def place_by_units(units: int, pool: Mapping[str, DeviceProfile] | None = None) -> Placement:
+    """The profile for a trace that names no GPU but whose kernels say its SM count (CUPTI's: an NVIDIA GPU): the
+    one profile of that count, or where several share it (an A100 and an A800; their memory variants), the first,
+    with a note naming the others: such a trace is placed, as it was on the default device, never refused for
+    what its count cannot tell. A count no profile has is an unknown GPU (profile None, the closest named)."""
+    pool = pool if pool is not None else catalog()
+    placed = place_device("", {"numSms": units, "runtime": "CUDA"}, pool=pool, whose="the trace's")
+    if placed.profile is not None:
+        return dataclasses.replace(placed, note=f"{placed.note} ({KERNEL_UNITS})")
+    fits = [pool[i] for i in placed.closest if i in pool and pool[i].sm_count == units]
+    if not fits or len(fits) != len(placed.closest):
+        return placed
+    first = fits[0]
+    return dataclasses.replace(placed, profile=first, note=(
+        f"{KERNEL_UNITS}: {units} SMs fit {', '.join(p.id for p in fits)}; placed on {first.id}, the "
+        f"{first.source} profile of {first.name} (give -d ID for another)"))

@@ -78,3 +78,12 @@ def test_a_count_no_gpu_has_is_an_unknown_gpu_refused_in_one_line(tmp_path, caps
     assert main(["profile", "--trace", str(_trace(tmp_path, 7, False)), "--json", "--no-save"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "7 SMs" in err and "give -d ID" in err
+
+
+def test_the_placement_rule_by_sm_count_is_pure():
+    from rooftop.models.devicefamily import place_by_units
+
+    a100 = place_by_units(108)
+    assert a100.profile is not None and a100.profile.id == "a100" and "a800-ds" in a100.note
+    unknown = place_by_units(7)
+    assert unknown.profile is None and unknown.closest

@@ -77,26 +77,15 @@ def _placed(db: Db, name: str, props: Mapping[str, Any], metadata: Mapping[str, 
 
 
 def _by_kernel_units(units: int) -> tuple[DeviceProfile, str]:
-    """The profile for a trace that names no GPU but whose kernels say its SM count: the catalog's profile of
-    that count, said as a warning naming the others of that count (it cannot tell an A100 from an A800, or its
-    memory); a count no profile has is an unknown GPU, refused as one."""
-    from rooftop.models.catalog import catalog
-    from rooftop.models.devicefamily import place_device
+    """The profile for a trace that names no GPU but whose kernels say its SM count (models.devicefamily's
+    rule), said on stderr; a count no profile has is an unknown GPU, refused as one."""
+    from rooftop.models.devicefamily import place_by_units
 
-    pool = catalog()
-    placed = place_device("", {"numSms": units, "runtime": "CUDA"}, pool=pool, whose="the trace's")
-    how = "the trace has no deviceProperties; its SM count is its kernels' (launch grid ÷ blocks per SM)"
-    fits = [pool[i] for i in placed.closest if i in pool and pool[i].sm_count == units]
-    if placed.profile is not None:
-        profile, note = placed.profile, f"{placed.note} ({how})"
-    elif fits and len(fits) == len(placed.closest):
-        profile = fits[0]
-        note = (f"{how}: {units} SMs fit {', '.join(p.id for p in fits)}; placed on {profile.id}, the "
-                f"{profile.source} profile of {profile.name} (give -d ID for another)")
-    else:
+    placed = place_by_units(units)
+    if placed.profile is None:
         raise NoRoofs(clean(_unknown_gpu(placed)))
-    sys.stderr.write(clean(f"rooftop profile: using {profile.id}: {note}") + "\n")
-    return profile, note
+    sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {placed.note}") + "\n")
+    return placed.profile, placed.note
 
 
 def file_device(db: Db, ids: Sequence[str], source: str, name: str, props: Mapping[str, Any] | None = None,
