@@ -183,6 +183,14 @@ def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
                    **({} if top else {"default": argparse.SUPPRESS}))
 
 
+def add_out_option(p: argparse.ArgumentParser, what: str = "the chart") -> None:
+    """--out FILE on a command that can share its result as a file (rooftop.tui.share)."""
+    p.add_argument("--out", metavar="FILE",
+                   help=f"also write {what} to FILE, the format by its extension: .svg or .png (drawn with "
+                        "matplotlib: pip install 'rooftop[share]'); written whole or not at all, and said on "
+                        "stderr")
+
+
 def add_wide_option(p: argparse.ArgumentParser) -> None:
     """--wide on the commands that print a profile's tables: every row whole, however long (as `ps ww` and
     `kubectl -o wide`); without it a row is one line cropped to the width (80 columns when piped)."""

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from rooftop.models.safetext import safe_text
-from rooftop.tui.commands.common import UsageError, add_db_option, plot_size
+from rooftop.tui.commands.common import UsageError, add_db_option, add_out_option, plot_size
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.services.stopsignals import stop_on_signals
 
@@ -36,6 +36,7 @@ def add_measure_command(sub: Any) -> None:
     ms.add_argument("--width", type=plot_size, metavar="COLS", help="plot width (default: the terminal's)")
     ms.add_argument("--height", type=plot_size, metavar="ROWS", help="plot height (default: the terminal's, ≤ 40)")
     ms.add_argument("--no-save", action="store_true", help="do not keep this run in the store")
+    add_out_option(ms, "the measured roofline")
     fleet = ms.add_mutually_exclusive_group()
     fleet.add_argument("--all-gpus", action="store_true",
                        help="every visible GPU at once, one process each; kept as one fleet run")
@@ -79,6 +80,12 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
     from rooftop.probes.plan import parse_only
 
     only = parse_only(args.only)  # PlanError (bad input) for a probe rooftop has not
+    if args.out:  # before minutes of measuring: a bad --out costs nothing
+        from rooftop.tui.share.out import out_target
+
+        if args.fleet or args.all_gpus:
+            raise UsageError("--out writes one device's measurement; a fleet's is in `rooftop show RUN`")
+        out_target(args.out, html=False)
     if args.fleet or args.all_gpus:
         return _measure_fleet(args, only, cancel, stopped)
     from rooftop.probes.backend import select_backend
@@ -168,6 +175,7 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
             "store_error": result.store_error or None,  # why the run is not (wholly) in the store
             "kept_samples": result.kept,  # the samples the store holds (run_id's), all of them unless store_error
         })
+        _share(args, cal, samples, wall)
         return _exit_status(result)
     from rooftop.tui.render.measure_report import measure_report
 
@@ -175,7 +183,21 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
     console.print(measure_report(cal, samples, list(plan.notes)))
     if not args.no_plot:
         sys.stdout.write("\n" + _measure_plot(cal, samples, args.width, args.height) + "\n")
+    _share(args, cal, samples, wall)
     return _exit_status(result)
+
+
+def _share(args: argparse.Namespace, cal: Any, samples: list[Any], wall: float) -> None:
+    """--out: the measured roofline (and, in a report, the curves), written after the report is printed and the
+    run kept, so a write that fails loses no measurement."""
+    if args.out:
+        import time
+
+        from rooftop.tui.share.charts import measure_charts
+        from rooftop.tui.share.out import Shared, share_out
+
+        sys.stdout.flush()
+        share_out(args.out, Shared(measure_charts(cal, samples, time.time() - wall)))
 
 
 def _exit_status(result: Any) -> int:

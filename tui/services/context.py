@@ -290,6 +290,16 @@ def store_points(db: str | Path | None, devices: list[DeviceProfile]) -> list[Se
         return run_points(store, devices)
 
 
+def run_dates(db: str | Path | None, devices: list[DeviceProfile]) -> dict[str, float]:
+    """When each device that is a store run was measured (its run's start, epoch seconds), by the device's id:
+    a shared chart says the day its roofs are from. {} when no device is a run."""
+    runs = stored_runs(devices)
+    if not runs:
+        return {}
+    with open_store(db) as store:
+        return {label: store.run(rid).started_at for label, rid in runs}
+
+
 def latest_profile_points(db: str | Path | None, device_id: str) -> tuple[list[Series], dict[str, float]]:
     """The newest kept profile placed on `device_id`, for its roofline: its op groups as points and, for a
     distributed job, its collectives as points on their links' slopes; and the ceiling (bytes/s) of each link
