@@ -27,6 +27,10 @@ class Series:
     notes: tuple[str, ...] = ()
 
 
+# the roofs a chart draws unless asked for others: one per precision a workload usually runs at
+PLOT_PATHS = ("fp64-tc", "fp32-fma", "bf16-tc", "fp8-tc")
+
+
 def intensity_span(profiles: list[DeviceProfile], points: Sequence[float] = (), lo: float = 0.1, hi: float = 1e4) -> tuple[float, float]:
     """An I range (decade-aligned) wide enough for every ridge and point."""
     vals = [lo, hi] + [p for p in points if p > 0 and math.isfinite(p)]

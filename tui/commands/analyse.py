@@ -90,7 +90,7 @@ def roofline_series(devices: list, analyses: list, wanted: list[str] | None = No
     """Each device's roofs (the paths asked, else the usual four and the ops' own) and a slope per level, then
     the ops' points (each labelled with its device where more than one device is drawn), then `points` (a
     store run's samples), the intensity span wide enough for them all."""
-    from rooftop.models.plotdata import intensity_span, point_series, roof_series
+    from rooftop.models.plotdata import PLOT_PATHS, intensity_span, point_series, roof_series
 
     span = intensity_span(devices, [a.intensity for a in analyses] + [x for s in points for x in s.xs])
     series = []
@@ -100,7 +100,7 @@ def roofline_series(devices: list, analyses: list, wanted: list[str] | None = No
         elif wanted:
             paths = wanted
         else:
-            paths = [p for p in DEFAULT_PLOT_PATHS if p in dev.peak] + [a.path for a in analyses]
+            paths = [p for p in PLOT_PATHS if p in dev.peak] + [a.path for a in analyses]
             paths = list(dict.fromkeys(paths))
         series += roof_series(dev, paths, dev.levels(), span)  # a slope per level: dram, l2, l1 (CPU: llc)
     many = len({a.device.id for a in analyses}) > 1
@@ -178,9 +178,6 @@ def cmd_devices(args: argparse.Namespace) -> int:
             "`rooftop runs`). `rooftop devices ID` shows every roof with the case that produced it."
         ))
     return 0
-
-
-DEFAULT_PLOT_PATHS = ("fp64-tc", "fp32-fma", "bf16-tc", "fp8-tc")
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -36,6 +36,18 @@ def roofline_chart(devices: Sequence[DeviceProfile], series: list[Series], title
     return Chart("roofline", series, title, roofs_subtitle(devices, dates))
 
 
+def profile_chart(device: DeviceProfile, points: list[Series], links: Mapping[str, float], title: str,
+                  when: float | None = None) -> Chart:
+    """A kept profile's roofline: the device's usual roofs, a slope per level and per link its job crossed,
+    and its op groups (and collectives) as points."""
+    from rooftop.models.plotdata import PLOT_PATHS, link_slopes
+
+    span = intensity_span([device], [x for s in points for x in s.xs])
+    paths = [p for p in PLOT_PATHS if p in device.peak] or device.paths()[:1]
+    series = roof_series(device, paths, device.levels(), span) + link_slopes(device, links, span, paths) + points
+    return Chart("roofline", series, title, roofs_subtitle([device], {device.id: when} if when else None))
+
+
 def measure_charts(cal: Any, samples: list[Any], when: float | None = None) -> list[Chart]:
     """A measurement's charts (models.calibrate Calibration and its samples): the measured roofline with the
     GEMM and FMA points first (what .svg and .png write), then the bandwidth, GEMM and FMA curves it has."""

@@ -135,12 +135,30 @@ class Llm(Widget):
         groups: dict[str, list] = {}  # the linear layers sit together at I ≈ tokens: one legend entry
         for lo, a in shown:
             groups.setdefault("attention" if lo.name == "attention" else "linear layers", []).append(a)
-        points = [Series(name, tuple(a.intensity for a in group), tuple(a.attainable for a in group), "point")
-                  for name, group in groups.items()]
+        notes: dict[str, list[str]] = {}  # each point's layer, for a shared chart's hover text
+        for lo, a in shown:
+            notes.setdefault("attention" if lo.name == "attention" else "linear layers", []).append(
+                f"{lo.name} ×{lo.count:g}: {a.regime}-bound on {dev.id} {a.path}")
+        points = [Series(name, tuple(a.intensity for a in group), tuple(a.attainable for a in group), "point",
+                         tuple(notes[name])) for name, group in groups.items()]
         paths = list(dict.fromkeys(a.path for _, a in shown))
         span = intensity_span([dev], [x for p in points for x in p.xs])
         series = roof_series(dev, paths, ["dram"], span) + points
         self.query_one("#llm-plot", RooflinePlot).show(series, f"{step.arch.name} {step.phase.kind}, batch {step.phase.batch}")
+
+    def export_file(self, svg: bool) -> None:
+        """e / E: the step's chart on show, with the device's source under its title, to a file (app/export.py)."""
+        from rooftop.tui.app.export import export_tab, file_stem
+        from rooftop.tui.share.charts import roofline_chart
+        from rooftop.tui.share.out import Shared
+
+        plot = self.query_one("#llm-plot", RooflinePlot)
+        dev = self.profiles.get(str(self.query_one("#llm-device", Select).value))
+        if dev is None or not plot.series:
+            self.notify("nothing to export yet: choose a model and a device", severity="warning", timeout=4)
+            return
+        chart = roofline_chart([dev], plot.series, plot.title)
+        export_tab(self, file_stem("llm", plot.title, dev.id), lambda: Shared([chart]), svg)
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
         if profiles is self.profiles:
