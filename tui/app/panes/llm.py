@@ -22,7 +22,8 @@ from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, TextField, device_o
 
 BATCH = Binding.Group("batch ÷2 ×2")
 CONTEXT = Binding.Group("ctx ÷2 ×2")
-SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
+SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head",
+         "q_a", "q_b", "kv_a", "q absorb", "v up", "kv_b")  # the latent-attention (MLA) layers' GEMMs
 
 
 class Llm(Widget):
@@ -110,7 +111,7 @@ class Llm(Widget):
             return
         err.show(None)
         self.step = step
-        s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.dtype}\n", style="bold")
+        s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.weights_label}\n", style="bold")
         s.append(f"read per step: weights {step.weights_read_bytes / 2**30:.2f} GiB + KV "
                  f"{step.kv_bytes / 2**30:.3g} GiB\n")
         s.append(f"bound: Q/B {fmt_time(step.bytes_bound_s)}, ΣT {fmt_time(step.lower_bound_s)}, T ≥ "
