@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from .dtypes import grouped_dtype, weight_dtype
+from .dtypes import grouped_dtype, weight_dtype, weight_size
 from .errors import BadInput
 from .paths import matmul_path
 
@@ -47,7 +47,7 @@ class WeightFormat:
 
     @property
     def bytes_per_weight(self) -> float:
-        return weight_dtype(self.wdtype).size  # type: ignore[union-attr] - built from a known name
+        return weight_size(self.wdtype)
 
     @property
     def bits(self) -> float:
