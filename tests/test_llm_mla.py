@@ -145,3 +145,24 @@ def test_an_mla_config_missing_a_dimension_names_it() -> None:
     del cfg["v_head_dim"]
     with pytest.raises(MlaError, match="v_head_dim"):
         arch_from_config(cfg)
+
+
+async def test_the_llm_tab_shows_deepseek_v3_with_its_latent_cache_and_fp8_weights() -> None:
+    """The tab's list has DeepSeek-V3; picking it gives the MLA step (absorbed, said in the summary), the fp8
+    format and, at batch 8 × context 4096, the 2,302,672,896 B latent cache."""
+    from rooftop.tui.app.panes.llm import Llm
+    from test_tui import app, text_of
+    from textual.widgets import Input, Select, Static
+
+    a = app(initial_tab="llm")
+    async with a.run_test(size=(110, 36)) as pilot:
+        await pilot.pause()
+        pane = a.query_one(Llm)
+        a.query_one("#llm-model", Select).value = "deepseek-v3"
+        await pilot.pause()
+        a.query_one("#llm-batch", Input).value = "8"
+        a.query_one("#llm-context", Input).value = "4096"
+        await pilot.pause()
+        summary = " ".join(text_of(a.query_one("#llm-summary", Static)).split())
+        assert pane.step is not None and pane.step.kv_bytes == 2_302_672_896
+        assert "multi-head latent attention, absorbed" in summary and "fp8-b128x128/bf16" in summary
