@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from . import roofline
 from .analysis import Analysis, analyze
 from .dtypes import DTYPES, lookup_dtype
-from .errors import BadInput
+from .errors import ModelError
 from .mla import Mla, mla_from_config
 from .ops import Attention, Elementwise, Gemm, Norm, Op
 from .profile import DeviceProfile
@@ -34,10 +34,6 @@ from .weightformat import WeightFormat, on_device, weight_format
 
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
 FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
-
-
-class ModelError(BadInput, ValueError):
-    """A config the model layer cannot use; one line naming the missing or bad key."""
 
 
 @dataclass(frozen=True)

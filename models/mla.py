@@ -19,15 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
 from .dtypes import DTYPES
-from .errors import BadInput
+from .errors import ModelError
 from .ops import Attention, Cost, Gemm, Norm, Op
 from .paths import matmul_path
 
 CONVENTIONS = ("absorbed", "expanded")
-
-
-class MlaError(BadInput, ValueError):
-    """An MLA config missing a dimension; one line naming the keys."""
 
 GemmMaker = Callable[..., Gemm]  # (m, n, k, batch=1) → a linear layer's GEMM at the attention weights' dtype
 
@@ -173,5 +169,5 @@ def mla_from_config(cfg: Mapping[str, Any], read_int: Callable[..., int]) -> Mla
     nope, rope, v = (read_int(cfg, k, 0) for k in MLA_KEYS[1:])
     if not (nope and rope and v):
         missing = [k for k in MLA_KEYS[1:] if not cfg.get(k)]
-        raise MlaError(f"config has kv_lora_rank (multi-head latent attention) but no {' / '.join(missing)}")
+        raise ModelError(f"config has kv_lora_rank (multi-head latent attention) but no {' / '.join(missing)}")
     return Mla(read_int(cfg, "kv_lora_rank", 0), nope, rope, v, read_int(cfg, "q_lora_rank", 0, 0))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from .dtypes import grouped_dtype, weight_dtype, weight_size
-from .errors import BadInput
+from .errors import ModelError
 from .paths import matmul_path
 
 # The linear-layer parts a format can convert; everything else stays at the model's dtype.
@@ -29,10 +29,6 @@ PART_NAMES = {"attention": "attention", "mlp": "the dense MLPs", "experts": "the
 # that matches (mlp.shared_experts names the shared experts, not the routed ones).
 _PART_WORDS = (("attn", "attention"), ("shared_expert", "shared"), ("experts", "experts"))
 METHODS = ("fp8", "mxfp4", "modelopt (NVFP4 / FP8)", "awq", "gptq")
-
-
-class FormatError(BadInput, ValueError):
-    """A quantization_config the format reader cannot use; one line naming the key."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,7 @@ def weight_format(cfg: Mapping[str, Any]) -> tuple[WeightFormat | None, str]:
     if q is None:
         return None, ""
     if not isinstance(q, Mapping):
-        raise FormatError("config key 'quantization_config' must be an object")
+        raise ModelError("config key 'quantization_config' must be an object")
     method = str(q.get("quant_method") or "").lower()
     algo = str(q.get("quant_algo") or "").lower()
     if method == "fp8" or (method == "modelopt" and algo == "fp8") or method == "fbgemm_fp8":
@@ -107,7 +103,7 @@ def _fp8_blocks(block: Any) -> str:
     ok = isinstance(block, list) and len(block) == 2 and all(
         isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= 1 << 16 for b in block)
     if not ok:
-        raise FormatError(f"quantization_config 'weight_block_size' = {block!r} must be two whole numbers, "
+        raise ModelError(f"quantization_config 'weight_block_size' = {block!r} must be two whole numbers, "
                           "rows and columns of a scale block (DeepSeek-V3: [128, 128])")
     return f"fp8-b{block[0]}x{block[1]}"
 
@@ -116,12 +112,12 @@ def _int_groups(q: Mapping[str, Any]) -> str:
     """AWQ / GPTQ: `bits` (4 or 8) with one fp16 scale and a zero per `group_size` (-1: per channel)."""
     bits, group = q.get("bits", q.get("w_bit", 4)), q.get("group_size", q.get("q_group_size", 128))
     if bits not in (4, 8) or isinstance(bits, bool):
-        raise FormatError(f"quantization_config 'bits' = {bits!r}: rooftop counts 4- and 8-bit AWQ / GPTQ weights")
+        raise ModelError(f"quantization_config 'bits' = {bits!r}: rooftop counts 4- and 8-bit AWQ / GPTQ weights")
     if group == -1:
         return f"int{bits}-ch"
     name = f"int{bits}-g{group}"
     if isinstance(group, bool) or not isinstance(group, int) or grouped_dtype(name) is None:
-        raise FormatError(f"quantization_config 'group_size' = {group!r} must be a whole number of weights "
+        raise ModelError(f"quantization_config 'group_size' = {group!r} must be a whole number of weights "
                           "per scale (128 is usual) or -1 (per channel)")
     return name
 

@@ -138,12 +138,11 @@ def test_mla_flag_on_a_model_without_it_is_one_line_exit_2(capsys: pytest.Captur
 
 
 def test_an_mla_config_missing_a_dimension_names_it() -> None:
-    from rooftop.models.llm import arch_from_config
-    from rooftop.models.mla import MlaError
+    from rooftop.models.llm import ModelError, arch_from_config
 
     cfg = json.loads(Path(LITE).read_text())
     del cfg["v_head_dim"]
-    with pytest.raises(MlaError, match="v_head_dim"):
+    with pytest.raises(ModelError, match="v_head_dim"):
         arch_from_config(cfg)
 
 

@@ -14,7 +14,8 @@ import pytest
 from rooftop.models.catalog import lookup_device
 from rooftop.models.dtypes import grouped_dtype, weight_dtype
 from rooftop.models.llm import Phase, step_bound, weights_read_bytes
-from rooftop.models.weightformat import FormatError, weight_format
+from rooftop.models.errors import ModelError
+from rooftop.models.weightformat import weight_format
 from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main
 
@@ -76,11 +77,11 @@ def test_formats_and_their_bits() -> None:
 def test_an_unknown_method_is_said_and_bad_keys_are_one_line() -> None:
     fmt, note = weight_format({"quantization_config": {"quant_method": "bitsandbytes"}})
     assert fmt is None and "'bitsandbytes' not read" in note and "model's dtype" in note
-    with pytest.raises(FormatError, match="weight_block_size"):
+    with pytest.raises(ModelError, match="weight_block_size"):
         weight_format({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, "x"]}})
-    with pytest.raises(FormatError, match="bits"):
+    with pytest.raises(ModelError, match="bits"):
         weight_format({"quantization_config": {"quant_method": "gptq", "bits": 3}})
-    with pytest.raises(FormatError, match="group_size"):
+    with pytest.raises(ModelError, match="group_size"):
         weight_format({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 0}})
 
 
