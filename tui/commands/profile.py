@@ -26,6 +26,7 @@ from rooftop.tui.commands.job import (
     TRACE_SUFFIXES,
     check_window,
     is_job,
+    profile_doc,
     profile_job,
     profile_torchrun,
     trace_files,
@@ -188,11 +189,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     path = relabelled(critical_path(trace, work, args.window), work)
     run_id = None if args.no_save else keep_workload(args.db, work, source, backend, path=path)
     if args.json:
-        from rooftop.store.critpath import path_doc
-
-        doc = {**work.to_dict(), **path_doc(path)}
-        doc["run_id"] = run_id
-        print_json(doc)
+        print_json(profile_doc(work, path, run_id))
         return 0
     from rooftop.tui.render.report import make_console
 
