@@ -143,6 +143,43 @@ def fma_curves(samples: list[Sample]) -> list[Series]:
             for name, p in groups.items()]
 
 
+# -- a profile's op groups ----------------------------------------------------------------------------------------
+
+
+def op_group_series(ops: Sequence[Mapping[str, Any]], top: int) -> list[Series]:
+    """A profile's first `top` op groups (`rooftop profile --json`'s "ops", largest first) that have a W, a Q and a
+    measured time, as points at (I, achieved FLOP/s): one series per regime, so the legend says which is which."""
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for o in ops[:top]:
+        i, p = _number(o.get("intensity")), _number(o.get("achieved_flops"))
+        if i is None or p is None or i <= 0 or p <= 0 or o.get("time_measured") is False:
+            continue
+        xs, ys = groups.setdefault(f"ops {o.get('regime') or 'unplaced'}-bound", ([], []))
+        xs.append(i)
+        ys.append(p)
+    return [Series(k, tuple(xs), tuple(ys), "point") for k, (xs, ys) in groups.items()]
+
+
+# -- an LLM step's per-layer ops ----------------------------------------------------------------------------------
+
+LLM_SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")  # a layer's ops and the head
+
+
+def llm_step_series(step: Any) -> list[Series]:
+    """An LLM step (models.llm.StepBound) on its device's roofline, as the LLM tab and `rooftop llm --out` draw it:
+    the DRAM slope and its ops' roofs, the linear layers (together at I ≈ tokens: one legend entry) and attention
+    at their attainable FLOP/s."""
+    shown = [(lo, a) for lo, a in step.ops if lo.name in LLM_SHOWN]
+    groups: dict[str, list[Analysis]] = {}
+    for lo, a in shown:
+        groups.setdefault("attention" if lo.name == "attention" else "linear layers", []).append(a)
+    points = [Series(name, tuple(a.intensity for a in group), tuple(a.attainable for a in group), "point")
+              for name, group in groups.items()]
+    paths = list(dict.fromkeys(a.path for _, a in shown))
+    span = intensity_span([step.device], [x for p in points for x in p.xs])
+    return roof_series(step.device, paths, ["dram"], span) + points
+
+
 # -- a kept job's collectives on the link slopes ------------------------------------------------------------------
 
 COLLECTIVE_POINTS = 6  # the collective groups drawn, by total time: more crowd the points legend off the screen

@@ -183,3 +183,13 @@ def test_benchmark_sized_report_caps_op_groups() -> None:
     page = Page(reports.profile_report(doc, [], version="1", command="c"))
     assert len(page.table("ops").rows) == TOP + 1  # the op groups and the idle time
     assert f"{5000 - TOP:,} more left out" in page.text()
+
+
+def test_op_groups_on_the_chart_are_the_json(job) -> None:
+    from rooftop.models.plotdata import op_group_series
+
+    doc, _ = job
+    series = op_group_series(doc["ops"], TOP)
+    placed = [o for o in doc["ops"][:TOP] if (o["intensity"] or 0) > 0 and (o["achieved_flops"] or 0) > 0]
+    assert sorted(x for s in series for x in s.ys) == sorted(o["achieved_flops"] for o in placed)
+    assert {s.label for s in series} == {f"ops {o['regime']}-bound" for o in placed}

@@ -269,7 +269,8 @@ def job_section(doc: Mapping[str, Any], comm_svg: str = "") -> str:
               *(_t(r.get(k)) for k in ("step_s", "busy_s", "idle_s", "compute_s", "comm_s", "comm_exposed_s")),
               _pct(r.get("mfu"))] for r in doc["ranks"]]
     body = [table(RANK_COLUMNS, ranks, numeric_cols=range(len(RANK_COLUMNS))), prose(RANK_LEGEND, "muted")]
-    body += [prose(t.plain, "lead" if i == 0 else "") for i, t in enumerate(straggler_lines(doc, wide=True))]
+    straggler = [t.plain.strip() for t in straggler_lines(doc, wide=True)]
+    body += [prose(straggler[0], "lead"), notes(straggler[1:])]
     colls = collective_rows(doc)
     if colls:
         heads = [c.header for c in COLLECTIVE_COLS]
