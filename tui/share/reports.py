@@ -304,6 +304,33 @@ def profile_report(payload: Mapping[str, Any], charts_svg: Sequence[str], *, ver
     return page(title, [p for p in parts if p], version=version, command=command, subtitle=sub)
 
 
+def profile_charts(doc: Mapping[str, Any], device: Any, top: int = TOP) -> list[Any]:
+    """A profile's charts (share.figure.Chart): its op groups on the roofs of `device` (a DeviceProfile), and for
+    a job its collectives on the link slopes."""
+    from rooftop.models.plotdata import (
+        collective_points, intensity_span, job_links, link_slopes, op_group_series, roof_series,
+    )
+    from rooftop.tui.share.figure import Chart
+
+    s = doc.get("summary") or {}
+    title, sub = profile_title(doc)
+    points = op_group_series([o for o in doc.get("ops") or () if isinstance(o, Mapping)], top)
+    paths = [p for p in dict.fromkeys(str(o.get("path")) for o in doc.get("ops") or () if isinstance(o, Mapping))
+             if p in device.peak] or device.paths()
+    span = intensity_span([device], [x for p in points for x in p.xs])
+    charts = [Chart("roofline", roof_series(device, paths, device.levels(), span) + points,
+                    f"{title}: op groups on the roofline", f"{device.id} ({device.source}) · {sub}")]
+    colls = [c for c in doc.get("collectives") or () if isinstance(c, Mapping)]
+    comm = collective_points(colls)
+    if comm:
+        cspan = intensity_span([device], [x for p in comm for x in p.xs])
+        roofs = roof_series(device, paths, ["dram"], cspan)
+        charts.append(Chart("roofline", roofs + link_slopes(device, job_links(colls), cspan, paths) + comm,
+                            "collectives on the communication roofline",
+                            f"{device.id} ({device.source}) · {s.get('trace_device') or ''}".rstrip(" ·")))
+    return charts
+
+
 # -- a measurement, an LLM step, the small ones ---------------------------------------------------------------
 
 
