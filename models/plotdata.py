@@ -22,6 +22,9 @@ class Series:
     xs: tuple[float, ...]  # intensity, FLOP/byte
     ys: tuple[float, ...]  # FLOP/s
     kind: str  # "roof" (flat), "slope" (memory level), "ridge", "point"
+    # what a point means beyond (I, rate), one line per point where given (a shared chart's hover text):
+    # its regime, fraction of roof, shapes; empty when the label says it all
+    notes: tuple[str, ...] = ()
 
 
 def intensity_span(profiles: list[DeviceProfile], points: Sequence[float] = (), lo: float = 0.1, hi: float = 1e4) -> tuple[float, float]:
@@ -67,10 +70,15 @@ def roof_series(
 def point_series(a: Analysis, label: str | None = None) -> Series:
     """An op's point: at its attainable P, or at its measured throughput when timed. An op that does no
     arithmetic (a gather, a p2p send) sits at I = 0, off a log-log chart: its series has no point."""
+    from .units import fmt_percent
+
     y = a.measured.achieved_flops if a.measured else a.attainable
     if not (0 < a.intensity < math.inf and 0 < y < math.inf):
         return Series(label or a.op.describe(), (), (), "point")
-    return Series(label or a.op.describe(), (a.intensity,), (y,), "point")
+    note = f"{a.regime}-bound on {a.device.id} {a.path} (I* = {a.ridge:.3g})"
+    if a.measured:
+        note += f", {fmt_percent(a.measured.fraction_of_roof, 0)} of roof"
+    return Series(label or a.op.describe(), (a.intensity,), (y,), "point", (note,))
 
 
 def sample_series(
