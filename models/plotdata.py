@@ -157,15 +157,25 @@ def fma_curves(samples: list[Sample]) -> list[Series]:
 def op_group_series(ops: Sequence[Mapping[str, Any]], top: int) -> list[Series]:
     """A profile's first `top` op groups (`rooftop profile --json`'s "ops", largest first) that have a W, a Q and a
     measured time, as points at (I, achieved FLOP/s): one series per regime, so the legend says which is which."""
-    groups: dict[str, tuple[list[float], list[float]]] = {}
+    from .safetext import clean
+    from .units import fmt_percent, fmt_time
+
+    groups: dict[str, tuple[list[float], list[float], list[str]]] = {}
     for o in ops[:top]:
         i, p = _number(o.get("intensity")), _number(o.get("achieved_flops"))
         if i is None or p is None or i <= 0 or p <= 0 or o.get("time_measured") is False:
             continue
-        xs, ys = groups.setdefault(f"ops {o.get('regime') or 'unplaced'}-bound", ([], []))
+        regime = clean(str(o.get("regime") or "unplaced"))
+        xs, ys, notes = groups.setdefault(f"ops {regime}-bound", ([], [], []))
         xs.append(i)
         ys.append(p)
-    return [Series(k, tuple(xs), tuple(ys), "point") for k, (xs, ys) in groups.items()]
+        shapes = " · ".join("×".join(str(x) for x in d) for d in o.get("shapes") or () if isinstance(d, list)
+                            and all(isinstance(x, int) for x in d))
+        f = _number(o.get("fraction_of_roof"))
+        notes.append(" ".join(x for x in (clean(str(o.get("op", "?"))), clean(str(o.get("dtype") or "")), shapes) if x)
+                     + f" ×{o.get('calls', 0)}, {fmt_time(_number(o.get('time_s')) or 0.0)}; {regime}-bound"
+                     + (f", {fmt_percent(f)} of roof" if f is not None else ""))
+    return [Series(k, tuple(xs), tuple(ys), "point", notes=tuple(n)) for k, (xs, ys, n) in groups.items()]
 
 
 # -- an LLM step's per-layer ops ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ something, its scripts and its text. For the share tests: what a browser would l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import re
 from html.parser import HTMLParser
 
 FETCHING = {"src", "href", "srcset", "action", "formaction", "poster", "data", "background", "xlink:href"}
@@ -41,8 +42,9 @@ class Page(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list) -> None:
         a = dict(attrs)
         self.tags.append(tag)
-        for k, v in attrs:
-            if k.lower() in FETCHING or (k.lower() == "style" and "url(" in (v or "")):
+        for k, v in attrs:  # a reference inside the page (`#id`: an SVG's <use>, its clip paths) fetches nothing
+            outside = re.search(r"url\(\s*['\"]?(?!#)", v or "")
+            if (k.lower() in FETCHING and not (v or "").startswith("#")) or outside:
                 self.fetching.append((tag, k, v or ""))
         if tag == "section":
             self._section = a.get("id", "")

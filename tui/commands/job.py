@@ -257,6 +257,8 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     print_problems(problems)
     run_id = None if args.no_save else keep_workload(args.db, work, source, backend, job.to_dict(), path=path,
                                                      joined=joined)
+    if getattr(args, "out", None):
+        share_profile(args, profile_doc(work, path, run_id, job, joined), work.device)
     if args.json:
         print_json(profile_doc(work, path, run_id, job, joined))
         return 0
@@ -283,6 +285,20 @@ def profile_doc(work: Any, path: Any, run_id: str | None, job: Any = None, joine
         doc.update(path_doc(path, joined))
     doc["run_id"] = run_id
     return doc
+
+
+def share_profile(args: argparse.Namespace, doc: dict[str, Any], device: Any) -> None:
+    """--out FILE: the profile `doc` (what --json prints) as its HTML report, or its roofline as SVG / PNG."""
+    from rooftop.tui.commands.common import command_text
+    from rooftop.tui.share.figure import chart_svg_inline
+    from rooftop.tui.share.html import rooftop_version
+    from rooftop.tui.share.out import Shared, share_out
+    from rooftop.tui.share.reports import profile_charts, profile_report
+
+    charts = profile_charts(doc, device, args.top)
+    share_out(args.out, Shared(charts, lambda: profile_report(
+        doc, [chart_svg_inline(c) for c in charts], version=rooftop_version(), command=command_text(args),
+        top=args.top)))
 
 
 def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[Any, Any]:
