@@ -50,16 +50,9 @@ def _n(x: Any) -> Cell:
 
 
 def group_of(d: Mapping[str, Any]) -> OpGroup:
-    """An op group of a profile's --json (`OpGroup.to_dict`) read back, so its label and achieved rate read as the
+    """An op group of a profile's --json read back (`OpGroup.from_dict`), so its label and achieved rate read as the
     terminal's (`op_label`, `achieved_text`) from the one function that writes them."""
-    g = OpGroup(op=str(d.get("op", "?")), shapes=list(d.get("shapes") or []), dtype=str(d.get("dtype") or ""),
-                model=str(d.get("model") or ""), path=str(d.get("path") or ""), counting=str(d.get("counting") or ""),
-                calls=int(d.get("calls") or 0), time_s=_num(d.get("time_s")) or 0.0, flops=_num(d.get("flops")) or 0.0,
-                bytes=_num(d.get("bytes")) or 0.0, kernels=int(d.get("kernels") or 0),
-                alone_s=_num(d.get("time_alone_s")) or 0.0, owner=str(d.get("owner") or "op"),
-                family=str(d.get("family") or ""), timed=d.get("time_measured") is not False,
-                regime=str(d.get("regime") or ""), bound_s=_num(d.get("bound_s")))
-    return g
+    return OpGroup.from_dict(d)
 
 
 # -- a profile --------------------------------------------------------------------------------------------------
