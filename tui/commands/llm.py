@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from rooftop.tui.commands.common import (
@@ -26,6 +27,11 @@ def cmd_llm(args: argparse.Namespace) -> int:
     if args.dtype:
         arch = with_dtype(arch, parse_dtype(args.dtype).name)
     kv_dtype = parse_dtype(args.kv_dtype).name if args.kv_dtype else None
+    if args.mla:
+        if arch.mla is None:
+            raise UsageError(f"--mla applies to multi-head latent attention (a config with kv_lora_rank, as "
+                             f"DeepSeek-V2/V3 and Kimi K2 give); {arch.name} has none")
+        arch = replace(arch, mla=replace(arch.mla, convention=args.mla))
     if args.context and args.phase == "prefill":  # it was taken and ignored: rows of the same prefill
         raise UsageError("--context is the decode step's KV-cache length; a prefill reads its prompt: give --prompt N")
     batches = _int_list(args.batch, "batch")
@@ -139,6 +145,11 @@ def add_llm_command(sub: Any) -> None:
     lm.add_argument("--measured-ms", metavar="T", help="measured step times in ms, one per batch × context")
     lm.add_argument("--parts", metavar="NAME=MS,…", help="an end-to-end time table for an Amdahl breakdown")
     lm.add_argument("--speedup", metavar="NAME=X,…", help="speed-up factors of some parts")
+    lm.add_argument("--mla", choices=("absorbed", "expanded"),
+                    help="multi-head latent attention (DeepSeek-V2/V3, Kimi K2): absorbed (the default, as FlashMLA "
+                         "decodes: attention in the latent space, kv_b_proj folded into the query and output) or "
+                         "expanded (each step up-projects the cached latents to per-head K and V, then multi-head "
+                         "attention); the KV cache holds the latent either way")
     lm.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel ranks: their all-reduces per step")
     lm.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline stages: their sends per step")
     lm.add_argument("--json", action="store_true", help="print JSON (SI units)")
