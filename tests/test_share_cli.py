@@ -81,13 +81,32 @@ def test_compare_out_overlays_the_memory_roofs(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name,says", [
     ("c.pdf", "'.pdf' is not a format rooftop writes; use .svg, .png or .html"),
     ("no/such/c.svg", "does not exist"),
-    ("c.html", "this command writes a chart, not a report; use .svg or .png"),
+    ("c.jpeg", "'.jpeg' is not a format rooftop writes"),
 ])
 def test_a_bad_out_is_one_line_exit_2_and_no_file(tmp_path: Path, cmd: list[str], name: str, says: str) -> None:
     r = run_main(*cmd, "--out", str(tmp_path / name), "--db", str(tmp_path / "none.db"))
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("cmd,section", [
+    (["plot", "-d", "h100", "-d", "h200", "--op", "gemm 1 8192 8192 bf16"], "Roofs"),
+    (["op", "gemm", "1", "8192", "8192", "bf16", "-d", "h100"], "Ops"),
+    (["compare", "h100", "h200"], "Crossovers"),
+])
+def test_html_out_is_the_report_with_the_chart_inline(tmp_path: Path, cmd: list[str], section: str) -> None:
+    from share_pages import Page
+
+    out = tmp_path / "r.html"
+    r = run_main(*cmd, "--out", str(out), "--db", str(tmp_path / "none.db"))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    page = Page(text)
+    assert page.fetching == [] and "svg" in page.tags and "title" in page.tags
+    assert f"<h2>{section}</h2>" in text and page.tables
+    assert "rooftop " + cmd[0] in page.text()  # the command that made it
+    assert text.count("<svg") == 1 and "arithmetic intensity I (FLOP/byte)" in text
 
 
 def test_a_read_only_folder_is_refused_by_the_command(tmp_path: Path) -> None:
@@ -138,4 +157,5 @@ def test_the_device_line_names_source_and_date() -> None:
 def test_help_explains_out() -> None:
     for cmd in ("plot", "op", "compare", "measure"):
         text = " ".join(run_main(cmd, "--help").stdout.split())
-        assert "--out FILE also write" in text and ".svg or .png" in text and "rooftop[share]" in text
+        assert "--out FILE write the result to FILE too" in text and ".html the report" in text
+        assert ".svg or .png the" in text and "rooftop[share]" in text

@@ -183,20 +183,27 @@ def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
                    **({} if top else {"default": argparse.SUPPRESS}))
 
 
-def add_out_option(p: argparse.ArgumentParser, what: str = "the chart") -> None:
-    """--out FILE on a command that can share its result as a file (rooftop.tui.share)."""
-    p.add_argument("--out", metavar="FILE",
-                   help=f"also write {what} to FILE, the format by its extension: .svg or .png (drawn with "
-                        "matplotlib: pip install 'rooftop[share]'); written whole or not at all, and said on "
-                        "stderr")
-
-
 def add_wide_option(p: argparse.ArgumentParser) -> None:
     """--wide on the commands that print a profile's tables: every row whole, however long (as `ps ww` and
     `kubectl -o wide`); without it a row is one line cropped to the width (80 columns when piped)."""
     p.add_argument("--wide", action="store_true",
                    help="a profile's tables whole: op names, shapes and kernel names uncut, every column, one line "
                         "a row however long (without it a row is cropped to the terminal, 80 columns when piped)")
+
+
+def add_out_option(p: argparse.ArgumentParser, what: str) -> None:
+    """--out FILE: the result written to a file as well, its format by the extension (`what`: what each holds)."""
+    p.add_argument("--out", metavar="FILE",
+                   help=f"write the result to FILE too, by its extension: {what}; written whole or not at all "
+                        "(.svg/.png need matplotlib: pip install 'rooftop[share]')")
+
+
+def command_text(args: argparse.Namespace) -> str:
+    """The command line that made a result, as a report names it (the words main() was given)."""
+    import shlex
+
+    words = getattr(args, "_argv", None) or [str(getattr(args, "command", "") or "")]
+    return shlex.join(["rooftop", *words])
 
 
 def _db_option(text: str) -> str:
