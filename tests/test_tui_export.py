@@ -1,5 +1,6 @@
-"""`e` and `E` in the app under Pilot: the Roofline, LLM and Profile tabs write their chart as SVG into the export
-folder (History's), under a new name each time, in a worker, and say where it went."""
+"""`e` and `E` in the app under Pilot: the Roofline and Profile tabs write their chart as SVG, the LLM tab its
+report as HTML (E: the chart), into the export folder (History's), under a new name each time, in a worker, and
+say where it went."""
 
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ async def test_llm_and_profile_tabs_export_their_charts(tmp_path: Path) -> None:
         await pilot.pause()
         app.query_one("#llm-plot").focus()
         await pilot.press("e")
+        (report,) = await wait_for(pilot, tmp_path, 1, "rooftop-llm-*.html")
+        await pilot.press("E")
         (llm,) = await wait_for(pilot, tmp_path, 1, "rooftop-llm-*.svg")
         await pilot.press("7")
         await pilot.pause()
@@ -89,6 +92,11 @@ async def test_llm_and_profile_tabs_export_their_charts(tmp_path: Path) -> None:
     llm_tips = [g.find(f"{NS}title").text for g in ET.parse(llm).getroot().iter(f"{NS}g")
                 if g.get("class") == "rooftop-point"]
     assert any("gate ×" in t and "-bound on h200" in t for t in llm_tips), llm_tips[:3]
+    from share_pages import Page
+
+    page = Page(report.read_text())
+    assert page.fetching == [] and "svg" in page.tags and page.tables
+    assert "rooftop llm " in page.text() and "-d h200 --phase decode --batch" in page.text()
 
 
 def test_file_stems_are_safe_names() -> None:
