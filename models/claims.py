@@ -1,6 +1,6 @@
 """A measured or claimed figure beyond the bound: the one rule, and what caps a step's tokens/s.
 
-A time more than roofline.ABOVE_ROOF under its bound is no fact to show without
+A time more than roofline.ABOVE_ROOF under its bound (roofline.beats) is no fact to show without
 a word: the roofs, the model or the figure is wrong. `--measured-ms` holds a
 step's time against ΣT; `--measured-tokens-per-s` holds a throughput claim
 against the same bound, turned into tokens/s: a claim of X tok/s means a pass
@@ -19,15 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .roofline import ABOVE_ROOF
+from .roofline import beats
 
 if TYPE_CHECKING:
     from .llm import StepBound
-
-
-def beats(time_s: float, bound_s: float) -> bool:
-    """A time more than ABOVE_ROOF faster than its bound: no run can have it."""
-    return time_s * ABOVE_ROOF < bound_s
 
 
 @dataclass(frozen=True)

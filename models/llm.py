@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from . import roofline
 from .analysis import Analysis, analyze
@@ -30,8 +30,8 @@ from .profile import DeviceProfile
 from .safetext import safe_text
 from .units import fmt_count
 
-if TYPE_CHECKING:
-    from .expertparallel import ExpertParallel
+# models.expertparallel.ExpertParallel, which builds on this module: typed as Any here to keep imports one-way
+ExpertParallel = Any
 
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
 FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
@@ -653,12 +653,9 @@ class StepBound:
     def measured_lines(self) -> list[str]:
         """A measured step faster than its bound (explained above 100%, rest negative) is not a fact to show
         without a word: the roofs, the model or the time is wrong."""
-        from .claims import beats, claim_lines
-
-        claim = claim_lines(self, self.claimed_tokens_per_s) if self.claimed_tokens_per_s else []
-        if not self.measured_s or not beats(self.measured_s, self.lower_bound_s):
-            return claim
-        return claim + [f"faster than the bound: measured {self.measured_s * 1e3:.3g} ms against ΣT "
+        if not self.measured_s or not roofline.beats(self.measured_s, self.lower_bound_s):
+            return []
+        return [f"faster than the bound: measured {self.measured_s * 1e3:.3g} ms against ΣT "
                 f"{self.lower_bound_s * 1e3:.3g} ms, which no step can beat — the roofs are low for this device "
                 "(give -d with its measured profile), or the time is not one whole step at this batch and context"]
 
@@ -719,14 +716,10 @@ class StepBound:
 
 
     def _ep_claim_dict(self) -> dict[str, Any]:
-        """--json: the expert-parallel rank's all-to-alls and a tokens/s claim, where given."""
-        from .claims import claim_dict
-
+        """--json: the expert-parallel rank's all-to-alls, where there are any (a tokens/s claim: models.claims)."""
         out: dict[str, Any] = {"alltoall_s": self.alltoall_s, "roofline_s": self.roofline_s}
         if self.ep:
             out["expert_parallel"] = self.ep.to_dict(self.device)
-        if self.claimed_tokens_per_s:
-            out["claim"] = claim_dict(self, self.claimed_tokens_per_s)
         return out
 
 

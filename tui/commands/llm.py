@@ -49,7 +49,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
         out = {
             "model": arch.name,
             "device": device.id,
-            "steps": [s.to_dict() for s in steps],
+            "steps": [_step_dict(s) for s in steps],
             **({"parallel": [d.to_dict(device) for d in dims]} if dims else {}),
             "compute_bound_batch": flips or None,
             "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
@@ -89,6 +89,16 @@ def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
     dims = parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
                          args.tp, args.pp, per_rank=step.ranks > 1, vocab=arch.vocab, logits_rows=step.phase.batch)
     return dims + ([step.ep.comm_dim(step.flops, step.compute_s)] if step.ep else [])
+
+
+def _step_dict(step: Any) -> dict[str, Any]:
+    """A step for --json, with its tokens/s claim judged where one was given."""
+    from rooftop.models.claims import claim_dict
+
+    out: dict[str, Any] = step.to_dict()
+    if step.claimed_tokens_per_s:
+        out["claim"] = claim_dict(step, step.claimed_tokens_per_s)
+    return out
 
 
 def _ep(args: argparse.Namespace, arch: Any, phase: Any) -> Any:

@@ -97,9 +97,12 @@ def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
         from rooftop.models.expertparallel import ep_line
 
         out.append((" ·", ep_line(s0.ep, s0.device)))
-    for s in steps:  # a measured step faster than its bound
+    from rooftop.models.claims import claim_lines
+
+    for s in steps:  # a measured step faster than its bound, a tokens/s claim above it
         where = f"batch {s.phase.batch}, {'prompt' if s.phase.kind == 'prefill' else 'ctx'} {s.phase.kv_len}: "
-        out += [(Text(" !", style="red"), Text(where + line, style="red")) for line in s.measured_lines()]
+        claim = claim_lines(s, s.claimed_tokens_per_s) if s.claimed_tokens_per_s else []
+        out += [(Text(" !", style="red"), Text(where + line, style="red")) for line in s.measured_lines() + claim]
     over = [s for s in steps if s.memory.fits is False]
     if s0.memory.weights_fit is False:  # then nothing fits: say it once, with the smallest KV cache
         least = min(steps, key=lambda s: s.memory.needed_bytes)
