@@ -156,7 +156,7 @@ def expert_parallel(arch: Arch, phase: Phase, degree: int, imbalance: float = 1.
         raise ExpertParallelError(f"--ep {degree}: {arch.name}'s {arch.experts} routed experts do not split "
                                   f"{degree} ways; give an ep that divides them ({ok})")
     mean = expected_experts(arch.experts, arch.experts_per_token, degree * phase.tokens) / degree
-    return ExpertParallel(degree, imbalance, arch.experts, arch.experts_per_token, arch.layers, phase.tokens,
+    return ExpertParallel(degree, imbalance, arch.experts, arch.experts_per_token, arch.moe_layers, phase.tokens,
                           arch.hidden, DTYPES[arch.dtype].size, mean)
 
 
@@ -173,5 +173,5 @@ def ep_line(ep: ExpertParallel, device: DeviceProfile) -> str:
     if t is None:
         return (f"{head}; {device.id} has no {' or '.join(ep.missing_links(device))} bandwidth: the all-to-alls are "
                 "not in T (give -d with a profile that has it)")
-    return (f"{head}: {fmt_time(t)} a layer, {fmt_time(t * ep.moe_layers)} over {ep.moe_layers} layers, added to T "
+    return (f"{head}: {fmt_time(t)} a layer, {fmt_time(t * ep.moe_layers)} over {ep.moe_layers} MoE layers, added to T "
             "(each waits on the one before; two overlapped micro-batches can hide them behind compute)")

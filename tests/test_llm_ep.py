@@ -48,7 +48,7 @@ def test_imbalance_scales_the_busiest_ranks_experts_and_its_alltoalls() -> None:
     rows = {lo.name: (lo.count, a.op) for lo, a in busy.ops}
     count, gate = rows["gate"]
     assert count * gate.m == pytest.approx(arch.layers * 1.5 * 1 * 8)  # F × batch × top-k token copies a layer
-    expert_bytes = arch.layers * arch.expert_params * arch.size
+    expert_bytes = arch.moe_layers * arch.expert_params * arch.part_size("experts")
     assert busy.weights_read_bytes - even.weights_read_bytes == pytest.approx(
         (busy.ep.used - even.ep.used) * expert_bytes, rel=1e-9)
     assert busy.roofline_s > even.roofline_s  # (the launch floor binds both at batch 1)
@@ -59,7 +59,7 @@ def test_the_ranks_hold_an_nth_of_the_routed_experts() -> None:
     ph = Phase("decode", 4)
     one = step_bound(arch, ph, H100_DS)
     rank = step_bound(arch, ph, H100_DS, ep=expert_parallel(arch, ph, 8))
-    routed = arch.layers * arch.experts * arch.expert_params * arch.size
+    routed = arch.moe_layers * arch.experts * arch.expert_params * arch.part_size("experts")
     assert rank.memory.weights_bytes == pytest.approx(one.memory.weights_bytes - routed * 7 / 8)
     assert rank.memory.ranks == 8 and one.memory.fits is False and rank.memory.fits is True
 
