@@ -779,6 +779,13 @@ class StepBound:
             ],
         }
 
+    def _ep_dict(self) -> dict[str, Any]:
+        """--json: the expert-parallel rank's all-to-alls, where there are any (a tokens/s claim: models.claims)."""
+        out: dict[str, Any] = {"alltoall_s": self.alltoall_s, "roofline_s": self.roofline_s}
+        if self.ep:
+            out["expert_parallel"] = self.ep.to_dict(self.device)
+        return out
+
 
 def arch_dict(arch: Arch) -> dict[str, Any]:
     """The JSON of what the model's figures assume beyond its shape: MLA, the weight format, MTP layers."""
@@ -794,14 +801,6 @@ def arch_dict(arch: Arch) -> dict[str, Any]:
         "mtp_layers": arch.mtp_layers,
         "mtp_counted": False,
     }
-
-
-    def _ep_dict(self) -> dict[str, Any]:
-        """--json: the expert-parallel rank's all-to-alls, where there are any (a tokens/s claim: models.claims)."""
-        out: dict[str, Any] = {"alltoall_s": self.alltoall_s, "roofline_s": self.roofline_s}
-        if self.ep:
-            out["expert_parallel"] = self.ep.to_dict(self.device)
-        return out
 
 
 def arch_lines(arch: Arch) -> list[str]:
