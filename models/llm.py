@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from . import roofline
 from .analysis import Analysis, analyze
@@ -892,6 +892,23 @@ def shard(arch: Arch, tp: int) -> Arch:
     return replace(arch, heads=arch.heads // tp, kv_heads=max(1, arch.kv_heads // tp),
                    intermediate=part(arch.intermediate), moe_intermediate=part(arch.moe_intermediate),
                    shared_intermediate=part(arch.shared_intermediate), vocab=part(arch.vocab))
+
+
+def llm_doc(arch: Arch, device: DeviceProfile, steps: Sequence[StepBound], dims: Sequence[Any] = (),
+            flips: Mapping[str, Any] | None = None, split: Any = None,
+            step_dict: Callable[[StepBound], dict[str, Any]] = StepBound.to_dict) -> dict[str, Any]:
+    """The one document `rooftop llm --json` prints, and the LLM report (CLI and app) is made of: the steps (each
+    by `step_dict`: the CLI's judges a tokens/s claim too), a --tp/--pp split's communication (`dims`), the
+    compute-bound batches (`flips`), an Amdahl split."""
+    return {
+        "model": arch.name,
+        "device": device.id,
+        "steps": [step_dict(s) for s in steps],
+        **({"parallel": [d.to_dict(device) for d in dims]} if dims else {}),
+        "compute_bound_batch": dict(flips) if flips else None,
+        "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
+        if split else None,
+    }
 
 
 def step_bound(arch: Arch, phase: Phase, device: DeviceProfile, measured_s: float | None = None,

@@ -16,7 +16,7 @@ from rooftop.tui.services.context import resolve_devices, store_profiles
 
 def cmd_llm(args: argparse.Namespace) -> int:
     from rooftop.models.dtypes import parse_dtype
-    from rooftop.models.llm import Phase, amdahl, compute_bound_batch, step_bound, with_dtype
+    from rooftop.models.llm import Phase, amdahl, compute_bound_batch, llm_doc, step_bound, with_dtype
     from rooftop.store.hfconfig import load_arch
 
     if args.out:
@@ -67,11 +67,11 @@ def cmd_llm(args: argparse.Namespace) -> int:
         s0 = steps[0]
         chart = Chart("roofline", llm_step_series(s0), f"{arch.name} {s0.phase.kind}, batch {s0.phase.batch}",
                       f"{device.id} ({device.source})")
-        doc = _llm_doc(arch, device, steps, dims, flips, split)
+        doc = llm_doc(arch, device, steps, dims, flips, split, step_dict=_step_dict)
         share_out(args.out, Shared([chart], lambda: llm_report(doc, [chart_svg_inline(chart)],
                                                                version=rooftop_version(), command=command_text(args))))
     if args.json:
-        print_json(_llm_doc(arch, device, steps, dims, flips, split))
+        print_json(llm_doc(arch, device, steps, dims, flips, split, step_dict=_step_dict))
         return 0
     from rooftop.tui.render.llm import amdahl_table, llm_ops_table, llm_steps_table
     from rooftop.tui.render.report import Prose, make_console
@@ -96,19 +96,6 @@ def cmd_llm(args: argparse.Namespace) -> int:
         console.print()
         console.print(parallel_table(dims, device, steps[0]))
     return 0
-
-
-def _llm_doc(arch: Any, device: Any, steps: list[Any], dims: list[Any], flips: dict[str, Any], split: Any) -> dict[str, Any]:
-    """The one document `rooftop llm --json` prints (and its HTML report is made of)."""
-    return {
-        "model": arch.name,
-        "device": device.id,
-        "steps": [_step_dict(s) for s in steps],
-        **({"parallel": [d.to_dict(device) for d in dims]} if dims else {}),
-        "compute_bound_batch": flips or None,
-        "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
-        if split else None,
-    }
 
 
 def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
