@@ -293,12 +293,14 @@ def share_profile(args: argparse.Namespace, doc: dict[str, Any], device: Any) ->
     from rooftop.tui.share.figure import chart_svg_inline
     from rooftop.tui.share.html import rooftop_version
     from rooftop.tui.share.out import Shared, share_out
+    from rooftop.tui.render.profile import TOP
     from rooftop.tui.share.reports import profile_charts, profile_report
 
-    charts = profile_charts(doc, device, args.top)
+    top = getattr(args, "top", TOP)  # `rooftop show` has no --top: the terminal's number of op groups
+    charts = profile_charts(doc, device, top)
     share_out(args.out, Shared(charts, lambda: profile_report(
         doc, [chart_svg_inline(c) for c in charts], version=rooftop_version(), command=command_text(args),
-        top=args.top)))
+        top=top)))
 
 
 def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[Any, Any]:
