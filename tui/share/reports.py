@@ -365,7 +365,7 @@ def measure_report(payload: Mapping[str, Any], charts_svg: Sequence[str], *, ver
              section("Ceilings", ceilings_table(prof))]
     if info:
         parts.append(section("Device", table(("fact", "value"), [[Cell(str(k)), Cell(str(v))] for k, v in info.items()
-                                                                  if not isinstance(v, (dict, list))], sortable=False)))
+                                                                  if v is not None and not isinstance(v, (dict, list))], sortable=False)))
     title = f"{prof.get('name') or prof.get('id', 'device')} measured"
     return page(title, parts, version=version, command=command, subtitle=str(prof.get("id", "")))
 
