@@ -73,6 +73,8 @@ def test_a_jobs_comm_chart_has_its_collectives_as_points(job) -> None:
     assert titles[0].startswith("collectives on the communication roofline")
     want = [s.label for s in collective_points(doc["collectives"])]
     assert want and all(any(t.startswith(w + "\n") for t in titles) for w in want)
+    unroofed = {c["link"] for c in doc["collectives"] if c.get("link_bandwidth") is None}
+    assert unroofed == {"net"} and "No roof is known for net on this device" in (tmp / "job.html").read_text()
     op_titles = svg_titles(charts[0])
     assert not op_titles[0].startswith("GPU program on the roofs")  # in the page the title is the page's alone
 
