@@ -15,6 +15,7 @@ import pytest
 
 from inprocess import run_main
 from share_pages import Page
+from test_services_values import measured_db
 from test_store_readonly import without_override
 from rooftop.models.plotdata import collective_points
 from rooftop.store.runs import Store
@@ -112,30 +113,9 @@ def test_llm_writes_each_format(tmp_path: Path, ext: str) -> None:
         assert len(Page(data.decode()).tables[0].rows) == 2  # the bound table: one row per batch
 
 
-def measured_run(db: Path) -> str:
-    """A complete measured run in a real store: bandwidth points and a GEMM point under its ceilings."""
-    from helpers.store_writer import synthetic_sample
-    from rooftop.models.profile import Ceiling, DeviceProfile
-    from rooftop.models.sample import Sample, TimeStats
-
-    gemm = Sample(family="gemm", dtype="fp16", shape={"m": 4096, "n": 4096, "k": 4096}, flops=2 * 4096.0**3,
-                  bytes=3 * 2 * 4096.0**2, footprint_bytes=3 * 2 * 4096.0**2,
-                  stats=TimeStats(1e-3, 0.99e-3, 1.01e-3, 0.98e-3, 0.01, 7, 10))
-    with Store.open(db) as store:
-        rid = store.begin_run({"name": "Test GPU", "uuid": "GPU-t1"}, "quick", "cuda")
-        for s in [synthetic_sample(i) for i in range(4)] + [gemm]:
-            store.add_sample(rid, s)
-        store.set_ceilings(rid, DeviceProfile(
-            id="local", name="Test GPU", source="measured", sm_count=77,
-            bandwidth={"dram": Ceiling(1.5e12, "measured", "read_reduce:134217728")},
-            peak={"fp16-tc": Ceiling(2e14, "measured", "4096x4096x4096")}))
-        store.finish_run(rid, "complete")
-    return rid
-
-
 def test_show_of_a_measurement_writes_its_report(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite"
-    rid = measured_run(db)
+    rid = measured_db(db)  # a complete measured run: two bandwidth points under its ceilings
     r = run_main("show", rid[:8], "--out", str(tmp_path / "m.html"), "--db", str(db))
     assert r.returncode == 0, r.stderr
     page = Page((tmp_path / "m.html").read_text())
