@@ -180,7 +180,8 @@ def op_group_series(ops: Sequence[Mapping[str, Any]], top: int) -> list[Series]:
 
 # -- an LLM step's per-layer ops ----------------------------------------------------------------------------------
 
-LLM_SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")  # a layer's ops and the head
+LLM_SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head",  # a layer's ops and the head
+             "q_a", "q_b", "kv_a", "q absorb", "v up", "kv_b")  # and the latent-attention (MLA) layers' GEMMs
 
 
 def llm_step_series(step: Any) -> list[Series]:

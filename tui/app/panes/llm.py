@@ -109,7 +109,7 @@ class Llm(Widget):
             return
         err.show(None)
         self.step = step
-        s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.dtype}\n", style="bold")
+        s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.weights_label}\n", style="bold")
         s.append(f"read per step: weights {step.weights_read_bytes / 2**30:.2f} GiB + KV "
                  f"{step.kv_bytes / 2**30:.3g} GiB\n")
         s.append(f"bound: Q/B {fmt_time(step.bytes_bound_s)}, ΣT {fmt_time(step.lower_bound_s)}, T ≥ "
