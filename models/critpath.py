@@ -26,7 +26,7 @@ from .errors import BadInput
 from .job import group_label
 from .kernelfamily import kernel_family
 from .retime import critical_path as path_edges
-from .retime import last_points, latest_first, retime, retime_few, window_ends, window_ends_few, window_starts
+from .retime import last_points, retime, retime_few, window_ends, window_starts
 from .trace import STEP_PREFIX, Trace
 from .workload import COMM, OpGroup, Workload
 
@@ -40,7 +40,8 @@ EDGE_SPLIT = {dg.DEVICE: "device", dg.LAUNCH_CALL: "launch", dg.CALL: "cpu", dg.
               dg.STREAM: "kernel_gap", dg.EVENT: "other_stream", dg.SYNC: "cpu", dg.PEER: "device", dg.JOIN: "cpu",
               dg.QUEUE: "device"}
 FIX_FIRST = 5
-FEW = 20  # a what-if cutting under 1/FEW of the graph's points' edges re-times only what moves
+FEW = 20  # a what-if cutting under 1/FEW of the graph's points' edges re-times only what moves (until that passes
+# 1/FEW of the points: then the one pass over all of them)
 WHOLE = "whole trace"
 AT_ROOF, NO_GAPS, HIDDEN, STRAGGLER = ("every op at its roof", "no launch gaps", "communication fully hidden",
                                        "straggler as fast as the median")
@@ -168,14 +169,14 @@ def critical_path(trace: Trace, work: Workload, window: str | None = None,
         return _summed(label, work, why)
     traces = [trace, *peers]
     windows = [spans] + [peer_windows(p, names, window) for p in peers]
-    g = build_graph(traces, windows)
+    works = [work, *peer_works][:len(traces)]
+    g = build_graph(traces, windows, [w.launch_queue for w in works])
     groups = work.group_by_key()
     starts = window_starts(g)
     lasts = last_points(g)
     found = (_step(g, trace, work, groups, names[w], starts[w], p) for w, p in enumerate(lasts))
     steps = tuple(s for s in found if s is not None)
     before = sum(s.length_s for s in steps)
-    works = [work, *peer_works][:len(traces)]
     what_if = _what_ifs(g, traces, works, groups, steps, starts, lasts, before)
     split = {k: sum(s.split[k] for s in steps) for k in SPLIT_KEYS}
     ops = _summed_ops(op for s in steps for op in s.ops)
@@ -304,15 +305,16 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
             if (grp is not None and grp.regime == COMM) or (k.cat == "kernel" and kernel_family(k.name) == COMM):
                 comm[e] = math.inf
 
-    by_time = latest_first(g)
-
     def run(name: str, cuts: Mapping[int, float], held: bool = True) -> WhatIf:
+        moved = None
         if not cuts:
             after = before
-        elif held and len(cuts) * FEW < g.points:  # a few edges cut: re-time what moves
-            ends = window_ends_few(g, retime_few(g, cuts), by_time)
+        elif held and len(cuts) * FEW < g.points:  # a few edges cut: re-time what moves, while that is few
+            moved = retime_few(g, cuts, g.points // FEW)
+        if moved is not None:
+            ends = window_ends(g, moved)
             after = sum(ends[w] - starts[w] for w in live)
-        else:
+        elif cuts:
             after = _lengths(g, retime(g, cuts, held), starts, live)
         after = min(before, max(0.0, after))
         return WhatIf(name, after, before - after, True)
