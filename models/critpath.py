@@ -20,8 +20,10 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import depgraph as dg
-from .depgraph import DepGraph, build_graph
+from .depgraph import DepGraph, build_graph, duration_edges
 from .errors import BadInput
 from .job import group_label
 from .kernelfamily import kernel_family
@@ -288,21 +290,24 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
     live = [w for w, p in enumerate(lasts) if p >= 0]
     per_group: dict[tuple, dict[int, float]] = {}
     comm: dict[int, float] = {}
+    act_window = g.act_window.tolist()
+    own_time = duration_edges(g)
     for r, trace in enumerate(traces):
         work = works[r] if r < len(works) else None
         kg = work.kernel_group if work is not None else ()
         own = groups if r == 0 else work.group_by_key() if work is not None else {}
+        factor = {key: (shrinkable(grp), grp.regime == COMM) for key, grp in own.items()}  # key → (f, comm)
+        first = g.device_act(r, 0)
         for i, k in enumerate(trace.kernels):
-            a = g.device_act(r, i)
-            if g.act_window[a] < 0:
+            a = first + i
+            if act_window[a] < 0:
                 continue
             key = kg[i] if i < len(kg) else None
-            grp = own.get(key) if key is not None else None
-            f = shrinkable(grp) if grp is not None else None
-            e = g.duration_edge(a)
-            if f is not None and f < 1.0 and key is not None:
-                per_group.setdefault(key, {})[e] = k.dur * (1.0 - f)
-            if (grp is not None and grp.regime == COMM) or (k.cat == "kernel" and kernel_family(k.name) == COMM):
+            f, is_comm = factor.get(key, (None, False)) if key is not None else (None, False)
+            e = own_time[a]
+            if f is not None and f < 1.0:
+                per_group.setdefault(key, {})[e] = k.dur * (1.0 - f)  # type: ignore[arg-type]  # key: not None
+            if is_comm or (k.cat == "kernel" and kernel_family(k.name) == COMM):
                 comm[e] = math.inf
 
     def run(name: str, cuts: Mapping[int, float], held: bool = True) -> WhatIf:
@@ -343,7 +348,8 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
         w = run(f"op:{_label(key, groups)}", per_group.get(key, {}))
         out.append(w)
         found = sorted([*found, w.saving_s], reverse=True)
-    gaps = {e: math.inf for e in range(len(g.in_kind)) if g.in_kind[e] in (dg.LAUNCH_CALL, dg.LAUNCH, dg.STREAM)}
+    kinds = np.frombuffer(g.in_kind, dtype=np.uint8)
+    gaps = dict.fromkeys(np.flatnonzero(np.isin(kinds, (dg.LAUNCH_CALL, dg.LAUNCH, dg.STREAM))).tolist(), math.inf)
     out.append(run(NO_GAPS, gaps))
     every: dict[int, float] = {}
     for cuts in per_group.values():
@@ -353,7 +359,7 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
         hidden = dict(comm)
         for group in g.comm_groups:  # every rank's collective: no time of its own, no wait for the others' data
             for a in group:
-                hidden[g.duration_edge(a)] = math.inf
+                hidden[own_time[a]] = math.inf
                 for e in range(g.in_start[2 * a + 1], g.in_start[2 * a + 2]):
                     if g.in_kind[e] == dg.PEER:
                         hidden[e] = math.inf

@@ -59,6 +59,7 @@ TIE = {STREAM: 0, LAUNCH: 1, THREAD: 2, JOIN: 2, EVENT: 3, SYNC: 4, QUEUE: 4, PE
 _LAUNCH, _RECORD, _WAIT, _SYNC, _COPY = range(len(CALL_KINDS))
 NO_WINDOW = -1
 DEVICE_ACT, CALL_ACT, WINDOW_END = 0, 1, 2  # DepGraph.act_call: what an activity is
+ROUNDS = 64  # the most rounds of moving points an edge runs back to, before Kahn's order is used
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,18 @@ class DepGraph:
     @property
     def points(self) -> int:
         return len(self.time)
+
+
+def duration_edges(g: DepGraph) -> list[int]:
+    """Each activity's duration edge (`DepGraph.duration_edge`), found for all of them at once; -1 for none."""
+    pred = np.frombuffer(g.in_pred, dtype=np.int32)
+    point = np.frombuffer(g.edge_point, dtype=np.int32)
+    kind = np.frombuffer(g.in_kind, dtype=np.uint8)
+    own = np.flatnonzero((point & 1 == 1) & (pred == point - 1) & np.isin(kind, (DEVICE, CALL, LAUNCH_CALL)))
+    out = np.full(g.points // 2, -1, dtype=np.int64)
+    acts, first = np.unique(point[own] >> 1, return_index=True)  # the edges are by point: the first of each
+    out[acts] = own[first]
+    return out.tolist()
 
 
 def _membership(trace: Trace, windows: Sequence[tuple[float, float]], offset: float) -> tuple[list[int], list[int]]:
@@ -221,6 +234,23 @@ class _Builder:
         self.edge(2 * a, 2 * a + 1, kind)
         return a
 
+    def acts(self, rank: int, call: int, ts: np.ndarray, end: np.ndarray, window: Sequence[int],
+             kind: np.ndarray) -> range:
+        """Activities index, index + 1, … (`act` for each, whole-array): their numbers."""
+        a, k = len(self.act_rank), len(ts)
+        self.act_rank.extend(array("i", [rank]) * k)
+        self.act_call.extend(bytes([call]) * k)
+        self.act_index.extend(array("i", range(k)))
+        self.act_window.extend(array("i", window))
+        both = np.empty(2 * k, dtype=np.float64)
+        both[0::2], both[1::2] = ts, end
+        self.time.frombytes(both.tobytes())
+        starts = np.arange(2 * a, 2 * (a + k), 2, dtype=np.int32)
+        self.src.frombytes(starts.tobytes())
+        self.dst.frombytes((starts + 1).tobytes())
+        self.kind.extend(kind.astype(np.uint8).tobytes())
+        return range(a, a + k)
+
     def edge(self, q: int, p: int, kind: int) -> None:
         self.src.append(q)
         self.dst.append(p)
@@ -238,10 +268,14 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
     the binding edges' ties depend on). `blocked`: its launches a full queue held (launchqueue.blocked_launches)."""
     calls, kernels = trace.calls, trace.kernels
     call_w, dev_w = _membership(trace, windows, offset)
-    call_act = [b.act(rank, CALL_ACT, i, calls.ts[i] + offset, calls.ts[i] + calls.dur[i] + offset, call_w[i],
-                      LAUNCH_CALL if calls.kind[i] == _LAUNCH else CALL) for i in range(len(calls))]
+    ts = np.frombuffer(calls.ts, dtype=np.float64)
+    call_kind = np.where(np.frombuffer(calls.kind, dtype=np.uint8) == _LAUNCH, LAUNCH_CALL, CALL)
+    call_act = b.acts(rank, CALL_ACT, ts + offset, ts + np.frombuffer(calls.dur, dtype=np.float64) + offset, call_w,
+                      call_kind)
     b.first_device.append(len(b.act_rank))
-    dev_act = [b.act(rank, DEVICE_ACT, i, k.ts + offset, k.end + offset, dev_w[i], DEVICE) for i, k in enumerate(kernels)]
+    k_ts = np.fromiter((k.ts for k in kernels), dtype=np.float64, count=len(kernels))
+    k_end = np.fromiter((k.end for k in kernels), dtype=np.float64, count=len(kernels))
+    dev_act = b.acts(rank, DEVICE_ACT, k_ts + offset, k_end + offset, dev_w, np.full(len(kernels), DEVICE))
     _thread_edges(b, rank, trace, windows, offset, call_act, call_w)
     by_corr, issued, waited = _launch_edges(b, trace, call_act, dev_act, blocked)
     streams = _Streams(b, kernels, dev_act, waited)
@@ -528,20 +562,24 @@ def _finish(b: _Builder, peer_w: dict[int, float], windows: tuple[tuple[float, f
 
 def _ordered(n: int, time: np.ndarray, pred: np.ndarray, point: np.ndarray, in_start: array, in_pred: array,
              binding: array) -> tuple[array, array, array]:
-    """A topological order and the out-edges (CSR). The points by time (a start before its end) are one where no
-    edge runs back, as in most traces: checked whole-array; else Kahn's (`_topological`), which also breaks a
-    cycle a trace's skewed clocks made."""
-    m = len(pred)
+    """A topological order and the out-edges (CSR). The points by time (a start before its end) are nearly one:
+    only an edge that runs back in time (a stream's activity starting before the one ahead of it ended) breaks
+    it, so each point an edge runs back to is moved just after its predecessor, whole-array, until none does (a
+    few rounds). Where that does not settle (a cycle, from a trace's skewed clocks): Kahn's (`_topological`),
+    which also breaks the cycle."""
     out_perm = np.argsort(pred, kind="stable")
     out_start = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(pred, minlength=n), out=out_start[1:])
-    out_dst_np = point[out_perm]
-    cand = np.lexsort((np.arange(n), time))
-    pos = np.empty(n, dtype=np.int64)
-    pos[cand] = np.arange(n)
-    if m == 0 or bool(np.all(pos[pred] < pos[point])):
-        return (array("i", cand.astype(np.int32).tobytes()), array("i", out_start.astype(np.int32).tobytes()),
-                array("i", out_dst_np.astype(np.int32).tobytes()))
+    out_dst = point[out_perm]
+    key = time.copy()
+    idx = np.arange(n)
+    for _ in range(ROUNDS):
+        back = (key[pred] > key[point]) | ((key[pred] == key[point]) & (pred >= point))
+        if not back.any():
+            order = np.lexsort((idx, key))
+            return (array("i", order.astype(np.int32).tobytes()), array("i", out_start.astype(np.int32).tobytes()),
+                    array("i", out_dst.astype(np.int32).tobytes()))
+        np.maximum.at(key, point[back], np.nextafter(key[pred[back]], np.inf))
     return _topological(n, in_start, in_pred, binding)
 
 
