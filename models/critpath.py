@@ -305,8 +305,8 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
             key = kg[i] if i < len(kg) else None
             f, is_comm = factor.get(key, (None, False)) if key is not None else (None, False)
             e = own_time[a]
-            if f is not None and f < 1.0:
-                per_group.setdefault(key, {})[e] = k.dur * (1.0 - f)  # type: ignore[arg-type]  # key: not None
+            if f is not None and f < 1.0 and key is not None:
+                per_group.setdefault(key, {})[e] = k.dur * (1.0 - f)
             if is_comm or (k.cat == "kernel" and kernel_family(k.name) == COMM):
                 comm[e] = math.inf
 
