@@ -507,57 +507,65 @@ def joined_collectives(traces: Sequence[Trace], first_device: Sequence[int]) -> 
 
 def _finish(b: _Builder, peer_w: dict[int, float], windows: tuple[tuple[float, float], ...]) -> DepGraph:
     """CSR in-edges, the binding edge of each point and the weights; the topological order. Whole-array work
-    (numpy): a million-event window's graph is a few hundred thousand points."""
+    (numpy), each temporary freed once used: a million-event window's graph is a few hundred thousand points."""
     n = len(b.time)
     time = np.frombuffer(b.time, dtype=np.float64)
-    src = np.frombuffer(b.src, dtype=np.int32)
     dst = np.frombuffer(b.dst, dtype=np.int32)
-    kind = np.frombuffer(bytes(b.kind), dtype=np.uint8)
-    m = len(src)
+    m = len(dst)
     perm = np.argsort(dst, kind="stable")  # each point's in-edges in the order they were added
-    pred = src[perm]
-    ekind = kind[perm]
+    pred = np.frombuffer(b.src, dtype=np.int32)[perm]
+    ekind = np.frombuffer(b.kind, dtype=np.uint8)[perm]
     point = dst[perm]
-    in_start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=in_start[1:])
+    del perm, dst
+    b.src, b.dst, b.kind = array("i"), array("i"), bytearray()
+    in_start = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(point, minlength=n), out=in_start[1:])
     # binding edge: the latest predecessor; ties by TIE, then the first added
     tpred = time[pred]
-    tie = np.array([TIE[k] for k in range(len(TIE))], dtype=np.int8)[ekind]
-    slot = np.arange(m)
-    best_first = np.lexsort((slot, tie, -tpred, point))
-    heads = np.flatnonzero(np.diff(in_start) > 0)
-    binding = np.full(n, -1, dtype=np.int64)
+    best_first = np.lexsort((np.arange(m, dtype=np.int32), np.array([TIE[k] for k in range(len(TIE))],
+                                                                      dtype=np.int8)[ekind], -tpred, point))
+    heads = np.flatnonzero(in_start[1:] > in_start[:-1])
+    binding = np.full(n, -1, dtype=np.int32)
     binding[heads] = best_first[in_start[heads]]
+    del best_first
     is_best = np.zeros(m, dtype=bool)
     is_best[binding[heads]] = True
     gap = time[point] - tpred
+    del tpred
     pw = np.zeros(n, dtype=np.float64)
     for p, w in peer_w.items():
         pw[p] = w
-    w_other = np.where(ekind == PEER, pw[point], 0.0)
-    weight = np.where(is_best, gap, np.where(gap > 0, np.minimum(w_other, gap), 0.0))
-    slack = np.where(is_best, 0.0, np.maximum(0.0, gap - weight))
-    act_window = b.act_window
-    win = np.frombuffer(act_window, dtype=np.int32)
+    weight = np.where(ekind == PEER, pw[point], 0.0)
+    np.minimum(weight, gap, out=weight)
+    weight[gap <= 0] = 0.0
+    weight[is_best] = gap[is_best]
+    slack = np.maximum(0.0, gap - weight)
+    slack[is_best] = 0.0
+    del gap, is_best
+    win = np.frombuffer(b.act_window, dtype=np.int32)
+    ip, bd, ist = _ints(pred), _ints(binding), _ints(in_start)
+    order, out_start, out_dst = _ordered(n, time, pred, point, ist, ip, bd)
+    pred = np.frombuffer(ip, dtype=np.int32)  # as Kahn's left it, where it broke a cycle
     in_from = np.where(win[pred >> 1] != win[point >> 1], n, pred)  # from another window: a fixed time (the
     # sentinel point never moves)
-    ip = array("i", pred.astype(np.int32).tobytes())
-    bd = array("i", binding.astype(np.int32).tobytes())
-    ist = array("i", in_start.astype(np.int32).tobytes())
-    order, out_start, out_dst = _ordered(n, time, pred, point, ist, ip, bd)
-    if len(order) and not np.array_equal(pred, np.frombuffer(ip, dtype=np.int32)):  # a cycle was broken
-        pred = np.frombuffer(ip, dtype=np.int32)
-        in_from = np.where(win[pred >> 1] != win[point >> 1], n, pred)
     pos = np.empty(n, dtype=np.int32)
     pos[np.frombuffer(order, dtype=np.int32)] = np.arange(n, dtype=np.int32)
+    return DepGraph(b.time, b.act_rank, bytes(b.act_call), b.act_index, b.act_window, ist, ip, _ints(in_from),
+                    ekind.tobytes(), _floats(weight), _floats(slack), bd, order, windows, tuple(b.first_device),
+                    out_start, out_dst, _ints(pos), _ints(point), tuple(b.comm_groups))
 
-    def ints(x: np.ndarray) -> array:
-        return array("i", x.astype(np.int32).tobytes())
 
-    return DepGraph(b.time, b.act_rank, bytes(b.act_call), b.act_index, act_window, ist, ip,
-                    ints(in_from), ekind.tobytes(), array("d", weight.tobytes()), array("d", slack.tobytes()), bd,
-                    order, windows, tuple(b.first_device), out_start, out_dst, ints(pos), ints(point),
-                    tuple(b.comm_groups))
+def _ints(x: np.ndarray) -> array:
+    """A numpy array of indices as an array('i'), the graph's type (quick to read one item at a time)."""
+    out = array("i")
+    out.frombytes(memoryview(np.ascontiguousarray(x, dtype=np.int32)).cast("B"))
+    return out
+
+
+def _floats(x: np.ndarray) -> array:
+    out = array("d")
+    out.frombytes(memoryview(np.ascontiguousarray(x, dtype=np.float64)).cast("B"))
+    return out
 
 
 def _ordered(n: int, time: np.ndarray, pred: np.ndarray, point: np.ndarray, in_start: array, in_pred: array,
@@ -568,17 +576,16 @@ def _ordered(n: int, time: np.ndarray, pred: np.ndarray, point: np.ndarray, in_s
     few rounds). Where that does not settle (a cycle, from a trace's skewed clocks): Kahn's (`_topological`),
     which also breaks the cycle."""
     out_perm = np.argsort(pred, kind="stable")
-    out_start = np.zeros(n + 1, dtype=np.int64)
+    out_start = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(pred, minlength=n), out=out_start[1:])
     out_dst = point[out_perm]
+    del out_perm
     key = time.copy()
     idx = np.arange(n)
     for _ in range(ROUNDS):
         back = (key[pred] > key[point]) | ((key[pred] == key[point]) & (pred >= point))
         if not back.any():
-            order = np.lexsort((idx, key))
-            return (array("i", order.astype(np.int32).tobytes()), array("i", out_start.astype(np.int32).tobytes()),
-                    array("i", out_dst.astype(np.int32).tobytes()))
+            return _ints(np.lexsort((idx, key))), _ints(out_start), _ints(out_dst)
         np.maximum.at(key, point[back], np.nextafter(key[pred[back]], np.inf))
     return _topological(n, in_start, in_pred, binding)
 

@@ -26,18 +26,17 @@ def retime(g: DepGraph, cuts: Mapping[int, float] | None = None, held: bool = Tr
     rank: more than its collective's own time). The list has one more entry, the sentinel point's (0: what lies
     outside a window stays)."""
     n = g.points
-    weight = g.in_weight
     cut = [0.0] * len(g.in_kind)
+    weight = g.in_weight
     for e, c in (cuts or {}).items():
         w = weight[e]
-        x = (min(c, w) if w > 0 else 0.0) if held else c
-        cut[e] = x if x >= 0 else 0.0
+        cut[e] = (min(c, w) if w > 0 else 0.0) if held else c
+        if cut[e] < 0:
+            cut[e] = 0.0
     shift = [0.0] * (n + 1)
-    # one pass in the graph's order, over plain lists (an array's item is a new object each time it is read)
-    in_start, in_from, slack = g.in_start.tolist(), g.in_from.tolist(), g.in_slack.tolist()
-    for p in g.order.tolist():
-        lo = in_start[p]
-        hi = in_start[p + 1]
+    in_start, in_from, slack = g.in_start, g.in_from, g.in_slack
+    for p in g.order:
+        lo, hi = in_start[p], in_start[p + 1]
         if hi - lo == 1:
             q = in_from[lo]
             if q != p:
