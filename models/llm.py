@@ -19,23 +19,24 @@ import json
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import roofline
 from .analysis import Analysis, analyze
 from .dtypes import DTYPES, lookup_dtype
-from .errors import BadInput
+from .errors import ModelError
+from .mla import Mla, mla_from_config
 from .ops import Attention, Elementwise, Gemm, Norm, Op
 from .profile import DeviceProfile
 from .safetext import safe_text
 from .units import fmt_count
+from .weightformat import WeightFormat, on_device, weight_format
+
+# models.expertparallel.ExpertParallel, which builds on this module: typed as Any here to keep imports one-way
+ExpertParallel = Any
 
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
 FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
-
-
-class ModelError(BadInput, ValueError):
-    """A config the model layer cannot use; one line naming the missing or bad key."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,14 @@ class Arch:
     dtype_note: str = ""  # why `dtype` differs from the config's torch_dtype, when it does
     sliding_window: int = 0  # keys a sliding-window layer attends to (0: none)
     sliding_layers: int = 0  # how many of the layers use the window (the rest attend to every key)
+    dense_layers: int = 0  # a MoE model's first layers with a dense MLP instead (first_k_dense_replace)
+    mla: Mla | None = None  # multi-head latent attention's dimensions (DeepSeek-V2/V3), or None
+    mtp_layers: int = 0  # multi-token-prediction layers the checkpoint adds (num_nextn_predict_layers): not counted
+    weights: WeightFormat | None = None  # the checkpoint's quantised format (quantization_config), or None
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.experts else 0
 
     @property
     def full_layers(self) -> int:
@@ -81,6 +90,8 @@ class Arch:
 
     @property
     def attention_params(self) -> int:
+        if self.mla:
+            return self.mla.linear_params(self.hidden, self.heads)
         p = self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim + self.q_dim * self.hidden
         return p + (self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0)
 
@@ -93,26 +104,41 @@ class Arch:
         return 3 * self.hidden * self.moe_intermediate
 
     @property
-    def layer_params(self) -> int:
-        norms = 2 * self.hidden
-        if self.experts:
-            mlp = self.experts * self.expert_params + self.hidden * self.experts + 3 * self.hidden * self.shared_intermediate
-        else:
-            mlp = self.dense_mlp_params
-        return self.attention_params + mlp + norms
+    def linear_params(self) -> dict[str, int]:
+        """The linear layers' weights over all layers, by the part a weight format converts."""
+        moe = self.moe_layers
+        return {"attention": self.layers * self.attention_params,
+                "mlp": (self.layers - moe) * self.dense_mlp_params,
+                "experts": moe * self.experts * self.expert_params,
+                "shared": moe * 3 * self.hidden * self.shared_intermediate}
 
     @property
     def params(self) -> int:
+        """Embedding, lm_head (untied), the layers' linear weights, norms and routers, the final norm; an MTP
+        layer is not counted (it drafts tokens; the step here does not run it)."""
         head = 0 if self.tied else self.embedding_params
-        return self.embedding_params + head + self.layers * self.layer_params + self.hidden
+        norms = self.layers * (2 * self.hidden + (self.mla.norm_params if self.mla else 0))
+        routers = self.moe_layers * self.hidden * self.experts
+        return self.embedding_params + head + sum(self.linear_params.values()) + norms + routers + self.hidden
 
     @property
     def size(self) -> float:
         return DTYPES[self.dtype].size
 
+    def part_size(self, part: str) -> float:
+        """Bytes per weight of a linear part: the checkpoint's format where it converts the part, else the dtype."""
+        return self.weights.bytes_per_weight if self.weights and self.weights.converts(part) else self.size
+
+    @property
+    def weights_label(self) -> str:
+        """The weights' dtype as a heading says it: the format and the dtype of the rest, where quantised."""
+        return f"{self.weights.wdtype}/{self.dtype}" if self.weights else self.dtype
+
     @property
     def weights_bytes(self) -> float:
-        return self.params * self.size
+        """Every weight at its stored size: the converted parts in their format, scales in; the rest at the dtype."""
+        parts = self.linear_params
+        return (self.params - sum(parts.values())) * self.size + sum(n * self.part_size(p) for p, n in parts.items())
 
     @property
     def embedding_bytes(self) -> float:
@@ -121,6 +147,8 @@ class Arch:
     def kv_bytes(self, tokens: int, kv_dtype: str | None = None) -> float:
         """The KV cache of one request `tokens` long: a sliding-window layer keeps only its window (a
         rolling cache), every other layer every token."""
+        if self.mla:  # one latent per token and layer, shared by the heads
+            return self.layers * self.mla.kv_bytes(tokens, DTYPES[kv_dtype or self.dtype].size)
         kept = self.full_layers * tokens + self.sliding_layers * min(tokens, self.sliding_window or tokens)
         return 2 * kept * self.kv_dim * DTYPES[kv_dtype or self.dtype].size
 
@@ -192,10 +220,7 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
                 return _config_int(cfg, k, 0)
         raise ModelError(f"config has no {' / '.join(keys)}; is it a decoder-only transformer's config.json?")
 
-    if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
-        raise ModelError("multi-head latent attention (kv_lora_rank, as DeepSeek-V2/V3 configs give) is not modelled: "
-                         "its KV cache holds one compressed latent per token, not K and V per head, so the KV bytes "
-                         "and attention here would be far off; rooftop models multi-head and grouped-query attention")
+    mla = mla_from_config(cfg, _config_int)
     hidden = need("hidden_size", "n_embd", "d_model")
     heads = need("num_attention_heads", "n_head")
     kv = _config_int(cfg, "num_key_value_heads", heads)
@@ -212,7 +237,7 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
                          f"{', '.join(CONFIG_DTYPES)} (or give --dtype)")
     if heads % kv:
         raise ModelError(f"num_key_value_heads = {kv} must divide num_attention_heads = {heads}")
-    if not cfg.get("head_dim") and hidden % heads:
+    if not cfg.get("head_dim") and hidden % heads and not mla:
         raise ModelError(f"hidden_size = {hidden} is not a multiple of num_attention_heads = {heads}; give head_dim")
     moe_inter = _config_int(cfg, "moe_intermediate_size", 0, 0)
     if experts and not (moe_inter or inter):
@@ -226,6 +251,10 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
         raise ModelError(f"num_experts_per_tok = {top_k} must be between 1 and the {experts} experts")
     layers = need("num_hidden_layers", "n_layer", "num_layers")
     window, sliding = sliding_layers(cfg, layers)
+    dense = _config_int(cfg, "first_k_dense_replace", 0, 0) if experts else 0
+    if dense > layers:
+        raise ModelError(f"first_k_dense_replace = {dense} is more than the {layers} layers")
+    fmt, fmt_note = weight_format(outer if outer.get("quantization_config") is not None else cfg)
     raw_name = cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"
     return Arch(
         name=safe_text(name or (raw_name if isinstance(raw_name, str) else "model")),  # a file's words: shown, never obeyed
@@ -245,6 +274,11 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
         shared_intermediate=shared,
         sliding_window=window,
         sliding_layers=sliding,
+        dense_layers=dense,
+        mla=mla,
+        mtp_layers=_config_int(cfg, "num_nextn_predict_layers", 0, 0),
+        weights=fmt,
+        dtype_note=fmt_note,
     )
 
 
@@ -376,15 +410,28 @@ def expected_experts(experts: int, top_k: int, tokens: int) -> float:
     return experts * (1 - (1 - top_k / experts) ** tokens)
 
 
-def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
-    """The ops of one step, each with how many times it runs (layers × per-layer count)."""
+def linear(arch: Arch, part: str) -> Callable[..., Gemm]:
+    """The GEMM maker of a part's linear layers: weights in the checkpoint's format where it converts the
+    part (computed in it where the device takes it: on_device), else at the model's dtype."""
+    fmt = arch.weights
+    if fmt is None or not fmt.converts(part):
+        return lambda m, n, k, batch=1: Gemm(dtype=arch.dtype, m=m, n=n, k=k, batch=batch)
+    dt = fmt.compute or arch.dtype
+    wdt = None if fmt.wdtype == dt else fmt.wdtype
+    return lambda m, n, k, batch=1: Gemm(dtype=dt, m=m, n=n, k=k, batch=batch, wdtype=wdt)
+
+
+def attention_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
+    """One step's attention ops over the layers: latent attention (MLA), or q, k, v, attention (its
+    sliding-window layers apart) and o."""
     m, dt, L = phase.tokens, arch.dtype, arch.layers
-    ops: list[LayerOp] = [
-        LayerOp("norm", Norm(dtype=dt, rows=m, cols=arch.hidden), 2 * L),
-        LayerOp("q", Gemm(dtype=dt, m=m, n=arch.q_dim, k=arch.hidden), L),
-        LayerOp("k", Gemm(dtype=dt, m=m, n=arch.kv_dim, k=arch.hidden), L),
-        LayerOp("v", Gemm(dtype=dt, m=m, n=arch.kv_dim, k=arch.hidden), L),
-    ]
+    gemm = linear(arch, "attention")
+    if arch.mla:
+        q = phase.prompt if phase.kind == "prefill" else 1
+        return [LayerOp(name, op, L) for name, op in arch.mla.layer_ops(
+            gemm, dt, arch.hidden, arch.heads, phase.batch, q, phase.kv_len, phase.kv_dtype)]
+    ops = [LayerOp("q", gemm(m, arch.q_dim, arch.hidden), L), LayerOp("k", gemm(m, arch.kv_dim, arch.hidden), L),
+           LayerOp("v", gemm(m, arch.kv_dim, arch.hidden), L)]
     if phase.kind == "prefill":
         attn = Attention(dtype=dt, b=phase.batch, h=arch.heads, kv=arch.kv_heads, d=arch.head_dim, q=phase.prompt,
                          t=phase.prompt, mode="flash", causal=True, kvdtype=phase.kv_dtype)
@@ -398,42 +445,65 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
             ops.append(LayerOp("attention", attn, arch.full_layers, f"the other {arch.full_layers} attend to every token"))
     else:
         ops.append(LayerOp("attention", attn, L))
-    ops += [
-        LayerOp("o", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.q_dim), L),
-        LayerOp("residual", Elementwise(dtype=dt, n=m * arch.hidden, flops=1, reads=2, writes=1), 2 * L),
-    ]
-    if arch.experts:
-        # One expert's GEMMs, run by the expected number of distinct experts the step's tokens touch
-        # (fractional): the same count the weights total uses, so ΣT cannot fall below Q/B. Each gets the
-        # average rows, tokens·k / used, a fraction: rounding it up would count FLOPs no token asks for,
-        # and this way W = tokens·k·(one expert's FLOPs per token) exactly.
-        used = expected_experts(arch.experts, arch.experts_per_token, m)
-        rows = m * arch.experts_per_token / used
+    return ops + [LayerOp("o", gemm(m, arch.hidden, arch.q_dim), L)]
+
+
+def moe_ops(arch: Arch, m: int, L: int, ep: ExpertParallel | None = None) -> list[LayerOp]:
+    """The MoE layers' ops for `m` tokens over `L` MoE layers: router, the touched experts, shared experts; with
+    `ep`, the experts and rows of the busiest expert-parallel rank."""
+    dt = arch.dtype
+    # One expert's GEMMs, run by the expected number of distinct experts the step's tokens touch
+    # (fractional): the same count the weights total uses, so ΣT cannot fall below Q/B. Each gets the
+    # average rows, tokens·k / used, a fraction: rounding it up would count FLOPs no token asks for,
+    # and this way W = tokens·k·(one expert's FLOPs per token) exactly.
+    used = expected_experts(arch.experts, arch.experts_per_token, m)
+    rows = m * arch.experts_per_token / used
+    each = L * used
+    note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
+            f"{rows:.3g} row{'' if rows == 1 else 's'} each on average ({fmt_count(m, 'token')} × "
+            f"top-{arch.experts_per_token})")
+    if ep:
+        used, rows = ep.used, ep.rows
         each = L * used
-        note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
-                f"{rows:.3g} row{'' if rows == 1 else 's'} each on average ({fmt_count(m, 'token')} × "
-                f"top-{arch.experts_per_token})")
-        # Launches: a fused-MoE kernel (vLLM's, SGLang's, TensorRT-LLM's) runs every touched expert in one
-        # grouped launch: FUSED_MOE_LAUNCHES a layer, gate+up with the activation, then down.
+        note = (f"{L} layers × {used:.3g} of the rank's {ep.local_experts} experts (EP {ep.degree}, the busiest "
+                f"rank at imbalance {ep.imbalance:g}), {rows:.3g} rows each on average")
+    # Launches: a fused-MoE kernel (vLLM's, SGLang's, TensorRT-LLM's) runs every touched expert in one
+    # grouped launch: FUSED_MOE_LAUNCHES a layer, gate+up with the activation, then down.
+    expert, shared = linear(arch, "experts"), linear(arch, "shared")
+    ops = [
+        LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
+        LayerOp("gate", expert(rows, arch.moe_intermediate, arch.hidden), each, note, launches=L),
+        LayerOp("up", expert(rows, arch.moe_intermediate, arch.hidden), each, note, launches=0),
+        LayerOp("act", Elementwise(dtype=dt, n=rows * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
+                each, note, launches=0),
+        LayerOp("down", expert(rows, arch.hidden, arch.moe_intermediate), each, note, launches=L),
+    ]
+    if arch.shared_intermediate:
         ops += [
-            LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
-            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note, launches=L),
-            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note, launches=0),
-            LayerOp("act", Elementwise(dtype=dt, n=rows * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
-                    each, note, launches=0),
-            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate), each, note, launches=L),
+            LayerOp("shared gate+up", shared(m, 2 * arch.shared_intermediate, arch.hidden), L),
+            LayerOp("shared down", shared(m, arch.hidden, arch.shared_intermediate), L),
         ]
-        if arch.shared_intermediate:
-            ops += [
-                LayerOp("shared gate+up", Gemm(dtype=dt, m=m, n=2 * arch.shared_intermediate, k=arch.hidden), L),
-                LayerOp("shared down", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.shared_intermediate), L),
-            ]
-    else:
+    return ops
+
+
+def phase_ops(arch: Arch, phase: Phase, ep: ExpertParallel | None = None) -> list[LayerOp]:
+    """The ops of one step, each with how many times it runs (layers × per-layer count); with `ep`, the busiest
+    expert-parallel rank's experts."""
+    m, dt, L = phase.tokens, arch.dtype, arch.layers
+    ops: list[LayerOp] = [LayerOp("norm", Norm(dtype=dt, rows=m, cols=arch.hidden), 2 * L), *attention_ops(arch, phase),
+                          LayerOp("residual", Elementwise(dtype=dt, n=m * arch.hidden, flops=1, reads=2, writes=1), 2 * L)]
+    moe, dense = arch.moe_layers, L - arch.moe_layers
+    if arch.experts:
+        ops += moe_ops(arch, m, moe, ep)
+    if dense:
+        gemm = linear(arch, "mlp")
+        note = f"the first {dense} of {L} layers have a dense MLP" if arch.experts else ""
         ops += [
-            LayerOp("gate", Gemm(dtype=dt, m=m, n=arch.intermediate, k=arch.hidden), L),
-            LayerOp("up", Gemm(dtype=dt, m=m, n=arch.intermediate, k=arch.hidden), L),
-            LayerOp("act", Elementwise(dtype=dt, n=m * arch.intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1), L),
-            LayerOp("down", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.intermediate), L),
+            LayerOp("gate", gemm(m, arch.intermediate, arch.hidden), dense, note),
+            LayerOp("up", gemm(m, arch.intermediate, arch.hidden), dense, note),
+            LayerOp("act", Elementwise(dtype=dt, n=m * arch.intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
+                    dense, note),
+            LayerOp("down", gemm(m, arch.hidden, arch.intermediate), dense, note),
         ]
     # Logits for the last token of each request only (what generation needs).
     ops += [
@@ -502,6 +572,8 @@ class StepBound:
     measured_s: float | None = None
     tp: int = 1  # tensor-parallel ranks: with tp × pp > 1 every figure but the model's is one rank's
     pp: int = 1  # pipeline stages
+    ep: ExpertParallel | None = None  # expert-parallel ranks: the figures are the busiest rank's
+    claimed_tokens_per_s: float | None = None  # a throughput claim to hold against the bound (models.claims)
 
     @property
     def ranks(self) -> int:
@@ -585,21 +657,34 @@ class StepBound:
         return self.kernels * self.graph_launch_s if self.graph_launch_s is not None else None
 
     @property
+    def alltoall_s(self) -> float:
+        """The expert-parallel all-to-alls a step waits for (0 without EP, or where the links are not known)."""
+        return (self.ep.step_s(self.device) or 0.0) if self.ep else 0.0
+
+    @property
+    def roofline_s(self) -> float:
+        """ΣT, plus the expert-parallel all-to-alls the step waits for."""
+        return self.lower_bound_s + self.alltoall_s
+
+    @property
     def time_bound_s(self) -> float:
-        """T ≥ max(ΣT, launch floor): the roofline and the eager launches, whichever binds."""
-        return max(self.lower_bound_s, self.launch_floor_s or 0.0)
+        """T ≥ max(ΣT (+ all-to-alls), launch floor): the roofline and the eager launches, whichever binds."""
+        return max(self.roofline_s, self.launch_floor_s or 0.0)
 
     @property
     def binds(self) -> str:
-        return "launch" if (self.launch_floor_s or 0.0) > self.lower_bound_s else "roofline"
+        return "launch" if (self.launch_floor_s or 0.0) > self.roofline_s else "roofline"
 
     # -- memory ---------------------------------------------------------------------------
 
     @property
     def memory(self) -> MemoryFit:
         """What one GPU holds: the whole model, or with tp × pp > 1 one rank's share of it."""
-        return MemoryFit(shard(self.arch, self.tp).weights_bytes / self.pp, self.kv_bytes_held,
-                         self.device.memory_bytes, self.ranks)
+        held = shard(self.arch, self.tp).weights_bytes / self.pp
+        if self.ep:  # the rank holds E/N of each MoE layer's routed experts
+            a = self.arch
+            held -= (self.ep.experts - self.ep.local_experts) * a.moe_layers * a.expert_params * a.part_size("experts")
+        return MemoryFit(held, self.kv_bytes_held, self.device.memory_bytes, self.ranks * (self.ep.degree if self.ep else 1))
 
     @property
     def kv_bytes_held(self) -> float:
@@ -632,7 +717,7 @@ class StepBound:
     def measured_lines(self) -> list[str]:
         """A measured step faster than its bound (explained above 100%, rest negative) is not a fact to show
         without a word: the roofs, the model or the time is wrong."""
-        if not self.measured_s or self.measured_s * roofline.ABOVE_ROOF >= self.lower_bound_s:
+        if not self.measured_s or not roofline.beats(self.measured_s, self.lower_bound_s):
             return []
         return [f"faster than the bound: measured {self.measured_s * 1e3:.3g} ms against ΣT "
                 f"{self.lower_bound_s * 1e3:.3g} ms, which no step can beat — the roofs are low for this device "
@@ -654,6 +739,7 @@ class StepBound:
             "dtype_note": self.arch.dtype_note or None,
             "sliding_window": self.arch.sliding_window or None,
             "sliding_layers": self.arch.sliding_layers,
+            **arch_dict(self.arch),
             "kv_dtype": self.phase.kv_dtype or self.arch.dtype,
             "params": self.arch.params,
             "weights_bytes": self.arch.weights_bytes,
@@ -686,16 +772,44 @@ class StepBound:
             "measured_s": self.measured_s,
             "explained_fraction": self.explained,
             "outside_roofline_s": (self.measured_s - self.lower_bound_s) if self.measured_s else None,
+            **self._ep_dict(),
             "ops": [
                 {"name": lo.name, "count": lo.count, "kernels": lo.kernels, **({"note": lo.note} if lo.note else {}),
                  **a.to_dict()} for lo, a in self.ops
             ],
         }
 
+    def _ep_dict(self) -> dict[str, Any]:
+        """--json: the expert-parallel rank's all-to-alls, where there are any (a tokens/s claim: models.claims)."""
+        out: dict[str, Any] = {"alltoall_s": self.alltoall_s, "roofline_s": self.roofline_s}
+        if self.ep:
+            out["expert_parallel"] = self.ep.to_dict(self.device)
+        return out
+
+
+def arch_dict(arch: Arch) -> dict[str, Any]:
+    """The JSON of what the model's figures assume beyond its shape: MLA, the weight format, MTP layers."""
+    fmt, mla = arch.weights, arch.mla
+    return {
+        "attention": f"mla-{mla.convention}" if mla else ("gqa" if arch.kv_heads < arch.heads else "mha"),
+        "kv_elements_per_token_layer": mla.latent_dim if mla else 2 * arch.kv_dim,
+        "weight_format": fmt.wdtype if fmt else arch.dtype,
+        "weight_format_parts": list(fmt.parts) if fmt else None,
+        "weight_bits": fmt.bits if fmt else 8 * arch.size,
+        "gemm_dtype": (fmt.compute or arch.dtype) if fmt else arch.dtype,
+        "dense_layers": arch.dense_layers if arch.experts else None,
+        "mtp_layers": arch.mtp_layers,
+        "mtp_counted": False,
+    }
+
 
 def arch_lines(arch: Arch) -> list[str]:
     """What the model's figures assume beyond its shape: the dtype it is served at, its sliding window."""
-    return [line for line in (arch.dtype_note, arch.window_line()) if line]
+    extra = [arch.mla.describe() if arch.mla else "", arch.weights.describe(tuple(p for p, n in arch.linear_params.items() if n)) if arch.weights else "",
+             f"{arch.dense_layers} dense layers, then {arch.moe_layers} MoE" if arch.dense_layers else "",
+             (f"its {arch.mtp_layers} multi-token-prediction layer{'s' * (arch.mtp_layers > 1)} (num_nextn_predict_"
+              "layers) not counted: not in the parameters, the weights or the step") if arch.mtp_layers else ""]
+    return [line for line in (arch.dtype_note, arch.window_line(), *extra) if line]
 
 
 def _ms(t: float) -> str:
@@ -712,8 +826,9 @@ def launch_line(step: StepBound) -> str:
         head += f", a MoE layer's experts in {FUSED_MOE_LAUNCHES} fused launches"
     # a launch floor: the device has its launch overhead
     borrowed = f" ({step.launch_source})" if step.device.launch_overhead.source == "typical" else ""  # type: ignore[union-attr]
+    sigma = _ms(step.lower_bound_s) + (f" + all-to-alls {_ms(step.alltoall_s)}" if step.alltoall_s else "")
     line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager{borrowed} = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "  # type: ignore[operator]
-            f"{_ms(step.lower_bound_s)}, launch floor {_ms(step.launch_floor_s)}) = {_ms(step.time_bound_s)}: "
+            f"{sigma}, launch floor {_ms(step.launch_floor_s)}) = {_ms(step.time_bound_s)}: "
             + ("the launches bind, not the roofline" if step.binds == "launch" else "the roofline binds"))
     if step.eager_moe_floor_s is not None:
         line += (f"; HF eager runs each touched expert on its own: ≈{step.eager_kernels} kernels, a floor of "
@@ -736,16 +851,14 @@ def rank_line(step: StepBound) -> str:
     return line + "; the ranks' communication is not in T: it is counted beside (communication per step)"
 
 
-def weights_read_bytes(arch: Arch, phase: Phase) -> float:
+def weights_read_bytes(arch: Arch, phase: Phase, ep: ExpertParallel | None = None) -> float:
     """Weights a step streams: all but the input embedding table (one row per token is read),
-    and for MoE only the experts the step's tokens are routed to."""
-    body: float = arch.params - arch.embedding_params  # layers, final norm, and the lm_head when untied
-    if arch.tied:
-        body += arch.embedding_params  # the table is read as the lm_head
+    and for MoE only the experts the step's tokens are routed to (with `ep`, those the busiest rank runs)."""
+    body = arch.weights_bytes - (0 if arch.tied else arch.embedding_bytes)  # tied: the table is read as the lm_head
     if arch.experts:
-        used = expected_experts(arch.experts, arch.experts_per_token, phase.tokens)
-        body -= arch.layers * (arch.experts - used) * arch.expert_params
-    return body * arch.size
+        used = ep.used if ep else expected_experts(arch.experts, arch.experts_per_token, phase.tokens)
+        body -= arch.moe_layers * (arch.experts - used) * arch.expert_params * arch.part_size("experts")
+    return body
 
 
 def check_parallel(arch: Arch, tp: int, pp: int) -> None:
@@ -782,17 +895,23 @@ def shard(arch: Arch, tp: int) -> Arch:
 
 
 def step_bound(arch: Arch, phase: Phase, device: DeviceProfile, measured_s: float | None = None,
-               tp: int = 1, pp: int = 1) -> StepBound:
+               tp: int = 1, pp: int = 1, ep: ExpertParallel | None = None,
+               claimed_tokens_per_s: float | None = None) -> StepBound:
     """The step on one device, or with tp × pp > 1 on one rank: its slice of each layer (`shard`) and
     1/pp of the layers, embedding and lm_head — an average stage; the heaviest differs by a layer and
     the embedding or lm_head."""
     check_parallel(arch, tp, pp)
+    if ep and tp * pp > 1:
+        raise ModelError(f"--ep {ep.degree} with --tp {tp} / --pp {pp}: expert parallelism is modelled on its own "
+                         "(each rank runs attention for its own batch); give --tp 1 --pp 1 with --ep")
+    arch = replace(arch, weights=on_device(arch.weights, device.peak.__contains__))
     rank = shard(arch, tp)
     ops = [replace(lo, count=lo.count / pp, launches=None if lo.launches is None else lo.launches / pp)
-           for lo in phase_ops(rank, phase)]
+           for lo in phase_ops(rank, phase, ep)]
     analysed = tuple((lo, analyze(lo.op, device)) for lo in ops)
     kv = phase.batch * rank.kv_bytes(phase.kv_len, phase.kv_dtype) / pp
-    return StepBound(arch, phase, device, analysed, weights_read_bytes(rank, phase) / pp, kv, measured_s, tp, pp)
+    return StepBound(arch, phase, device, analysed, weights_read_bytes(rank, phase, ep) / pp, kv, measured_s, tp, pp,
+                     ep, claimed_tokens_per_s)
 
 
 def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtype: str | None = None,
@@ -802,6 +921,8 @@ def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtyp
     linear_only: the seven linear layers alone (I ≈ batch); otherwise the
     whole step, where each request's KV cache keeps attention memory-bound.
     """
+    arch = replace(arch, weights=on_device(arch.weights, device.peak.__contains__))
+
     def compute_bound(b: int) -> bool:
         ph = Phase("decode", b, prompt=context, context=context, kv_dtype=kv_dtype)
         ops = [lo for lo in phase_ops(arch, ph) if not linear_only or isinstance(lo.op, Gemm)]
@@ -843,5 +964,6 @@ def amdahl(parts: Mapping[str, float], speedups: Mapping[str, float]) -> Amdahl:
 
 
 def with_dtype(arch: Arch, dtype: str) -> Arch:
-    """The same model at another weight dtype (--dtype): what it was served at before no longer applies."""
-    return replace(arch, dtype=dtype, dtype_note="")
+    """The same model at another weight dtype (--dtype): what it was served at before, and the checkpoint's
+    quantised format, no longer apply."""
+    return replace(arch, dtype=dtype, dtype_note="", weights=None)

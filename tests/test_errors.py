@@ -28,10 +28,11 @@ BAD_INPUT = {
     "models.profile.NoRoof": LookupError,
     "models.catalog.UnknownDevice": LookupError,
     "tui.commands.common.UsageError": Exception,
-    "models.llm.ModelError": ValueError,
+    "models.errors.ModelError": ValueError,
     "store.db.StoreError": Exception,
     "tui.services.context.NotAProfile": Exception,
     "tui.services.workloads.NoRoofs": Exception,
+    "tui.share.files.OutError": ValueError,  # --out: an unknown extension, a missing or read-only folder
     "models.trace.TraceError": ValueError,  # … and those commands/ re-raised by hand as UsageError
     "models.trace.EmptyTrace": ValueError,
     "models.capture.CaptureError": ValueError,

@@ -582,8 +582,8 @@ def ncu_report(kernels: Sequence[Any], device: Any, top: int, wide: bool = False
              style="bold"), Text(""), t,
         Text(""),
         Text("Bytes are measured: rate × kernel time per level (DRAM; L2→SM). Tensor W is the tensor pipes' "
-             "count (sm__ops_path_tensor_src_*), so padding rows are counted too; kernels without tensor work "
-             "are placed by bandwidth.", style="dim"),
+             "count (sm__ops_path_tensor_src_*; on Blackwell sm__ops_path_tensor_op_utcqmma_*, …_utcomma_*), so "
+             "padding rows are counted too; kernels without tensor work are placed by bandwidth.", style="dim"),
     )
 
 
