@@ -558,13 +558,13 @@ def _finish(b: _Builder, peer_w: dict[int, float], windows: tuple[tuple[float, f
 def _ints(x: np.ndarray) -> array:
     """A numpy array of indices as an array('i'), the graph's type (quick to read one item at a time)."""
     out = array("i")
-    out.frombytes(memoryview(np.ascontiguousarray(x, dtype=np.int32)).cast("B"))
+    out.frombytes(np.ascontiguousarray(x, dtype=np.int32).data.cast("B"))
     return out
 
 
 def _floats(x: np.ndarray) -> array:
     out = array("d")
-    out.frombytes(memoryview(np.ascontiguousarray(x, dtype=np.float64)).cast("B"))
+    out.frombytes(np.ascontiguousarray(x, dtype=np.float64).data.cast("B"))
     return out
 
 
