@@ -20,13 +20,15 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import depgraph as dg
-from .depgraph import DepGraph, build_graph
+from .depgraph import DepGraph, build_graph, duration_edges
 from .errors import BadInput
 from .job import group_label
 from .kernelfamily import kernel_family
 from .retime import critical_path as path_edges
-from .retime import last_points, latest_first, retime, retime_few, window_ends, window_ends_few, window_starts
+from .retime import last_points, retime, retime_few, window_ends, window_starts
 from .trace import STEP_PREFIX, Trace
 from .workload import COMM, OpGroup, Workload
 
@@ -40,7 +42,8 @@ EDGE_SPLIT = {dg.DEVICE: "device", dg.LAUNCH_CALL: "launch", dg.CALL: "cpu", dg.
               dg.STREAM: "kernel_gap", dg.EVENT: "other_stream", dg.SYNC: "cpu", dg.PEER: "device", dg.JOIN: "cpu",
               dg.QUEUE: "device"}
 FIX_FIRST = 5
-FEW = 20  # a what-if cutting under 1/FEW of the graph's points' edges re-times only what moves
+FEW = 20  # a what-if cutting under 1/FEW of the graph's points' edges re-times only what moves (until that passes
+# 1/FEW of the points: then the one pass over all of them)
 WHOLE = "whole trace"
 AT_ROOF, NO_GAPS, HIDDEN, STRAGGLER = ("every op at its roof", "no launch gaps", "communication fully hidden",
                                        "straggler as fast as the median")
@@ -168,14 +171,14 @@ def critical_path(trace: Trace, work: Workload, window: str | None = None,
         return _summed(label, work, why)
     traces = [trace, *peers]
     windows = [spans] + [peer_windows(p, names, window) for p in peers]
-    g = build_graph(traces, windows)
+    works = [work, *peer_works][:len(traces)]
+    g = build_graph(traces, windows, [w.launch_queue for w in works])
     groups = work.group_by_key()
     starts = window_starts(g)
     lasts = last_points(g)
     found = (_step(g, trace, work, groups, names[w], starts[w], p) for w, p in enumerate(lasts))
     steps = tuple(s for s in found if s is not None)
     before = sum(s.length_s for s in steps)
-    works = [work, *peer_works][:len(traces)]
     what_if = _what_ifs(g, traces, works, groups, steps, starts, lasts, before)
     split = {k: sum(s.split[k] for s in steps) for k in SPLIT_KEYS}
     ops = _summed_ops(op for s in steps for op in s.ops)
@@ -287,32 +290,36 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
     live = [w for w, p in enumerate(lasts) if p >= 0]
     per_group: dict[tuple, dict[int, float]] = {}
     comm: dict[int, float] = {}
+    act_window = g.act_window.tolist()
+    own_time = duration_edges(g)
     for r, trace in enumerate(traces):
         work = works[r] if r < len(works) else None
         kg = work.kernel_group if work is not None else ()
         own = groups if r == 0 else work.group_by_key() if work is not None else {}
+        factor = {key: (shrinkable(grp), grp.regime == COMM) for key, grp in own.items()}  # key → (f, comm)
+        first = g.device_act(r, 0)
         for i, k in enumerate(trace.kernels):
-            a = g.device_act(r, i)
-            if g.act_window[a] < 0:
+            a = first + i
+            if act_window[a] < 0:
                 continue
             key = kg[i] if i < len(kg) else None
-            grp = own.get(key) if key is not None else None
-            f = shrinkable(grp) if grp is not None else None
-            e = g.duration_edge(a)
+            f, is_comm = factor.get(key, (None, False)) if key is not None else (None, False)
+            e = own_time[a]
             if f is not None and f < 1.0 and key is not None:
                 per_group.setdefault(key, {})[e] = k.dur * (1.0 - f)
-            if (grp is not None and grp.regime == COMM) or (k.cat == "kernel" and kernel_family(k.name) == COMM):
+            if is_comm or (k.cat == "kernel" and kernel_family(k.name) == COMM):
                 comm[e] = math.inf
 
-    by_time = latest_first(g)
-
     def run(name: str, cuts: Mapping[int, float], held: bool = True) -> WhatIf:
+        moved = None
         if not cuts:
             after = before
-        elif held and len(cuts) * FEW < g.points:  # a few edges cut: re-time what moves
-            ends = window_ends_few(g, retime_few(g, cuts), by_time)
+        elif held and len(cuts) * FEW < g.points:  # a few edges cut: re-time what moves, while that is few
+            moved = retime_few(g, cuts, g.points // FEW)
+        if moved is not None:
+            ends = window_ends(g, moved)
             after = sum(ends[w] - starts[w] for w in live)
-        else:
+        elif cuts:
             after = _lengths(g, retime(g, cuts, held), starts, live)
         after = min(before, max(0.0, after))
         return WhatIf(name, after, before - after, True)
@@ -341,7 +348,8 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
         w = run(f"op:{_label(key, groups)}", per_group.get(key, {}))
         out.append(w)
         found = sorted([*found, w.saving_s], reverse=True)
-    gaps = {e: math.inf for e in range(len(g.in_kind)) if g.in_kind[e] in (dg.LAUNCH_CALL, dg.LAUNCH, dg.STREAM)}
+    kinds = np.frombuffer(g.in_kind, dtype=np.uint8)
+    gaps = dict.fromkeys(np.flatnonzero(np.isin(kinds, (dg.LAUNCH_CALL, dg.LAUNCH, dg.STREAM))).tolist(), math.inf)
     out.append(run(NO_GAPS, gaps))
     every: dict[int, float] = {}
     for cuts in per_group.values():
@@ -351,7 +359,7 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
         hidden = dict(comm)
         for group in g.comm_groups:  # every rank's collective: no time of its own, no wait for the others' data
             for a in group:
-                hidden[g.duration_edge(a)] = math.inf
+                hidden[own_time[a]] = math.inf
                 for e in range(g.in_start[2 * a + 1], g.in_start[2 * a + 2]):
                     if g.in_kind[e] == dg.PEER:
                         hidden[e] = math.inf

@@ -44,9 +44,11 @@ from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .collectives import collective_kernels
 from .job import pair_collectives
-from .launchqueue import blocked_launches
+from .launchqueue import LaunchQueue, blocked_launches
 from .trace import CALL_KINDS, Kernel, Trace
 
 # edge kinds
@@ -57,6 +59,7 @@ TIE = {STREAM: 0, LAUNCH: 1, THREAD: 2, JOIN: 2, EVENT: 3, SYNC: 4, QUEUE: 4, PE
 _LAUNCH, _RECORD, _WAIT, _SYNC, _COPY = range(len(CALL_KINDS))
 NO_WINDOW = -1
 DEVICE_ACT, CALL_ACT, WINDOW_END = 0, 1, 2  # DepGraph.act_call: what an activity is
+ROUNDS = 64  # the most rounds of moving points an edge runs back to, before Kahn's order is used
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,18 @@ class DepGraph:
     @property
     def points(self) -> int:
         return len(self.time)
+
+
+def duration_edges(g: DepGraph) -> list[int]:
+    """Each activity's duration edge (`DepGraph.duration_edge`), found for all of them at once; -1 for none."""
+    pred = np.frombuffer(g.in_pred, dtype=np.int32)
+    point = np.frombuffer(g.edge_point, dtype=np.int32)
+    kind = np.frombuffer(g.in_kind, dtype=np.uint8)
+    own = np.flatnonzero((point & 1 == 1) & (pred == point - 1) & np.isin(kind, (DEVICE, CALL, LAUNCH_CALL)))
+    out = np.full(g.points // 2, -1, dtype=np.int64)
+    acts, first = np.unique(point[own] >> 1, return_index=True)  # the edges are by point: the first of each
+    out[acts] = own[first]
+    return out.tolist()
 
 
 def _membership(trace: Trace, windows: Sequence[tuple[float, float]], offset: float) -> tuple[list[int], list[int]]:
@@ -219,6 +234,23 @@ class _Builder:
         self.edge(2 * a, 2 * a + 1, kind)
         return a
 
+    def acts(self, rank: int, call: int, ts: np.ndarray, end: np.ndarray, window: Sequence[int],
+             kind: np.ndarray) -> range:
+        """Activities index, index + 1, … (`act` for each, whole-array): their numbers."""
+        a, k = len(self.act_rank), len(ts)
+        self.act_rank.extend(array("i", [rank]) * k)
+        self.act_call.extend(bytes([call]) * k)
+        self.act_index.extend(array("i", range(k)))
+        self.act_window.extend(array("i", window))
+        both = np.empty(2 * k, dtype=np.float64)
+        both[0::2], both[1::2] = ts, end
+        self.time.frombytes(both.tobytes())
+        starts = np.arange(2 * a, 2 * (a + k), 2, dtype=np.int32)
+        self.src.frombytes(starts.tobytes())
+        self.dst.frombytes((starts + 1).tobytes())
+        self.kind.extend(kind.astype(np.uint8).tobytes())
+        return range(a, a + k)
+
     def edge(self, q: int, p: int, kind: int) -> None:
         self.src.append(q)
         self.dst.append(p)
@@ -230,17 +262,22 @@ class _Builder:
             self.edge(q, p, kind)
 
 
-def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[float, float]], offset: float) -> None:
+def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[float, float]], offset: float,
+              blocked: Sequence[tuple[int, int]]) -> None:
     """One rank's activities and edges: thread order and joins, launches, streams, then syncs (in that order, which
-    the binding edges' ties depend on)."""
+    the binding edges' ties depend on). `blocked`: its launches a full queue held (launchqueue.blocked_launches)."""
     calls, kernels = trace.calls, trace.kernels
     call_w, dev_w = _membership(trace, windows, offset)
-    call_act = [b.act(rank, CALL_ACT, i, calls.ts[i] + offset, calls.ts[i] + calls.dur[i] + offset, call_w[i],
-                      LAUNCH_CALL if calls.kind[i] == _LAUNCH else CALL) for i in range(len(calls))]
+    ts = np.frombuffer(calls.ts, dtype=np.float64)
+    call_kind = np.where(np.frombuffer(calls.kind, dtype=np.uint8) == _LAUNCH, LAUNCH_CALL, CALL)
+    call_act = b.acts(rank, CALL_ACT, ts + offset, ts + np.frombuffer(calls.dur, dtype=np.float64) + offset, call_w,
+                      call_kind)
     b.first_device.append(len(b.act_rank))
-    dev_act = [b.act(rank, DEVICE_ACT, i, k.ts + offset, k.end + offset, dev_w[i], DEVICE) for i, k in enumerate(kernels)]
+    k_ts = np.fromiter((k.ts for k in kernels), dtype=np.float64, count=len(kernels))
+    k_end = np.fromiter((k.end for k in kernels), dtype=np.float64, count=len(kernels))
+    dev_act = b.acts(rank, DEVICE_ACT, k_ts + offset, k_end + offset, dev_w, np.full(len(kernels), DEVICE))
     _thread_edges(b, rank, trace, windows, offset, call_act, call_w)
-    by_corr, issued, waited = _launch_edges(b, trace, call_act, dev_act)
+    by_corr, issued, waited = _launch_edges(b, trace, call_act, dev_act, blocked)
     streams = _Streams(b, kernels, dev_act, waited)
     handled = _sync_edges(b, trace, call_act, dev_act, by_corr, streams)
     _host_sync_edges(b, trace, call_act, dev_act, issued, streams, handled)
@@ -270,8 +307,8 @@ def _thread_edges(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[
             b.causal(2 * a + 1, 2 * ends[w], THREAD)
 
 
-def _launch_edges(b: _Builder, trace: Trace, call_act: Sequence[int], dev_act: Sequence[int]
-                  ) -> tuple[dict[int, int], dict[int, list[int]], set[int]]:
+def _launch_edges(b: _Builder, trace: Trace, call_act: Sequence[int], dev_act: Sequence[int],
+                  blocked: Sequence[tuple[int, int]]) -> tuple[dict[int, int], dict[int, list[int]], set[int]]:
     """Launch → activity, by correlation (a graph launch issues many), and queue edges; returns each correlation's
     first call, each call's activities, and the activities that waited on an event the trace does not name."""
     calls, kernels = trace.calls, trace.kernels
@@ -302,7 +339,7 @@ def _launch_edges(b: _Builder, trace: Trace, call_act: Sequence[int], dev_act: S
             if calls.kind[ci] == _LAUNCH or calls.kind[ci] == _COPY:
                 b.edge(2 * call_act[ci], 2 * dev_act[i], EVENT if ci in after_wait else LAUNCH)
     # a launch a full queue held returned when an activity ahead of it on its stream ended (rooftop.models.launchqueue)
-    for launched, freed in blocked_launches(trace):
+    for launched, freed in blocked:
         c = kernels[launched].correlation
         ci = by_corr.get(c) if c is not None else None
         if ci is not None:
@@ -422,13 +459,17 @@ def _host_sync_edges(b: _Builder, trace: Trace, call_act: Sequence[int], dev_act
                     b.causal(2 * dev_act[ki] + 1, 2 * call_act[i] + 1, SYNC)
 
 
-def build_graph(traces: Sequence[Trace], windows: Sequence[Sequence[tuple[float, float]]]) -> DepGraph:
+def build_graph(traces: Sequence[Trace], windows: Sequence[Sequence[tuple[float, float]]],
+                queues: Sequence[LaunchQueue | None] = ()) -> DepGraph:
     """The graph of `traces[0]` (and its peers, the other ranks of the job, on its clock by their traces' origins),
-    its activities placed in `windows[r]` per rank (one list per trace, as long as the first's)."""
+    its activities placed in `windows[r]` per rank (one list per trace, as long as the first's). `queues[r]`: rank
+    r's launch queues where already found (its Workload's), so they are not swept again; found here where absent."""
     b = _Builder()
     origin = traces[0].origin_us
     for r, (t, w) in enumerate(zip(traces, windows)):
-        _add_rank(b, r, t, w, (t.origin_us - origin) * 1e-6)
+        q = queues[r] if r < len(queues) else None
+        blocked = [(x.activity, x.freed_by) for x in q.blocked] if q is not None else blocked_launches(t)
+        _add_rank(b, r, t, w, (t.origin_us - origin) * 1e-6, blocked)
     peer_w: dict[int, float] = {}  # an end point → the weight of its peer edges (the collective after the last one came)
     for group in joined_collectives(traces, b.first_device):
         b.comm_groups.append(group)
@@ -465,73 +506,88 @@ def joined_collectives(traces: Sequence[Trace], first_device: Sequence[int]) -> 
 
 
 def _finish(b: _Builder, peer_w: dict[int, float], windows: tuple[tuple[float, float], ...]) -> DepGraph:
-    """CSR in-edges, the binding edge of each point and the weights; the topological order (Kahn's)."""
+    """CSR in-edges, the binding edge of each point and the weights; the topological order. Whole-array work
+    (numpy), each temporary freed once used: a million-event window's graph is a few hundred thousand points."""
     n = len(b.time)
-    time, src, dst, kind = b.time, b.src, b.dst, b.kind
-    count = [0] * (n + 1)
-    for p in dst:
-        count[p + 1] += 1
-    for p in range(n):
-        count[p + 1] += count[p]
-    in_start = array("i", count)
-    fill = count[:-1]
-    m = len(src)
-    slot = [0] * m
-    for e in range(m):
-        p = dst[e]
-        slot[e] = fill[p]
-        fill[p] += 1
-    in_pred = array("i", bytes(4 * m))
-    in_kind = bytearray(m)
-    for e in range(m):
-        s = slot[e]
-        in_pred[s] = src[e]
-        in_kind[s] = kind[e]
-    # binding edge: the latest predecessor; ties by TIE
-    binding = array("i", [-1]) * n
-    weight = array("d", bytes(8 * m))
-    slack = array("d", bytes(8 * m))
-    tie = TIE
-    for p in range(n):
-        lo, hi = in_start[p], in_start[p + 1]
-        if lo == hi:
-            continue
-        best = lo
-        bt = time[in_pred[lo]]
-        for e in range(lo + 1, hi):
-            t = time[in_pred[e]]
-            if t > bt or (t == bt and tie[in_kind[e]] < tie[in_kind[best]]):
-                best, bt = e, t
-        binding[p] = best
-        tp = time[p]
-        pw = peer_w.get(p, 0.0)
-        for e in range(lo, hi):
-            gap = tp - time[in_pred[e]]
-            if e == best:
-                weight[e] = gap
-            else:
-                w = pw if in_kind[e] == PEER else 0.0
-                weight[e] = min(w, gap) if gap > 0 else 0.0
-                slack[e] = max(0.0, gap - weight[e])
-    # Kahn's order (edges that close a cycle, from a trace's skewed clocks, are dropped where found)
-    order, out_start, out_dst = _topological(n, in_start, in_pred, binding)
-    pos = array("i", bytes(4 * n))
-    for i, p in enumerate(order):
-        pos[p] = i
-    edge_point = array("i", bytes(4 * m))
-    for p in range(n):
-        for e in range(in_start[p], in_start[p + 1]):
-            edge_point[e] = p
-    act_window = b.act_window
-    in_from = array("i", in_pred)
-    for p in range(n):
-        wp = act_window[p >> 1]
-        for e in range(in_start[p], in_start[p + 1]):
-            if act_window[in_pred[e] >> 1] != wp:
-                in_from[e] = n  # from another window: a fixed time (the sentinel point never moves)
-    return DepGraph(time, b.act_rank, bytes(b.act_call), b.act_index, act_window, in_start, in_pred, in_from,
-                    bytes(in_kind), weight, slack, binding, order, windows, tuple(b.first_device), out_start,
-                    out_dst, pos, edge_point, tuple(b.comm_groups))
+    time = np.frombuffer(b.time, dtype=np.float64)
+    dst = np.frombuffer(b.dst, dtype=np.int32)
+    m = len(dst)
+    perm = np.argsort(dst, kind="stable")  # each point's in-edges in the order they were added
+    pred = np.frombuffer(b.src, dtype=np.int32)[perm]
+    ekind = np.frombuffer(b.kind, dtype=np.uint8)[perm]
+    point = dst[perm]
+    del perm, dst
+    b.src, b.dst, b.kind = array("i"), array("i"), bytearray()
+    in_start = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(point, minlength=n), out=in_start[1:])
+    # binding edge: the latest predecessor; ties by TIE, then the first added
+    tpred = time[pred]
+    best_first = np.lexsort((np.arange(m, dtype=np.int32), np.array([TIE[k] for k in range(len(TIE))],
+                                                                      dtype=np.int8)[ekind], -tpred, point))
+    heads = np.flatnonzero(in_start[1:] > in_start[:-1])
+    binding = np.full(n, -1, dtype=np.int32)
+    binding[heads] = best_first[in_start[heads]]
+    del best_first
+    is_best = np.zeros(m, dtype=bool)
+    is_best[binding[heads]] = True
+    gap = time[point] - tpred
+    del tpred
+    pw = np.zeros(n, dtype=np.float64)
+    for p, w in peer_w.items():
+        pw[p] = w
+    weight = np.where(ekind == PEER, pw[point], 0.0)
+    np.minimum(weight, gap, out=weight)
+    weight[gap <= 0] = 0.0
+    weight[is_best] = gap[is_best]
+    slack = np.maximum(0.0, gap - weight)
+    slack[is_best] = 0.0
+    del gap, is_best
+    win = np.frombuffer(b.act_window, dtype=np.int32)
+    ip, bd, ist = _ints(pred), _ints(binding), _ints(in_start)
+    order, out_start, out_dst = _ordered(n, time, pred, point, ist, ip, bd)
+    pred = np.frombuffer(ip, dtype=np.int32)  # as Kahn's left it, where it broke a cycle
+    in_from = np.where(win[pred >> 1] != win[point >> 1], n, pred)  # from another window: a fixed time (the
+    # sentinel point never moves)
+    pos = np.empty(n, dtype=np.int32)
+    pos[np.frombuffer(order, dtype=np.int32)] = np.arange(n, dtype=np.int32)
+    return DepGraph(b.time, b.act_rank, bytes(b.act_call), b.act_index, b.act_window, ist, ip, _ints(in_from),
+                    ekind.tobytes(), _floats(weight), _floats(slack), bd, order, windows, tuple(b.first_device),
+                    out_start, out_dst, _ints(pos), _ints(point), tuple(b.comm_groups))
+
+
+def _ints(x: np.ndarray) -> array:
+    """A numpy array of indices as an array('i'), the graph's type (quick to read one item at a time)."""
+    out = array("i")
+    out.frombytes(np.ascontiguousarray(x, dtype=np.int32).data.cast("B"))
+    return out
+
+
+def _floats(x: np.ndarray) -> array:
+    out = array("d")
+    out.frombytes(np.ascontiguousarray(x, dtype=np.float64).data.cast("B"))
+    return out
+
+
+def _ordered(n: int, time: np.ndarray, pred: np.ndarray, point: np.ndarray, in_start: array, in_pred: array,
+             binding: array) -> tuple[array, array, array]:
+    """A topological order and the out-edges (CSR). The points by time (a start before its end) are nearly one:
+    only an edge that runs back in time (a stream's activity starting before the one ahead of it ended) breaks
+    it, so each point an edge runs back to is moved just after its predecessor, whole-array, until none does (a
+    few rounds). Where that does not settle (a cycle, from a trace's skewed clocks): Kahn's (`_topological`),
+    which also breaks the cycle."""
+    out_perm = np.argsort(pred, kind="stable")
+    out_start = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(pred, minlength=n), out=out_start[1:])
+    out_dst = point[out_perm]
+    del out_perm
+    key = time.copy()
+    idx = np.arange(n)
+    for _ in range(ROUNDS):
+        back = (key[pred] > key[point]) | ((key[pred] == key[point]) & (pred >= point))
+        if not back.any():
+            return _ints(np.lexsort((idx, key))), _ints(out_start), _ints(out_dst)
+        np.maximum.at(key, point[back], np.nextafter(key[pred[back]], np.inf))
+    return _topological(n, in_start, in_pred, binding)
 
 
 def _topological(n: int, in_start: array, in_pred: array, binding: array) -> tuple[array, array, array]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from .depgraph import DepGraph
 
 
@@ -53,11 +55,12 @@ def retime(g: DepGraph, cuts: Mapping[int, float] | None = None, held: bool = Tr
     return shift
 
 
-def retime_few(g: DepGraph, cuts: Mapping[int, float]) -> dict[int, float]:
+def retime_few(g: DepGraph, cuts: Mapping[int, float], most: int | None = None) -> dict[int, float] | None:
     """The shifts (held cuts, as `retime`) of only the points that move: from the cut edges' points on, in the
     graph's order, a point is looked at only where an edge into it was cut or a predecessor moved. One op group's
     kernels shrunk moves a small part of a CPU-bound step (the slack before the next launch takes it up), so this
-    costs what moves, not the whole graph."""
+    costs what moves, not the whole graph. None where more than `most` points were looked at (a GPU-bound step,
+    where a shrunk kernel moves all the work after it): `retime`'s one pass is then the cheaper way."""
     weight, slack, in_start, in_from = g.in_weight, g.in_slack, g.in_start, g.in_from
     cut: dict[int, float] = {}
     for e, c in cuts.items():
@@ -69,8 +72,12 @@ def retime_few(g: DepGraph, cuts: Mapping[int, float]) -> dict[int, float]:
     queued = set(heap)
     shift: dict[int, float] = {}
     get = shift.get
+    looked = 0
     while heap:
         i = heapq.heappop(heap)
+        looked += 1
+        if most is not None and looked > most:
+            return None
         p = order[i]
         best = None
         for e in range(in_start[p], in_start[p + 1]):
@@ -94,58 +101,46 @@ def retime_few(g: DepGraph, cuts: Mapping[int, float]) -> dict[int, float]:
     return shift
 
 
-def window_ends_few(g: DepGraph, shift: Mapping[int, float], by_time: Sequence[Sequence[int]]) -> list[float]:
-    """window_ends for the few shifts of `retime_few`: each window's points latest first (`by_time`, from
-    `latest_first`), the first that did not move against those that did."""
-    out = [float("-inf")] * len(g.windows)
-    time, win = g.time, g.act_window
-    for p, s in shift.items():
-        w = win[p >> 1]
-        if w >= 0 and time[p] + s > out[w]:
-            out[w] = time[p] + s
-    for w, pts in enumerate(by_time):
-        for p in pts:
-            if p not in shift:
-                out[w] = max(out[w], time[p])
-                break
-    return out
+def _point_windows(g: DepGraph) -> np.ndarray:
+    """Each point's window (NO_WINDOW: none), as a numpy array."""
+    return np.frombuffer(g.act_window, dtype=np.int32)[np.arange(g.points) >> 1]
 
 
-def latest_first(g: DepGraph) -> list[list[int]]:
-    """Each window's points (of every rank), latest first."""
-    out: list[list[int]] = [[] for _ in g.windows]
-    win = g.act_window
-    for p in range(g.points):
-        w = win[p >> 1]
-        if w >= 0:
-            out[w].append(p)
-    time = g.time
-    for pts in out:
-        pts.sort(key=lambda p: -time[p])
-    return out
+def _times(g: DepGraph) -> np.ndarray:
+    return np.frombuffer(g.time, dtype=np.float64)
 
 
-def window_ends(g: DepGraph, shift: Sequence[float] | None = None) -> list[float]:
-    """Each window's end: its latest point over every rank (shifted), or -inf for a window with none. A job's step
-    ends when its last rank's does, so a what-if that speeds one rank is bounded by the others' work."""
-    out = [float("-inf")] * len(g.windows)
-    time, win = g.time, g.act_window
-    for p in range(g.points):
-        w = win[p >> 1]
-        if w >= 0:
-            t = time[p] + shift[p] if shift is not None else time[p]
-            if t > out[w]:
-                out[w] = t
-    return out
+def window_ends(g: DepGraph, shift: Sequence[float] | Mapping[int, float] | None = None) -> list[float]:
+    """Each window's end: its latest point over every rank (shifted: by a list, as `retime`'s, or by the few
+    points `retime_few` moved), or -inf for a window with none. A job's step ends when its last rank's does, so a
+    what-if that speeds one rank is bounded by the others' work."""
+    t = _times(g)
+    if isinstance(shift, Mapping):
+        if shift:
+            t = t.copy()
+            moved = np.fromiter(shift.keys(), dtype=np.int64, count=len(shift))
+            t[moved] += np.fromiter(shift.values(), dtype=np.float64, count=len(shift))
+    elif shift is not None:
+        t = t + np.asarray(shift[:g.points], dtype=np.float64)
+    win = _point_windows(g)
+    out = np.full(len(g.windows), -np.inf)
+    placed = win >= 0
+    np.maximum.at(out, win[placed], t[placed])
+    return out.tolist()
 
 
 def window_starts(g: DepGraph) -> list[float]:
     """Each window's start: its CPU range's, or the first rank's first point where it has none (the whole trace)."""
     out = [lo for lo, _ in g.windows]
-    time, win, rank = g.time, g.act_window, g.act_rank
-    for w, lo in enumerate(out):
-        if lo == float("-inf"):
-            out[w] = min((time[p] for p in range(g.points) if win[p >> 1] == w and rank[p >> 1] == 0), default=0.0)
+    if any(lo == float("-inf") for lo in out):
+        win = _point_windows(g)
+        own = np.frombuffer(g.act_rank, dtype=np.int32)[np.arange(g.points) >> 1] == 0
+        first = np.full(len(out), np.inf)
+        mask = own & (win >= 0)
+        np.minimum.at(first, win[mask], _times(g)[mask])
+        for w, lo in enumerate(out):
+            if lo == float("-inf"):
+                out[w] = float(first[w]) if first[w] != np.inf else 0.0
     return out
 
 
@@ -153,11 +148,15 @@ def last_points(g: DepGraph) -> list[int]:
     """Each window's last point over every rank (the latest; ties: the first found, the first rank's before its
     peers'), -1 for a window with none: where its path runs back from."""
     best = [-1] * len(g.windows)
-    time, win = g.time, g.act_window
-    for p in range(g.points):
-        w = win[p >> 1]
-        if w >= 0 and (best[w] < 0 or time[p] > time[best[w]]):
-            best[w] = p
+    win = _point_windows(g)
+    pts = np.flatnonzero(win >= 0)
+    if len(pts):
+        t = _times(g)[pts]
+        w = win[pts]
+        ranked = pts[np.lexsort((pts, -t, w))]  # by window, latest first, the first found first
+        heads = np.flatnonzero(np.r_[True, win[ranked][1:] != win[ranked][:-1]])
+        for p in ranked[heads].tolist():
+            best[win[p]] = p
     return best
 
 
