@@ -297,7 +297,7 @@ def host_device_sweep(plan: CommPlan, cancel: threading.Event | None = None, ind
 
     dev = torch.device("cuda", index)
     timer = CudaTimer(dev)
-    out = []
+    out: list[Sample] = []
     for name in COPIES:
         for size in plan.sizes:
             if cancel is not None and cancel.is_set():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 from rooftop.models.paths import fma_path
@@ -173,7 +174,7 @@ class FmaProbe:
         for dtype in self.sweep.dtypes:
             for r in self.sweep.reps:
                 tmpl = template(self.backend, dtype, r, self.n)
-                out.append(Step(f"fma {dtype} R={r}", tmpl, lambda t=tmpl: self._run(t)))
+                out.append(Step(f"fma {dtype} R={r}", tmpl, partial(self._run, tmpl)))
         return out
 
     def note(self) -> str:

@@ -93,14 +93,14 @@ class GpmDevice:
         self.note: str | None = None
         self._samples: list[Any] = []
         self._have_prev = False
-        support = query("nvmlGpmQueryDeviceSupport", handle)
+        support = self._q("nvmlGpmQueryDeviceSupport", handle)
         if support is None:
             self.note = NO_GPM_API if nvml.missing("nvmlGpmQueryDeviceSupport") else NOT_SUPPORTED
             return
         if not getattr(support, "isSupportedDevice", 0):
             self.note = NOT_SUPPORTED
             return
-        samples = [query("nvmlGpmSampleAlloc"), query("nvmlGpmSampleAlloc")]
+        samples = [self._q("nvmlGpmSampleAlloc"), self._q("nvmlGpmSampleAlloc")]
         if any(s is None for s in samples):
             self.note = "GPM is offered but NVML could not allocate its samples"
             return

@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterable
 
 from rooftop.probes.nvml import CLOSE_TIMEOUT_S, INIT_TIMEOUT_S, ODD_VALUE, door
@@ -331,7 +332,7 @@ class NvmlSource:
         for i, h, name in self._handles:
             w = self._workers[i]
             if w.busy_since is None:
-                jobs[i] = w.submit(lambda i=i, h=h, name=name: self._read_gpu(i, h, name))
+                jobs[i] = w.submit(partial(self._read_gpu, i, h, name))
         out = []
         for i, h, name in self._handles:
             if i in jobs:
@@ -468,7 +469,7 @@ class Sampler:
     own: Any = None  # GPU UUID → that GPU's own measured profile (each its own B, as a fleet run keeps them)
     gpu: int | None = None  # sample only this GPU index
     cpu: bool = True  # also sample the CPU
-    on_snapshot: Callable[[Snapshot], None] | None = None
+    on_snapshot: Callable[[Snapshot], object] | None = None
     _buffer: deque[Snapshot] = field(init=False)
     _stop: threading.Event = field(init=False, default_factory=threading.Event)
     _thread: threading.Thread | None = field(init=False, default=None)
