@@ -10,7 +10,7 @@ import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterator, Literal, Mapping, Sequence, overload
 
 from rooftop.models.catalog import catalog, lookup_device
 from rooftop.models.errors import BadInput
@@ -33,6 +33,10 @@ class NotAProfile(BadInput):
 # so every caller here and in the app catches exactly that; what it then says is its own.
 
 
+@overload
+def open_db(db: str | Path | None, *, create: Literal[True] = True, recover: bool = True) -> Store: ...
+@overload
+def open_db(db: str | Path | None, *, create: bool, recover: bool = True) -> Store | None: ...
 def open_db(db: str | Path | None, *, create: bool = True, recover: bool = True) -> Store | None:
     """The one way tui opens the store: at `db` (--db), else ROOFTOP_DB, else the user data directory.
 
