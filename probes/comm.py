@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from rooftop.models.comm import COLLECTIVES, COPIES, bus_factor, reduce_flops
 from rooftop.models.errors import BadInput
@@ -242,13 +242,15 @@ def _one_line(exc: BaseException) -> str:
 
 # -- the parent -----------------------------------------------------------------
 
+CommStatus = Literal["complete", "cancelled", "failed"]  # how a comm run ended (the store's statuses, less two)
+
 
 @dataclass
 class CommResult:
     plan: CommPlan
     samples: list[Sample] = field(default_factory=list)
     wall_s: float = 0.0
-    status: str = "complete"  # complete | cancelled | failed
+    status: CommStatus = "complete"
     error: str = ""
 
 

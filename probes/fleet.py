@@ -132,7 +132,7 @@ def _local_main(rank: int, target: Callable[..., dict[str, Any]], jobs: Sequence
 
 def run_local(target: Callable[..., dict[str, Any]], jobs: Sequence[Any], wait_s: float = DEFAULT_WAIT_S,
               cancel: Any = None, poll_s: float = 0.2,
-              on_payload: Callable[[int, dict[str, Any]], None] | None = None,
+              on_payload: Callable[[int, dict[str, Any]], object] | None = None,
               peers_done: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
     """Start one process per job at once; returns one payload per rank, in rank order.
 
