@@ -180,7 +180,7 @@ def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
     overwrite `rooftop --db PATH COMMAND`'s (argparse's subparser defaults would).
     """
     p.add_argument("--db", metavar="PATH", type=_db_option, help=DB_HELP,
-                   **({} if top else {"default": argparse.SUPPRESS}))
+                   default=None if top else argparse.SUPPRESS)
 
 
 def add_wide_option(p: argparse.ArgumentParser) -> None:

@@ -8,12 +8,13 @@ from typing import Any, Sequence
 
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_count
+from rooftop.store.runs import Run, Store
 from rooftop.tui.commands.common import UsageError, add_db_option, add_wide_option
 from rooftop.tui.render.jsonout import dumps_json, print_json
 from rooftop.tui.services.context import NotAProfile, open_store, store_profiles
 
 
-def _runs_of(store, refs: Sequence[str]) -> list:  # noqa: ANN001
+def _runs_of(store: Store, refs: Sequence[str]) -> list[Run]:
     return [store.run(r) for r in refs]
 
 
@@ -48,7 +49,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_json(run) -> dict[str, Any]:  # noqa: ANN001
+def _run_json(run: Run) -> dict[str, Any]:
     import dataclasses
 
     return {**dataclasses.asdict(run), "short_id": run.short_id}
@@ -88,7 +89,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_fleet(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
+def _show_fleet(console: Any, args: argparse.Namespace, store: Store, run: Run) -> bool:
     """A fleet run's table of members and what was flagged."""
     from rooftop.store.fleets import fleet_of
     from rooftop.tui.render.fleet import fleet_flag_lines, fleet_tables
@@ -101,7 +102,7 @@ def _show_fleet(console: Any, args: argparse.Namespace, store, run) -> bool:  # 
     return True
 
 
-def _show_sample_page(console: Any, store, run, args: argparse.Namespace) -> None:  # noqa: ANN001 - Store, Run
+def _show_sample_page(console: Any, store: Store, run: Run, args: argparse.Namespace) -> None:
     """One page of the run's samples (read with LIMIT/OFFSET), after a count of them per kernel when the
     page is not all of them, and a line saying how many are not shown and how to see them."""
     from rooftop.tui.render.report import Prose
@@ -120,13 +121,13 @@ def _show_sample_page(console: Any, store, run, args: argparse.Namespace) -> Non
         console.print(Prose(_page_line(run.samples, first, rows or 0, args.page, after)))
 
 
-def _page_of(run, args: argparse.Namespace) -> tuple[int | None, int]:  # noqa: ANN001 - a Run
+def _page_of(run: Run, args: argparse.Namespace) -> tuple[int | None, int]:
     """The page --rows/--page/--all ask for: (rows, first row); a page past the last one is refused."""
     if args.all and args.page != 1:  # the page was ignored: every sample was listed
         raise UsageError(f"--all lists every sample and --page {args.page} one page of them: give one")
     rows = None if args.all else args.rows
     first = (args.page - 1) * rows if rows else 0
-    if first and first >= run.samples:
+    if first and rows and first >= run.samples:  # first is 0 without rows
         pages = max(1, -(-run.samples // rows))
         raise UsageError(f"--page {args.page}: the run has {fmt_count(run.samples, 'sample')}, "
                          f"{fmt_count(pages, 'page')} of {rows}; give --page 1 to {pages}")
@@ -141,7 +142,7 @@ def _page_line(total: int, first: int, rows: int, page: int, after: int) -> str:
     return line + "; --rows N lists N per page, --all every one"
 
 
-def _show_comm(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
+def _show_comm(console: Any, args: argparse.Namespace, store: Store, run: Run) -> bool:
     """A comm run as `rooftop comm` reports it; False (the samples table instead) when its points are malformed."""
     from rooftop.models.comm import comm_points, fit_points
     from rooftop.tui.render.comm import comm_report
@@ -168,7 +169,7 @@ def _same(a: Any, b: Any) -> bool:
     return a is None and b is None
 
 
-def _show_profile(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
+def _show_profile(console: Any, args: argparse.Namespace, store: Store, run: Run) -> bool:
     """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
     no longer known or the stored profile is malformed."""
     from rooftop.store.workloads import placed_on, profile_problem, profile_summary, stored_workload
@@ -233,7 +234,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_device(run) -> bool:  # noqa: ANN001 - a Run
+def _is_device(run: Run) -> bool:
     """A run that works as --device: complete, with ceilings (a profile or comm run has none)."""
     return run.status == "complete" and run.has_ceilings
 
