@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from rooftop.models.errors import BadInput
 from rooftop.models.safetext import safe_text
@@ -71,7 +71,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = NEGATIVE_NUMBER
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         sys.stderr.write(safe_text(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
         raise SystemExit(2)
 

@@ -23,7 +23,9 @@ from rooftop.tui.app.state import RunView
 from rooftop.tui.app.widgets import watch_app
 from rooftop.tui.render.measure_report import kept_words
 
-if TYPE_CHECKING:  # types only: the plan and its result load with the measurement
+if TYPE_CHECKING:  # types only: the progress bar, the plan and its result load when a run shows
+    from textual.widgets import ProgressBar
+
     from rooftop.probes.plan import Progress
     from rooftop.tui.services.measure import RunResult
 
@@ -304,8 +306,8 @@ class MeasurePanel(Widget):
                 "(what is measured is kept)", style="bold"))
 
     @staticmethod
-    def _show_eta(bar: object, shown: bool) -> None:
-        for eta in bar.query("#eta"):  # type: ignore[attr-defined]
+    def _show_eta(bar: ProgressBar, shown: bool) -> None:
+        for eta in bar.query("#eta"):
             eta.display = shown
 
     def update_progress(self, view: RunView, progress: Progress) -> None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from rich.text import Text
 from textual.dom import DOMNode
@@ -56,7 +56,7 @@ def device_options(ids: Iterable[str]) -> list[tuple[Text, str]]:
 
 
 
-def refresh_select(select: Select, ids: list[str], extra: list[str] = ()) -> None:  # type: ignore[assignment]
+def refresh_select(select: Select, ids: list[str], extra: Sequence[str] = ()) -> None:
     """New options for a device Select, keeping its value when it still exists."""
     keep = select.value
     options = device_options(list(extra) + list(ids))
