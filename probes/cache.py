@@ -134,7 +134,7 @@ def _relative_error(got: Any, want: Any) -> float:
 def _run_l2(backend: Backend, sweep: CacheSweep, tmpl: Sample) -> Sample:
     import torch
 
-    from . import cache_triton
+    from . import cache_triton  # here, not above: it imports triton (heavy; absent off Linux x86-64)
 
     _ready(backend)
     backend.check_fits(tmpl.footprint_bytes)
@@ -155,7 +155,7 @@ def _run_l2(backend: Backend, sweep: CacheSweep, tmpl: Sample) -> Sample:
 def _run_l1(backend: Backend, sweep: CacheSweep, tmpl: Sample) -> Sample:
     import torch
 
-    from . import cache_triton
+    from . import cache_triton  # here, not above: it imports triton (heavy; absent off Linux x86-64)
 
     _ready(backend)
     backend.check_fits(tmpl.footprint_bytes)

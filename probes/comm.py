@@ -29,6 +29,8 @@ from rooftop.models.errors import BadInput
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.units import MiB
 
+from .backend import CudaTimer
+from .devinfo import parse_size
 from .lifeline import die_with_parent
 from .timing import CPU_PROTOCOL, GPU_PROTOCOL, Protocol, TooSlow, measure
 
@@ -106,8 +108,6 @@ def build_comm_plan(backend: str, world: int | None, plan: str = "quick", port: 
 
 
 def _size_arg(text: str) -> int:
-    from .devinfo import parse_size
-
     try:
         n = parse_size(text)
     except (ValueError, AttributeError):
@@ -294,8 +294,6 @@ def host_device_sweep(plan: CommPlan, cancel: threading.Event | None = None, ind
     Timed with CUDA events by the probes' protocol in this process (no ranks needed).
     """
     import torch
-
-    from .backend import CudaTimer
 
     dev = torch.device("cuda", index)
     timer = CudaTimer(dev)

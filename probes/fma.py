@@ -140,7 +140,7 @@ class FmaProbe:
         if self.backend.is_cuda:
             if not triton_available():
                 raise Unsupported("triton is not installed: the GPU FMA sweep needs its compiled kernel")
-            from . import fma_triton
+            from . import fma_triton  # here, not above: it imports triton (heavy; absent off Linux x86-64)
 
             return lambda: fma_triton.run(x, y, reps, A, B)
         elems = chunk_bytes(self.backend) // x.element_size()

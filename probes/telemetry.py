@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Iterable
 
+from rooftop.probes.gpm import GpmDevice, dram_peak_bytes_s, dram_roof, fraction
 from rooftop.probes.nvml import CLOSE_TIMEOUT_S, INIT_TIMEOUT_S, ODD_VALUE, door
 
 log = logging.getLogger(__name__)
@@ -261,8 +262,6 @@ class NvmlSource:
 
     def _roof(self, i: int, name: str, h: Any = None) -> Any:
         """The GPU's DRAM roof (a DramRoof or None), found once per `local` (and `own`)."""
-        from rooftop.probes.gpm import dram_roof
-
         if i not in self._roofs:
             uuid = self._q(i, "nvmlDeviceGetUUID", h) if self._own and h is not None else None
             mine = self._own.get(uuid) if uuid else None
@@ -271,8 +270,6 @@ class NvmlSource:
 
     def _open_gpm(self, i: int, h: Any, name: str) -> Any:
         """The GPU's GPM and DRAM peak, found once (on its worker thread: GPM calls can hang too)."""
-        from rooftop.probes.gpm import GpmDevice, dram_peak_bytes_s
-
         nv = self._nv.lib
         mem_max = _num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2)))
         bus_bits = _num(self._q(i, "nvmlDeviceGetMemoryBusWidth", h))
@@ -283,8 +280,6 @@ class NvmlSource:
 
     def _read_gpu(self, i: int, h: Any, name: str) -> GpuSnapshot:
         """One GPU's fields, each on its own: an error or an odd value costs that field, not the GPU."""
-        from rooftop.probes.gpm import fraction
-
         if i in self._lost:  # nothing to ask a GPU that fell off the bus
             return GpuSnapshot(index=i, name=name, lost=True)
         nv = self._nv.lib

@@ -80,7 +80,7 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3, log_d
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
-    from .profiler import NotPython, ProgramFailed, partial_path
+    from .profiler import NotPython, ProgramFailed, partial_path  # here, not above: `rooftop --help` loads this module, not that one
 
     try:
         parser = get_args_parser()

@@ -16,7 +16,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample
+from rooftop.models.units import fmt_when
 from rooftop.store.db import StoreError
+from rooftop.store.process import host_name
 from rooftop.store.runs import NewRun, Run, RunStatus, Store
 from rooftop.tui.services.context import open_db
 
@@ -26,9 +28,6 @@ OnError = Callable[[StoreError, bool], None]  # the error, and whether the run h
 def beside_words(beside: Sequence[tuple[Run, int | None]]) -> str:
     """One line for the measurements another process is running into the same store: which, where, since when;
     both runs are kept, but two measurements share the machine."""
-    from rooftop.models.units import fmt_when
-    from rooftop.store.process import host_name
-
     here = host_name()
     runs = [f"run {r.short_id} ({r.plan} on {r.device_name}, "
             + (f"pid {pid}" if r.host == here and pid else f"on {r.host}")
