@@ -18,3 +18,8 @@ class BadInput(Exception):
 
 class BadValue(BadInput, ValueError):
     """A value out of range or of no known kind (a dtype name, a parallel degree): bad input and a ValueError."""
+
+
+class ModelError(BadInput, ValueError):
+    """A model config the model layer cannot use (its shape, its attention, its weight format); one line
+    naming the missing or bad key."""

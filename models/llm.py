@@ -19,23 +19,21 @@ import json
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import roofline
 from .analysis import Analysis, analyze
 from .dtypes import DTYPES, lookup_dtype
-from .errors import BadInput
+from .errors import ModelError
+from .mla import Mla, mla_from_config
 from .ops import Attention, Elementwise, Gemm, Norm, Op
 from .profile import DeviceProfile
 from .safetext import safe_text
 from .units import fmt_count
+from .weightformat import WeightFormat, on_device, weight_format
 
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
 FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
-
-
-class ModelError(BadInput, ValueError):
-    """A config the model layer cannot use; one line naming the missing or bad key."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,14 @@ class Arch:
     dtype_note: str = ""  # why `dtype` differs from the config's torch_dtype, when it does
     sliding_window: int = 0  # keys a sliding-window layer attends to (0: none)
     sliding_layers: int = 0  # how many of the layers use the window (the rest attend to every key)
+    dense_layers: int = 0  # a MoE model's first layers with a dense MLP instead (first_k_dense_replace)
+    mla: Mla | None = None  # multi-head latent attention's dimensions (DeepSeek-V2/V3), or None
+    mtp_layers: int = 0  # multi-token-prediction layers the checkpoint adds (num_nextn_predict_layers): not counted
+    weights: WeightFormat | None = None  # the checkpoint's quantised format (quantization_config), or None
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.experts else 0
 
     @property
     def full_layers(self) -> int:
@@ -81,6 +87,8 @@ class Arch:
 
     @property
     def attention_params(self) -> int:
+        if self.mla:
+            return self.mla.linear_params(self.hidden, self.heads)
         p = self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim + self.q_dim * self.hidden
         return p + (self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0)
 
@@ -93,26 +101,41 @@ class Arch:
         return 3 * self.hidden * self.moe_intermediate
 
     @property
-    def layer_params(self) -> int:
-        norms = 2 * self.hidden
-        if self.experts:
-            mlp = self.experts * self.expert_params + self.hidden * self.experts + 3 * self.hidden * self.shared_intermediate
-        else:
-            mlp = self.dense_mlp_params
-        return self.attention_params + mlp + norms
+    def linear_params(self) -> dict[str, int]:
+        """The linear layers' weights over all layers, by the part a weight format converts."""
+        moe = self.moe_layers
+        return {"attention": self.layers * self.attention_params,
+                "mlp": (self.layers - moe) * self.dense_mlp_params,
+                "experts": moe * self.experts * self.expert_params,
+                "shared": moe * 3 * self.hidden * self.shared_intermediate}
 
     @property
     def params(self) -> int:
+        """Embedding, lm_head (untied), the layers' linear weights, norms and routers, the final norm; an MTP
+        layer is not counted (it drafts tokens; the step here does not run it)."""
         head = 0 if self.tied else self.embedding_params
-        return self.embedding_params + head + self.layers * self.layer_params + self.hidden
+        norms = self.layers * (2 * self.hidden + (self.mla.norm_params if self.mla else 0))
+        routers = self.moe_layers * self.hidden * self.experts
+        return self.embedding_params + head + sum(self.linear_params.values()) + norms + routers + self.hidden
 
     @property
     def size(self) -> float:
         return DTYPES[self.dtype].size
 
+    def part_size(self, part: str) -> float:
+        """Bytes per weight of a linear part: the checkpoint's format where it converts the part, else the dtype."""
+        return self.weights.bytes_per_weight if self.weights and self.weights.converts(part) else self.size
+
+    @property
+    def weights_label(self) -> str:
+        """The weights' dtype as a heading says it: the format and the dtype of the rest, where quantised."""
+        return f"{self.weights.wdtype}/{self.dtype}" if self.weights else self.dtype
+
     @property
     def weights_bytes(self) -> float:
-        return self.params * self.size
+        """Every weight at its stored size: the converted parts in their format, scales in; the rest at the dtype."""
+        parts = self.linear_params
+        return (self.params - sum(parts.values())) * self.size + sum(n * self.part_size(p) for p, n in parts.items())
 
     @property
     def embedding_bytes(self) -> float:
@@ -121,6 +144,8 @@ class Arch:
     def kv_bytes(self, tokens: int, kv_dtype: str | None = None) -> float:
         """The KV cache of one request `tokens` long: a sliding-window layer keeps only its window (a
         rolling cache), every other layer every token."""
+        if self.mla:  # one latent per token and layer, shared by the heads
+            return self.layers * self.mla.kv_bytes(tokens, DTYPES[kv_dtype or self.dtype].size)
         kept = self.full_layers * tokens + self.sliding_layers * min(tokens, self.sliding_window or tokens)
         return 2 * kept * self.kv_dim * DTYPES[kv_dtype or self.dtype].size
 
@@ -192,10 +217,7 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
                 return _config_int(cfg, k, 0)
         raise ModelError(f"config has no {' / '.join(keys)}; is it a decoder-only transformer's config.json?")
 
-    if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
-        raise ModelError("multi-head latent attention (kv_lora_rank, as DeepSeek-V2/V3 configs give) is not modelled: "
-                         "its KV cache holds one compressed latent per token, not K and V per head, so the KV bytes "
-                         "and attention here would be far off; rooftop models multi-head and grouped-query attention")
+    mla = mla_from_config(cfg, _config_int)
     hidden = need("hidden_size", "n_embd", "d_model")
     heads = need("num_attention_heads", "n_head")
     kv = _config_int(cfg, "num_key_value_heads", heads)
@@ -212,7 +234,7 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
                          f"{', '.join(CONFIG_DTYPES)} (or give --dtype)")
     if heads % kv:
         raise ModelError(f"num_key_value_heads = {kv} must divide num_attention_heads = {heads}")
-    if not cfg.get("head_dim") and hidden % heads:
+    if not cfg.get("head_dim") and hidden % heads and not mla:
         raise ModelError(f"hidden_size = {hidden} is not a multiple of num_attention_heads = {heads}; give head_dim")
     moe_inter = _config_int(cfg, "moe_intermediate_size", 0, 0)
     if experts and not (moe_inter or inter):
@@ -226,6 +248,10 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
         raise ModelError(f"num_experts_per_tok = {top_k} must be between 1 and the {experts} experts")
     layers = need("num_hidden_layers", "n_layer", "num_layers")
     window, sliding = sliding_layers(cfg, layers)
+    dense = _config_int(cfg, "first_k_dense_replace", 0, 0) if experts else 0
+    if dense > layers:
+        raise ModelError(f"first_k_dense_replace = {dense} is more than the {layers} layers")
+    fmt, fmt_note = weight_format(outer if outer.get("quantization_config") is not None else cfg)
     raw_name = cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"
     return Arch(
         name=safe_text(name or (raw_name if isinstance(raw_name, str) else "model")),  # a file's words: shown, never obeyed
@@ -245,6 +271,11 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
         shared_intermediate=shared,
         sliding_window=window,
         sliding_layers=sliding,
+        dense_layers=dense,
+        mla=mla,
+        mtp_layers=_config_int(cfg, "num_nextn_predict_layers", 0, 0),
+        weights=fmt,
+        dtype_note=fmt_note,
     )
 
 
@@ -376,15 +407,28 @@ def expected_experts(experts: int, top_k: int, tokens: int) -> float:
     return experts * (1 - (1 - top_k / experts) ** tokens)
 
 
-def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
-    """The ops of one step, each with how many times it runs (layers × per-layer count)."""
+def linear(arch: Arch, part: str) -> Callable[..., Gemm]:
+    """The GEMM maker of a part's linear layers: weights in the checkpoint's format where it converts the
+    part (computed in it where the device takes it: on_device), else at the model's dtype."""
+    fmt = arch.weights
+    if fmt is None or not fmt.converts(part):
+        return lambda m, n, k, batch=1: Gemm(dtype=arch.dtype, m=m, n=n, k=k, batch=batch)
+    dt = fmt.compute or arch.dtype
+    wdt = None if fmt.wdtype == dt else fmt.wdtype
+    return lambda m, n, k, batch=1: Gemm(dtype=dt, m=m, n=n, k=k, batch=batch, wdtype=wdt)
+
+
+def attention_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
+    """One step's attention ops over the layers: latent attention (MLA), or q, k, v, attention (its
+    sliding-window layers apart) and o."""
     m, dt, L = phase.tokens, arch.dtype, arch.layers
-    ops: list[LayerOp] = [
-        LayerOp("norm", Norm(dtype=dt, rows=m, cols=arch.hidden), 2 * L),
-        LayerOp("q", Gemm(dtype=dt, m=m, n=arch.q_dim, k=arch.hidden), L),
-        LayerOp("k", Gemm(dtype=dt, m=m, n=arch.kv_dim, k=arch.hidden), L),
-        LayerOp("v", Gemm(dtype=dt, m=m, n=arch.kv_dim, k=arch.hidden), L),
-    ]
+    gemm = linear(arch, "attention")
+    if arch.mla:
+        q = phase.prompt if phase.kind == "prefill" else 1
+        return [LayerOp(name, op, L) for name, op in arch.mla.layer_ops(
+            gemm, dt, arch.hidden, arch.heads, phase.batch, q, phase.kv_len, phase.kv_dtype)]
+    ops = [LayerOp("q", gemm(m, arch.q_dim, arch.hidden), L), LayerOp("k", gemm(m, arch.kv_dim, arch.hidden), L),
+           LayerOp("v", gemm(m, arch.kv_dim, arch.hidden), L)]
     if phase.kind == "prefill":
         attn = Attention(dtype=dt, b=phase.batch, h=arch.heads, kv=arch.kv_heads, d=arch.head_dim, q=phase.prompt,
                          t=phase.prompt, mode="flash", causal=True, kvdtype=phase.kv_dtype)
@@ -398,42 +442,58 @@ def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
             ops.append(LayerOp("attention", attn, arch.full_layers, f"the other {arch.full_layers} attend to every token"))
     else:
         ops.append(LayerOp("attention", attn, L))
-    ops += [
-        LayerOp("o", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.q_dim), L),
-        LayerOp("residual", Elementwise(dtype=dt, n=m * arch.hidden, flops=1, reads=2, writes=1), 2 * L),
+    return ops + [LayerOp("o", gemm(m, arch.hidden, arch.q_dim), L)]
+
+
+def moe_ops(arch: Arch, m: int, L: int) -> list[LayerOp]:
+    """The MoE layers' ops for `m` tokens over `L` MoE layers: router, the touched experts, shared experts."""
+    dt = arch.dtype
+    # One expert's GEMMs, run by the expected number of distinct experts the step's tokens touch
+    # (fractional): the same count the weights total uses, so ΣT cannot fall below Q/B. Each gets the
+    # average rows, tokens·k / used, a fraction: rounding it up would count FLOPs no token asks for,
+    # and this way W = tokens·k·(one expert's FLOPs per token) exactly.
+    used = expected_experts(arch.experts, arch.experts_per_token, m)
+    rows = m * arch.experts_per_token / used
+    each = L * used
+    note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
+            f"{rows:.3g} row{'' if rows == 1 else 's'} each on average ({fmt_count(m, 'token')} × "
+            f"top-{arch.experts_per_token})")
+    # Launches: a fused-MoE kernel (vLLM's, SGLang's, TensorRT-LLM's) runs every touched expert in one
+    # grouped launch: FUSED_MOE_LAUNCHES a layer, gate+up with the activation, then down.
+    expert, shared = linear(arch, "experts"), linear(arch, "shared")
+    ops = [
+        LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
+        LayerOp("gate", expert(rows, arch.moe_intermediate, arch.hidden), each, note, launches=L),
+        LayerOp("up", expert(rows, arch.moe_intermediate, arch.hidden), each, note, launches=0),
+        LayerOp("act", Elementwise(dtype=dt, n=rows * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
+                each, note, launches=0),
+        LayerOp("down", expert(rows, arch.hidden, arch.moe_intermediate), each, note, launches=L),
     ]
-    if arch.experts:
-        # One expert's GEMMs, run by the expected number of distinct experts the step's tokens touch
-        # (fractional): the same count the weights total uses, so ΣT cannot fall below Q/B. Each gets the
-        # average rows, tokens·k / used, a fraction: rounding it up would count FLOPs no token asks for,
-        # and this way W = tokens·k·(one expert's FLOPs per token) exactly.
-        used = expected_experts(arch.experts, arch.experts_per_token, m)
-        rows = m * arch.experts_per_token / used
-        each = L * used
-        note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
-                f"{rows:.3g} row{'' if rows == 1 else 's'} each on average ({fmt_count(m, 'token')} × "
-                f"top-{arch.experts_per_token})")
-        # Launches: a fused-MoE kernel (vLLM's, SGLang's, TensorRT-LLM's) runs every touched expert in one
-        # grouped launch: FUSED_MOE_LAUNCHES a layer, gate+up with the activation, then down.
+    if arch.shared_intermediate:
         ops += [
-            LayerOp("router", Gemm(dtype=dt, m=m, n=arch.experts, k=arch.hidden), L),
-            LayerOp("gate", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note, launches=L),
-            LayerOp("up", Gemm(dtype=dt, m=rows, n=arch.moe_intermediate, k=arch.hidden), each, note, launches=0),
-            LayerOp("act", Elementwise(dtype=dt, n=rows * arch.moe_intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
-                    each, note, launches=0),
-            LayerOp("down", Gemm(dtype=dt, m=rows, n=arch.hidden, k=arch.moe_intermediate), each, note, launches=L),
+            LayerOp("shared gate+up", shared(m, 2 * arch.shared_intermediate, arch.hidden), L),
+            LayerOp("shared down", shared(m, arch.hidden, arch.shared_intermediate), L),
         ]
-        if arch.shared_intermediate:
-            ops += [
-                LayerOp("shared gate+up", Gemm(dtype=dt, m=m, n=2 * arch.shared_intermediate, k=arch.hidden), L),
-                LayerOp("shared down", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.shared_intermediate), L),
-            ]
-    else:
+    return ops
+
+
+def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
+    """The ops of one step, each with how many times it runs (layers × per-layer count)."""
+    m, dt, L = phase.tokens, arch.dtype, arch.layers
+    ops: list[LayerOp] = [LayerOp("norm", Norm(dtype=dt, rows=m, cols=arch.hidden), 2 * L), *attention_ops(arch, phase),
+                          LayerOp("residual", Elementwise(dtype=dt, n=m * arch.hidden, flops=1, reads=2, writes=1), 2 * L)]
+    moe, dense = arch.moe_layers, L - arch.moe_layers
+    if arch.experts:
+        ops += moe_ops(arch, m, moe)
+    if dense:
+        gemm = linear(arch, "mlp")
+        note = f"the first {dense} of {L} layers have a dense MLP" if arch.experts else ""
         ops += [
-            LayerOp("gate", Gemm(dtype=dt, m=m, n=arch.intermediate, k=arch.hidden), L),
-            LayerOp("up", Gemm(dtype=dt, m=m, n=arch.intermediate, k=arch.hidden), L),
-            LayerOp("act", Elementwise(dtype=dt, n=m * arch.intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1), L),
-            LayerOp("down", Gemm(dtype=dt, m=m, n=arch.hidden, k=arch.intermediate), L),
+            LayerOp("gate", gemm(m, arch.intermediate, arch.hidden), dense, note),
+            LayerOp("up", gemm(m, arch.intermediate, arch.hidden), dense, note),
+            LayerOp("act", Elementwise(dtype=dt, n=m * arch.intermediate, flops=SILU_MUL_FLOPS, reads=2, writes=1),
+                    dense, note),
+            LayerOp("down", gemm(m, arch.hidden, arch.intermediate), dense, note),
         ]
     # Logits for the last token of each request only (what generation needs).
     ops += [
@@ -654,6 +714,7 @@ class StepBound:
             "dtype_note": self.arch.dtype_note or None,
             "sliding_window": self.arch.sliding_window or None,
             "sliding_layers": self.arch.sliding_layers,
+            **arch_dict(self.arch),
             "kv_dtype": self.phase.kv_dtype or self.arch.dtype,
             "params": self.arch.params,
             "weights_bytes": self.arch.weights_bytes,
@@ -693,9 +754,29 @@ class StepBound:
         }
 
 
+def arch_dict(arch: Arch) -> dict[str, Any]:
+    """The JSON of what the model's figures assume beyond its shape: MLA, the weight format, MTP layers."""
+    fmt, mla = arch.weights, arch.mla
+    return {
+        "attention": f"mla-{mla.convention}" if mla else ("gqa" if arch.kv_heads < arch.heads else "mha"),
+        "kv_elements_per_token_layer": mla.latent_dim if mla else 2 * arch.kv_dim,
+        "weight_format": fmt.wdtype if fmt else arch.dtype,
+        "weight_format_parts": list(fmt.parts) if fmt else None,
+        "weight_bits": fmt.bits if fmt else 8 * arch.size,
+        "gemm_dtype": (fmt.compute or arch.dtype) if fmt else arch.dtype,
+        "dense_layers": arch.dense_layers if arch.experts else None,
+        "mtp_layers": arch.mtp_layers,
+        "mtp_counted": False,
+    }
+
+
 def arch_lines(arch: Arch) -> list[str]:
     """What the model's figures assume beyond its shape: the dtype it is served at, its sliding window."""
-    return [line for line in (arch.dtype_note, arch.window_line()) if line]
+    extra = [arch.mla.describe() if arch.mla else "", arch.weights.describe(tuple(p for p, n in arch.linear_params.items() if n)) if arch.weights else "",
+             f"{arch.dense_layers} dense layers, then {arch.moe_layers} MoE" if arch.dense_layers else "",
+             (f"its {arch.mtp_layers} multi-token-prediction layer{'s' * (arch.mtp_layers > 1)} (num_nextn_predict_"
+              "layers) not counted: not in the parameters, the weights or the step") if arch.mtp_layers else ""]
+    return [line for line in (arch.dtype_note, arch.window_line(), *extra) if line]
 
 
 def _ms(t: float) -> str:
@@ -739,13 +820,11 @@ def rank_line(step: StepBound) -> str:
 def weights_read_bytes(arch: Arch, phase: Phase) -> float:
     """Weights a step streams: all but the input embedding table (one row per token is read),
     and for MoE only the experts the step's tokens are routed to."""
-    body: float = arch.params - arch.embedding_params  # layers, final norm, and the lm_head when untied
-    if arch.tied:
-        body += arch.embedding_params  # the table is read as the lm_head
+    body = arch.weights_bytes - (0 if arch.tied else arch.embedding_bytes)  # tied: the table is read as the lm_head
     if arch.experts:
         used = expected_experts(arch.experts, arch.experts_per_token, phase.tokens)
-        body -= arch.layers * (arch.experts - used) * arch.expert_params
-    return body * arch.size
+        body -= arch.moe_layers * (arch.experts - used) * arch.expert_params * arch.part_size("experts")
+    return body
 
 
 def check_parallel(arch: Arch, tp: int, pp: int) -> None:
@@ -787,6 +866,7 @@ def step_bound(arch: Arch, phase: Phase, device: DeviceProfile, measured_s: floa
     1/pp of the layers, embedding and lm_head — an average stage; the heaviest differs by a layer and
     the embedding or lm_head."""
     check_parallel(arch, tp, pp)
+    arch = replace(arch, weights=on_device(arch.weights, device.peak.__contains__))
     rank = shard(arch, tp)
     ops = [replace(lo, count=lo.count / pp, launches=None if lo.launches is None else lo.launches / pp)
            for lo in phase_ops(rank, phase)]
@@ -802,6 +882,8 @@ def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtyp
     linear_only: the seven linear layers alone (I ≈ batch); otherwise the
     whole step, where each request's KV cache keeps attention memory-bound.
     """
+    arch = replace(arch, weights=on_device(arch.weights, device.peak.__contains__))
+
     def compute_bound(b: int) -> bool:
         ph = Phase("decode", b, prompt=context, context=context, kv_dtype=kv_dtype)
         ops = [lo for lo in phase_ops(arch, ph) if not linear_only or isinstance(lo.op, Gemm)]
@@ -843,5 +925,6 @@ def amdahl(parts: Mapping[str, float], speedups: Mapping[str, float]) -> Amdahl:
 
 
 def with_dtype(arch: Arch, dtype: str) -> Arch:
-    """The same model at another weight dtype (--dtype): what it was served at before no longer applies."""
-    return replace(arch, dtype=dtype, dtype_note="")
+    """The same model at another weight dtype (--dtype): what it was served at before, and the checkpoint's
+    quantised format, no longer apply."""
+    return replace(arch, dtype=dtype, dtype_note="", weights=None)

@@ -58,7 +58,7 @@ class Op:
 # GEMMs whose inputs are this narrow write a wider output in practice: torch._scaled_mm(out_dtype=bf16)
 # for fp8, the block-scaled fp4 GEMMs likewise; an 8-bit output would lose what the accumulator kept.
 # int8 writes its int32 accumulator, as torch._int_mm does (out=int8 for a kernel that requantises).
-NARROW_OUT = {"fp8": "bf16", "fp4": "bf16", "int8": "int32"}
+NARROW_OUT = {"fp8": "bf16", "fp4": "bf16", "mxfp4": "bf16", "nvfp4": "bf16", "int8": "int32"}
 
 
 @dataclass(frozen=True)

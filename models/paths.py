@@ -71,6 +71,8 @@ _MATMUL = {
     "fp8": "fp8-tc",
     "int8": "int8-tc",
     "fp4": "fp4-tc",
+    "mxfp4": "fp4-tc",  # Blackwell's and CDNA4's FP4 tensor cores take either block-scaled format at one rate
+    "nvfp4": "fp4-tc",
 }
 
 # Matmul paths from most to least precise: moving right trades precision for a

@@ -22,6 +22,9 @@ class Series:
     xs: tuple[float, ...]  # intensity, FLOP/byte
     ys: tuple[float, ...]  # FLOP/s
     kind: str  # "roof" (flat), "slope" (memory level), "ridge", "point"
+    # what a point means beyond (I, rate), one line per point where given (a shared chart's hover text):
+    # its regime, fraction of roof, shapes; empty when the label says it all
+    notes: tuple[str, ...] = ()
 
 
 def intensity_span(profiles: list[DeviceProfile], points: Sequence[float] = (), lo: float = 0.1, hi: float = 1e4) -> tuple[float, float]:
@@ -67,10 +70,15 @@ def roof_series(
 def point_series(a: Analysis, label: str | None = None) -> Series:
     """An op's point: at its attainable P, or at its measured throughput when timed. An op that does no
     arithmetic (a gather, a p2p send) sits at I = 0, off a log-log chart: its series has no point."""
+    from .units import fmt_percent
+
     y = a.measured.achieved_flops if a.measured else a.attainable
     if not (0 < a.intensity < math.inf and 0 < y < math.inf):
         return Series(label or a.op.describe(), (), (), "point")
-    return Series(label or a.op.describe(), (a.intensity,), (y,), "point")
+    note = f"{a.regime}-bound on {a.device.id} {a.path} (I* = {a.ridge:.3g})"
+    if a.measured:
+        note += f", {fmt_percent(a.measured.fraction_of_roof, 0)} of roof"
+    return Series(label or a.op.describe(), (a.intensity,), (y,), "point", (note,))
 
 
 def sample_series(
@@ -141,6 +149,54 @@ def fma_curves(samples: list[Sample]) -> list[Series]:
             groups.setdefault(f"fma {s.dtype}", []).append((float(s.shape["reps"]), rate))
     return [Series(name, tuple(x for x, _ in sorted(p)), tuple(y for _, y in sorted(p)), "curve")
             for name, p in groups.items()]
+
+
+# -- a profile's op groups ----------------------------------------------------------------------------------------
+
+
+def op_group_series(ops: Sequence[Mapping[str, Any]], top: int) -> list[Series]:
+    """A profile's first `top` op groups (`rooftop profile --json`'s "ops", largest first) that have a W, a Q and a
+    measured time, as points at (I, achieved FLOP/s): one series per regime, so the legend says which is which."""
+    from .safetext import clean
+    from .units import fmt_percent, fmt_time
+
+    groups: dict[str, tuple[list[float], list[float], list[str]]] = {}
+    for o in ops[:top]:
+        i, p = _number(o.get("intensity")), _number(o.get("achieved_flops"))
+        if i is None or p is None or i <= 0 or p <= 0 or o.get("time_measured") is False:
+            continue
+        regime = clean(str(o.get("regime") or "unplaced"))
+        xs, ys, notes = groups.setdefault(f"ops {regime}-bound", ([], [], []))
+        xs.append(i)
+        ys.append(p)
+        shapes = " · ".join("×".join(str(x) for x in d) for d in o.get("shapes") or () if isinstance(d, list)
+                            and all(isinstance(x, int) for x in d))
+        f = _number(o.get("fraction_of_roof"))
+        notes.append(" ".join(x for x in (clean(str(o.get("op", "?"))), clean(str(o.get("dtype") or "")), shapes) if x)
+                     + f" ×{o.get('calls', 0)}, {fmt_time(_number(o.get('time_s')) or 0.0)}; {regime}-bound"
+                     + (f", {fmt_percent(f)} of roof" if f is not None else ""))
+    return [Series(k, tuple(xs), tuple(ys), "point", notes=tuple(n)) for k, (xs, ys, n) in groups.items()]
+
+
+# -- an LLM step's per-layer ops ----------------------------------------------------------------------------------
+
+LLM_SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head",  # a layer's ops and the head
+             "q_a", "q_b", "kv_a", "q absorb", "v up", "kv_b")  # and the latent-attention (MLA) layers' GEMMs
+
+
+def llm_step_series(step: Any) -> list[Series]:
+    """An LLM step (models.llm.StepBound) on its device's roofline, as the LLM tab and `rooftop llm --out` draw it:
+    the DRAM slope and its ops' roofs, the linear layers (together at I ≈ tokens: one legend entry) and attention
+    at their attainable FLOP/s."""
+    shown = [(lo, a) for lo, a in step.ops if lo.name in LLM_SHOWN]
+    groups: dict[str, list[Analysis]] = {}
+    for lo, a in shown:
+        groups.setdefault("attention" if lo.name == "attention" else "linear layers", []).append(a)
+    points = [Series(name, tuple(a.intensity for a in group), tuple(a.attainable for a in group), "point")
+              for name, group in groups.items()]
+    paths = list(dict.fromkeys(a.path for _, a in shown))
+    span = intensity_span([step.device], [x for p in points for x in p.xs])
+    return roof_series(step.device, paths, ["dram"], span) + points
 
 
 # -- a kept job's collectives on the link slopes ------------------------------------------------------------------

@@ -171,6 +171,33 @@ class OpGroup(Rates):
                 parts.append("[" + ", ".join("×".join(str(x) for x in m) for m in d) + "]")
         return " · ".join(parts)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], flops: float | None = None, nbytes: float | None = None) -> OpGroup:
+        """An op group back from `to_dict` (a --json row, or the record the store keeps): the one reader of it.
+
+        `flops` and `nbytes` stand for the record's totals where the reader keeps them elsewhere (the store keeps
+        each group's W and Q per call, in its sample). Raises ValueError on a record `to_dict` could not have
+        written (an edited import)."""
+        try:
+            calls = int(d.get("calls") or 0)
+            bound = d.get("bound_s")
+            return cls(
+                op=str(d.get("op", "?")), shapes=list(d.get("shapes") or []), dtype=str(d.get("dtype") or ""),
+                model=str(d.get("model") or ""), path=str(d.get("path") or ""), counting=str(d.get("counting") or ""),
+                shape={str(k): int(v) for k, v in dict(d.get("shape") or {}).items()}, calls=calls,
+                time_s=float(d.get("time_s") or 0.0),
+                flops=float(d.get("flops") or 0.0) if flops is None else flops,
+                bytes=float(d.get("bytes") or 0.0) if nbytes is None else nbytes, kernels=int(d.get("kernels") or 0),
+                bound_s=None if bound is None else float(bound), regime=str(d.get("regime") or ""),
+                alone_s=float(d.get("time_alone_s", d.get("time_s")) or 0.0), owner=str(d.get("owner") or "op"),
+                **measured_from(d),
+                family=str(d.get("family") or ""),
+                # a collective kept before its sized calls were: as it was counted then
+                sized=int(d["sized"]) if "sized" in d else calls if d.get("modelled") else 0,
+            )
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"a stored op group is malformed ({exc})") from None
+
     def to_dict(self) -> dict[str, Any]:
         i = self.intensity
         return {

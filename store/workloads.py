@@ -22,7 +22,7 @@ from rooftop.models.profile import DeviceProfile
 from rooftop.models.launchqueue import LaunchQueue
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.timeline import IdleCause, StepSplit
-from rooftop.models.workload import MEASURED, Flag, OpGroup, TopKernel, Transfer, Workload, measured_from
+from rooftop.models.workload import MEASURED, Flag, OpGroup, TopKernel, Transfer, Workload
 
 from .critpath import PATH_KEYS, path_doc, path_problem
 from .runs import PROFILE_PLAN, Run, Store
@@ -287,22 +287,10 @@ def stored_groups(samples: Sequence[Sample]) -> list[OpGroup]:
     for s, g in ((s, g) for s in samples for g in _group_records([s])):
         try:
             calls = int(g.get("calls") or 0)
-            bound = g.get("bound_s")
-            groups.append(OpGroup(
-                op=str(g.get("op", "?")), shapes=list(g.get("shapes") or []), dtype=str(g.get("dtype") or ""),
-                model=str(g.get("model") or ""), path=str(g.get("path") or ""), counting=str(g.get("counting") or ""),
-                shape={str(k): int(v) for k, v in dict(g.get("shape") or {}).items()}, calls=calls,
-                time_s=float(g.get("time_s") or 0.0), flops=s.flops * calls if calls else s.flops,
-                bytes=s.bytes * calls if calls else s.bytes, kernels=int(g.get("kernels") or 0),
-                bound_s=None if bound is None else float(bound), regime=str(g.get("regime") or ""),
-                alone_s=float(g.get("time_alone_s", g.get("time_s")) or 0.0), owner=str(g.get("owner") or "op"),
-                **measured_from(g),
-                family=str(g.get("family") or ""),
-                # a collective kept before its sized calls were: as it was counted then
-                sized=int(g["sized"]) if "sized" in g else calls if g.get("modelled") else 0,
-            ))
-        except (TypeError, ValueError, AttributeError) as exc:
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"a stored op group is malformed ({exc})") from None
+        groups.append(OpGroup.from_dict(g, flops=s.flops * calls if calls else s.flops,
+                                        nbytes=s.bytes * calls if calls else s.bytes))
     return sorted(groups, key=lambda g: -g.time_s)
 
 

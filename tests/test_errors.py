@@ -28,7 +28,7 @@ BAD_INPUT = {
     "models.profile.NoRoof": LookupError,
     "models.catalog.UnknownDevice": LookupError,
     "tui.commands.common.UsageError": Exception,
-    "models.llm.ModelError": ValueError,
+    "models.errors.ModelError": ValueError,
     "store.db.StoreError": Exception,
     "tui.services.context.NotAProfile": Exception,
     "tui.services.workloads.NoRoofs": Exception,

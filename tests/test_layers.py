@@ -124,10 +124,12 @@ ALLOWED = {
     "rooftop.store": {"rooftop.models"},
     "rooftop.tui.services": {"rooftop.models", "rooftop.probes", "rooftop.store"},
     "rooftop.tui.render": {"rooftop.models", "rooftop.probes", "rooftop.store"},
+    # the files a result is shared as (SVG, PNG, HTML): drawn from the layers' data, with render's words
+    "rooftop.tui.share": {"rooftop.models", "rooftop.probes", "rooftop.store", "rooftop.tui.render"},
     "rooftop.tui.app": {"rooftop.models", "rooftop.probes", "rooftop.store", "rooftop.tui.services",
-                        "rooftop.tui.render"},
+                        "rooftop.tui.render", "rooftop.tui.share"},
     "rooftop.tui.commands": {"rooftop.models", "rooftop.probes", "rooftop.store", "rooftop.tui.services",
-                             "rooftop.tui.render", "rooftop.tui.app"},
+                             "rooftop.tui.render", "rooftop.tui.app", "rooftop.tui.share"},
     # the entry points: `python -m rooftop.tui` and the console script's old path
     "rooftop.tui.__main__": {"rooftop.tui.commands"},
     "rooftop.tui.cli": {"rooftop.tui.commands"},
@@ -163,11 +165,30 @@ def third_party(mod: str) -> set[str]:
     (("rooftop.models", "rooftop.store"), {"torch", "textual", "rich", "plotext"}),
     # services take values, not a command's options: what they need is passed to them, by name and type
     (("rooftop.tui.services", "rooftop.tui.render", "rooftop.tui.app"), {"argparse"}),
+    (("rooftop.tui.share",), {"textual", "textual_plotext", "argparse"}),
+    # matplotlib draws only the shared files (and is an optional extra: see the test below)
+    (("rooftop.models", "rooftop.probes", "rooftop.store", "rooftop.tui.services", "rooftop.tui.render",
+      "rooftop.tui.app", "rooftop.tui.commands"), {"matplotlib"}),
 ])
 def test_rooms_keep_their_libraries_out(rooms: tuple[str, ...], banned: set[str]) -> None:
     bad = sorted(f"{m} imports {', '.join(sorted(third_party(m) & banned))}" for m in module_files()
                  if room(m) in rooms and third_party(m) & banned)
     assert not bad, "\n".join(bad)
+
+
+def test_matplotlib_is_imported_inside_functions_only() -> None:
+    """The `share` extra is optional: importing any module must work without it, so no module imports it at
+    module level (nor under TYPE_CHECKING, which a reader of the code would take for a dependency)."""
+    bad = []
+    for mod, path in module_files().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        inside = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for n in ast.walk(f)}
+        for node in _imports(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(n.split(".")[0] == "matplotlib" for n in names) and id(node) not in inside:
+                bad.append(f"{mod}:{node.lineno}")
+    assert not bad, f"matplotlib imported at module level: {bad}"
 
 
 def test_pyproject_installs_every_subpackage() -> None:

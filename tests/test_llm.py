@@ -252,16 +252,17 @@ def test_a_hub_gemma_config_is_tied_and_served_in_bf16_like_the_built_in(tmp_pat
     assert not load_arch(str(tmp_path)).tied  # Llama's default stays untied
 
 
-def test_a_deepseek_v3_config_is_refused_not_modelled_as_multi_head_attention() -> None:
+def test_a_deepseek_v3_config_caches_one_latent_not_k_and_v_per_head() -> None:
     """MLA's cache is one latent per token (kv_lora_rank + qk_rope_head_dim); taken as 128 heads of K and V it
-    came out about 25× too large, with no word said."""
+    came out about 25× too large, with no word said. Now: (512 + 64) × 61 layers × 2 B = 70,272 B a token,
+    where 128 heads × 2 × 128 wide would be 61 × 65,536 B = 3,997,696 B (57× as much)."""
     v3 = {"model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
           "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128, "vocab_size": 129280,
           "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
           "v_head_dim": 128, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
           "first_k_dense_replace": 3, "torch_dtype": "bfloat16"}
-    with pytest.raises(ModelError, match="multi-head latent attention .* is not modelled"):
-        arch_from_config(v3)
+    arch = arch_from_config(v3)
+    assert arch.kv_bytes(1) == (512 + 64) * 61 * 2 == 70_272
 
 
 def test_amdahl_seed_002() -> None:

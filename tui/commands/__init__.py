@@ -67,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = getattr(args, "_parser", None) or _subparser(parser, args.command)
         (command or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     func: Callable[[argparse.Namespace], int] = getattr(args, "func", None) or _run_app
+    args._argv = list(sys.argv[1:] if argv is None else argv)  # what a shared report names as its command
     name = f"rooftop {args.command}" if args.command else "rooftop"
     context.begin_command()
     try:

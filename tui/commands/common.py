@@ -191,6 +191,21 @@ def add_wide_option(p: argparse.ArgumentParser) -> None:
                         "a row however long (without it a row is cropped to the terminal, 80 columns when piped)")
 
 
+def add_out_option(p: argparse.ArgumentParser, what: str) -> None:
+    """--out FILE: the result written to a file as well, its format by the extension (`what`: what each holds)."""
+    p.add_argument("--out", metavar="FILE",
+                   help=f"write the result to FILE too, by its extension: {what}; written whole or not at all "
+                        "(.svg/.png need matplotlib: pip install 'rooftop[share]')")
+
+
+def command_text(args: argparse.Namespace) -> str:
+    """The command line that made a result, as a report names it (the words main() was given)."""
+    import shlex
+
+    words = getattr(args, "_argv", None) or [str(getattr(args, "command", "") or "")]
+    return shlex.join(["rooftop", *words])
+
+
 def _db_option(text: str) -> str:
     """argparse type of --db: a path; an empty one (an unset shell variable) is refused, not read as the default."""
     if not text.strip():

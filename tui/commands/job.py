@@ -237,7 +237,6 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     critical path (each collective joined across the ranks held for it). The roofs are picked as for one trace
     (services' `trace_device`), from the first trace read; `per_node`: the ranks per node torchrun started."""
     from rooftop.models.jobpath import HeldRanks
-    from rooftop.store.critpath import path_doc
     from rooftop.tui.render.critpath import joined_text
     from rooftop.tui.render.job import job_report
     from rooftop.tui.render.jsonout import print_json
@@ -259,13 +258,10 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     print_problems(problems)
     run_id = None if args.no_save else keep_workload(args.db, work, source, backend, job.to_dict(), path=path,
                                                      joined=joined)
+    if getattr(args, "out", None):
+        share_profile(args, profile_doc(work, path, run_id, job, joined), work.device)
     if args.json:
-        doc = work.to_dict()
-        doc.update(job.to_dict())
-        if path is not None:
-            doc.update(path_doc(path, joined))
-        doc["run_id"] = run_id
-        print_json(doc)
+        print_json(profile_doc(work, path, run_id, job, joined))
         return 0
     console = make_console()
     console.print(job_report(job.to_dict(), args.wide), crop=not args.wide)
@@ -276,6 +272,34 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     if run_id:
         sys.stderr.write(f"rooftop profile: saved as run {run_id[:8]}\n")
     return 0
+
+
+def profile_doc(work: Any, path: Any, run_id: str | None, job: Any = None, joined: Any = None) -> dict[str, Any]:
+    """The one document `rooftop profile --json` prints (and its HTML report is made of): the workload's ops and
+    summary, a job's ranks and collectives (`job`), the critical path (`joined`: a job's, whose it is), the run id."""
+    from rooftop.store.critpath import path_doc
+
+    doc = work.to_dict()
+    if job is not None:
+        doc.update(job.to_dict())
+    if path is not None:
+        doc.update(path_doc(path, joined))
+    doc["run_id"] = run_id
+    return doc
+
+
+def share_profile(args: argparse.Namespace, doc: dict[str, Any], device: Any) -> None:
+    """--out FILE: the profile `doc` (what --json prints) as its HTML report, or its roofline as SVG / PNG."""
+    from rooftop.tui.commands.common import command_text
+    from rooftop.tui.share.figure import chart_svg_inline
+    from rooftop.tui.share.html import rooftop_version
+    from rooftop.tui.share.out import Shared, share_out
+    from rooftop.tui.share.reports import profile_charts, profile_report
+
+    charts = profile_charts(doc, device, args.top)
+    share_out(args.out, Shared(charts, lambda: profile_report(
+        doc, [chart_svg_inline(c) for c in charts], version=rooftop_version(), command=command_text(args),
+        top=args.top)))
 
 
 def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[Any, Any]:

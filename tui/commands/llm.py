@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from rooftop.tui.commands.common import (
     UsageError, _device_list, _int_list, _measured_times, _named_values, add_db_option, add_device_option,
+    add_out_option,
 )
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.services.context import resolve_devices, store_profiles
@@ -17,10 +19,19 @@ def cmd_llm(args: argparse.Namespace) -> int:
     from rooftop.models.llm import Phase, amdahl, compute_bound_batch, step_bound, with_dtype
     from rooftop.store.hfconfig import load_arch
 
+    if args.out:
+        from rooftop.tui.share.out import out_target
+
+        out_target(args.out)  # a bad path said before the model is read
     arch = load_arch(args.model)
     if args.dtype:
         arch = with_dtype(arch, parse_dtype(args.dtype).name)
     kv_dtype = parse_dtype(args.kv_dtype).name if args.kv_dtype else None
+    if args.mla:
+        if arch.mla is None:
+            raise UsageError(f"--mla applies to multi-head latent attention (a config with kv_lora_rank, as "
+                             f"DeepSeek-V2/V3 and Kimi K2 give); {arch.name} has none")
+        arch = replace(arch, mla=replace(arch.mla, convention=args.mla))
     if args.context and args.phase == "prefill":  # it was taken and ignored: rows of the same prefill
         raise UsageError("--context is the decode step's KV-cache length; a prefill reads its prompt: give --prompt N")
     batches = _int_list(args.batch, "batch")
@@ -43,17 +54,22 @@ def cmd_llm(args: argparse.Namespace) -> int:
             "whole_step": compute_bound_batch(arch, device, contexts[0], kv_dtype),
         }
     dims = _parallel(args, arch, steps[0])
+    if args.out:
+        from rooftop.tui.commands.common import command_text
+        from rooftop.tui.share.figure import Chart, chart_svg_inline
+        from rooftop.tui.share.html import rooftop_version
+        from rooftop.tui.share.out import Shared, share_out
+        from rooftop.tui.share.reports import llm_report
+        from rooftop.models.plotdata import llm_step_series
+
+        s0 = steps[0]
+        chart = Chart("roofline", llm_step_series(s0), f"{arch.name} {s0.phase.kind}, batch {s0.phase.batch}",
+                      f"{device.id} ({device.source})")
+        doc = _llm_doc(arch, device, steps, dims, flips, split)
+        share_out(args.out, Shared([chart], lambda: llm_report(doc, [chart_svg_inline(chart)],
+                                                               version=rooftop_version(), command=command_text(args))))
     if args.json:
-        out = {
-            "model": arch.name,
-            "device": device.id,
-            "steps": [s.to_dict() for s in steps],
-            **({"parallel": [d.to_dict(device) for d in dims]} if dims else {}),
-            "compute_bound_batch": flips or None,
-            "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
-            if split else None,
-        }
-        print_json(out)
+        print_json(_llm_doc(arch, device, steps, dims, flips, split))
         return 0
     from rooftop.tui.render.llm import amdahl_table, llm_ops_table, llm_steps_table
     from rooftop.tui.render.report import Prose, make_console
@@ -78,6 +94,19 @@ def cmd_llm(args: argparse.Namespace) -> int:
         console.print()
         console.print(parallel_table(dims, device, steps[0]))
     return 0
+
+
+def _llm_doc(arch: Any, device: Any, steps: list[Any], dims: list[Any], flips: dict[str, Any], split: Any) -> dict[str, Any]:
+    """The one document `rooftop llm --json` prints (and its HTML report is made of)."""
+    return {
+        "model": arch.name,
+        "device": device.id,
+        "steps": [s.to_dict() for s in steps],
+        **({"parallel": [d.to_dict(device) for d in dims]} if dims else {}),
+        "compute_bound_batch": flips or None,
+        "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
+        if split else None,
+    }
 
 
 def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
@@ -116,8 +145,14 @@ def add_llm_command(sub: Any) -> None:
     lm.add_argument("--measured-ms", metavar="T", help="measured step times in ms, one per batch × context")
     lm.add_argument("--parts", metavar="NAME=MS,…", help="an end-to-end time table for an Amdahl breakdown")
     lm.add_argument("--speedup", metavar="NAME=X,…", help="speed-up factors of some parts")
+    lm.add_argument("--mla", choices=("absorbed", "expanded"),
+                    help="multi-head latent attention (DeepSeek-V2/V3, Kimi K2): absorbed (the default, as FlashMLA "
+                         "decodes: attention in the latent space, kv_b_proj folded into the query and output) or "
+                         "expanded (each step up-projects the cached latents to per-head K and V, then multi-head "
+                         "attention); the KV cache holds the latent either way")
     lm.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel ranks: their all-reduces per step")
     lm.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline stages: their sends per step")
     lm.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    add_out_option(lm, ".html the report (the bound table, the per-layer ops), .svg or .png the roofline")
     add_db_option(lm)
     lm.set_defaults(func=cmd_llm)

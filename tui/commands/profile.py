@@ -21,13 +21,17 @@ from rooftop.models.links import LINK_LEVELS
 from rooftop.models.safetext import safe_text
 from rooftop.store.workloads import StoredProfile
 from rooftop.probes.torchrun import is_torchrun
-from rooftop.tui.commands.common import UsageError, _device_list, add_db_option, add_device_option, add_wide_option
+from rooftop.tui.commands.common import (
+    UsageError, _device_list, add_db_option, add_device_option, add_out_option, add_wide_option,
+)
 from rooftop.tui.commands.job import (
     TRACE_SUFFIXES,
     check_window,
     is_job,
+    profile_doc,
     profile_job,
     profile_torchrun,
+    share_profile,
     trace_files,
 )
 from rooftop.tui.render.jsonout import print_json
@@ -88,6 +92,7 @@ def add_profile_command(sub: Any) -> None:
     pr.add_argument("--json", action="store_true",
                     help="print one JSON object: ops and summary (SI units); the program's output goes to stderr")
     add_wide_option(pr)
+    add_out_option(pr, ".html the whole report, .svg or .png the op groups on the roofline")
     pr.add_argument("--no-save", action="store_true", help="do not keep this profile in the store")
     add_db_option(pr)
     pr.add_argument("program", nargs=argparse.REMAINDER, help="-- python script.py ARGS… (the program to run)")
@@ -151,6 +156,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.window is not None and (args.ncu or args.compare):
         raise UsageError("--window NAME picks the windows of a trace's critical path: give --trace FILE or a "
                            "program to run, not --ncu or --compare")
+    if args.out and (args.ncu or args.compare):
+        raise UsageError("--out writes a trace's or a program's profile: give --trace FILE or a program to run, "
+                         "not --ncu or --compare")
+    if args.out:
+        from rooftop.tui.share.out import out_target
+
+        out_target(args.out)  # a bad path costs nothing: said before the trace is read or the program run
     if args.steps < 1:
         raise UsageError(f"--steps must be at least 1, got {args.steps}")
     if args.top < 0:
@@ -187,12 +199,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     work = build_workload(trace, device, device_note=note)
     path = relabelled(critical_path(trace, work, args.window), work)
     run_id = None if args.no_save else keep_workload(args.db, work, source, backend, path=path)
+    if args.out:
+        share_profile(args, profile_doc(work, path, run_id), work.device)
     if args.json:
-        from rooftop.store.critpath import path_doc
-
-        doc = {**work.to_dict(), **path_doc(path)}
-        doc["run_id"] = run_id
-        print_json(doc)
+        print_json(profile_doc(work, path, run_id))
         return 0
     from rooftop.tui.render.report import make_console
 

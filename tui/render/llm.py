@@ -46,7 +46,7 @@ def llm_steps_table(steps: list) -> Group:
     split = f"; per rank of TP {s0.tp} × PP {s0.pp}" if s0.ranks > 1 else ""
     head = Text.assemble(
         (f"{a.name} {s0.phase.kind}", "bold"),
-        f" on {device_heading(s0.device)} — {a.params / 1e9:.2f} B params, {a.dtype} weights "
+        f" on {device_heading(s0.device)} — {a.params / 1e9:.2f} B params, {a.weights_label} weights "
         f"{_gib(a.weights_bytes)} (input embedding {_gib(a.embedding_bytes)}), KV {kvd}{moe}{split}",
     )
     t = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 1), collapse_padding=True)

@@ -14,7 +14,7 @@ from rooftop.models.llm import (
     ModelError, Phase, StepBound, arch_lines, builtin_models, compute_bound_batch, step_bound,
 )
 from rooftop.store.hfconfig import load_arch
-from rooftop.models.plotdata import Series, intensity_span, roof_series
+from rooftop.models.plotdata import llm_step_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_number, fmt_time
@@ -22,7 +22,6 @@ from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, TextField, device_o
 
 BATCH = Binding.Group("batch ÷2 ×2")
 CONTEXT = Binding.Group("ctx ÷2 ×2")
-SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head")
 
 
 class Llm(Widget):
@@ -110,7 +109,7 @@ class Llm(Widget):
             return
         err.show(None)
         self.step = step
-        s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.dtype}\n", style="bold")
+        s = Text(f"{arch.name} {phase} on {dev.id}: {arch.params / 1e9:.2f} B params, {arch.weights_label}\n", style="bold")
         s.append(f"read per step: weights {step.weights_read_bytes / 2**30:.2f} GiB + KV "
                  f"{step.kv_bytes / 2**30:.3g} GiB\n")
         s.append(f"bound: Q/B {fmt_time(step.bytes_bound_s)}, ΣT {fmt_time(step.lower_bound_s)}, T ≥ "
@@ -130,16 +129,7 @@ class Llm(Widget):
         self._draw(step)
 
     def _draw(self, step: StepBound) -> None:
-        dev = step.device
-        shown = [(lo, a) for lo, a in step.ops if lo.name in SHOWN]
-        groups: dict[str, list] = {}  # the linear layers sit together at I ≈ tokens: one legend entry
-        for lo, a in shown:
-            groups.setdefault("attention" if lo.name == "attention" else "linear layers", []).append(a)
-        points = [Series(name, tuple(a.intensity for a in group), tuple(a.attainable for a in group), "point")
-                  for name, group in groups.items()]
-        paths = list(dict.fromkeys(a.path for _, a in shown))
-        span = intensity_span([dev], [x for p in points for x in p.xs])
-        series = roof_series(dev, paths, ["dram"], span) + points
+        series = llm_step_series(step)
         self.query_one("#llm-plot", RooflinePlot).show(series, f"{step.arch.name} {step.phase.kind}, batch {step.phase.batch}")
 
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:

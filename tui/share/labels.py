@@ -1,0 +1,91 @@
+"""Point labels that do not overlap: each op point's name set beside it where it covers no other label, no
+point and stays inside the axes; a label that fits nowhere near is left to the legend, which names every point.
+
+Greedy in the order the points come (the ops a command was given first), trying the spots around the point
+nearest first, measured on the figure's own renderer, so what is checked is what is drawn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Offsets in points from the anchor, nearest first, with the alignment that keeps the text off the point.
+SPOTS = [(dx * r, dy * r, ha, va) for r in (1, 2.2, 3.6) for dx, dy, ha, va in (
+    (7, 5, "left", "bottom"), (7, -5, "left", "top"), (-7, 5, "right", "bottom"), (-7, -5, "right", "top"),
+    (0, 9, "center", "bottom"), (0, -9, "center", "top"))]
+MARKER_PT = 4.5  # half the box a point's marker covers, in points
+
+
+def _boxes_overlap(a: Any, b: Any, pad: float = 2.0) -> bool:
+    return not (a.x1 + pad < b.x0 or b.x1 + pad < a.x0 or a.y1 + pad < b.y0 or b.y1 + pad < a.y0)
+
+
+def _inside(box: Any, frame: Any) -> bool:
+    return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+
+
+def _line_points(ax: Any, steps: int = 60) -> list[tuple[float, float]]:
+    """Points along every drawn line, in pixels: a label that covers none of them hides no roof or slope."""
+    out: list[tuple[float, float]] = []
+    for line in ax.get_lines():
+        if line.get_linestyle() in ("None", "none", " ", "") or len(line.get_xdata()) < 2:
+            continue
+        px = ax.transData.transform(list(zip(line.get_xdata(), line.get_ydata())))
+        for (x0, y0), (x1, y1) in zip(px[:-1], px[1:]):
+            out += [(x0 + (x1 - x0) * t / steps, y0 + (y1 - y0) * t / steps) for t in range(steps + 1)]
+    return out
+
+
+def _covers(box: Any, points: list[tuple[float, float]]) -> bool:
+    return any(box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1 for x, y in points)
+
+
+def _annotate(ax: Any, x: float, y: float, text: str, color: str, spot: tuple, size: float, weight: str) -> Any:
+    dx, dy, ha, va = spot
+    far = abs(dx) > 10 or abs(dy) > 12
+    return ax.annotate(
+        text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=size,
+        color=color, fontweight=weight, zorder=6,
+        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+        arrowprops={"arrowstyle": "-", "color": color, "lw": 0.7, "shrinkA": 0, "shrinkB": 4} if far else None)
+
+
+def place_labels(fig: Any, ax: Any, drawn: Any) -> int:
+    """Label `drawn.anchors` (op points), then `drawn.ridges` (I* values, smaller, where room is left);
+    returns how many labels were placed."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()  # lay the figure out (constrained layout moves the axes), then measure in pixels
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    scale = fig.dpi / 72.0
+    taken = []
+    for x, y in [*drawn.xy, *((rx, ry) for rx, ry, _, _ in drawn.ridges)]:
+        px, py = ax.transData.transform((x, y))
+        taken.append(Bbox.from_extents(px - MARKER_PT * scale, py - MARKER_PT * scale,
+                                       px + MARKER_PT * scale, py + MARKER_PT * scale))
+    lines = _line_points(ax)
+    placed = 0
+    for anchors, size, weight in ((drawn.anchors, 8.5, "bold"), (drawn.ridges, 7.5, "normal")):
+        for x, y, text, color in anchors:
+            box = _first_spot(ax, renderer, frame, (x, y, text, color), size, weight, taken, lines)
+            if box is not None:
+                taken.append(box)
+                placed += 1
+    return placed
+
+
+def _first_spot(ax: Any, renderer: Any, frame: Any, anchor: tuple, size: float, weight: str, taken: list,
+                lines: list[tuple[float, float]]) -> Any:
+    """The box of the first spot where the label fits: inside the axes, over no other label or point, and
+    (first try) over no line; None, and no label, where none fits."""
+    x, y, text, color = anchor
+    for strict in (True, False):
+        for spot in SPOTS:
+            note = _annotate(ax, x, y, text, color, spot, size, weight)
+            box = note.get_window_extent(renderer)
+            if (_inside(box, frame) and not any(_boxes_overlap(box, t) for t in taken)
+                    and not (strict and _covers(box, lines))):
+                return box
+            note.remove()
+    return None
