@@ -18,6 +18,11 @@ to them recorded it:
 - `aten::index` (`x[idx]`) records its indices, a list of optional tensors, as
   `[]`: the output's shape is the sizes of the source's `as_strided` inside it,
   and each index tensor the input of a `reshape` inside it;
+- fbgemm's table-batched embedding (TBE) lookup records its tables, batch and lookups, not total_D (a scalar,
+  where `Concrete Inputs` is not recorded), and its backward node records grad_output [B, total_D] alone: each
+  backward is paired with the latest forward of its optimizer not yet paired whose batch (or, not pooled, its
+  lookups) is the grad_output's first dimension (autograd runs a step's backwards in the reverse order of their
+  forwards), and each is costed with both records;
 - vLLM's `moe_forward` records the tokens and router logits, not the experts:
   top-k is the `TopK` (or `topk`, `topk_softmax`) inside it, and each expert's
   weights are the E × … tensors the ops inside it read.
@@ -30,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .opcost import inference, matmul, memory
+from .opcost import embedding, inference, matmul, memory
 from .opcost.base import Tensor, parse_ints
 from .opcost.inference import Experts, Lengths
 from .shapecost import TORCH_TYPES, OpCost, cost_with
@@ -47,12 +52,13 @@ HALVES = {
 }
 CONTEXT_OPS = frozenset((*matmul.CONVS, *HALVES, *inference.CONTEXT, "aten::index"))
 INDEX_TYPES = frozenset(("long int", "long", "int"))  # an index tensor's recorded type (int64, int32)
+TBE_PREFIXES = ("fbgemm::split_embedding_codegen_lookup_", "torch::autograd::CppNode<SplitLookupFunction_")
 NEXT_OPS = 64  # how far along its thread a convolution's output is looked for
 
 
 def needs_context(name: str) -> bool:
     """Whether an op's cost may come from the ops around it (where its own record found no model)."""
-    return name in CONTEXT_OPS or inference.base_name(name) in CONTEXT_OPS
+    return name in CONTEXT_OPS or inference.base_name(name) in CONTEXT_OPS or embedding.is_tbe(name)
 
 
 def reads_inside(name: str) -> bool:
@@ -76,6 +82,7 @@ class OpContext:
         self.iterations = trace.iterations
         self._outputs: dict[tuple, set[tuple[int, ...]]] | None = None
         self._steps: list[tuple[float, float, Lengths]] | None = None
+        self._tbe: dict[int, int] | None = None
 
     def cost(self, i: int) -> OpCost | None:
         """Op i's W and Q from the ops around it, or None where they say nothing more than its own record."""
@@ -86,6 +93,8 @@ class OpContext:
             return self._conv(i, o)
         if o.name == "aten::index":
             return self._index(o)
+        if embedding.is_tbe(o.name):
+            return self._tbe_cost(i, o)
         base = inference.base_name(o.name)
         if base in inference.ATTENTION:
             lengths = self.lengths(i)
@@ -143,6 +152,47 @@ class OpContext:
         if not top_k or not weights:
             return None
         return Experts(top_k, tuple(list(weights.values())[:2]))
+
+    def tbe_pairs(self) -> dict[int, int]:
+        """Each TBE forward's backward node and each node's forward, by op index (both ways)."""
+        if self._tbe is None:
+            self._tbe = {}
+            tbe = sorted((o.ts, i) for i, o in enumerate(self.ops)
+                         if o.name.startswith(TBE_PREFIXES) and embedding.is_tbe(o.name))
+            waiting: dict[str, list[int]] = {}  # optimizer → its forwards not yet paired, in time order
+            for _, i in tbe:
+                o = self.ops[i]
+                opt = embedding.optimizer_of(o.name) or ""
+                if embedding.FORWARD.match(o.name):
+                    waiting.setdefault(opt, []).append(i)
+                    continue
+                g = _dims(o, 0)
+                queue = waiting.get(opt, [])
+                for k in range(len(queue) - 1, -1, -1):
+                    got = embedding.sizes(self.ops[queue[k]].dims)
+                    if g is not None and got is not None and g[0] in got:
+                        f = queue.pop(k)
+                        self._tbe[f], self._tbe[i] = i, f
+                        break
+        return self._tbe
+
+    def _tbe_cost(self, i: int, o: CpuOp) -> OpCost | None:
+        """A TBE forward costed with its backward's grad_output width (total_D), or a backward node with its
+        forward's record."""
+        j = self.tbe_pairs().get(i)
+        if j is None:
+            return None
+        p = self.ops[j]
+        node = embedding.BACKWARD.match(o.name) is not None
+        grad = _tensor(o if node else p, 0)
+        if grad is None or len(grad.dims) != 2:
+            return None
+        g: Tensor = grad
+        if node:
+            return cost_with(p.name, p.dims, p.types, p.concrete, lambda c: embedding.backward(c, g))
+        c = cost_with(o.name, o.dims, o.types, o.concrete, lambda call: embedding.forward(call, g.dims[1], g.size))
+        return dataclasses.replace(c, counting=c.counting + "; total_D and the output's element from its backward's "
+                                   "grad_output") if c is not None else None
 
     def _index(self, o: CpuOp) -> OpCost | None:
         """`x[idx]` from the ops inside it, where its record has the indices as `[]`: the `as_strided` of the source
@@ -215,6 +265,13 @@ class OpContext:
                 if d is not None and len(d) == nd and d[0] == n and d[1] == out_ch and _fits(x, w, d[2:]):
                     return d[2:]
         return None
+
+
+def _tensor(o: CpuOp, i: int) -> Tensor | None:
+    """Input i of op o as a Tensor of a known element type, or None."""
+    d = _dims(o, i)
+    known = TORCH_TYPES.get(o.types[i]) if d is not None and i < len(o.types) else None
+    return Tensor(d, known[0], float(known[1])) if d is not None and known is not None else None
 
 
 def _top_k(p: CpuOp) -> int:

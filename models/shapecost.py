@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from .opcost import inference, matmul, memory, rows
+from .opcost import embedding, inference, matmul, memory, rows
 from .opcost.base import (
     FLOAT_DTYPES,
     TORCH_TYPES,
@@ -76,7 +76,7 @@ Model = Callable[[Call], "OpCost | None"]
 def _family(name: str) -> Model | None:
     """The op model for `name`, or None (the generic fallback)."""
     if not name.startswith("aten::") and "::" in name:  # an inference framework's op (vLLM, SGLang, aiter, fbgemm)
-        return inference.model_for(inference.base_name(name))
+        return inference.model_for(inference.base_name(name)) or embedding.model_for(name)
     if name in matmul.GEMMS:
         return matmul.gemm
     if name in matmul.CONVS:
@@ -192,7 +192,8 @@ def _cost_op(name: str, dims: Sequence[Any], types: Sequence[str], list_element:
         call = make_call(name, dims, types, list_element or ("fp32", 4.0),
                          concrete if isinstance(concrete, (list, tuple)) else ())
         dtype = call.dtype
-        if name in NO_WORK or ("::" not in name and "aten::" + name in NO_WORK) or AUTOGRAD_NODE.match(name):
+        if name in NO_WORK or ("::" not in name and "aten::" + name in NO_WORK) or (
+                AUTOGRAD_NODE.match(name) and not embedding.is_node(name)):  # fbgemm's nodes do work of their own
             return OpCost(0.0, 0.0, _vector(dtype), "none", "a view, metadata or allocation: moves no data")
         model = _family(name)
         cost = model(call) if model else None

@@ -32,6 +32,7 @@ BAD_INPUT = {
     "store.db.StoreError": Exception,
     "tui.services.context.NotAProfile": Exception,
     "tui.services.workloads.NoRoofs": Exception,
+    "tui.share.files.OutError": ValueError,  # --out: an unknown extension, a missing or read-only folder
     "models.trace.TraceError": ValueError,  # … and those commands/ re-raised by hand as UsageError
     "models.trace.EmptyTrace": ValueError,
     "models.capture.CaptureError": ValueError,

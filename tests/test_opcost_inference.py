@@ -156,9 +156,9 @@ def test_framework_ops_from_their_schemas(name, dims, types, concrete, flops, nb
     assert c.flops == pytest.approx(flops) and c.bytes == pytest.approx(nbytes)
 
 
-def test_a_real_rank_s_fbgemm_ops_now_have_models_and_its_tbe_lookup_stays_unknown():
+def test_a_real_rank_s_fbgemm_ops_now_have_models():
     """On a real A100 rank the fbgemm quantize / permute ops were 'memory-bound' on their inputs' sizes; now they
-    are costed from their shapes. The TBE lookup's per-table widths are tensor contents: it stays W unknown."""
+    are costed from their shapes, and the TBE lookup from its shapes and its backward's (tests/test_opcost_embedding)."""
     w = build_workload(load_trace(Path(__file__).parent / "data" / "real-traces" / "trace_filter_sampled_rank-0.json.gz"),
                        lookup_device("a100"))
     by = {g.op: g for g in w.groups}
@@ -166,7 +166,8 @@ def test_a_real_rank_s_fbgemm_ops_now_have_models_and_its_tbe_lookup_stays_unkno
                "fbgemm::permute_pooled_embs_auto_grad", "fbgemm::permute_2D_sparse_data", "fbgemm::bounds_check_indices"):
         assert by[op].model == "copy" and by[op].bytes > 0 and by[op].regime == "memory", op
         assert by[op].fraction_of_roof is not None and by[op].fraction_of_roof < 1.5, op  # no op above its roof
-    assert by["fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function"].regime == "W unknown"
+    tbe = by["fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function"]
+    assert tbe.model == "index" and tbe.regime == "memory" and tbe.fraction_of_roof < 1.5
 
 
 @pytest.mark.parametrize("causal", [True, False])

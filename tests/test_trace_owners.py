@@ -53,10 +53,7 @@ GPU = {
     "trace_filter_sampled_rank-1": ("a100", "a100-80g-ds"),
 }
 OWNED_BY_OP = ("op", "graph")  # kernels an op of the trace (or of the graph's capture) launched
-NOT_YET = {  # (trace, rule): why it fails until another part of the work lands
-    ("trace_filter_sampled_rank-1", "modelled"):
-        "its fbgemm embedding lookups (TBE: per-table widths are tensor contents, not shapes) and autograd nodes that "
-        "launch kernels have no W model",
+NOT_YET: dict[tuple[str, str], str] = {  # (trace, rule): why it fails until another part of the work lands
 }
 
 

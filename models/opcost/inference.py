@@ -370,8 +370,8 @@ def base_name(name: str) -> str:
     return _base(name)
 
 
-# -- fbgemm: quantize, dequantize, permute, cumsum, bounds checks (the TBE lookups' per-table widths are tensor
-# contents, not shapes: those stay without a model) ------------------------------------------------------
+# -- fbgemm: quantize, dequantize, permute, cumsum, bounds checks (the TBE lookups and their backward:
+# `models.opcost.embedding`) ------------------------------------------------------------------------------
 
 
 def _ceil4(n: int) -> int:
