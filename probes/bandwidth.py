@@ -10,6 +10,7 @@ temporary and miscount bytes, so triad writes into `out=`.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import Any, Callable
 
 from rooftop.models.sample import Sample
@@ -74,7 +75,8 @@ def sweep_top(backend: Backend, cap: int | None = None) -> int:
     memory_cap: a quarter of the free memory)."""
     if backend.is_cuda:
         return int(max(4 * (backend.info.l2_bytes or 0), 512 * MiB))
-    return int(min(cpu_reach(backend), memory_cap(backend) if cap is None else cap))
+    limit, reach = memory_cap(backend) if cap is None else cap, cpu_reach(backend)
+    return int(reach if limit is None else min(reach, limit))  # memory_cap is None only on a GPU (above)
 
 
 def cap_note(backend: Backend, top: int, cap: int) -> str:
@@ -161,13 +163,13 @@ def steps(backend: Backend, sets: list[int], families: tuple[str, ...] = tuple(K
     The `top_sets` largest sets run only `top_families` (a CPU quick plan: one pass over its 4 GiB set
     takes longer than a whole point of a set under 64 MiB)."""
     top = set(sorted(sets)[-top_sets:]) if top_sets and top_families is not None else set()
-    points = [(ws, fam) for ws in sets for fam in families if ws not in top or fam in top_families]
+    points = [(ws, fam) for ws in sets for fam in families if ws not in top or fam in (top_families or ())]
     reserve = max((buffer_bytes(fam, ws) for ws, fam in points), default=0)
     out = []
     for ws, fam in points:
         label = f"{fam} {fmt_bytes(ws)}"
         tmpl = template(fam, ws, memory_cap)
-        out.append(Step(label, tmpl, lambda t=tmpl: _run(backend, t, reserve)))
+        out.append(Step(label, tmpl, partial(_run, backend, tmpl, reserve)))
     if out:
         out[-1] = dataclasses.replace(out[-1], run=_then_release(backend, out[-1].run))
     return out

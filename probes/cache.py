@@ -24,6 +24,7 @@ import importlib.util
 import math
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rooftop.models.sample import Sample
@@ -133,7 +134,7 @@ def _relative_error(got: Any, want: Any) -> float:
 def _run_l2(backend: Backend, sweep: CacheSweep, tmpl: Sample) -> Sample:
     import torch
 
-    from . import cache_triton
+    from . import cache_triton  # here, not above: it imports triton (heavy; absent off Linux x86-64)
 
     _ready(backend)
     backend.check_fits(tmpl.footprint_bytes)
@@ -154,7 +155,7 @@ def _run_l2(backend: Backend, sweep: CacheSweep, tmpl: Sample) -> Sample:
 def _run_l1(backend: Backend, sweep: CacheSweep, tmpl: Sample) -> Sample:
     import torch
 
-    from . import cache_triton
+    from . import cache_triton  # here, not above: it imports triton (heavy; absent off Linux x86-64)
 
     _ready(backend)
     backend.check_fits(tmpl.footprint_bytes)
@@ -180,9 +181,9 @@ def steps(backend: Backend, sweep: CacheSweep) -> list[Step]:
     out = []
     for ws in sweep.l2_sets:
         t = l2_template(sweep, ws)
-        out.append(Step(f"l2_read {_size(ws)}", t, lambda t=t: _run_l2(backend, sweep, t)))
+        out.append(Step(f"l2_read {_size(ws)}", t, partial(_run_l2, backend, sweep, t)))
     sms = backend.info.units or 1
     for region in sweep.l1_regions:
         t = l1_template(sweep, sms, region)
-        out.append(Step(f"l1_read {_size(region)} × {t.shape['programs']}", t, lambda t=t: _run_l1(backend, sweep, t)))
+        out.append(Step(f"l1_read {_size(region)} × {t.shape['programs']}", t, partial(_run_l1, backend, sweep, t)))
     return out

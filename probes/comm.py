@@ -22,13 +22,15 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from rooftop.models.comm import COLLECTIVES, COPIES, bus_factor, reduce_flops
 from rooftop.models.errors import BadInput
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.units import MiB
 
+from .backend import CudaTimer
+from .devinfo import parse_size
 from .lifeline import die_with_parent
 from .timing import CPU_PROTOCOL, GPU_PROTOCOL, Protocol, TooSlow, measure
 
@@ -106,8 +108,6 @@ def build_comm_plan(backend: str, world: int | None, plan: str = "quick", port: 
 
 
 def _size_arg(text: str) -> int:
-    from .devinfo import parse_size
-
     try:
         n = parse_size(text)
     except (ValueError, AttributeError):
@@ -242,13 +242,15 @@ def _one_line(exc: BaseException) -> str:
 
 # -- the parent -----------------------------------------------------------------
 
+CommStatus = Literal["complete", "cancelled", "failed"]  # how a comm run ended (the store's statuses, less two)
+
 
 @dataclass
 class CommResult:
     plan: CommPlan
     samples: list[Sample] = field(default_factory=list)
     wall_s: float = 0.0
-    status: str = "complete"  # complete | cancelled | failed
+    status: CommStatus = "complete"
     error: str = ""
 
 
@@ -293,11 +295,9 @@ def host_device_sweep(plan: CommPlan, cancel: threading.Event | None = None, ind
     """
     import torch
 
-    from .backend import CudaTimer
-
     dev = torch.device("cuda", index)
     timer = CudaTimer(dev)
-    out = []
+    out: list[Sample] = []
     for name in COPIES:
         for size in plan.sizes:
             if cancel is not None and cancel.is_set():

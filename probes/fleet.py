@@ -34,6 +34,7 @@ import queue as queue_mod
 import socket
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 from rooftop.models.errors import BadInput
@@ -131,7 +132,7 @@ def _local_main(rank: int, target: Callable[..., dict[str, Any]], jobs: Sequence
 
 def run_local(target: Callable[..., dict[str, Any]], jobs: Sequence[Any], wait_s: float = DEFAULT_WAIT_S,
               cancel: Any = None, poll_s: float = 0.2,
-              on_payload: Callable[[int, dict[str, Any]], None] | None = None,
+              on_payload: Callable[[int, dict[str, Any]], object] | None = None,
               peers_done: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
     """Start one process per job at once; returns one payload per rank, in rank order.
 
@@ -263,7 +264,8 @@ class RankGroup:
         data = pickle.dumps(value)
         pieces = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)] or [b""]
         for i, piece in enumerate(pieces):
-            self.store.set(f"{KEY}/{what}/{self.env.rank}/{i}", piece)
+            # torch's stub says str; the binding takes bytes as well, and a pickled piece is bytes
+            self.store.set(f"{KEY}/{what}/{self.env.rank}/{i}", piece)  # type: ignore[arg-type]
         self.store.set(f"{KEY}/{what}/{self.env.rank}", str(len(pieces)))  # last: the pieces are all there
 
     def posted(self, what: str, rank: int) -> Any:
@@ -325,7 +327,8 @@ class RankGroup:
     def _claim(self) -> bool:
         """Become the keeper, unless another rank already is (one atomic store request)."""
         me = str(self.env.rank).encode()
-        return self._try(lambda: self.store.compare_set(f"{KEY}/keeper", "", me)) == me
+        # torch's stub says str; the binding takes bytes as well, and answers the stored value as bytes
+        return self._try(lambda: self.store.compare_set(f"{KEY}/keeper", "", me)) == me  # type: ignore[arg-type]
 
     def _collect(self, mine: dict[str, Any], beats: "_Beats", poll_s: float) -> list[dict[str, Any]]:
         got: dict[int, dict[str, Any]] = {self.env.rank: mine}
@@ -366,7 +369,7 @@ class RankGroup:
         """The keeper, before it leaves: the others have read its word (without an agent, rank 0 hosts the
         store, which ends with it). Bounded: a rank that is gone hears nothing."""
         others = sum(1 for r in range(self.env.world)
-                     if r != self.env.rank and self._try(lambda r=r: self.store.check([f"{KEY}/payload/{r}"]), False))
+                     if r != self.env.rank and self._try(partial(self.store.check, [f"{KEY}/payload/{r}"]), False))
         deadline = time.monotonic() + most_s
         while time.monotonic() < deadline and int(self._try(lambda: self.store.add(f"{KEY}/heard", 0), others)) < others:
             time.sleep(0.1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 from rooftop.models.paths import fma_path
@@ -139,7 +140,7 @@ class FmaProbe:
         if self.backend.is_cuda:
             if not triton_available():
                 raise Unsupported("triton is not installed: the GPU FMA sweep needs its compiled kernel")
-            from . import fma_triton
+            from . import fma_triton  # here, not above: it imports triton (heavy; absent off Linux x86-64)
 
             return lambda: fma_triton.run(x, y, reps, A, B)
         elems = chunk_bytes(self.backend) // x.element_size()
@@ -173,7 +174,7 @@ class FmaProbe:
         for dtype in self.sweep.dtypes:
             for r in self.sweep.reps:
                 tmpl = template(self.backend, dtype, r, self.n)
-                out.append(Step(f"fma {dtype} R={r}", tmpl, lambda t=tmpl: self._run(t)))
+                out.append(Step(f"fma {dtype} R={r}", tmpl, partial(self._run, tmpl)))
         return out
 
     def note(self) -> str:

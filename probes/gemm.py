@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import warnings
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -268,5 +269,5 @@ class GemmProbe:
             for m, n, k, cache, sweep in shapes:
                 tmpl = template(dtype, m, n, k, cache, sweep, self.backend.info.kind)
                 label = f"gemm {dtype} {m}x{n}x{k}" + (" cold" if cache == "cold" else "")
-                out.append(Step(label, tmpl, lambda t=tmpl: self._run(t)))
+                out.append(Step(label, tmpl, partial(self._run, tmpl)))
         return out

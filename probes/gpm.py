@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rooftop.models.catalog import find_by_name
 from rooftop.probes.nvml import ODD_VALUE, Nvml
 
 # nvml.h's NVML_GPM_METRIC_* ids → the GpuSnapshot field each one fills (utilisations as fractions 0–1).
@@ -67,8 +68,6 @@ def dram_roof(gpu_name: str, local: Any = None, own: Any = None) -> DramRoof | N
     """The DRAM roof of a GPU: `own` (this very GPU's measured DeviceProfile) first, then `local` when it was
     measured on this kind of GPU, else the catalog's reference profile for the GPU's name; None when none
     has a DRAM bandwidth. On a server of eight, one slow GPU's live figure is a fraction of its own B."""
-    from rooftop.models.catalog import find_by_name
-
     if own is not None and "dram" in own.bandwidth:
         return DramRoof(own.B("dram"), str(own.id))
     want = gpu_name.strip().lower()
@@ -93,14 +92,14 @@ class GpmDevice:
         self.note: str | None = None
         self._samples: list[Any] = []
         self._have_prev = False
-        support = query("nvmlGpmQueryDeviceSupport", handle)
+        support = self._q("nvmlGpmQueryDeviceSupport", handle)
         if support is None:
             self.note = NO_GPM_API if nvml.missing("nvmlGpmQueryDeviceSupport") else NOT_SUPPORTED
             return
         if not getattr(support, "isSupportedDevice", 0):
             self.note = NOT_SUPPORTED
             return
-        samples = [query("nvmlGpmSampleAlloc"), query("nvmlGpmSampleAlloc")]
+        samples = [self._q("nvmlGpmSampleAlloc"), self._q("nvmlGpmSampleAlloc")]
         if any(s is None for s in samples):
             self.note = "GPM is offered but NVML could not allocate its samples"
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rooftop.models.devicefamily import Placement, place_device
 from rooftop.probes.nvml import ODD_VALUE, Nvml, NvmlGpu, door
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,8 @@ def gpu_names() -> list[str]:
     return [name for name, _ in local_gpus()]
 
 
-def local_placement():  # noqa: ANN201 - Placement | None, imported lazily
+def local_placement() -> Placement | None:
     """Where the catalog places this machine's GPU: the first NVML names that a profile fits, else the first
     one (with no profile, and the closest named); None when NVML finds no GPU."""
-    from rooftop.models.devicefamily import place_device
-
     placed = [place_device(name, props, whose="this machine's") for name, props in local_gpus()]
     return next((p for p in placed if p.profile is not None), placed[0] if placed else None)

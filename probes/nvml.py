@@ -233,9 +233,10 @@ def door(lib: Any = None) -> Nvml:
     One door per binding, so every caller shares one init, one memo and one reason."""
     if lib is None:
         try:
-            import pynvml as lib
+            import pynvml
         except ImportError as exc:
             return Nvml(None, reason=f"NVML not available: {_one_line(exc)}")
+        lib = pynvml
     with _doors_lock:
         found = _doors.get(id(lib))
         if found is None:

@@ -389,7 +389,7 @@ class profile:  # used like a function, as torch.profiler.profile is
                 if self.recorder.done and self.recording is None:
                     self.recording = self.recorder.stop()
 
-        wrapper.profiler = self  # type: ignore[attr-defined]
+        wrapper.profiler = self  # type: ignore[attr-defined]  # a function takes attributes; its type does not say
         return wrapper
 
     def finish(self) -> Recording:

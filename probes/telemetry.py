@@ -17,8 +17,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterable
 
+from rooftop.probes.gpm import GpmDevice, dram_peak_bytes_s, dram_roof, fraction
 from rooftop.probes.nvml import CLOSE_TIMEOUT_S, INIT_TIMEOUT_S, ODD_VALUE, door
 
 log = logging.getLogger(__name__)
@@ -260,8 +262,6 @@ class NvmlSource:
 
     def _roof(self, i: int, name: str, h: Any = None) -> Any:
         """The GPU's DRAM roof (a DramRoof or None), found once per `local` (and `own`)."""
-        from rooftop.probes.gpm import dram_roof
-
         if i not in self._roofs:
             uuid = self._q(i, "nvmlDeviceGetUUID", h) if self._own and h is not None else None
             mine = self._own.get(uuid) if uuid else None
@@ -270,8 +270,6 @@ class NvmlSource:
 
     def _open_gpm(self, i: int, h: Any, name: str) -> Any:
         """The GPU's GPM and DRAM peak, found once (on its worker thread: GPM calls can hang too)."""
-        from rooftop.probes.gpm import GpmDevice, dram_peak_bytes_s
-
         nv = self._nv.lib
         mem_max = _num(self._q(i, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2)))
         bus_bits = _num(self._q(i, "nvmlDeviceGetMemoryBusWidth", h))
@@ -282,8 +280,6 @@ class NvmlSource:
 
     def _read_gpu(self, i: int, h: Any, name: str) -> GpuSnapshot:
         """One GPU's fields, each on its own: an error or an odd value costs that field, not the GPU."""
-        from rooftop.probes.gpm import fraction
-
         if i in self._lost:  # nothing to ask a GPU that fell off the bus
             return GpuSnapshot(index=i, name=name, lost=True)
         nv = self._nv.lib
@@ -331,7 +327,7 @@ class NvmlSource:
         for i, h, name in self._handles:
             w = self._workers[i]
             if w.busy_since is None:
-                jobs[i] = w.submit(lambda i=i, h=h, name=name: self._read_gpu(i, h, name))
+                jobs[i] = w.submit(partial(self._read_gpu, i, h, name))
         out = []
         for i, h, name in self._handles:
             if i in jobs:
@@ -468,7 +464,7 @@ class Sampler:
     own: Any = None  # GPU UUID → that GPU's own measured profile (each its own B, as a fleet run keeps them)
     gpu: int | None = None  # sample only this GPU index
     cpu: bool = True  # also sample the CPU
-    on_snapshot: Callable[[Snapshot], None] | None = None
+    on_snapshot: Callable[[Snapshot], object] | None = None
     _buffer: deque[Snapshot] = field(init=False)
     _stop: threading.Event = field(init=False, default_factory=threading.Event)
     _thread: threading.Thread | None = field(init=False, default=None)

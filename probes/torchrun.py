@@ -80,7 +80,7 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3, log_d
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
-    from .profiler import NotPython, ProgramFailed, partial_path
+    from .profiler import NotPython, ProgramFailed, partial_path  # here, not above: `rooftop --help` loads this module, not that one
 
     try:
         parser = get_args_parser()
@@ -144,9 +144,9 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3, log_d
 
 def _traces(out: Path, before: dict[str, int] | None = None) -> tuple[Path, ...]:
     """The rank traces in `out`, by rank; with `before` (name → mtime), only those written since."""
-    found = (p for p in out.iterdir() if _TRACE.search(p.name)
+    found = ((int(m[1]), p) for p in out.iterdir() if (m := _TRACE.search(p.name))
              and (before is None or before.get(p.name) != p.stat().st_mtime_ns))
-    return tuple(sorted(found, key=lambda p: int(_TRACE.search(p.name)[1])))
+    return tuple(p for _, p in sorted(found, key=lambda rank_path: rank_path[0]))
 
 
 def _signals(names: Sequence[str]) -> list[signal.Signals]:

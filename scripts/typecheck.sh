@@ -3,7 +3,7 @@
 # rooftop.probes, rooftop.store and rooftop.tui through a package-dir mapping that leaves no rooftop/ folder
 # on disk, so static tools see four unrelated folders: build/typecheck/rooftop/ links each folder under its
 # installed name (mypy_path points there). An import-graph tool reads the same tree. Extra arguments go to
-# mypy, e.g. `scripts/typecheck.sh -p rooftop.tui` for a package not yet held to it.
+# mypy, e.g. `scripts/typecheck.sh -p rooftop.tui.app` for one room alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build/typecheck/rooftop

@@ -11,11 +11,14 @@ import dataclasses
 import signal
 from typing import Callable
 
+from rooftop.models.analysis import Analysis
 from rooftop.models.catalog import catalog
+from rooftop.models.ops import Op
+from rooftop.models.plotdata import Series
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_count
-from rooftop.probes.telemetry import Sampler
+from rooftop.probes.telemetry import Sampler, Snapshot
 from rooftop.store.db import StoreError
 from rooftop.tui.app.messages import (
     FileWritten,
@@ -50,6 +53,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.reactive import var
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -83,13 +87,13 @@ class RooftopApp(App[None]):
 
     # The app's state: tabs watch these (self.watch(self.app, name, ...)) from their on_mount.
     profiles: var[dict[str, DeviceProfile]] = var(dict, init=False)  # every device list
-    current = var(None, init=False)  # the What-if analysis (models.analysis.Analysis | None)
-    pinned: var[list] = var(list, init=False)  # ops pinned to the Roofline tab, kept in the store
+    current: var[Analysis | None] = var(None, init=False)  # the What-if analysis
+    pinned: var[list[Op]] = var(list, init=False)  # ops pinned to the Roofline tab, kept in the store
     run_view: var[RunView] = var(RunView, init=False, always_update=True)  # set again on each sample
     device_id: var[str] = var(FALLBACK_DEVICE, init=False, always_update=True)  # what Roofline shows
     overlay_id: var[str | None] = var(None, init=False, always_update=True)  # the Roofline tab's second device
     curve: var[str] = var("bandwidth", init=False)  # the Live tab's left chart (v: the next sweep)
-    telemetry = var(None, init=False, always_update=True)  # the sampler's latest Snapshot
+    telemetry: var[Snapshot | None] = var(None, init=False, always_update=True)  # the sampler's latest
     runs_changed: var[int] = var(0, init=False)  # counts changes to the stored runs (History reloads)
 
     CSS_PATH = "app.tcss"
@@ -144,9 +148,9 @@ class RooftopApp(App[None]):
         self.current = self._first_op()
         self.pinned = self._saved_pins(start.pins)
         self.run_view = self._last_run_here()
-        self._unbuilt: dict[str, Callable[[], object]] = {}  # tabs not shown yet
+        self._unbuilt: dict[str, Callable[[], Widget]] = {}  # tabs not shown yet
 
-    def _first_op(self):  # noqa: ANN202 - an Analysis or None
+    def _first_op(self) -> Analysis | None:
         """The What-if tab's opening op (a batch-1 decode GEMV) on the first device."""
         from rooftop.models.analysis import analyze
         from rooftop.models.profile import NoRoof
@@ -158,7 +162,7 @@ class RooftopApp(App[None]):
         except (NoRoof, KeyError):
             return None
 
-    def _saved_pins(self, specs: tuple[str, ...]) -> list:  # models.ops ops
+    def _saved_pins(self, specs: tuple[str, ...]) -> list[Op]:
         """The pinned ops saved in the store; one that no longer parses is named in a note, not dropped."""
         from rooftop.models.spec import SpecError, parse_spec
 
@@ -211,7 +215,7 @@ class RooftopApp(App[None]):
         except StoreError:
             return RunView()  # the store's trouble is said once, by read_store
 
-    def run_points(self, profile: DeviceProfile) -> list:
+    def run_points(self, profile: DeviceProfile) -> list[Series]:
         """The sample points of the stored run behind a measured or imported profile ([] if unreadable)."""
         try:
             with store_session(self.config.db_path) as store:
@@ -368,7 +372,7 @@ class RooftopApp(App[None]):
         else:
             self.notify(f"{verb} {op.describe()}" + (" (on the Roofline tab)" if keep else ""), timeout=3)
 
-    def _save_pin(self, op, keep: bool) -> str:  # noqa: ANN001 - a models.ops op
+    def _save_pin(self, op: Op, keep: bool) -> str:
         """Save or forget a pin in the store: '' when done, else why not (the pin still holds in memory)."""
         try:
             with store_session(self.config.db_path, create=True) as store:

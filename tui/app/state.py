@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from rooftop.models.calibrate import Calibration
 from rooftop.models.profile import DeviceProfile
@@ -13,6 +13,7 @@ from rooftop.probes.telemetry import Sampler
 from rooftop.store.runs import Run
 
 if TYPE_CHECKING:  # types only: the plan and its progress load with the measurement
+    from rooftop.models.plotdata import Series
     from rooftop.models.sample import Sample
     from rooftop.probes.plan import Plan, Progress
     from rooftop.tui.services.measure import RunResult
@@ -114,3 +115,12 @@ class AppConfig:
     plan: Callable[[], Plan] = default_plan  # the plan `m` runs (tests pass a tiny one)
     autostart: bool = False  # measure at once when this machine has no stored profile (the CLI sets it)
     save: bool = True  # keep measurements in the store
+
+
+class LabApp(Protocol):
+    """What a pane reads of the app beyond Textual's `App`. The app is a RooftopApp, which imports the panes, so a
+    pane cannot import it back to say so: it names this instead (`cast(LabApp, self.app)`)."""
+
+    config: AppConfig
+
+    def run_points(self, profile: DeviceProfile) -> list[Series]: ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from rooftop.models.errors import BadInput
 from rooftop.models.safetext import safe_text
@@ -71,7 +71,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = NEGATIVE_NUMBER
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         sys.stderr.write(safe_text(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
         raise SystemExit(2)
 
@@ -111,7 +111,7 @@ def _measured_times(raw: str | None, n_ops: int, flag: str = "--measured-ms", un
     if len(vals) != n_ops:
         raise UsageError(f"{flag} gives {fmt_count(len(vals), noun)} for {fmt_count(n_ops, 'op')}: "
                          "give one, or one per op")
-    return [v / 1e3 for v in vals] if unit == "ms" else vals
+    return [v / 1e3 for v in vals] if unit == "ms" else list(vals)
 
 
 def _path_list(raw: str) -> list[str]:
@@ -183,7 +183,7 @@ def add_db_option(p: argparse.ArgumentParser, top: bool = False) -> None:
     overwrite `rooftop --db PATH COMMAND`'s (argparse's subparser defaults would).
     """
     p.add_argument("--db", metavar="PATH", type=_db_option, help=DB_HELP,
-                   **({} if top else {"default": argparse.SUPPRESS}))
+                   default=None if top else argparse.SUPPRESS)
 
 
 def add_wide_option(p: argparse.ArgumentParser) -> None:

@@ -197,6 +197,7 @@ def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfil
         if missing_count(have, world):
             problems.append(f"missing ranks: {missing_text(have, world)} ({len(have)} of {world} ranks read: no "
                             "trace given for the rest)")
+    assert device is not None  # set with the first trace read, and summaries is not empty
     roofs = link_roofs(db, device[0], backend, intra)
     link = link or ""
     if link in GPU_LINK_LEVELS:  # --link nvlink on an AMD job: its GPU link, xGMI

@@ -8,12 +8,13 @@ from typing import Any, Sequence
 
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_count
+from rooftop.store.runs import Run, Store
 from rooftop.tui.commands.common import UsageError, add_db_option, add_out_option, add_wide_option
 from rooftop.tui.render.jsonout import dumps_json, print_json
 from rooftop.tui.services.context import NotAProfile, open_store, store_profiles
 
 
-def _runs_of(store, refs: Sequence[str]) -> list:  # noqa: ANN001
+def _runs_of(store: Store, refs: Sequence[str]) -> list[Run]:
     return [store.run(r) for r in refs]
 
 
@@ -48,7 +49,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_json(run) -> dict[str, Any]:  # noqa: ANN001
+def _run_json(run: Run) -> dict[str, Any]:
     import dataclasses
 
     return {**dataclasses.asdict(run), "short_id": run.short_id}
@@ -94,7 +95,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_fleet(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
+def _show_fleet(console: Any, args: argparse.Namespace, store: Store, run: Run) -> bool:
     """A fleet run's table of members and what was flagged."""
     from rooftop.store.fleets import fleet_of
     from rooftop.tui.render.fleet import fleet_flag_lines, fleet_tables
@@ -107,7 +108,7 @@ def _show_fleet(console: Any, args: argparse.Namespace, store, run) -> bool:  # 
     return True
 
 
-def _show_sample_page(console: Any, store, run, args: argparse.Namespace) -> None:  # noqa: ANN001 - Store, Run
+def _show_sample_page(console: Any, store: Store, run: Run, args: argparse.Namespace) -> None:
     """One page of the run's samples (read with LIMIT/OFFSET), after a count of them per kernel when the
     page is not all of them, and a line saying how many are not shown and how to see them."""
     from rooftop.tui.render.report import Prose
@@ -126,13 +127,13 @@ def _show_sample_page(console: Any, store, run, args: argparse.Namespace) -> Non
         console.print(Prose(_page_line(run.samples, first, rows or 0, args.page, after)))
 
 
-def _page_of(run, args: argparse.Namespace) -> tuple[int | None, int]:  # noqa: ANN001 - a Run
+def _page_of(run: Run, args: argparse.Namespace) -> tuple[int | None, int]:
     """The page --rows/--page/--all ask for: (rows, first row); a page past the last one is refused."""
     if args.all and args.page != 1:  # the page was ignored: every sample was listed
         raise UsageError(f"--all lists every sample and --page {args.page} one page of them: give one")
     rows = None if args.all else args.rows
     first = (args.page - 1) * rows if rows else 0
-    if first and first >= run.samples:
+    if first and rows and first >= run.samples:  # first is 0 without rows
         pages = max(1, -(-run.samples // rows))
         raise UsageError(f"--page {args.page}: the run has {fmt_count(run.samples, 'sample')}, "
                          f"{fmt_count(pages, 'page')} of {rows}; give --page 1 to {pages}")
@@ -147,7 +148,7 @@ def _page_line(total: int, first: int, rows: int, page: int, after: int) -> str:
     return line + "; --rows N lists N per page, --all every one"
 
 
-def _show_comm(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
+def _show_comm(console: Any, args: argparse.Namespace, store: Store, run: Run) -> bool:
     """A comm run as `rooftop comm` reports it; False (the samples table instead) when its points are malformed."""
     from rooftop.models.comm import comm_points, fit_points
     from rooftop.tui.render.comm import comm_report
@@ -174,7 +175,7 @@ def _same(a: Any, b: Any) -> bool:
     return a is None and b is None
 
 
-def _show_profile(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
+def _show_profile(console: Any, args: argparse.Namespace, store: Store, run: Run) -> bool:
     """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
     no longer known or the stored profile is malformed."""
     from rooftop.store.workloads import profile_problem, profile_summary, stored_workload
@@ -220,7 +221,7 @@ def _show_profile(console: Any, args: argparse.Namespace, store, run) -> bool:  
     return True
 
 
-def _placed_device(args: argparse.Namespace, run) -> tuple[str | None, Any]:  # noqa: ANN001 - a Run
+def _placed_device(args: argparse.Namespace, run: Run) -> tuple[str | None, Any]:
     """The name of the roofs a profile was placed on, and those roofs (a DeviceProfile) where they are still known:
     the catalog's, or a measured or named run's in the store; None where they are not."""
     from rooftop.store.workloads import placed_on
@@ -237,7 +238,7 @@ def _placed_device(args: argparse.Namespace, run) -> tuple[str | None, Any]:  # 
 SHARED_KINDS = ("profile", "measurement")  # the kinds of run `show --out` writes
 
 
-def _share_run(args: argparse.Namespace, store, run) -> None:  # noqa: ANN001 - Store, Run
+def _share_run(args: argparse.Namespace, store: Store, run: Run) -> None:
     """--out FILE: a kept profile as `rooftop profile --out` wrote it (its report made of the document its --json
     printed, on the roofs it was placed on), a kept measurement as its report (ceilings with their conditions, the
     roofline, the curves); a comm or fleet run is refused in one line before anything is written."""
@@ -265,7 +266,7 @@ def _share_run(args: argparse.Namespace, store, run) -> None:  # noqa: ANN001 - 
     _share_measurement(args, store, run, samples)
 
 
-def _share_measurement(args: argparse.Namespace, store, run, samples: list) -> None:  # noqa: ANN001 - Store, Run
+def _share_measurement(args: argparse.Namespace, store: Store, run: Run, samples: list) -> None:
     """--out FILE of a kept measurement: the report `measure_report` makes of what `measure --json` printed."""
     from rooftop.models.calibrate import Calibration
     from rooftop.store.io import measurement_document
@@ -299,7 +300,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_device(run) -> bool:  # noqa: ANN001 - a Run
+def _is_device(run: Run) -> bool:
     """A run that works as --device: complete, with ceilings (a profile or comm run has none)."""
     return run.status == "complete" and run.has_ceilings
 

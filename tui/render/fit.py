@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from rich.console import Console, ConsoleOptions
+from rich.console import Console, ConsoleOptions, JustifyMethod
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -28,7 +28,7 @@ class Col:
     goes, `most` what it may take (not when wide)."""
 
     header: str
-    justify: str = "right"
+    justify: JustifyMethod = "right"
     drop: int = 0
     text: bool = False
     least: int = LEAST
@@ -79,16 +79,16 @@ class FitRows:
         for i in shown:
             c = self.cols[i]
             if c.text and not self.wide:  # the one column Rich may narrow (a no_wrap one never is)
-                t.add_column(self.heads[i], justify=c.justify, overflow="ellipsis",  # type: ignore[arg-type]
+                t.add_column(self.heads[i], justify=c.justify, overflow="ellipsis",
                              max_width=c.most + (1 if i else 0) if c.most else None)
             else:
-                t.add_column(self.heads[i], justify=c.justify, no_wrap=True)  # type: ignore[arg-type]
+                t.add_column(self.heads[i], justify=c.justify, no_wrap=True)
         for r in self.rows:
             t.add_row(*(r[i] for i in shown))
         width = max(options.max_width, self._span(shown)) if self.wide else options.max_width
         pad = " " * self.indent
         for line in console.render_lines(t, options.update(width=width - self.indent, height=None), pad=False):
-            yield Text.assemble(pad, *((s.text, s.style) for s in line), no_wrap=True, overflow="ignore")
+            yield Text.assemble(pad, *((s.text, s.style or "") for s in line), no_wrap=True, overflow="ignore")
         left = [self.cols[i].header for i, c in enumerate(self.cols) if i not in shown and c.drop
                 and any(r[i].plain.strip() for r in self.rows)]
         if left:

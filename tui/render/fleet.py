@@ -6,7 +6,7 @@ rank column again); GB/s for bandwidth, TFLOP/s for peaks, µs for the launch fl
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -59,8 +59,10 @@ def fleet_tables(report: FleetReport) -> Group:
             t.add_row("median", "", "", *[_figure(c, g.median.get(c)) for c in block], style="bold")
             parts += [t, Text("")]
         t = Table(header_style="bold", box=None, pad_edge=False)
-        for col, just in (("rank", "left"), ("status", "left"), ("SM MHz", "right"), ("power W", "right"),
-                          ("°C", "right"), ("throttle", "left"), ("wall s", "right")):
+        cols: tuple[tuple[str, JustifyMethod], ...] = (
+            ("rank", "left"), ("status", "left"), ("SM MHz", "right"), ("power W", "right"), ("°C", "right"),
+            ("throttle", "left"), ("wall s", "right"))
+        for col, just in cols:
             t.add_column(col, justify=just, no_wrap=col != "throttle")
         for m in g.members:
             t.add_row(str(m.rank), Text(m.status, style="" if m.status == "complete" else "red"),

@@ -136,8 +136,10 @@ def make_console(stderr: bool = False) -> Console:
     out = sys.stderr if stderr else sys.stdout
     tty = getattr(out, "isatty", lambda: False)()
     columns = os.environ.get("COLUMNS", "")
+    # TrimmedLines is not an IO[str]: it has the part of one a Console writes through (write, flush, isatty, encoding)
+    file: IO[str] | None = None if tty else TrimmedLines(out)  # type: ignore[assignment]
     # no markup, no emoji codes: a stored name like "[/bold]" or ":x:" is printed as it is
-    console = Console(file=None if tty else TrimmedLines(out), stderr=stderr, highlight=False, soft_wrap=False,
+    console = Console(file=file, stderr=stderr, highlight=False, soft_wrap=False,
                       markup=False, emoji=False, width=None if tty or columns.isdigit() else FALLBACK_WIDTH)
     if console.width < MIN_WIDTH:  # COLUMNS=0 printed nothing at all, COLUMNS=1 a letter a line
         console.width = FALLBACK_WIDTH

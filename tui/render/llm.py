@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rich.console import Group
 from rich.table import Table
@@ -20,6 +20,9 @@ from rooftop.models.units import (
 )
 from rooftop.tui.render.layout import Prose, hanging
 from rooftop.tui.render.report import device_heading
+
+if TYPE_CHECKING:  # types only
+    from rooftop.models.llm import Amdahl, StepBound
 
 
 def _gib(n: float) -> str:
@@ -121,12 +124,12 @@ def _times(count: float) -> str:
     return str(round(count)) if abs(count - round(count)) < 1e-9 else f"{count:.4g}"
 
 
-def llm_ops_table(step) -> Group:  # noqa: ANN001 - a StepBound
+def llm_ops_table(step: StepBound) -> Group:
     total = step.lower_bound_s
     t = Table(header_style="bold", box=None, pad_edge=False)
     for c, j in (("op", "left"), ("shape", "left"), ("×", "right"), ("I", "right"), ("regime", "left"),
                  ("T each", "right"), ("T total", "right"), ("share", "right")):
-        t.add_column(c, justify=j)
+        t.add_column(c, justify="left" if j == "left" else "right")
     for lo, a in step.ops:
         t.add_row(lo.name, a.op.describe(), _times(lo.count), f"{a.intensity:.3g}", a.regime,
                   fmt_time(a.time_lower_bound), fmt_time(a.time_lower_bound * lo.count),
@@ -140,14 +143,14 @@ def llm_ops_table(step) -> Group:  # noqa: ANN001 - a StepBound
     notes = [Prose(f"× for {', '.join(names)}: {note}", style="dim") for note, names in by_note.items()]
     launch = step.launch_s
     tiny = sum(1 for _, a in step.ops if launch is not None and a.time_lower_bound < launch)
-    if tiny:
+    if tiny and launch is not None:  # tiny counts none without a launch time
         notes.append(Prose(f"{fmt_count(tiny, 'op kind')} {'is' if tiny == 1 else 'are'} bounded below one kernel "
                            f"launch ({fmt_time(launch)} on {step.device.id}): at this size launch overhead, not the "
                            f"roofline, sets {'its' if tiny == 1 else 'their'} time (CUDA graphs cut it).", style="yellow"))
     return Group(title, t, *notes)
 
 
-def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
+def amdahl_table(split: Amdahl) -> Group:
     t = Table(header_style="bold", box=None, pad_edge=False)
     for c in ("part", "before", "after", "saved"):
         t.add_column(c, justify="left" if c == "part" else "right")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import Callable
 
-from rich.console import Group
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -44,7 +45,9 @@ def ceilings_table(cal: Calibration) -> Group:
     then, in one line, the ceilings measured while the GPU was capped and at what SM clock."""
     p = cal.profile
     t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("ceiling", "left"), ("value", "right"), ("case", "left"), ("stable", "left")):
+    cols: tuple[tuple[str, JustifyMethod], ...] = (("ceiling", "left"), ("value", "right"), ("case", "left"),
+                                                   ("stable", "left"))
+    for col, just in cols:
         t.add_column(col, justify=just, overflow="fold")  # cases are long names: wrap, never cut
     for level in p.levels():
         c = p.bandwidth[level]
@@ -65,7 +68,7 @@ def ceilings_table(cal: Calibration) -> Group:
     return Group(titled(f"ceilings of {p.name} ({how})", t), *([Prose(capped, style="yellow")] if capped else []))
 
 
-def _cell(s: Sample, value: float | None, fmt) -> Text:  # noqa: ANN001 - fmt: float -> str
+def _cell(s: Sample, value: float | None, fmt: Callable[[float], str]) -> Text:
     if s.skipped:
         return Text("skipped", style="dim")
     text = Text(fmt(value) if value else "n/a")
@@ -113,13 +116,14 @@ def fma_table(samples: list[Sample]) -> Group | None:
     for r in sorted(rows):
         cells = []
         for d in dtypes:
-            s = rows[r].get(d)
-            if s is None:
+            got = rows[r].get(d)
+            if got is None:
                 cells.append(Text(""))
-            elif s.skipped:
+            elif got.skipped:
                 cells.append(Text("skipped", style="dim"))
             else:
-                cells.append(_cell(s, s.flop_rate, lambda v, s=s: f"{v / 1e9:.4g} ({(s.bandwidth or 0) / 1e9:.3g} GB/s)"))
+                gbs = (got.bandwidth or 0) / 1e9  # _cell formats at once: the lambda reads this point's
+                cells.append(_cell(got, got.flop_rate, lambda v: f"{v / 1e9:.4g} ({gbs:.3g} GB/s)"))
         t.add_row(str(r), *cells)
     return titled("FMA sweep (GFLOP/s, and GB/s moved)", t)
 

@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.text import Text
 
 from rooftop.models.catalog import UnknownDevice, lookup_device
-from rooftop.models.critpath import CriticalPath
+from rooftop.models.critpath import CriticalPath, FixFirst, PathOp
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.roofline import ABOVE_ROOF
 from rooftop.models.sample import Sample
@@ -178,9 +178,10 @@ def relabelled(cp: CriticalPath, work: Any) -> CriticalPath:
     """`cp` with each op group named as the op table names it (`op_label`: who owns its kernels, the op without
     `aten::`, its shapes cropped), so a row of the path, of fix first and of the op table read alike."""
     groups = work.group_by_key()
-    names = {p.key: op_label(groups[p.key]) for p in (*cp.ops, *cp.fix_first) if p.key in groups}
+    keyed: tuple[PathOp | FixFirst, ...] = (*cp.ops, *cp.fix_first)
+    names = {p.key: op_label(groups[p.key]) for p in keyed if p.key in groups}
     ops = tuple(replace(p, label=names.get(p.key, p.label)) for p in cp.ops)
-    old = {p.label: names[p.key] for p in (*cp.ops, *cp.fix_first) if p.key in names}
+    old = {p.label: names[p.key] for p in keyed if p.key in names}
     what = tuple(replace(w, name=OP_WHAT_IF + old.get(w.name[len(OP_WHAT_IF):], w.name[len(OP_WHAT_IF):]))
                  if w.name.startswith(OP_WHAT_IF) else w for w in cp.what_if)
     return replace(cp, ops=ops, what_if=what, steps=tuple(replace(s, ops=tuple(replace(p, label=names.get(
@@ -336,8 +337,8 @@ def kernel_lines(work: Any, n: int = 5, wide: bool = False) -> list[Any]:
         w, q = counted_cells(k.measured_flops, k.measured_bytes)
         counted = " · ".join(x for x in (f"W {w}" if w else "", f"Q {q}" if q else "") if x)
         rows.append((fmt_time(k.time_s), f"×{k.calls}", short_kernel(k.name), rate, counted))
-    counted = any(k.measured_flops is not None or k.measured_bytes is not None for k in work.top_kernels[:n])
-    head = ("top kernels (rates from their ops' W and Q; counted: by the GPU):" if counted
+    any_counted = any(k.measured_flops is not None or k.measured_bytes is not None for k in work.top_kernels[:n])
+    head = ("top kernels (rates from their ops' W and Q; counted: by the GPU):" if any_counted
             else "top kernels (W and Q from the ops that launched them):")
     return [Text(head, style="bold"),
             FitRows(KERNEL_COLS, rows, wide, header=False, indent=2)]
@@ -388,7 +389,8 @@ def coverage_text(cov: Any, on_device: bool = True, brief: bool = False) -> str:
     basis line (`times_text` ends it)."""
     if not isinstance(cov, Mapping) or not isinstance(cov.get("owned"), (int, float)):
         return ""
-    by = cov.get("by_owner") if isinstance(cov.get("by_owner"), Mapping) else {}
+    by_owner = cov.get("by_owner")
+    by = by_owner if isinstance(by_owner, Mapping) else {}
 
     def part(k: str) -> float:
         v = by.get(k)
@@ -399,7 +401,8 @@ def coverage_text(cov: Any, on_device: bool = True, brief: bool = False) -> str:
     kinds = [f"{name} {share(part(k))}" for k, name in (("op", "ops"), ("graph", "ops at graph capture"),
                                                           ("annotation", "annotations")) if part(k) > 0]
     kinds_text = f" ({', '.join(kinds)})" if len(kinds) > 1 or part("annotation") > 0 or part("graph") > 0 else ""
-    fam = cov.get("by_family") if isinstance(cov.get("by_family"), (int, float)) else part("family")
+    by_family = cov.get("by_family")
+    fam = by_family if isinstance(by_family, (int, float)) else part("family")
     early, early_fam = part("before window"), max(0.0, fam - part("family"))
     loose = []
     if early > 0:

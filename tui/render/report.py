@@ -3,9 +3,9 @@ Their layout (prose that wraps, hanging notes, trimmed lines, the console) is re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from rich.console import Group
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -57,7 +57,7 @@ def analysis_table(rows: list[Analysis]) -> Group:
             notes.append((" ·", Text(safe_text(f"{prefix}{a.device.id} is a CPU profile measured with "
                                                f"{fmt_count(a.device.threads, 'thread')}"), style="dim")))
         notes += [(Text(" !", style="yellow"), Text(safe_text(prefix + line), style="yellow")) for line in a.warnings]
-    parts = [Prose(head), Prose(how), SideBySide(rows, _devices_table), hanging(notes)]
+    parts: list[RenderableType] = [Prose(head), Prose(how), SideBySide(rows, _devices_table), hanging(notes)]
     if len(rows) > 1:
         parts.append(comparison_line(rows))
     return Group(*parts)
@@ -90,7 +90,7 @@ def _devices_table(rows: list[Analysis]) -> Table:
     for a in rows:
         t.add_column(device_heading(a.device), justify="right")
 
-    def row(label: str, fn) -> None:  # noqa: ANN001 - a small local formatter
+    def row(label: str, fn: Callable[[Analysis], str]) -> None:
         t.add_row(label, *[Prose(fn(a)) for a in rows])
 
     row("path", lambda a: a.path)
@@ -135,8 +135,10 @@ def devices_table(profiles: list[DeviceProfile]) -> Table:
     """The catalog at a glance; units in the headers keep it within 80 columns."""
     t = Table(header_style="bold", box=None, pad_edge=False)
     widths = {"id": 12, "source": 9}
-    for col, just in (("id", "left"), ("source", "left"), ("B GB/s", "right"), ("16-bit TF/s", "right"),
-                      ("fp64 TF/s", "right"), ("I* 16-bit", "right"), ("name", "left")):
+    cols: tuple[tuple[str, JustifyMethod], ...] = (
+        ("id", "left"), ("source", "left"), ("B GB/s", "right"), ("16-bit TF/s", "right"), ("fp64 TF/s", "right"),
+        ("I* 16-bit", "right"), ("name", "left"))
+    for col, just in cols:
         if col == "name":  # the one column Rich may narrow (a no_wrap column is never); its cells end in "…"
             t.add_column(col, overflow="ellipsis", ratio=1)
         else:
@@ -223,8 +225,9 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
             fmt_intensity(p.ridge(path)) if path in p.peak and "dram" in p.bandwidth else "" for p in profiles
         ])
     x = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("pair", "left"), ("path", "left"), ("crossover I", "right"), ("below it", "left"),
-                      ("above it", "left")):
+    x_cols: tuple[tuple[str, JustifyMethod], ...] = (
+        ("pair", "left"), ("path", "left"), ("crossover I", "right"), ("below it", "left"), ("above it", "left"))
+    for col, just in x_cols:
         x.add_column(col, justify=just)
     for a, b, c in pairs:
         cx = c.crossover
@@ -240,11 +243,13 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
     from rooftop.models.compare import thread_note
 
     threads = thread_note(profiles)
+    crossings: Table | Prose = x
     if not pairs:  # an empty pair table, unexplained, read as a fault
         lacking = [p.id for p in profiles if "dram" not in p.bandwidth]
         why = (f"{', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no DRAM bandwidth"
                if lacking else "the profiles share no compute path")
-        x = Prose(safe_text(f"no crossovers: {why}, so no pair of roofs can be set against each other"), style="yellow")
-    return Group(t, Text(""), x, legend, *([Prose(threads, style="yellow")] if threads else []))
+        crossings = Prose(safe_text(f"no crossovers: {why}, so no pair of roofs can be set against each other"),
+                          style="yellow")
+    return Group(t, Text(""), crossings, legend, *([Prose(threads, style="yellow")] if threads else []))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -14,6 +15,7 @@ from rooftop.models.units import (
     fmt_time,
     fmt_when,
 )
+from rooftop.store.runs import Run
 from rooftop.tui.render.layout import NBSP, Prose
 
 
@@ -21,7 +23,7 @@ def _when(t: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
     return fmt_when(t, fmt) if t else ""
 
 
-def _duration(run) -> str:  # noqa: ANN001 - a rooftop.store.runs.Run
+def _duration(run: Run) -> str:
     """How long the run took; empty when unknown (imports carry no end time: it equals the start)."""
     return fmt_time(run.ended_at - run.started_at) if run.ended_at and run.ended_at > run.started_at else ""
 
@@ -29,8 +31,10 @@ def _duration(run) -> str:  # noqa: ANN001 - a rooftop.store.runs.Run
 def runs_table(runs: list) -> Table:
     """Every run in the store, oldest first, in 80 columns: the host and the year are in `rooftop show`."""
     t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("run", "left"), ("name", "left"), ("status", "left"), ("device", "left"),
-                      ("source", "left"), ("started", "left"), ("points", "right"), ("roofs", "left")):
+    cols: tuple[tuple[str, JustifyMethod], ...] = (
+        ("run", "left"), ("name", "left"), ("status", "left"), ("device", "left"), ("source", "left"),
+        ("started", "left"), ("points", "right"), ("roofs", "left"))
+    for col, just in cols:
         t.add_column(col, justify=just, no_wrap=col not in ("name", "device"), overflow="fold")
     style = {"complete": "green", "running": "cyan", "interrupted": "yellow", "failed": "red", "cancelled": "dim"}
     by_id = {r.id: r for r in runs}
@@ -61,7 +65,7 @@ def fleet_members(runs: list) -> dict[str, tuple[str, int]]:
     return out
 
 
-def run_facts(run) -> Table:  # noqa: ANN001 - a rooftop.store.runs.Run
+def run_facts(run: Run) -> Table:
     """The run's header: who, where, with what, when, how it ended."""
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
@@ -81,7 +85,9 @@ def sample_groups_table(groups: list) -> Table:
     """A run's samples counted per kernel family and dtype (store.Store.sample_groups), skipped and unstable
     among them: the whole run at a glance when its table is paged."""
     t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("kernel", "left"), ("samples", "right"), ("skipped", "right"), ("unstable", "right")):
+    cols: tuple[tuple[str, JustifyMethod], ...] = (("kernel", "left"), ("samples", "right"), ("skipped", "right"),
+                                                   ("unstable", "right"))
+    for col, just in cols:
         t.add_column(col, justify=just, no_wrap=col != "kernel")
     for g in groups:
         t.add_row(safe_text(f"{g.family} {g.dtype}".strip()), f"{g.count:,}", f"{g.skipped:,}" if g.skipped else "",
@@ -99,8 +105,10 @@ def samples_table(samples: list, start: int = 0) -> Table:
 
     moving = DATA_MOVING + CACHE_PROBES  # their figure is GB/s (the cache probes' one add is no FLOP roof)
     t = Table(header_style="bold", box=None, pad_edge=False)
-    for col, just in (("#", "right"), ("kernel", "left"), ("I", "right"), ("median", "right"),
-                      ("achieved", "right"), ("iqr", "right"), ("note", "left")):
+    cols: tuple[tuple[str, JustifyMethod], ...] = (
+        ("#", "right"), ("kernel", "left"), ("I", "right"), ("median", "right"), ("achieved", "right"),
+        ("iqr", "right"), ("note", "left"))
+    for col, just in cols:
         t.add_column(col, justify=just, no_wrap=col != "note" and col != "kernel")
     for i, s in enumerate(samples, start=start):
         kernel = safe_text(f"{s.family} {s.dtype} {s.shape_text}" + (" cold" if s.cache == "cold" else ""))

@@ -10,17 +10,19 @@ import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterator, Literal, Mapping, Sequence, overload
 
 from rooftop.models.catalog import catalog, lookup_device
 from rooftop.models.errors import BadInput
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import safe_text
-from rooftop.store.db import StoreError
+from rooftop.store.db import StoreError, read_only_reason, store_error
+from rooftop.store.locations import db_path, is_chosen
+from rooftop.store.runs import Run, Store, UnknownRun
+from rooftop.store.workloads import job_collectives, placed_on
 
-if TYPE_CHECKING:  # types only: the store and the plot data load when a command reads them
+if TYPE_CHECKING:  # types only: the plot data loads when a command draws it
     from rooftop.models.plotdata import Series
-    from rooftop.store.runs import Run, Store
 
 
 class NotAProfile(BadInput):
@@ -33,16 +35,16 @@ class NotAProfile(BadInput):
 # so every caller here and in the app catches exactly that; what it then says is its own.
 
 
+@overload
+def open_db(db: str | Path | None, *, create: Literal[True] = True, recover: bool = True) -> Store: ...
+@overload
+def open_db(db: str | Path | None, *, create: bool, recover: bool = True) -> Store | None: ...
 def open_db(db: str | Path | None, *, create: bool = True, recover: bool = True) -> Store | None:
     """The one way tui opens the store: at `db` (--db), else ROOFTOP_DB, else the user data directory.
 
     None when `create` is off and there is no database there yet (reading never creates one).
     `recover` marks the runs of dead processes interrupted (`store.interrupted` lists them).
     """
-    from rooftop.store.db import store_error
-    from rooftop.store.locations import db_path, is_chosen
-    from rooftop.store.runs import Store
-
     try:
         path = db_path(db)
         if not create and not path.exists():
@@ -99,9 +101,6 @@ def tell_interrupted(store: Store) -> None:
 
 def cannot_create(db: str | Path | None) -> str:
     """Why no store can be made at `db` (--db, ROOFTOP_DB, the data dir) to keep a run; '' when one can."""
-    from rooftop.store.db import read_only_reason
-    from rooftop.store.locations import db_path
-
     try:
         why = read_only_reason(db_path(db))
     except OSError as exc:  # the data directory cannot be found or read
@@ -118,8 +117,6 @@ def tell_no_room(store: Store) -> None:
 
 def db_file(db: str | Path | None) -> str:
     """The database file `db` (a command's --db as given; None: ROOFTOP_DB, else the data dir) names."""
-    from rooftop.store.locations import db_path
-
     return str(db_path(db))
 
 
@@ -147,7 +144,7 @@ def default_device(profiles: Mapping[str, DeviceProfile] | None = None) -> Defau
     local = (profiles or {}).get("local")
     if local is not None and local.is_roofline():
         return DefaultDevice(local, "local")
-    from rooftop.probes.identify import local_placement
+    from rooftop.probes.identify import local_placement  # here, not above: `rooftop --help` loads this module, not that one
 
     placed = local_placement()
     if placed is not None and placed.profile is not None:
@@ -227,8 +224,6 @@ def store_profiles(db: str | Path | None, ids: Sequence[str] = ()) -> dict[str, 
     A missing database means none; an unusable one is reported in one line and the
     catalog still works, so `rooftop op --device h100` never depends on the store.
     """
-    from rooftop.store.runs import UnknownRun
-
     path = Path(db_file(db))
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return {}  # nothing stored (an empty file is left alone: reading never creates a database)
@@ -277,7 +272,7 @@ def stored_runs(devices: Sequence[DeviceProfile]) -> list[tuple[str, str]]:
 
 def run_points(store: Store, devices: Sequence[DeviceProfile]) -> list[Series]:
     """Sample points of the devices that are store runs, as plot series (each labelled with its device's id)."""
-    from rooftop.models.plotdata import sample_series
+    from rooftop.models.plotdata import sample_series  # here, not above: `rooftop --help` loads this module, not that one
 
     return [s for label, rid in stored_runs(devices) for s in sample_series(store.samples(rid), label)]
 
@@ -304,8 +299,6 @@ def latest_profile_points(db: str | Path | None, device_id: str) -> tuple[list[S
     """The newest kept profile placed on `device_id`, for its roofline: its op groups as points and, for a
     distributed job, its collectives as points on their links' slopes; and the ceiling (bytes/s) of each link
     those crossed. ([], {}) when there is none."""
-    from rooftop.store.workloads import placed_on
-
     try:
         with store_session(db) as store:
             if store is None:
@@ -322,8 +315,7 @@ def latest_profile_points(db: str | Path | None, device_id: str) -> tuple[list[S
 def profile_points(store: Store, run: Run) -> tuple[list[Series], dict[str, float]]:
     """A kept profile's op groups as points, its job's collectives as points on their links' slopes, and the
     ceiling (bytes/s) of each link those crossed: what its roofline draws over the device's roofs."""
-    from rooftop.models.plotdata import collective_points, job_links, sample_series
-    from rooftop.store.workloads import job_collectives
+    from rooftop.models.plotdata import collective_points, job_links, sample_series  # `rooftop --help` loads this module, not that one
 
     colls = job_collectives(run)
     return sample_series(store.samples(run.id), run.label) + collective_points(colls), job_links(colls)

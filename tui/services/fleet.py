@@ -16,6 +16,10 @@ import time
 from typing import Any, Mapping
 
 from rooftop.models.fleet import run_conditions
+from rooftop.probes.backend import select_backend
+from rooftop.probes.plan import build_plan
+from rooftop.probes.telemetry import Sampler
+from rooftop.tui.services.measure import _versions, measure_run
 
 
 def device_processes(snapshot: Any, nvml_index: int | None, skip: set[int]) -> tuple[str, ...]:
@@ -36,11 +40,6 @@ def measure_member(rank: int, job: Mapping[str, Any], stop: threading.Event | No
     `stop` (its starter's SIGTERM) ends the plan at the next point, and the payload holds what was
     measured, as `rooftop measure` keeps a cancelled run.
     """
-    from rooftop.probes.backend import select_backend
-    from rooftop.probes.plan import build_plan
-    from rooftop.probes.telemetry import Sampler
-    from rooftop.tui.services.measure import _versions, measure_run
-
     if job.get("cpus"):
         try:
             os.sched_setaffinity(0, job["cpus"])

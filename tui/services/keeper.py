@@ -16,7 +16,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.sample import Sample
+from rooftop.models.units import fmt_when
 from rooftop.store.db import StoreError
+from rooftop.store.process import host_name
 from rooftop.store.runs import NewRun, Run, RunStatus, Store
 from rooftop.tui.services.context import open_db
 
@@ -26,9 +28,6 @@ OnError = Callable[[StoreError, bool], None]  # the error, and whether the run h
 def beside_words(beside: Sequence[tuple[Run, int | None]]) -> str:
     """One line for the measurements another process is running into the same store: which, where, since when;
     both runs are kept, but two measurements share the machine."""
-    from rooftop.models.units import fmt_when
-    from rooftop.store.process import host_name
-
     here = host_name()
     runs = [f"run {r.short_id} ({r.plan} on {r.device_name}, "
             + (f"pid {pid}" if r.host == here and pid else f"on {r.host}")
@@ -43,7 +42,7 @@ class RunKeeper:
 
     def __init__(self, db: str | Path | None, *, save: bool = True, on_error: OnError | None = None,
                  on_open: Callable[[Store], None] | None = None,
-                 on_beside: Callable[[str], None] | None = None) -> None:
+                 on_beside: Callable[[str], object] | None = None) -> None:
         self.db, self.save, self.on_error, self.on_open = db, save, on_error, on_open
         self.on_beside = on_beside  # told, in one line, of measurements other processes run into the store
         self.store: Store | None = None
@@ -61,11 +60,11 @@ class RunKeeper:
         if not self.save:
             return None
         try:
-            self.store = open_db(self.db)
+            self.store = store = open_db(self.db)
             if self.on_open is not None:
-                self.on_open(self.store)
-            self.run_id = self.store.begin_run(dict(device_info), plan=plan, backend=backend, versions=versions)
-            beside = self.store.running_beside(self.run_id) if self.on_beside is not None else []
+                self.on_open(store)
+            self.run_id = run_id = store.begin_run(dict(device_info), plan=plan, backend=backend, versions=versions)
+            beside = store.running_beside(run_id) if self.on_beside is not None else []
         except StoreError as exc:
             self._drop(exc, begun=False)
             return self.run_id
@@ -95,19 +94,19 @@ class RunKeeper:
         """Commit `samples` now (a crash later loses none of them)."""
         batch = list(samples)
         if self.keeping and batch:
-            self._write(lambda s: s.add_samples(self.run_id, batch))
+            self._write(lambda s, run: s.add_samples(run, batch))
             self.added += len(batch) if self.keeping else 0
 
     def set_ceilings(self, profile: DeviceProfile) -> None:
         if self.keeping and (profile.peak or profile.bandwidth):
-            self._write(lambda s: s.set_ceilings(self.run_id, profile))
+            self._write(lambda s, run: s.set_ceilings(run, profile))
 
     def finish(self, status: RunStatus) -> str | None:
         """End the run as `status` and close the store; the run's id, or None when none was kept."""
         if self.keeping:
-            self._write(lambda s: s.finish_run(self.run_id, status))
+            self._write(lambda s, run: s.finish_run(run, status))
         if self.keeping and status == "cancelled" and not self.added:  # before its first point: nothing to keep
-            self._write(lambda s: s.delete(self.run_id))
+            self._write(lambda s, run: s.delete(run))
             if self.keeping:
                 self.run_id = None
         self.close()
@@ -118,10 +117,11 @@ class RunKeeper:
             self.store.close()
             self.store = None
 
-    def _write(self, write: Callable[[Store], Any]) -> None:
-        assert self.store is not None
+    def _write(self, write: Callable[[Store, str], Any]) -> None:
+        """`write(store, run id)`, while keeping."""
+        assert self.store is not None and self.run_id is not None
         try:
-            write(self.store)
+            write(self.store, self.run_id)
         except StoreError as exc:
             self._drop(exc, begun=True)
 

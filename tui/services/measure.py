@@ -41,7 +41,7 @@ class RunResult:
     kept: int = 0  # samples committed to the store (all of them unless store_error says otherwise)
 
 
-OnSample = Callable[[Progress, Sample, Calibration], None]
+OnSample = Callable[[Progress, Sample, Calibration], object]  # what it returns is not read
 
 
 def measure_run(
@@ -52,8 +52,8 @@ def measure_run(
     sampler: Sampler | None = None,
     cancel: threading.Event | None = None,
     on_sample: OnSample | None = None,
-    on_store_error: Callable[[str], None] | None = None,
-    on_note: Callable[[str], None] | None = None,
+    on_store_error: Callable[[str], object] | None = None,
+    on_note: Callable[[str], object] | None = None,
 ) -> RunResult:
     """Run `plan`, storing as it goes; returns what was measured however the run ended.
 
@@ -78,7 +78,8 @@ def measure_run(
     keeper = RunKeeper(db_path, save=store, on_error=store_failed, on_beside=on_note)
     run_id = keeper.begin(info.to_dict(), plan.name, backend.spec, _versions(info.to_dict()))
     samples: list[Sample] = []
-    status, error = "complete", ""
+    status: RunStatus = "complete"
+    error = ""
     started = time.time()
     log = TelemetryLog(sampler, db_path, run_id, since=started - sampler.interval).start() \
         if run_id is not None and sampler is not None else None

@@ -12,10 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeAlias
 
 from rooftop.models.collectives import LINKS, LinkRoof
+from rooftop.models.comm import comm_points, fit_points
 from rooftop.models.errors import BadInput
+from rooftop.models.links import link_on
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import clean, safe_text
+from rooftop.models.workload import Workload, roof_source
 from rooftop.store.db import StoreError
+from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 from rooftop.tui.services.context import open_store, resolve_devices, store_profiles, tell_interrupted
 from rooftop.tui.services.keeper import RunKeeper
 
@@ -24,7 +28,6 @@ if TYPE_CHECKING:
     from rooftop.models.devicefamily import Placement
     from rooftop.models.jobpath import Joined
     from rooftop.models.trace import Trace
-    from rooftop.models.workload import Workload
 
 Db: TypeAlias = "str | Path | None"  # --db as given: None is ROOFTOP_DB, else the data directory
 
@@ -43,7 +46,7 @@ def _unknown_gpu(placed: Placement) -> str:
 
 def _measured_card(db: Db, placed: Placement) -> DeviceProfile | None:
     """This machine's measured profile (`local`) where it is of the very card `placed` names, else None."""
-    from rooftop.models.devicefamily import same_card
+    from rooftop.models.devicefamily import same_card  # here, not above: `rooftop --help` loads this module, not that one
 
     local = store_profiles(db, []).get("local")
     return local if local is not None and placed.identity is not None and same_card(local, placed.identity) else None
@@ -51,7 +54,7 @@ def _measured_card(db: Db, placed: Placement) -> DeviceProfile | None:
 
 def check_local_gpu(db: Db) -> None:
     """NoRoofs, before a program runs here, where NVML names a GPU no profile fits and none was measured."""
-    from rooftop.probes.identify import local_placement
+    from rooftop.probes.identify import local_placement  # here, not above: `rooftop --help` loads this module, not that one
 
     placed = local_placement()
     if placed is not None and placed.profile is None and _measured_card(db, placed) is None:
@@ -62,7 +65,7 @@ def _placed(db: Db, name: str, props: Mapping[str, Any], metadata: Mapping[str, 
             source: str) -> tuple[DeviceProfile, str]:
     """The profile a file's GPU is placed on, and how, said on stderr; this machine's measured `local` where it
     is that very card and the catalog has none; else NoRoofs naming -d."""
-    from rooftop.models.devicefamily import place_device
+    from rooftop.models.devicefamily import place_device  # here, not above: `rooftop --help` loads this module, not that one
 
     placed = place_device(name, props, metadata=metadata, whose=f"the {source}'s")
     if placed.profile is not None:
@@ -79,7 +82,7 @@ def _placed(db: Db, name: str, props: Mapping[str, Any], metadata: Mapping[str, 
 def _by_kernel_units(units: int) -> tuple[DeviceProfile, str]:
     """The profile for a trace that names no GPU but whose kernels say its SM count (models.devicefamily's
     rule), said on stderr; a count no profile has is an unknown GPU, refused as one."""
-    from rooftop.models.devicefamily import place_by_units
+    from rooftop.models.devicefamily import place_by_units  # here, not above: `rooftop --help` loads this module, not that one
 
     placed = place_by_units(units)
     if placed.profile is None:
@@ -130,9 +133,6 @@ def link_roofs(db: Db, device: DeviceProfile, backend: str, intra: str = "nvlink
     fit: measured), else the device profile's link bandwidth (datasheet or measured, as the profile says) and
     its α where the profile keeps one. `intra` is the GPU link (nvlink, or xgmi on AMD), the one a GPU
     backend's run measured."""
-    from rooftop.models.links import link_on
-    from rooftop.models.workload import roof_source
-
     roofs: dict[str, LinkRoof] = {}
     alphas = dict(device.extra.get("link_alpha_s", {}) or {})  # a measured profile's α per link, where kept
     for lvl in LINKS:
@@ -149,8 +149,7 @@ def link_roofs(db: Db, device: DeviceProfile, backend: str, intra: str = "nvlink
 
 def _measured_link(db: Db, backend: str, intra: str = "nvlink") -> LinkRoof | None:
     """The link roof the latest complete comm run of `backend` measured (its allreduce), else None."""
-    from rooftop.models.comm import comm_points, fit_points
-    from rooftop.store.comms import is_comm
+    from rooftop.store.comms import is_comm  # here, not above: `rooftop --help` loads this module, not that one
 
     try:
         with open_store(db) as store:
@@ -176,8 +175,6 @@ def keep_workload(db: Db, work: Workload, source: str, backend: str, job: Mappin
                   path: CriticalPath | None = None, joined: Joined | None = None) -> str | None:
     """Keep the profile (and its critical path; a job's: whose it is, `joined`) as a run (plan "profile", one
     sample per op group); its id, or None when not kept (the reason said on stderr)."""
-    from rooftop.store.workloads import PLAN, group_sample, profile_device_info
-
     def not_saved(exc: Exception, _begun: bool) -> None:
         sys.stderr.write(safe_text(f"rooftop profile: warning: the run is not kept in the store: {exc}") + "\n")  # it names the --db path
 

@@ -81,7 +81,7 @@ def profile_figures(s: Mapping[str, Any]) -> list[Figure]:
     busy, idle = _num(s.get("device_busy_s")) or 0.0, _num(s.get("idle_s")) or 0.0
     gpus = int(s.get("gpus") or 1)
     times = f"{gpus} × " if gpus > 1 else ""
-    cov = s.get("coverage") if isinstance(s.get("coverage"), Mapping) else {}
+    cov = stored if isinstance(stored := s.get("coverage"), Mapping) else {}
     ranges = s.get("kernel_times") == RANGES
     mfu, bw = _num(s.get("mfu")), _num(s.get("bandwidth_utilisation"))
     what = "kernels" if s.get("on_device") else "ops"
@@ -336,7 +336,7 @@ def profile_charts(doc: Mapping[str, Any], device: Any, top: int = TOP) -> list[
 def ceilings_table(profile: Mapping[str, Any]) -> str:
     """A device profile's roofs (`DeviceProfile.to_dict`), each with the conditions that produced it: the case,
     where it came from, whether it was stable."""
-    ceil = profile.get("ceilings") if isinstance(profile.get("ceilings"), Mapping) else {}
+    ceil = stored if isinstance(stored := profile.get("ceilings"), Mapping) else {}
     rows = []
     for kind, values, fmt in (("bandwidth", profile.get("bandwidth") or {}, fmt_bandwidth),
                               ("peak", profile.get("peak") or {}, fmt_flops_rate)):

@@ -105,11 +105,11 @@ def compare_columns(a: str, b: str) -> list[Col]:
 
 def roof_rows(a: DeviceProfile, b: DeviceProfile) -> list[tuple[str, ...]]:
     """One row per memory level, then per compute path (the paths both have first)."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for level in sorted(set(a.bandwidth) | set(b.bandwidth), key=level_sort_key):
         va, vb = a.bandwidth.get(level), b.bandwidth.get(level)
         rows.append((f"B {level} GB/s", _num(va.value / 1e9 if va else None), _num(vb.value / 1e9 if vb else None),
-                     _ratio(va and va.value, vb and vb.value), "", "", ""))
+                     _ratio(va.value if va else None, vb.value if vb else None), "", "", ""))
     both = common_paths(a, b)
     for path in sorted(distinct_paths([*a.peak, *b.peak]), key=lambda p: (p not in both, p)):  # bf16-matmul = bf16-tc
         fa, fb = a.peak.get(path), b.peak.get(path)
@@ -121,7 +121,7 @@ def roof_rows(a: DeviceProfile, b: DeviceProfile) -> list[tuple[str, ...]]:
             cross = f"{x.intensity:.3g}" if x.intensity is not None else "never"
             side = escape(safe_text(f"{x.higher_below} / {x.higher_above}"))  # a str cell is read as markup
         rows.append((f"F {path} TF/s", _num(fa.value / 1e12 if fa else None), _num(fb.value / 1e12 if fb else None),
-                     _ratio(fa and fa.value, fb and fb.value), ridge, cross, side))
+                     _ratio(fa.value if fa else None, fb.value if fb else None), ridge, cross, side))
     return rows
 
 

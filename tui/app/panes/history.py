@@ -171,7 +171,8 @@ class History(Widget):
     @work(thread=True, exclusive=True, group="hist-runs")
     def _read_runs(self) -> None:
         found, error = read_store(self.db_path, lambda store: (list(reversed(store.runs())), store.path))  # newest first
-        self.post_message(self.RunsRead(*(found or ([], None)), error))
+        runs, path = found if found is not None else ([], None)
+        self.post_message(self.RunsRead(runs, path, error))
 
     @on(RunsRead)
     def _runs_read(self, m: RunsRead) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 from rich.text import Text
 from textual import events
@@ -13,16 +14,25 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Label, Sparkline, Static
 
+from rooftop.models.calibrate import Calibration
+from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.units import fmt_count
-from rooftop.probes.telemetry import GpuSnapshot, Snapshot
+from rooftop.probes.telemetry import CpuSnapshot, GpuSnapshot, Snapshot
+from rooftop.store.runs import Run
 from rooftop.tui.app.state import RunView
 from rooftop.tui.app.widgets import watch_app
 from rooftop.tui.render.measure_report import kept_words
 
+if TYPE_CHECKING:  # types only: the progress bar, the plan and its result load when a run shows
+    from textual.widgets import ProgressBar
+
+    from rooftop.probes.plan import Progress
+    from rooftop.tui.services.measure import RunResult
+
 HISTORY = 120  # points per sparkline
 
-# (key, label, unit, how to read it from a snapshot)
-GPU_TRACES = (
+# (key, label, unit, how to read it from a snapshot; None: not known this tick)
+GPU_TRACES: tuple[tuple[str, str, str, Callable[[GpuSnapshot], float | None]], ...] = (
     ("util", "GPU util", "%", lambda g: g.gpu_util_pct),
     ("sm", "SM clock", "MHz", lambda g: g.sm_clock_mhz),
     ("power", "power", "W", lambda g: g.power_w),
@@ -32,7 +42,7 @@ GPU_TRACES = (
     ("tensor", "tensor", "%", lambda g: 100 * g.tensor_active if g.tensor_active is not None else None),
 )
 GPM_TRACES = {"dram", "tensor"}  # shown only for a GPU that offers GPM (Hopper and newer)
-CPU_TRACES = (
+CPU_TRACES: tuple[tuple[str, str, str, Callable[[CpuSnapshot], float | None]], ...] = (
     ("util", "CPU util", "%", lambda c: c.util_pct),
     ("sm", "CPU clock", "MHz", lambda c: c.freq_mhz),
     ("mem", "memory", "GiB", lambda c: c.memory_used_bytes / 2**30),
@@ -176,13 +186,14 @@ class TelemetryPanel(Widget):
             g = self._gpu(s)
             if len(s.gpus) > 1:
                 rows.show(s.gpus, g.index)
-            traces, obj = GPU_TRACES, g
-            if g.gpm_note:  # no GPM on this GPU: its note says so once, no empty traces
-                traces = tuple(t for t in GPU_TRACES if t[0] not in GPM_TRACES)
+            # no GPM on this GPU (gpm_note): its note says so once, no empty traces
+            readings = [(key, label, unit, read(g)) for key, label, unit, read in GPU_TRACES
+                        if not (g.gpm_note and key in GPM_TRACES)]
             throttle = f"  throttle: {', '.join(g.throttling)}" if g.throttling else ""
             self.source = f"gpu{g.index} {g.name}{' — LOST' if g.lost else ''}{throttle}"
         elif s.cpu is not None:
-            traces, obj = CPU_TRACES, s.cpu
+            cpu = s.cpu
+            readings = [(key, label, unit, read(cpu)) for key, label, unit, read in CPU_TRACES]
             self.source = f"CPU ({len(s.cpu.per_core_pct)} cores) — {s.state}"
         else:
             self.query_one("#tel-source", Static).update(s.state)
@@ -190,9 +201,8 @@ class TelemetryPanel(Widget):
             return
         self._show_roofs(self._gpu(s) if s.gpus else None)
         self.query_one("#tel-source", Static).update(Text(self.source, style="bold" if s.gpus else "dim"))
-        shown = {k for k, *_ in traces}
-        for key, label, unit, read in traces:
-            v = read(obj)
+        shown = {k for k, *_ in readings}
+        for key, label, unit, v in readings:
             self.query_one(f"#lb-{key}", Label).update(label)
             if v is not None:
                 self.data[key].append(float(v))
@@ -280,11 +290,11 @@ class MeasurePanel(Widget):
             self.query_one("#ms-status", Static).update(Text(
                 "starting the measurement: loading torch and sizing the plan — c or Esc cancels", style="bold"))
         elif view.stored is not None:
-            self._stored(view)
+            self._stored(view, view.stored)
         elif view.result is not None:
             self._finished(view.result)
         elif view.progress is not None:
-            self.update_progress(view)
+            self.update_progress(view, view.progress)
         else:
             from textual.widgets import ProgressBar
 
@@ -296,14 +306,14 @@ class MeasurePanel(Widget):
                 "(what is measured is kept)", style="bold"))
 
     @staticmethod
-    def _show_eta(bar: object, shown: bool) -> None:
-        for eta in bar.query("#eta"):  # type: ignore[attr-defined]
+    def _show_eta(bar: ProgressBar, shown: bool) -> None:
+        for eta in bar.query("#eta"):
             eta.display = shown
 
-    def update_progress(self, view: RunView) -> None:
+    def update_progress(self, view: RunView, progress: Progress) -> None:
         from textual.widgets import ProgressBar
 
-        progress, sample = view.progress, view.samples[-1]
+        sample = view.samples[-1]
         self.query_one("#ms-progress", ProgressBar).update(total=progress.total, progress=progress.done)
         note = f" — skipped: {sample.skipped}" if sample.skipped else ("" if sample.stable else " — unstable")
         self.query_one("#ms-status", Static).update(Text(
@@ -343,20 +353,19 @@ class MeasurePanel(Widget):
         self.query_one("#ms-ceilings", Static).update(ceilings_text(
             calibration, cases=not short, width=(self.size.width or self.app.size.width - 2) - 1, lines=3))
 
-    def _stored(self, view: RunView) -> None:
-        """This machine's last run, from the store: what the tab shows until m measures again."""
+    def _stored(self, view: RunView, run: Run) -> None:
+        """This machine's last run (`view.stored`), from the store: what the tab shows until m measures again."""
         import time
 
-        run = view.stored
         self._dirty = True
         self._redraw()
-        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))  # type: ignore[attr-defined]
-        text = Text(f"last run of this machine: {run.label}, {run.status}, "  # type: ignore[attr-defined]
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))
+        text = Text(f"last run of this machine: {run.label}, {run.status}, "
                     f"{fmt_count(len(view.samples), 'point')}, {started}", style="bold")
-        text.append(f"\n{view.device}, {run.plan} plan — m measures again", style="dim")  # type: ignore[attr-defined]
+        text.append(f"\n{view.device}, {run.plan} plan — m measures again", style="dim")
         self.query_one("#ms-status", Static).update(text)
 
-    def _finished(self, result) -> None:  # noqa: ANN001 - a RunResult
+    def _finished(self, result: RunResult) -> None:
         from textual.widgets import ProgressBar
 
         self.view.calibration = result.calibration
@@ -380,7 +389,7 @@ class MeasurePanel(Widget):
         self.query_one("#ms-status", Static).update(text)
 
 
-def ceilings_text(cal, cases: bool = True, width: int | None = None, lines: int | None = None) -> Text:  # noqa: ANN001
+def ceilings_text(cal: Calibration, cases: bool = True, width: int | None = None, lines: int | None = None) -> Text:
     """The ceilings so far (a Calibration's), each with the case that produced it; write beside B; which
     ran capped. Without `cases` they are packed (each unit once, 3 figures) to fit `lines` rows of `width`
     columns: the roofs that do not fit are counted at the end ("+2 more"), never cut off at the edge."""
@@ -396,7 +405,7 @@ def ceilings_text(cal, cases: bool = True, width: int | None = None, lines: int 
         return _packed(prof, write, unstable, capped, width, lines)
     t = Text("ceilings: ", style="bold")
 
-    def case(c) -> str:  # noqa: ANN001 - a Ceiling
+    def case(c: Ceiling) -> str:
         return f" [{c.case}]" if c.case else ""
 
     parts = [f"B {lv} {fmt_bandwidth(prof.bandwidth[lv].value)}{case(prof.bandwidth[lv])}" for lv in prof.levels()]
@@ -410,7 +419,8 @@ def ceilings_text(cal, cases: bool = True, width: int | None = None, lines: int 
     return t
 
 
-def _packed(prof, write, unstable: str, capped: str, width: int | None, lines: int | None) -> Text:  # noqa: ANN001
+def _packed(prof: DeviceProfile, write: Ceiling | None, unstable: str, capped: str, width: int | None,
+            lines: int | None) -> Text:
     """The short screen's ceilings: `GB/s dram 16.8, llc 42.4; TFLOP/s fp32-matmul 0.0338, …`, dropping
     the last roofs (counted, "+N more") until the whole fits `lines` rows of `width` columns."""
     from rooftop.models.units import fmt_sig

@@ -158,6 +158,7 @@ class Llm(Widget):
             from rooftop.tui.share.html import rooftop_version
             from rooftop.tui.share.reports import llm_report
 
+            assert step is not None  # report is offered only with a step (html=None otherwise)
             doc = llm_doc(step.arch, step.device, [step])
             same = ["rooftop", "llm", model, "-d", device, "--phase", phase, "--batch", str(batch),
                     "--prompt" if phase == "prefill" else "--context", str(ctx)]  # what the CLI would write

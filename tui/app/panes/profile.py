@@ -349,7 +349,7 @@ class ProfilePane(Widget):
         title = self.query_one("#prof-ops-title", Static)
         table = self.query_one("#prof-ops", FitTable)
         ranks = [r["rank"] for r in job["ranks"]] if job else []
-        if not ranks or rank is None or rank == ranks[0]:
+        if job is None or not ranks or rank is None or rank == ranks[0]:
             table.set_rows(op_rows(kept), columns=ops_columns(kept.groups))
             more = " (↑↓ in the rank table opens another rank's)" if len(ranks) > 1 else ""
             title.update(Text(f"rank {ranks[0]}'s op groups{more}", style="dim") if ranks else "")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -14,6 +16,7 @@ from rooftop.models.compare import thread_note
 from rooftop.models.plotdata import Series, intensity_span, link_slopes, point_series, roof_series
 from rooftop.models.paths import same_path
 from rooftop.models.profile import DeviceProfile, NoRoof
+from rooftop.tui.app.state import LabApp
 from rooftop.tui.render.chart import line_colors
 from rooftop.tui.app.widgets import RooflinePlot, device_options, refresh_select, watch_app
 
@@ -63,7 +66,8 @@ class Roofline(Widget):
             yield Label("device ")
             yield Select(ids, value=self.device_id, allow_blank=False, compact=True, id="rl-device")
             yield Label(" overlay ")
-            yield Select([(NO_OVERLAY, NO_OVERLAY)] + ids, value=self.overlay_id or NO_OVERLAY, allow_blank=False,
+            overlays: list[tuple[str | Text, str]] = [(NO_OVERLAY, NO_OVERLAY), *ids]
+            yield Select(overlays, value=self.overlay_id or NO_OVERLAY, allow_blank=False,
                          compact=True, id="rl-overlay")
         with Horizontal():
             with Vertical(id="rl-side"):
@@ -142,7 +146,7 @@ class Roofline(Widget):
 
         plot = self.query_one("#rl-plot", RooflinePlot)
         devices = [self.profiles[self.device_id]] + ([self.profiles[self.overlay_id]] if self.overlay_id else [])
-        series, title, db = plot.series, "roofline: " + plot.title, self.app.config.db_path
+        series, title, db = plot.series, "roofline: " + plot.title, cast(LabApp, self.app).config.db_path
 
         def build() -> Shared:  # in the worker: the store says when a measured device's roofs were measured
             from rooftop.tui.services.context import run_dates
@@ -168,8 +172,9 @@ class Roofline(Widget):
         if dev.id not in self.measured:  # read once: a stored run's sample points, the newest profile's ops
             from rooftop.tui.services.context import latest_profile_points
 
-            stored = self.app.run_points(dev) if dev.extra.get("run_id") else []
-            kept, self.links[dev.id] = latest_profile_points(self.app.config.db_path, dev.id)
+            lab = cast(LabApp, self.app)  # Textual types it App; it is the RooftopApp
+            stored = lab.run_points(dev) if dev.extra.get("run_id") else []
+            kept, self.links[dev.id] = latest_profile_points(lab.config.db_path, dev.id)
             self.measured[dev.id] = stored + kept
         points = self.measured.get(dev.id, []) + points
         devices = [dev] + ([self.profiles[self.overlay_id]] if self.overlay_id else [])

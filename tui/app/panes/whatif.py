@@ -14,6 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
+from textual.worker import Worker
 
 from rooftop.models.analysis import Analysis, analyze, devices_with_roof, flip_point
 from rooftop.models.dtypes import DTYPES
@@ -163,8 +164,9 @@ class WhatIf(Widget):
                     if not field.has_focus:
                         field.value = op_field(op, name)
             return
-        # the function, not a coroutine: a rebuild superseded before it starts is then never created
-        self.run_worker(partial(self._rebuild_fields, op), exclusive=True, group="whatif-form")
+        # the function, not a coroutine: a rebuild superseded before it starts is then never created.
+        # Worker[None] says which of Textual's kinds of work it is (a function returning a coroutine could be either)
+        _: Worker[None] = self.run_worker(partial(self._rebuild_fields, op), exclusive=True, group="whatif-form")
 
     async def _rebuild_fields(self, op: Op) -> None:
         """New field inputs for another op kind: the old ones must be gone before ids are reused."""

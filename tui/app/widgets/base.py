@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from rich.text import Text
+from textual.dom import DOMNode
 from textual.widget import Widget
 from textual.widgets import Select, Static
 
@@ -27,15 +28,15 @@ class ErrorLine(Static):
 
 
 
-def closing(widget: Widget) -> bool:
+def closing(widget: DOMNode) -> bool:
     """The app is quitting: a pane whose Mount arrives now finds its children already removed, so it
     fills nothing (keys typed just before `q` mounted it)."""
     return bool(getattr(widget.app, "_exit", False))
 
 
-def watch_app(widget: Widget, init: bool = True, **callbacks: Callable[..., object]) -> None:
+def watch_app(widget: Widget, init: bool = True, **callbacks: Callable[[Any], None]) -> None:
     """Call each callback with the app's state of that name now (unless not `init`), and again
-    whenever it changes.
+    whenever it changes (each state has a type of its own: the callback is given that one).
 
     A tab calls this from its on_mount, once its widgets exist: it reads what it shows as it is
     built and follows it afterwards, and the app never has to reach into a tab that may not be
@@ -55,7 +56,7 @@ def device_options(ids: Iterable[str]) -> list[tuple[Text, str]]:
 
 
 
-def refresh_select(select: Select, ids: list[str], extra: list[str] = ()) -> None:  # type: ignore[assignment]
+def refresh_select(select: Select, ids: list[str], extra: Sequence[str] = ()) -> None:
     """New options for a device Select, keeping its value when it still exists."""
     keep = select.value
     options = device_options(list(extra) + list(ids))

@@ -7,6 +7,7 @@ import dataclasses
 
 from rich.console import Group
 from rich.text import Text
+from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
 from rooftop.models.plotdata import Series
@@ -62,7 +63,7 @@ class RooflinePlot(PlotextPlot):
         self._legend = legend
         self.refresh()
 
-    def render(self):  # noqa: ANN201 - textual's RenderResult
+    def render(self) -> RenderResult:
         """The chart, and its legend below it: plotext's own covers the chart's upper left (where the
         slopes rise) and is left out when it has more entries than rows."""
         self.plt.clear_figure()

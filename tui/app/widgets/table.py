@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from rich.text import Text
 from textual.widgets import DataTable
@@ -46,8 +46,8 @@ class FitTable(DataTable):
     `set_rows`; the table re-fits them whenever its width changes.
     """
 
-    def __init__(self, columns: Sequence[Col], **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, columns: Sequence[Col], **kwargs: Any) -> None:  # DataTable's own options, passed on
+        super().__init__(**kwargs)
         self.cols = list(columns)
         self._rows: list[tuple[str | None, tuple[str | Text, ...]]] = []
         self._shown: list[str] = []
