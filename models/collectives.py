@@ -28,11 +28,10 @@ import re
 from . import comm
 from .commtrace import LIBRARY, SOURCES, CommCall, collective_in, collective_name, is_comm_op
 from .kernelfamily import kernel_family
-from .links import LINK_LEVELS, link_name
+from .links import GPUS_PER_NODE, LINK_LEVELS, link_name
 from .trace import Kernel, Trace
 
 NO_WIRE = ("wait", "barrier")  # recorded as collectives, but they move no message
-GPUS_PER_NODE = 8  # where the trace does not say: the usual GPU server
 LINKS = LINK_LEVELS
 # the libraries that move data only between one node's GPUs, through their peer memory (NVLink, xGMI)
 INTRA_NODE = frozenset(("symm_mem", "custom all-reduce", "quick all-reduce", "aiter"))
@@ -71,8 +70,6 @@ def bus_factor(collective: str, world: int) -> float | None:
     defines none (gather, scatter, waits)."""
     if world < 1:
         return None
-    if collective == "alltoall":
-        return (world - 1) / world
     if collective == "reduce":
         return 1.0
     try:

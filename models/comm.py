@@ -4,8 +4,9 @@ A collective moving a message of S bytes in t seconds has algbw = S/t. nccl-test
 (NVIDIA/nccl-tests, doc/PERFORMANCE.md) scales it to busbw, the bandwidth each
 rank's link really carried, so that one figure compares across collectives and
 world sizes: busbw = algbw · factor, with factor 2(n−1)/n for all-reduce,
-(n−1)/n for all-gather and reduce-scatter (S is the whole, gathered buffer), 1
-for broadcast and send/recv. The α-β model t = α + S/β (Hockney) adds the
+(n−1)/n for all-gather and reduce-scatter (S is the whole, gathered buffer) and
+for all-to-all (S is one rank's send buffer, 1/n of it its own), 1 for broadcast
+and send/recv. The α-β model t = α + S/β (Hockney) adds the
 latency floor α that no bandwidth removes; the two roofs meet at S* = α·β:
 below S* a message is latency-bound, above it bandwidth-bound.
 """
@@ -24,6 +25,8 @@ COLLECTIVES: dict[str, str] = {
     "broadcast": "broadcast",
     "sendrecv": "send/recv (each rank to the next, as nccl-tests' sendrecv)",
 }
+# Collectives rooftop costs and reads from traces but does not measure: each one's name on screen.
+COLLECTIVE_NAMES: dict[str, str] = {**COLLECTIVES, "alltoall": "all-to-all (each rank to every other)"}
 
 # Host↔device copies (one GPU, `rooftop comm --backend nccl`): the PCIe host link, one direction each.
 COPIES: dict[str, str] = {
@@ -40,6 +43,7 @@ _FACTORS: dict[str, Callable[[int], float]] = {
     "reducescatter": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
     "sendrecv": lambda n: 1.0,
+    "alltoall": lambda n: (n - 1) / n,  # the share of each rank's message bound for the others
 }
 
 

@@ -13,7 +13,14 @@ rule, per kernel:
   set, weighted as HTA 0.5.0 weighs them (`CUDA_SASS_INSTRUCTION_COUNTER_FLOPS`
   in hta/analyzers/cupti_counter_analysis.py). The tensor pipes' operations
   `sm__ops_path_tensor_src_<type>[_dst_<type>][_sparsity_on|off].sum` add 1 FLOP
-  each, as ncu counts them. `sm__inst_executed_pipe_tensor.sum` (Kineto's
+  each, as ncu counts them. On Blackwell (B200, B300) the FP8 and FP4 MMAs
+  (tcgen05's UTCQMMA, UTCOMMA) are counted instead by the instruction's own
+  family, `sm__ops_path_tensor_op_utcqmma_src_fp8_dst_<type>.sum` and
+  `…_utcomma_src_fp4_dst_fp32.sum`: 2·M·N·K for a GEMM (NVIDIA/DCGM#251), while
+  the `tensor_src` ones read zero. Per path the larger of the two families
+  counts, so an export with both counts the work once; within a family a
+  counter's total is taken over its `_sparsity_on|off` parts, and the
+  `_realtime` copies are not read. `sm__inst_executed_pipe_tensor.sum` (Kineto's
   `kineto__tensor_core_insts`) counts warp-level tensor instructions, whose FLOPs
   depend on the MMA shape: it is no W, and a kernel that ran some with no tensor
   op counter beside them has W unknown (None), not its CUDA-core part.
@@ -41,7 +48,8 @@ FLOP_METRICS: dict[str, tuple[float, str]] = {
     for p, path in SASS_PATHS.items() for op in ("fma", "mul", "add")
 }
 # the tensor pipes' operations, one FLOP each (ncu's count: a 4096³ bf16 GEMM's is 2·4096³), by source type
-TENSOR_RE = re.compile(r"^sm__ops_path_tensor_src_([a-z0-9]+?)(?:_dst_[a-z0-9]+)?(?:_sparsity_(?:on|off))?\.sum$")
+TENSOR_RE = re.compile(r"^sm__ops_path_tensor_(src|op_utc[a-z]*mma_src)_([a-z0-9]+?)(_dst_[a-z0-9]+)?"
+                       r"(?:_sparsity_(on|off))?\.sum$")
 TENSOR_PATHS = {"bf16": "bf16-tc", "fp16": "fp16-tc", "tf32": "tf32-tc", "fp8": "fp8-tc", "int8": "int8-tc",
                 "fp64": "fp64-tc", "fp4": "fp4-tc"}
 TENSOR_INSTS = "sm__inst_executed_pipe_tensor.sum"  # warp-level tensor instructions: not FLOPs
@@ -62,7 +70,27 @@ class Counted:
 def tensor_path(metric: str) -> str | None:
     """The compute path a tensor-pipe op counter counts on (bf16-tc, …); None for another metric."""
     m = TENSOR_RE.match(metric)
-    return TENSOR_PATHS.get(m.group(1)) if m else None
+    return TENSOR_PATHS.get(m.group(2)) if m else None
+
+
+def tensor_ops(values: Mapping[str, float]) -> dict[str, float]:
+    """Tensor-pipe ops per compute path, each op counted once: a counter's plain total, else the sum of its
+    sparsity on and off parts; the path totals (`tensor_src`) and Blackwell's per-instruction counters
+    (`tensor_op_utc*mma`) each summed, and the larger of the two kept for the path."""
+    parts: dict[tuple[str, str, str], dict[str, float]] = {}  # (family, src, dst) → {"": total, "on", "off"}
+    for name, v in values.items():
+        m = TENSOR_RE.match(name)
+        if m and m.group(2) in TENSOR_PATHS:
+            family = "src" if m.group(1) == "src" else m.group(1)
+            parts.setdefault((family, m.group(2), m.group(3) or ""), {})[m.group(4) or ""] = v
+    by_family: dict[tuple[str, str], float] = {}
+    for (family, src, _), p in parts.items():
+        key = ("src" if family == "src" else "op", TENSOR_PATHS[src])
+        by_family[key] = by_family.get(key, 0.0) + (p[""] if "" in p else sum(p.values()))
+    out: dict[str, float] = {}
+    for (_, path), ops in by_family.items():
+        out[path] = max(out.get(path, 0.0), ops)
+    return out
 
 
 def value(v: object) -> float | None:
@@ -74,17 +102,15 @@ def value(v: object) -> float | None:
 
 def counted(values: Mapping[str, float]) -> Counted:
     """A kernel's W and Q from its counters by the rule above (`values`: metric name → count)."""
-    by_path: dict[str, float] = {}
-    flop_metric = False
+    by_path = tensor_ops(values)
+    flop_metric = bool(by_path)
     for name, v in values.items():
         known = FLOP_METRICS.get(name)
-        path = known[1] if known else tensor_path(name)
-        if path is None:
-            continue
-        flop_metric = True
-        by_path[path] = by_path.get(path, 0.0) + v * (known[0] if known else 1.0)
-    tensor_ops = any(tensor_path(n) for n in values)
-    uncounted = values.get(TENSOR_INSTS, 0.0) > 0 and not tensor_ops  # tensor work with no FLOP count
+        if known:
+            flop_metric = True
+            by_path[known[1]] = by_path.get(known[1], 0.0) + v * known[0]
+    has_tensor = any(tensor_path(n) for n in values)
+    uncounted = values.get(TENSOR_INSTS, 0.0) > 0 and not has_tensor  # tensor work with no FLOP count
     flops = sum(by_path.values()) if flop_metric and not uncounted else None
     if DRAM_READ in values or DRAM_WRITE in values:
         nbytes: float | None = values.get(DRAM_READ, 0.0) + values.get(DRAM_WRITE, 0.0)

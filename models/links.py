@@ -18,6 +18,7 @@ LINK_LEVELS = ("nvlink", "xgmi", "pcie", "net")  # a collective's levels (models
 LINK_NAMES = {"nvlink": "NVLink", "xgmi": "xGMI (Infinity Fabric)", "pcie": "PCIe", "net": "network"}
 GPU_LINKS = {"amd": "xgmi"}  # vendor → its GPU-to-GPU link; every other vendor's is nvlink
 GPU_LINK_LEVELS = ("nvlink", "xgmi")
+GPUS_PER_NODE = 8  # where nothing says otherwise: the usual GPU server
 
 
 def gpu_link(vendor: str) -> str:

@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from . import roofline
 from .analysis import Analysis, analyze
@@ -31,6 +31,9 @@ from .profile import DeviceProfile
 from .safetext import safe_text
 from .units import fmt_count
 from .weightformat import WeightFormat, on_device, weight_format
+
+# models.expertparallel.ExpertParallel, which builds on this module: typed as Any here to keep imports one-way
+ExpertParallel = Any
 
 SILU_MUL_FLOPS = 5.0  # silu(g)·u per element: exp, add, divide, two multiplies
 FUSED_MOE_LAUNCHES = 2  # per MoE layer in a fused-MoE kernel: grouped gate+up (activation fused in), grouped down
@@ -445,8 +448,9 @@ def attention_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
     return ops + [LayerOp("o", gemm(m, arch.hidden, arch.q_dim), L)]
 
 
-def moe_ops(arch: Arch, m: int, L: int) -> list[LayerOp]:
-    """The MoE layers' ops for `m` tokens over `L` MoE layers: router, the touched experts, shared experts."""
+def moe_ops(arch: Arch, m: int, L: int, ep: ExpertParallel | None = None) -> list[LayerOp]:
+    """The MoE layers' ops for `m` tokens over `L` MoE layers: router, the touched experts, shared experts; with
+    `ep`, the experts and rows of the busiest expert-parallel rank."""
     dt = arch.dtype
     # One expert's GEMMs, run by the expected number of distinct experts the step's tokens touch
     # (fractional): the same count the weights total uses, so ΣT cannot fall below Q/B. Each gets the
@@ -458,6 +462,11 @@ def moe_ops(arch: Arch, m: int, L: int) -> list[LayerOp]:
     note = (f"{L} layers × {used:.3g} of {arch.experts} experts (the expected number touched, uniform routing), "
             f"{rows:.3g} row{'' if rows == 1 else 's'} each on average ({fmt_count(m, 'token')} × "
             f"top-{arch.experts_per_token})")
+    if ep:
+        used, rows = ep.used, ep.rows
+        each = L * used
+        note = (f"{L} layers × {used:.3g} of the rank's {ep.local_experts} experts (EP {ep.degree}, the busiest "
+                f"rank at imbalance {ep.imbalance:g}), {rows:.3g} rows each on average")
     # Launches: a fused-MoE kernel (vLLM's, SGLang's, TensorRT-LLM's) runs every touched expert in one
     # grouped launch: FUSED_MOE_LAUNCHES a layer, gate+up with the activation, then down.
     expert, shared = linear(arch, "experts"), linear(arch, "shared")
@@ -477,14 +486,15 @@ def moe_ops(arch: Arch, m: int, L: int) -> list[LayerOp]:
     return ops
 
 
-def phase_ops(arch: Arch, phase: Phase) -> list[LayerOp]:
-    """The ops of one step, each with how many times it runs (layers × per-layer count)."""
+def phase_ops(arch: Arch, phase: Phase, ep: ExpertParallel | None = None) -> list[LayerOp]:
+    """The ops of one step, each with how many times it runs (layers × per-layer count); with `ep`, the busiest
+    expert-parallel rank's experts."""
     m, dt, L = phase.tokens, arch.dtype, arch.layers
     ops: list[LayerOp] = [LayerOp("norm", Norm(dtype=dt, rows=m, cols=arch.hidden), 2 * L), *attention_ops(arch, phase),
                           LayerOp("residual", Elementwise(dtype=dt, n=m * arch.hidden, flops=1, reads=2, writes=1), 2 * L)]
     moe, dense = arch.moe_layers, L - arch.moe_layers
     if arch.experts:
-        ops += moe_ops(arch, m, moe)
+        ops += moe_ops(arch, m, moe, ep)
     if dense:
         gemm = linear(arch, "mlp")
         note = f"the first {dense} of {L} layers have a dense MLP" if arch.experts else ""
@@ -562,6 +572,8 @@ class StepBound:
     measured_s: float | None = None
     tp: int = 1  # tensor-parallel ranks: with tp × pp > 1 every figure but the model's is one rank's
     pp: int = 1  # pipeline stages
+    ep: ExpertParallel | None = None  # expert-parallel ranks: the figures are the busiest rank's
+    claimed_tokens_per_s: float | None = None  # a throughput claim to hold against the bound (models.claims)
 
     @property
     def ranks(self) -> int:
@@ -645,21 +657,34 @@ class StepBound:
         return self.kernels * self.graph_launch_s if self.graph_launch_s is not None else None
 
     @property
+    def alltoall_s(self) -> float:
+        """The expert-parallel all-to-alls a step waits for (0 without EP, or where the links are not known)."""
+        return (self.ep.step_s(self.device) or 0.0) if self.ep else 0.0
+
+    @property
+    def roofline_s(self) -> float:
+        """ΣT, plus the expert-parallel all-to-alls the step waits for."""
+        return self.lower_bound_s + self.alltoall_s
+
+    @property
     def time_bound_s(self) -> float:
-        """T ≥ max(ΣT, launch floor): the roofline and the eager launches, whichever binds."""
-        return max(self.lower_bound_s, self.launch_floor_s or 0.0)
+        """T ≥ max(ΣT (+ all-to-alls), launch floor): the roofline and the eager launches, whichever binds."""
+        return max(self.roofline_s, self.launch_floor_s or 0.0)
 
     @property
     def binds(self) -> str:
-        return "launch" if (self.launch_floor_s or 0.0) > self.lower_bound_s else "roofline"
+        return "launch" if (self.launch_floor_s or 0.0) > self.roofline_s else "roofline"
 
     # -- memory ---------------------------------------------------------------------------
 
     @property
     def memory(self) -> MemoryFit:
         """What one GPU holds: the whole model, or with tp × pp > 1 one rank's share of it."""
-        return MemoryFit(shard(self.arch, self.tp).weights_bytes / self.pp, self.kv_bytes_held,
-                         self.device.memory_bytes, self.ranks)
+        held = shard(self.arch, self.tp).weights_bytes / self.pp
+        if self.ep:  # the rank holds E/N of each MoE layer's routed experts
+            a = self.arch
+            held -= (self.ep.experts - self.ep.local_experts) * a.moe_layers * a.expert_params * a.part_size("experts")
+        return MemoryFit(held, self.kv_bytes_held, self.device.memory_bytes, self.ranks * (self.ep.degree if self.ep else 1))
 
     @property
     def kv_bytes_held(self) -> float:
@@ -692,7 +717,7 @@ class StepBound:
     def measured_lines(self) -> list[str]:
         """A measured step faster than its bound (explained above 100%, rest negative) is not a fact to show
         without a word: the roofs, the model or the time is wrong."""
-        if not self.measured_s or self.measured_s * roofline.ABOVE_ROOF >= self.lower_bound_s:
+        if not self.measured_s or not roofline.beats(self.measured_s, self.lower_bound_s):
             return []
         return [f"faster than the bound: measured {self.measured_s * 1e3:.3g} ms against ΣT "
                 f"{self.lower_bound_s * 1e3:.3g} ms, which no step can beat — the roofs are low for this device "
@@ -747,11 +772,19 @@ class StepBound:
             "measured_s": self.measured_s,
             "explained_fraction": self.explained,
             "outside_roofline_s": (self.measured_s - self.lower_bound_s) if self.measured_s else None,
+            **self._ep_dict(),
             "ops": [
                 {"name": lo.name, "count": lo.count, "kernels": lo.kernels, **({"note": lo.note} if lo.note else {}),
                  **a.to_dict()} for lo, a in self.ops
             ],
         }
+
+    def _ep_dict(self) -> dict[str, Any]:
+        """--json: the expert-parallel rank's all-to-alls, where there are any (a tokens/s claim: models.claims)."""
+        out: dict[str, Any] = {"alltoall_s": self.alltoall_s, "roofline_s": self.roofline_s}
+        if self.ep:
+            out["expert_parallel"] = self.ep.to_dict(self.device)
+        return out
 
 
 def arch_dict(arch: Arch) -> dict[str, Any]:
@@ -793,8 +826,9 @@ def launch_line(step: StepBound) -> str:
         head += f", a MoE layer's experts in {FUSED_MOE_LAUNCHES} fused launches"
     # a launch floor: the device has its launch overhead
     borrowed = f" ({step.launch_source})" if step.device.launch_overhead.source == "typical" else ""  # type: ignore[union-attr]
+    sigma = _ms(step.lower_bound_s) + (f" + all-to-alls {_ms(step.alltoall_s)}" if step.alltoall_s else "")
     line = (f"{head} × {step.launch_s * 1e6:.3g} µs eager{borrowed} = {_ms(step.launch_floor_s)}; T ≥ max(ΣT "  # type: ignore[operator]
-            f"{_ms(step.lower_bound_s)}, launch floor {_ms(step.launch_floor_s)}) = {_ms(step.time_bound_s)}: "
+            f"{sigma}, launch floor {_ms(step.launch_floor_s)}) = {_ms(step.time_bound_s)}: "
             + ("the launches bind, not the roofline" if step.binds == "launch" else "the roofline binds"))
     if step.eager_moe_floor_s is not None:
         line += (f"; HF eager runs each touched expert on its own: ≈{step.eager_kernels} kernels, a floor of "
@@ -817,12 +851,12 @@ def rank_line(step: StepBound) -> str:
     return line + "; the ranks' communication is not in T: it is counted beside (communication per step)"
 
 
-def weights_read_bytes(arch: Arch, phase: Phase) -> float:
+def weights_read_bytes(arch: Arch, phase: Phase, ep: ExpertParallel | None = None) -> float:
     """Weights a step streams: all but the input embedding table (one row per token is read),
-    and for MoE only the experts the step's tokens are routed to."""
+    and for MoE only the experts the step's tokens are routed to (with `ep`, those the busiest rank runs)."""
     body = arch.weights_bytes - (0 if arch.tied else arch.embedding_bytes)  # tied: the table is read as the lm_head
     if arch.experts:
-        used = expected_experts(arch.experts, arch.experts_per_token, phase.tokens)
+        used = ep.used if ep else expected_experts(arch.experts, arch.experts_per_token, phase.tokens)
         body -= arch.moe_layers * (arch.experts - used) * arch.expert_params * arch.part_size("experts")
     return body
 
@@ -860,19 +894,41 @@ def shard(arch: Arch, tp: int) -> Arch:
                    shared_intermediate=part(arch.shared_intermediate), vocab=part(arch.vocab))
 
 
+def llm_doc(arch: Arch, device: DeviceProfile, steps: Sequence[StepBound], dims: Sequence[Any] = (),
+            flips: Mapping[str, Any] | None = None, split: Any = None,
+            step_dict: Callable[[StepBound], dict[str, Any]] = StepBound.to_dict) -> dict[str, Any]:
+    """The one document `rooftop llm --json` prints, and the LLM report (CLI and app) is made of: the steps (each
+    by `step_dict`: the CLI's judges a tokens/s claim too), a --tp/--pp split's communication (`dims`), the
+    compute-bound batches (`flips`), an Amdahl split."""
+    return {
+        "model": arch.name,
+        "device": device.id,
+        "steps": [step_dict(s) for s in steps],
+        **({"parallel": [d.to_dict(device) for d in dims]} if dims else {}),
+        "compute_bound_batch": dict(flips) if flips else None,
+        "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
+        if split else None,
+    }
+
+
 def step_bound(arch: Arch, phase: Phase, device: DeviceProfile, measured_s: float | None = None,
-               tp: int = 1, pp: int = 1) -> StepBound:
+               tp: int = 1, pp: int = 1, ep: ExpertParallel | None = None,
+               claimed_tokens_per_s: float | None = None) -> StepBound:
     """The step on one device, or with tp × pp > 1 on one rank: its slice of each layer (`shard`) and
     1/pp of the layers, embedding and lm_head — an average stage; the heaviest differs by a layer and
     the embedding or lm_head."""
     check_parallel(arch, tp, pp)
+    if ep and tp * pp > 1:
+        raise ModelError(f"--ep {ep.degree} with --tp {tp} / --pp {pp}: expert parallelism is modelled on its own "
+                         "(each rank runs attention for its own batch); give --tp 1 --pp 1 with --ep")
     arch = replace(arch, weights=on_device(arch.weights, device.peak.__contains__))
     rank = shard(arch, tp)
     ops = [replace(lo, count=lo.count / pp, launches=None if lo.launches is None else lo.launches / pp)
-           for lo in phase_ops(rank, phase)]
+           for lo in phase_ops(rank, phase, ep)]
     analysed = tuple((lo, analyze(lo.op, device)) for lo in ops)
     kv = phase.batch * rank.kv_bytes(phase.kv_len, phase.kv_dtype) / pp
-    return StepBound(arch, phase, device, analysed, weights_read_bytes(rank, phase) / pp, kv, measured_s, tp, pp)
+    return StepBound(arch, phase, device, analysed, weights_read_bytes(rank, phase, ep) / pp, kv, measured_s, tp, pp,
+                     ep, claimed_tokens_per_s)
 
 
 def compute_bound_batch(arch: Arch, device: DeviceProfile, context: int, kv_dtype: str | None = None,

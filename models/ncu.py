@@ -4,8 +4,9 @@ Where a user has the counters (often admin-only), the bytes need no model:
 ncu reports rates, so bytes = rate × the kernel's duration —
 DRAM `dram__bytes.sum.per_second` × `gpu__time_duration.sum`, and L2→SM
 `derived__lts__lts2xbar_bytes.sum.per_second` × the same time. Tensor work is
-counted by the tensor pipes (`sm__ops_path_tensor_src_*.sum`, one FLOP per op
-as ncu counts them: the 4096³ bf16 GEMM's is 2·4096³; the metrics' meanings are
+counted by the tensor pipes (`sm__ops_path_tensor_src_*.sum`, and on Blackwell
+`sm__ops_path_tensor_op_utcqmma_*` / `…_utcomma_*` for FP8 and FP4; one FLOP per
+op as ncu counts them: the 4096³ bf16 GEMM's is 2·4096³; the metrics' meanings are
 `rooftop.models.counters`', shared with the counters a trace carries). Each kernel then has
 one point per level: the hierarchical roofline of real kernels.
 
@@ -24,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from .counters import DRAM_BYTES, tensor_path
+from .counters import DRAM_BYTES, tensor_ops, tensor_path
 from .errors import BadInput
 from .profile import DeviceProfile, NoRoof
 
@@ -153,7 +154,7 @@ class _Columns:
     t_scale: float
     dram_scale: float | None
     l2_scale: float | None
-    tensor: tuple[tuple[int, str], ...]  # (column, its compute path), for the known tensor paths
+    tensor: tuple[tuple[int, str], ...]  # (column, its metric), for the tensor-pipe op counters
 
 
 def _columns(header_row: list[str], units: list[str] | None) -> _Columns:
@@ -169,7 +170,7 @@ def _columns(header_row: list[str], units: list[str] | None) -> _Columns:
     if dram_scale is None and l2_scale is None:
         raise NcuError(f"the CSV has neither {DRAM_RATE} nor {L2_RATE}: no bytes to place the kernels by "
                        "(collect with --set roofline)")
-    tensor = tuple((i, p) for i, c in enumerate(header) if (p := tensor_path(c)))
+    tensor = tuple((i, c) for i, c in enumerate(header) if tensor_path(c))
     return _Columns(col, len(header), _time_scale(unit(TIME) or "ns"), dram_scale, l2_scale, tensor)
 
 
@@ -194,11 +195,8 @@ def _kernel(r: list[str], c: _Columns) -> NcuKernel | None:
         v = _counter(r, c.col[name], name) if scale is not None else None
         return None if v is None else v * scale * t  # type: ignore[operator]
 
-    by_path: dict[str, float] = {}
-    for i, path in c.tensor:
-        v = _counter(r, i, "tensor ops") or 0.0
-        if v:
-            by_path[path] = by_path.get(path, 0.0) + v
+    by_path = {p: v for p, v in tensor_ops({name: _counter(r, i, "tensor ops") or 0.0 for i, name in c.tensor}).items()
+               if v}
     def get(name: str) -> str:
         return r[c.col[name]] if name in c.col else ""
 

@@ -27,6 +27,10 @@ class Series:
     notes: tuple[str, ...] = ()
 
 
+# the roofs a chart draws unless asked for others: one per precision a workload usually runs at
+PLOT_PATHS = ("fp64-tc", "fp32-fma", "bf16-tc", "fp8-tc")
+
+
 def intensity_span(profiles: list[DeviceProfile], points: Sequence[float] = (), lo: float = 0.1, hi: float = 1e4) -> tuple[float, float]:
     """An I range (decade-aligned) wide enough for every ridge and point."""
     vals = [lo, hi] + [p for p in points if p > 0 and math.isfinite(p)]
@@ -187,13 +191,16 @@ LLM_SHOWN = ("q", "k", "v", "o", "gate", "up", "down", "attention", "lm_head",  
 def llm_step_series(step: Any) -> list[Series]:
     """An LLM step (models.llm.StepBound) on its device's roofline, as the LLM tab and `rooftop llm --out` draw it:
     the DRAM slope and its ops' roofs, the linear layers (together at I ≈ tokens: one legend entry) and attention
-    at their attainable FLOP/s."""
+    at their attainable FLOP/s; each point's note names its layer (a shared chart's hover text)."""
     shown = [(lo, a) for lo, a in step.ops if lo.name in LLM_SHOWN]
     groups: dict[str, list[Analysis]] = {}
+    notes: dict[str, list[str]] = {}
     for lo, a in shown:
-        groups.setdefault("attention" if lo.name == "attention" else "linear layers", []).append(a)
-    points = [Series(name, tuple(a.intensity for a in group), tuple(a.attainable for a in group), "point")
-              for name, group in groups.items()]
+        name = "attention" if lo.name == "attention" else "linear layers"
+        groups.setdefault(name, []).append(a)
+        notes.setdefault(name, []).append(f"{lo.name} ×{lo.count:g}: {a.regime}-bound on {step.device.id} {a.path}")
+    points = [Series(name, tuple(a.intensity for a in group), tuple(a.attainable for a in group), "point",
+                     tuple(notes[name])) for name, group in groups.items()]
     paths = list(dict.fromkeys(a.path for _, a in shown))
     span = intensity_span([step.device], [x for p in points for x in p.xs])
     return roof_series(step.device, paths, ["dram"], span) + points

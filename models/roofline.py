@@ -13,6 +13,13 @@ ABOVE_ROOF = 1.10  # a point more than 10% above its roof is flagged (reference 
 # program's op, a step faster than its bound. Above it by less is measurement noise; by more, the roof was measured
 # under other conditions (L2 residency, fewer threads) or the op's cost model overcounts.
 
+
+def beats(time_s: float, bound_s: float) -> bool:
+    """A time more than ABOVE_ROOF faster than its bound (a step under ΣT, a claim above tok/s≤): no run can
+    have it — the roofs, the model or the figure is wrong."""
+    return time_s * ABOVE_ROOF < bound_s
+
+
 # Which roof binds an op: the bandwidth slope below the ridge, the compute roof at or above it.
 Regime = Literal["memory", "compute"]
 

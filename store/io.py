@@ -124,6 +124,27 @@ def run_document(store: Store, run: Run) -> dict[str, Any]:
     }
 
 
+def measurement_document(store: Store, run: Run) -> dict[str, Any]:
+    """A kept measurement as `rooftop measure --json` printed it (what its HTML report is made of): its ceilings,
+    samples and device facts, how long it took, and the points above their roof or taken while the GPU throttled."""
+    from rooftop.models.calibrate import above_roof, label_of
+
+    profile = store.stored_profile(run.id)
+    samples = store.samples(run.id)
+    return {
+        "profile": profile.to_dict() if profile else {},
+        "samples": [s.to_dict() for s in samples],
+        "device_info": dict(run.device),
+        "plan": run.plan,
+        "notes": [],
+        "above_roof": [label_of(s) for s in above_roof(samples, profile)] if profile else [],
+        "wall_s": (run.ended_at - run.started_at) if run.ended_at else None,
+        "status": run.status,
+        "run_id": run.id,
+        "throttled": [label_of(s) for s in samples if s.conditions.get("throttle")],
+    }
+
+
 def export_json(store: Store, runs: Iterable[Run]) -> dict[str, Any]:
     """The runs as one document; a fleet run brings its member runs (see `fleets.with_members`)."""
     return {

@@ -386,3 +386,15 @@ def profile_json(run: Run, samples: Sequence[Sample]) -> dict[str, Any]:
     rows = s.pop("rows", None)
     s.pop("source", None)
     return {"ops": ops, "summary": s, "notes": notes, **(rows if isinstance(rows, Mapping) else {}), **path}
+
+
+def profile_document(run: Run, samples: Sequence[Sample]) -> dict[str, Any]:
+    """The document `rooftop profile --json` printed when the profile was taken (what its HTML report is made of):
+    `profile_json`, with a job's ranks, straggler and collectives at the top level as that command puts them, and
+    the run's id. Raises ValueError when the stored profile is malformed."""
+    doc = profile_json(run, samples)
+    job = doc["summary"].pop("job", None)
+    if isinstance(job, Mapping):
+        doc.update(job)
+    doc["run_id"] = run.id
+    return doc

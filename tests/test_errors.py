@@ -33,6 +33,7 @@ BAD_INPUT = {
     "tui.services.context.NotAProfile": Exception,
     "tui.services.workloads.NoRoofs": Exception,
     "tui.share.files.OutError": ValueError,  # --out: an unknown extension, a missing or read-only folder
+    "models.expertparallel.ExpertParallelError": ValueError,  # --ep: N not dividing the experts, a dense model
     "models.trace.TraceError": ValueError,  # … and those commands/ re-raised by hand as UsageError
     "models.trace.EmptyTrace": ValueError,
     "models.capture.CaptureError": ValueError,

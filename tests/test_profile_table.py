@@ -34,9 +34,9 @@ DECODE_AT_80 = """\
    0.4%  623 µs    56  addmm bf16 3584 · 8×3…  7.96    2319 GB/s memory    54.0%
    0.4%  578 µs   114  mean fp32 8×1×3584      0.25   22.64 GB/s memory     0.5%
    0.3%  518 µs     2  mm bf16 8×3584 · 3584…  7.98    4216 GB/s memory    98.2%
-   0.3%  391 µs    56  cat [8×4×1028×128, 8×…     0    2413 GB/s memory    56.2%
-   0.3%  390 µs    56  cat [8×4×1027×128, 8×…     0    2416 GB/s memory    56.2%
-   0.2%  328 µs   114  copy_ fp32 8×1×3584 ·…     0   59.83 GB/s memory     1.4%
+   0.3%  391 µs    56  cat [8×4×1028×128, 8×…  no W    2413 GB/s memory    56.2%
+   0.3%  390 µs    56  cat [8×4×1027×128, 8×…  no W    2416 GB/s memory    56.2%
+   0.2%  328 µs   114  copy_ fp32 8×1×3584 ·…  no W   59.83 GB/s memory     1.4%
    0.2%  312 µs   114  mul bf16 3584 · 8×1×3… 0.235   44.58 GB/s memory     1.0%
    0.2%  309 µs    28  _cudnn_attention_forw…  6.95    1536 GB/s memory    35.8%
    0.2%  308 µs    28  _cudnn_attention_forw…  6.95    1544 GB/s memory    35.9%
@@ -44,7 +44,7 @@ DECODE_AT_80 = """\
    0.1%  219 µs   112  mul bf16 8×4×1×128 · … 0.246   8.495 GB/s memory     0.2%
    0.1%  207 µs   114  mul fp32 8×1×3584 · 8… 0.125   126.6 GB/s memory     2.9%
    0.1%  159 µs   112  add bf16 8×1×3584 · 8… 0.167   121.3 GB/s memory     2.8%
- 0.095%  146 µs    56  cat [8×28×1×64, 8×28×…     0   44.02 GB/s memory     1.0%
+ 0.095%  146 µs    56  cat [8×28×1×64, 8×28×…  no W   44.02 GB/s memory     1.0%
  0.083%  128 µs    56  neg bf16 8×28×1×64      0.25   25.07 GB/s memory     0.6%
   0.08%  123 µs   114  pow fp32 8×1×3584      0.125   212.2 GB/s memory     4.9%
   0.01% 15.9 µs        overlap of streams

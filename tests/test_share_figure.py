@@ -145,4 +145,6 @@ def test_write_out_writes_the_first_chart_by_the_extension(tmp_path: Path) -> No
         write_out(str(tmp_path / "x.html"), Shared([chart]))
     with pytest.raises(OutError, match="writes a chart, not a report"):
         out_target(str(tmp_path / "x.html"), html=False)
+    with pytest.raises(OutError, match="nothing to draw"):
+        write_out(str(tmp_path / "x.svg"), Shared([], html=lambda: ""))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.png", "c.svg", "r.html"]

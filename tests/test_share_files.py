@@ -98,3 +98,14 @@ def test_without_matplotlib_the_extra_to_install_is_named(monkeypatch: pytest.Mo
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
     with pytest.raises(OutError, match=r"^writing \.svg/\.png needs matplotlib: pip install 'rooftop\[share\]'$"):
         need_matplotlib()
+
+
+def test_write_new_never_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
+    from rooftop.tui.share.files import write_new
+
+    (tmp_path / "rooftop-x.svg").write_text("mine")
+    first = write_new(tmp_path, "rooftop-x", ".svg", "<svg/>")
+    second = write_new(tmp_path, "rooftop-x", ".svg", b"<svg/>")
+    assert (first.name, second.name) == ("rooftop-x-2.svg", "rooftop-x-3.svg")
+    assert (tmp_path / "rooftop-x.svg").read_text() == "mine" and second.read_text() == "<svg/>"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rooftop-x-2.svg", "rooftop-x-3.svg", "rooftop-x.svg"]

@@ -18,6 +18,7 @@ from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Sampler
 from rooftop.store.db import StoreError
 from rooftop.tui.app.messages import (
+    FileWritten,
     MeasureFinished,
     MeasureStarted,
     SampleTaken,
@@ -109,6 +110,9 @@ class RooftopApp(App[None]):
         Binding("c", "cancel", "Cancel", show=False),
         Binding("escape", "escape", "Leave field / cancel", show=False),
         Binding("v", "next_curve", "Curve", show=False),
+        # the tab on show to a file (app/export.py); History's own `e` exports its run as JSON
+        Binding("e", "export(False)", "Export", show=False),
+        Binding("E", "export(True)", "Export SVG", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -444,6 +448,17 @@ class RooftopApp(App[None]):
             self.overlay_id = before if before != "local" else self.overlay_id
             self.device_id = "local"
 
+    @on(FileWritten)
+    def _file_written(self, m: FileWritten) -> None:
+        if m.error:
+            self.notify(safe_text(m.error), severity="error", timeout=8)
+            return
+        from pathlib import Path
+
+        from rooftop.tui.share.out import wrote_line
+
+        self.notify(safe_text(wrote_line(Path(m.path))), timeout=6)
+
     @on(StoreProblem)
     def _store_problem(self, m: StoreProblem) -> None:
         self.notify(m.message, severity="warning", timeout=8)
@@ -468,6 +483,19 @@ class RooftopApp(App[None]):
         self.reload_profiles(history=False)
 
     # -- actions -----------------------------------------------------------------------
+
+    def action_export(self, svg: bool) -> None:
+        """e / E: the Roofline, LLM or Profile tab on show to a file (the pane's export_file); History's run as
+        JSON wherever its focus is; elsewhere, a note of where it works."""
+        tab = self.query_one(TabbedContent).active
+        panes = self.query(f"#{tab}-pane")
+        pane = panes.first() if panes else None
+        if isinstance(pane, History):
+            pane.action_export()
+        elif pane is not None and hasattr(pane, "export_file"):
+            pane.export_file(svg)
+        else:
+            self.notify("e exports the Roofline, LLM and Profile tabs (History: the selected run)", timeout=4)
 
     def action_tab(self, tab: str) -> None:
         # A widget of the old tab that kept the focus would pull its tab back to the front.

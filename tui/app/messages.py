@@ -55,3 +55,11 @@ class StoreProblem(Message):
     """The store could not keep what the measurement sent it: said once as a warning; measuring goes on."""
 
     message: str
+
+
+@dataclass
+class FileWritten(Message):
+    """A tab's export (e / E) is written to `path`, or could not be (`error`, one line)."""
+
+    path: str
+    error: str

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from rooftop.models.analysis import analyze, devices_with_roof
@@ -13,7 +15,8 @@ from rooftop.models.profile import NoRoof
 from rooftop.models.safetext import safe_text
 from rooftop.models.spec import SpecError, op_kinds, parse_specs
 from rooftop.tui.commands.common import (
-    UsageError, _device_list, _measured_times, _path_list, add_db_option, add_device_option, plot_size,
+    UsageError, _device_list, _measured_times, _path_list, add_db_option, add_device_option, add_out_option,
+    plot_size,
 )
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.services.context import open_store, resolve_devices, store_points, store_profiles
@@ -66,7 +69,55 @@ def pinned_ops(args: argparse.Namespace) -> list:  # models.ops ops
     return ops
 
 
+def check_out(args: argparse.Namespace) -> None:
+    """A bad --out is told before any work."""
+    if getattr(args, "out", None):
+        from rooftop.tui.share.out import out_target
+
+        out_target(args.out)
+
+
+def share_roofline(args: argparse.Namespace, devices: list, series: list, title: str,
+                   report: Callable[..., str]) -> None:
+    """--out: the roofline as the command drew it, with each device's source and date, as SVG or PNG; or as
+    HTML, `report(charts_svg, version=, command=)` (a share.reports builder given the command's --json)."""
+    from rooftop.tui.commands.common import command_text
+    from rooftop.tui.services.context import run_dates
+    from rooftop.tui.share.charts import roofline_chart
+    from rooftop.tui.share.figure import chart_svg_inline
+    from rooftop.tui.share.html import rooftop_version
+    from rooftop.tui.share.out import Shared, share_out
+
+    charts = [roofline_chart(devices, series, title, run_dates(args.db, devices))]
+    share_out(args.out, Shared(charts, lambda: report([chart_svg_inline(c) for c in charts],
+                                                      version=rooftop_version(), command=command_text(args))))
+
+
+def roofline_series(devices: list, analyses: list, wanted: list[str] | None = None,
+                    points: Sequence[Any] = ()) -> list:  # models.plotdata Series
+    """Each device's roofs (the paths asked, else the usual four and the ops' own) and a slope per level, then
+    the ops' points (each labelled with its device where more than one device is drawn), then `points` (a
+    store run's samples), the intensity span wide enough for them all."""
+    from rooftop.models.plotdata import PLOT_PATHS, intensity_span, point_series, roof_series
+
+    span = intensity_span(devices, [a.intensity for a in analyses] + [x for s in points for x in s.xs])
+    series = []
+    for dev in devices:
+        if wanted == ["all"]:
+            paths = dev.paths()
+        elif wanted:
+            paths = wanted
+        else:
+            paths = [p for p in PLOT_PATHS if p in dev.peak] + [a.path for a in analyses]
+            paths = list(dict.fromkeys(paths))
+        series += roof_series(dev, paths, dev.levels(), span)  # a slope per level: dram, l2, l1 (CPU: llc)
+    many = len({a.device.id for a in analyses}) > 1
+    series += [point_series(a, f"{a.op.describe()} on {a.device.id}" if many else None) for a in analyses]
+    return series + list(points)
+
+
 def cmd_op(args: argparse.Namespace) -> int:
+    check_out(args)
     given = parse_specs(args.spec) if args.spec else []
     ops = given + (pinned_ops(args) if args.pinned else [])
     if not ops:
@@ -88,8 +139,16 @@ def cmd_op(args: argparse.Namespace) -> int:
                 sys.stderr.write(safe_text(f"rooftop op: left out the pin {op.spec()!r} on {dev.id}: {exc}") + "\n")
         if row:
             results.append(row)
+    payload = [a.to_dict() for rows in results for a in rows]
+    if args.out:
+        from rooftop.tui.share.reports import op_report
+
+        share_roofline(args, devices, [dataclasses.replace(s, label=safe_text(s.label))
+                                       for s in roofline_series(devices, [a for rows in results for a in rows])],
+                       safe_text("roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices)),
+                       partial(op_report, payload))
     if args.json:
-        print_json([a.to_dict() for rows in results for a in rows])
+        print_json(payload)
         return 0
     from rooftop.tui.render.report import analysis_table, make_console
 
@@ -133,14 +192,11 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
-DEFAULT_PLOT_PATHS = ("fp64-tc", "fp32-fma", "bf16-tc", "fp8-tc")
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
-    from rooftop.models.plotdata import intensity_span, point_series, roof_series
     from rooftop.tui.render.chart import roofline_text
     from rooftop.tui.render.report import Prose, make_console, trimmed
 
+    check_out(args)
     ops = parse_specs(args.op) if args.op else []  # bad input first: one line, before any note on the device
     ids = _device_list(args.device)
     devices = resolve_devices(ids, store_profiles(args.db, ids))
@@ -151,20 +207,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
             if p != "all" and p not in dev.peak:
                 raise NoRoof(f"{dev.id} has no {p} roof; it has: {', '.join(dev.paths())}")
     points = store_points(args.db, devices) if args.points else []
-    span = intensity_span(devices, [a.intensity for a in analyses] + [x for s in points for x in s.xs])
-    series = []
-    for dev in devices:
-        if wanted == ["all"]:
-            paths = dev.paths()
-        elif wanted:
-            paths = wanted
-        else:
-            paths = [p for p in DEFAULT_PLOT_PATHS if p in dev.peak] + [a.path for a in analyses]
-            paths = list(dict.fromkeys(paths))
-        series += roof_series(dev, paths, dev.levels(), span)  # a slope per level: dram, l2, l1 (CPU: llc)
-    series += [point_series(a) for a in analyses] + points
+    series = roofline_series(devices, analyses, wanted, points)
     series = [dataclasses.replace(s, label=safe_text(s.label)) for s in series]  # names from a store or a file
     title = safe_text("roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices))
+    if args.out:
+        from rooftop.tui.share.reports import plot_report
+
+        share_roofline(args, devices, series, title, partial(plot_report, [d.to_dict() for d in devices]))
     sys.stdout.write(trimmed(roofline_text(series, title, args.width, args.height)) + "\n")
     sys.stdout.flush()  # the chart first, then the console's lines
     console = make_console()
@@ -182,27 +231,44 @@ def cmd_compare(args: argparse.Namespace) -> int:
     ids = _device_list(args.devices, "DEVICE")
     if len(ids) < 2:
         raise UsageError("compare needs at least two devices: rooftop compare A B [C…] (catalog ids, run ids or names)")
+    check_out(args)
     profiles = resolve_devices(ids, store_profiles(args.db, ids))
     pairs = []
     for a, b in combinations(profiles, 2):
         if "dram" not in a.bandwidth or "dram" not in b.bandwidth:
             continue
         pairs += [(a, b, compare_path(a, b, path)) for path in common_paths(a, b)]
+    out = {
+        "devices": [{**p.to_dict(), "ridge": {k: p.ridge(k) for k in p.paths()} if "dram" in p.bandwidth else {}}
+                    for p in profiles],
+        "pairs": [{"a": a.id, "b": b.id, "path": c.path, "level": c.level, "crossover": c.crossover.intensity,
+                   "higher_below": c.crossover.higher_below, "higher_above": c.crossover.higher_above,
+                   "ridges": c.ridges} for a, b, c in pairs],
+        "notes": [n for n in (thread_note(profiles),) if n],
+    }
+    if args.out:
+        share_compare(args, profiles, out)
     if args.json:
-        out = {
-            "devices": [{**p.to_dict(), "ridge": {k: p.ridge(k) for k in p.paths()} if "dram" in p.bandwidth else {}}
-                        for p in profiles],
-            "pairs": [{"a": a.id, "b": b.id, "path": c.path, "level": c.level, "crossover": c.crossover.intensity,
-                       "higher_below": c.crossover.higher_below, "higher_above": c.crossover.higher_above,
-                       "ridges": c.ridges} for a, b, c in pairs],
-            "notes": [n for n in (thread_note(profiles),) if n],
-        }
         print_json(out)
         return 0
     from rooftop.tui.render.report import compare_tables, make_console
 
     make_console().print(compare_tables(profiles, pairs))
     return 0
+
+
+def share_compare(args: argparse.Namespace, profiles: list, payload: dict[str, Any]) -> None:
+    """--out on compare: the memory roofs side by side (a link's slope, pcie or xgmi, would stretch the axes by
+    decades), and as HTML the crossovers and each device's roofs (`payload`: what --json prints)."""
+    from rooftop.models.links import LINK_LEVELS
+    from rooftop.tui.share.reports import compare_report
+
+    memory = [dataclasses.replace(p, bandwidth={k: v for k, v in p.bandwidth.items() if k not in LINK_LEVELS})
+              for p in profiles]
+    share_roofline(args, profiles, [dataclasses.replace(s, label=safe_text(s.label))
+                                    for s in roofline_series(memory, [])],
+                   safe_text("rooflines compared: " + " vs ".join(f"{d.id} ({d.source})" for d in profiles)),
+                   partial(compare_report, payload))
 
 
 def add_analyse_commands(sub: Any) -> None:
@@ -217,6 +283,8 @@ def add_analyse_commands(sub: Any) -> None:
     add_device_option(op, "device id (repeat or comma-separate for side by side); see `rooftop devices`")
     op.add_argument("--measured-ms", metavar="T", help="a measured kernel time in ms (one, or one per op, comma-separated)")
     op.add_argument("--json", action="store_true", help="print JSON (SI units) instead of the report")
+    add_out_option(op, ".html the report (the ops' analysis and advice), .svg or .png the roofline with the "
+                       "ops' points")
     op.set_defaults(func=cmd_op)
 
     dv = sub.add_parser("devices", help="list the device catalog with provenance",
@@ -234,6 +302,7 @@ def add_analyse_commands(sub: Any) -> None:
     pl.add_argument("--height", type=plot_size, metavar="ROWS", help="chart height (default: the terminal's)")
     pl.add_argument("--points", action="store_true",
                     help="also draw the measured (or imported) sample points of devices that are store runs")
+    add_out_option(pl, ".html the report (the roofline, each device's roofs), .svg or .png the roofline")
     pl.set_defaults(func=cmd_plot)
     for cmd in (op, dv, pl):
         add_db_option(cmd)
@@ -246,5 +315,7 @@ def add_compare_command(sub: Any) -> None:
                                     "intensity where each pair's roofs cross.")
     cp.add_argument("devices", nargs="+", metavar="DEVICE", help="catalog ids, run ids or run names (two or more)")
     cp.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    add_out_option(cp, ".html the report (the crossovers, each device's roofs), .svg or .png the rooflines "
+                       "overlaid")
     add_db_option(cp)
     cp.set_defaults(func=cmd_compare)

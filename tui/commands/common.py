@@ -94,21 +94,24 @@ def _device_list(values: str | list[str] | None, what: str = "-d") -> list[str]:
     return [v.strip() for raw in raws for v in raw.split(",")]
 
 
-def _measured_times(raw: str | None, n_ops: int) -> list[float | None]:
+def _measured_times(raw: str | None, n_ops: int, flag: str = "--measured-ms", unit: str = "ms") -> list[float | None]:
+    """Measured figures, one for all or one per op: milliseconds (returned in seconds), or with `unit`
+    another positive rate (tok/s, returned as given)."""
     if raw is None:
         return [None] * n_ops
+    what, noun = ("milliseconds", "time") if unit == "ms" else (unit, "value")
     try:
         vals = [float(v) for v in raw.split(",")]
     except ValueError:
-        raise UsageError(f"--measured-ms {raw!r}: expected milliseconds, e.g. 0.55 or 0.55,1.2 (one per op)") from None
+        raise UsageError(f"{flag} {safe_text(raw)!r}: expected {what}, e.g. 0.55 or 0.55,1.2 (one per op)") from None
     if any(not (v > 0 and v < float("inf")) for v in vals):
-        raise UsageError(f"--measured-ms {raw!r}: times must be positive milliseconds")
+        raise UsageError(f"{flag} {safe_text(raw)!r}: {noun}s must be positive {what}")
     if len(vals) == 1:
         vals = vals * n_ops
     if len(vals) != n_ops:
-        raise UsageError(f"--measured-ms gives {fmt_count(len(vals), 'time')} for {fmt_count(n_ops, 'op')}: "
+        raise UsageError(f"{flag} gives {fmt_count(len(vals), noun)} for {fmt_count(n_ops, 'op')}: "
                          "give one, or one per op")
-    return [v / 1e3 for v in vals]
+    return [v / 1e3 for v in vals] if unit == "ms" else vals
 
 
 def _path_list(raw: str) -> list[str]:

@@ -293,12 +293,18 @@ def share_profile(args: argparse.Namespace, doc: dict[str, Any], device: Any) ->
     from rooftop.tui.share.figure import chart_svg_inline
     from rooftop.tui.share.html import rooftop_version
     from rooftop.tui.share.out import Shared, share_out
+    from dataclasses import replace
+
+    from rooftop.tui.render.profile import TOP
     from rooftop.tui.share.reports import profile_charts, profile_report
 
-    charts = profile_charts(doc, device, args.top)
+    top = getattr(args, "top", TOP)  # `rooftop show` has no --top: the terminal's number of op groups
+    charts = profile_charts(doc, device, top)
+    # in the page the roofline's title would repeat the page's own (the same words): the line under it stays
+    inline = [replace(c, title="") if i == 0 else c for i, c in enumerate(charts)]
     share_out(args.out, Shared(charts, lambda: profile_report(
-        doc, [chart_svg_inline(c) for c in charts], version=rooftop_version(), command=command_text(args),
-        top=args.top)))
+        doc, [chart_svg_inline(c) for c in inline], version=rooftop_version(), command=command_text(args),
+        top=top)))
 
 
 def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[Any, Any]:

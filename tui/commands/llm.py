@@ -16,7 +16,7 @@ from rooftop.tui.services.context import resolve_devices, store_profiles
 
 def cmd_llm(args: argparse.Namespace) -> int:
     from rooftop.models.dtypes import parse_dtype
-    from rooftop.models.llm import Phase, amdahl, compute_bound_batch, step_bound, with_dtype
+    from rooftop.models.llm import Phase, amdahl, compute_bound_batch, llm_doc, step_bound, with_dtype
     from rooftop.store.hfconfig import load_arch
 
     if args.out:
@@ -45,8 +45,10 @@ def cmd_llm(args: argparse.Namespace) -> int:
     device = resolve_devices(ids, store_profiles(args.db, ids))[0]
     phases = [Phase(args.phase, b, prompt=prompt, context=c, kv_dtype=kv_dtype) for c in contexts for b in batches]
     times = _measured_times(args.measured_ms, len(phases))
-    # a --tp / --pp the model does not split into is a ModelError: one line, exit 2
-    steps = [step_bound(arch, ph, device, t, tp=args.tp, pp=args.pp) for ph, t in zip(phases, times)]
+    claims = _measured_times(args.measured_tokens_per_s, len(phases), "--measured-tokens-per-s", "tok/s")
+    # a --tp / --pp / --ep the model does not split into is a ModelError: one line, exit 2
+    steps = [step_bound(arch, ph, device, t, tp=args.tp, pp=args.pp, ep=_ep(args, arch, ph), claimed_tokens_per_s=c)
+             for ph, t, c in zip(phases, times, claims)]
     flips = {}
     if args.phase == "decode":
         flips = {
@@ -65,11 +67,11 @@ def cmd_llm(args: argparse.Namespace) -> int:
         s0 = steps[0]
         chart = Chart("roofline", llm_step_series(s0), f"{arch.name} {s0.phase.kind}, batch {s0.phase.batch}",
                       f"{device.id} ({device.source})")
-        doc = _llm_doc(arch, device, steps, dims, flips, split)
+        doc = llm_doc(arch, device, steps, dims, flips, split, step_dict=_step_dict)
         share_out(args.out, Shared([chart], lambda: llm_report(doc, [chart_svg_inline(chart)],
                                                                version=rooftop_version(), command=command_text(args))))
     if args.json:
-        print_json(_llm_doc(arch, device, steps, dims, flips, split))
+        print_json(llm_doc(arch, device, steps, dims, flips, split, step_dict=_step_dict))
         return 0
     from rooftop.tui.render.llm import amdahl_table, llm_ops_table, llm_steps_table
     from rooftop.tui.render.report import Prose, make_console
@@ -96,25 +98,30 @@ def cmd_llm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _llm_doc(arch: Any, device: Any, steps: list[Any], dims: list[Any], flips: dict[str, Any], split: Any) -> dict[str, Any]:
-    """The one document `rooftop llm --json` prints (and its HTML report is made of)."""
-    return {
-        "model": arch.name,
-        "device": device.id,
-        "steps": [s.to_dict() for s in steps],
-        **({"parallel": [d.to_dict(device) for d in dims]} if dims else {}),
-        "compute_bound_batch": flips or None,
-        "amdahl": {"before_ms": dict(split.before), "after_ms": dict(split.after), "speedup": split.speedup}
-        if split else None,
-    }
-
-
 def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
     """--tp / --pp: each dimension's communication for the first step, one rank's (empty when both are 1)."""
     from rooftop.models.parallel import parallel_comm
 
-    return parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
+    dims = parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
                          args.tp, args.pp, per_rank=step.ranks > 1, vocab=arch.vocab, logits_rows=step.phase.batch)
+    return dims + ([step.ep.comm_dim(step.flops, step.compute_s)] if step.ep else [])
+
+
+def _step_dict(step: Any) -> dict[str, Any]:
+    """A step for --json, with its tokens/s claim judged where one was given."""
+    from rooftop.models.claims import claim_dict
+
+    out: dict[str, Any] = step.to_dict()
+    if step.claimed_tokens_per_s:
+        out["claim"] = claim_dict(step, step.claimed_tokens_per_s)
+    return out
+
+
+def _ep(args: argparse.Namespace, arch: Any, phase: Any) -> Any:
+    """--ep / --ep-imbalance: the busiest expert-parallel rank for this step (None without EP)."""
+    from rooftop.models.expertparallel import expert_parallel
+
+    return expert_parallel(arch, phase, args.ep, args.ep_imbalance)
 
 
 def add_llm_command(sub: Any) -> None:
@@ -155,4 +162,13 @@ def add_llm_command(sub: Any) -> None:
     lm.add_argument("--json", action="store_true", help="print JSON (SI units)")
     add_out_option(lm, ".html the report (the bound table, the per-layer ops), .svg or .png the roofline")
     add_db_option(lm)
+    lm.add_argument("--ep", type=int, default=1, metavar="N",
+                    help="expert-parallel ranks: a MoE model's routed experts split N ways, each rank running its own "
+                         "batch; each MoE layer's dispatch and combine all-to-alls are added to the bound")
+    lm.add_argument("--ep-imbalance", type=float, default=1.0, metavar="F",
+                    help="with --ep: the busiest rank's expert load over the mean (default 1, balanced); it scales "
+                         "that rank's expert weights read, expert compute and all-to-all bytes")
+    lm.add_argument("--measured-tokens-per-s", metavar="X",
+                    help="claimed or measured tokens/s, one per batch × context: flagged when above the bound, "
+                         "naming what caps it (the weights, the KV cache, the ops together, the launch floor)")
     lm.set_defaults(func=cmd_llm)

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from rooftop.models.safetext import safe_text
-from rooftop.tui.commands.common import UsageError, add_db_option, plot_size
+from rooftop.tui.commands.common import UsageError, add_db_option, add_out_option, plot_size
 from rooftop.tui.render.jsonout import print_json
 from rooftop.tui.services.stopsignals import stop_on_signals
 
@@ -36,6 +36,8 @@ def add_measure_command(sub: Any) -> None:
     ms.add_argument("--width", type=plot_size, metavar="COLS", help="plot width (default: the terminal's)")
     ms.add_argument("--height", type=plot_size, metavar="ROWS", help="plot height (default: the terminal's, ≤ 40)")
     ms.add_argument("--no-save", action="store_true", help="do not keep this run in the store")
+    add_out_option(ms, ".html the report (the ceilings with their conditions, the roofline, the curves), "
+                       ".svg or .png the measured roofline")
     fleet = ms.add_mutually_exclusive_group()
     fleet.add_argument("--all-gpus", action="store_true",
                        help="every visible GPU at once, one process each; kept as one fleet run")
@@ -79,6 +81,12 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
     from rooftop.probes.plan import parse_only
 
     only = parse_only(args.only)  # PlanError (bad input) for a probe rooftop has not
+    if args.out:  # before minutes of measuring: a bad --out costs nothing
+        from rooftop.tui.share.out import out_target
+
+        if args.fleet or args.all_gpus:
+            raise UsageError("--out writes one device's measurement; a fleet's is in `rooftop show RUN`")
+        out_target(args.out)
     if args.fleet or args.all_gpus:
         return _measure_fleet(args, only, cancel, stopped)
     from rooftop.probes.backend import select_backend
@@ -150,24 +158,26 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
         err.print(f"rooftop measure: {fmt_count(n, 'point')} {'was' if n == 1 else 'were'} taken while the GPU throttled "
                   f"({', '.join(sorted({r for s in result.throttled for r in s.conditions['throttle']}))}): "
                   + ", ".join(label_of(s) for s in result.throttled[:8]), style="yellow")
+    payload = {
+        "profile": cal.profile.to_dict(),
+        "samples": [s.to_dict() for s in samples],
+        "device_info": backend.info.to_dict(),
+        "plan": plan.name,
+        "threads": cal.profile.threads,  # CPU: the threads torch measured with (null on a GPU)
+        "notes": list(plan.notes) + list(cal.notes),
+        "above_roof": [label_of(s) for s in cal.above_roof],
+        "wall_s": wall,
+        "interrupted": interrupted,
+        "stopped_by": stopped_by,  # SIGHUP / SIGTERM, else null
+        "status": result.status,
+        "run_id": result.run_id,
+        "throttled": [label_of(s) for s in result.throttled],
+        "store_error": result.store_error or None,  # why the run is not (wholly) in the store
+        "kept_samples": result.kept,  # the samples the store holds (run_id's), all of them unless store_error
+    }
     if args.json:
-        print_json({
-            "profile": cal.profile.to_dict(),
-            "samples": [s.to_dict() for s in samples],
-            "device_info": backend.info.to_dict(),
-            "plan": plan.name,
-            "threads": cal.profile.threads,  # CPU: the threads torch measured with (null on a GPU)
-            "notes": list(plan.notes) + list(cal.notes),
-            "above_roof": [label_of(s) for s in cal.above_roof],
-            "wall_s": wall,
-            "interrupted": interrupted,
-            "stopped_by": stopped_by,  # SIGHUP / SIGTERM, else null
-            "status": result.status,
-            "run_id": result.run_id,
-            "throttled": [label_of(s) for s in result.throttled],
-            "store_error": result.store_error or None,  # why the run is not (wholly) in the store
-            "kept_samples": result.kept,  # the samples the store holds (run_id's), all of them unless store_error
-        })
+        print_json(payload)
+        _share(args, cal, samples, payload)
         return _exit_status(result)
     from rooftop.tui.render.measure_report import measure_report
 
@@ -175,7 +185,27 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
     console.print(measure_report(cal, samples, list(plan.notes)))
     if not args.no_plot:
         sys.stdout.write("\n" + _measure_plot(cal, samples, args.width, args.height) + "\n")
+    _share(args, cal, samples, payload)
     return _exit_status(result)
+
+
+def _share(args: argparse.Namespace, cal: Any, samples: list[Any], payload: dict[str, Any]) -> None:
+    """--out: the measured roofline as SVG or PNG, or the report (ceilings, roofline and curves, from what --json
+    prints) as HTML; written after the report is printed and the run kept, so a failed write loses nothing."""
+    if args.out:
+        import time
+
+        from rooftop.tui.commands.common import command_text
+        from rooftop.tui.share.charts import measure_charts
+        from rooftop.tui.share.figure import chart_svg_inline
+        from rooftop.tui.share.html import rooftop_version
+        from rooftop.tui.share.out import Shared, share_out
+        from rooftop.tui.share.reports import measure_report
+
+        sys.stdout.flush()
+        charts = measure_charts(cal, samples, time.time() - float(payload["wall_s"]))
+        share_out(args.out, Shared(charts, lambda: measure_report(
+            payload, [chart_svg_inline(c) for c in charts], version=rooftop_version(), command=command_text(args))))
 
 
 def _exit_status(result: Any) -> int:

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_count
-from rooftop.tui.commands.common import UsageError, add_db_option, add_wide_option
+from rooftop.tui.commands.common import UsageError, add_db_option, add_out_option, add_wide_option
 from rooftop.tui.render.jsonout import dumps_json, print_json
 from rooftop.tui.services.context import NotAProfile, open_store, store_profiles
 
@@ -63,8 +63,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     A measurement's samples are counted per kernel in SQL and listed a page at a time (--page, --rows,
     --all), so a large run shows at once; a comm or profile run's report reads all of its samples.
     """
+    if args.out:
+        from rooftop.tui.share.out import out_target
+
+        out_target(args.out)  # a bad path is said before the store is read
     with open_store(args.db) as store:
         run = store.run(args.run)
+        if args.out:
+            _share_run(args, store, run)
         if args.json:
             from rooftop.store.io import run_document
 
@@ -171,9 +177,8 @@ def _same(a: Any, b: Any) -> bool:
 def _show_profile(console: Any, args: argparse.Namespace, store, run) -> bool:  # noqa: ANN001 - Store, Run
     """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
     no longer known or the stored profile is malformed."""
-    from rooftop.store.workloads import placed_on, profile_problem, profile_summary, stored_workload
+    from rooftop.store.workloads import profile_problem, profile_summary, stored_workload
     from rooftop.tui.render.profile import profile_report
-    from rooftop.tui.render.profile import profile_device
 
     samples = store.samples(run.id)
     problem = profile_problem(run, samples)
@@ -181,12 +186,7 @@ def _show_profile(console: Any, args: argparse.Namespace, store, run) -> bool:  
         sys.stderr.write(safe_text(f"rooftop show: the stored profile is malformed ({problem}): "
                                    "showing its op groups as stored") + "\n")
         return False
-    placed = placed_on(run)
-    try:  # the roofs may be a measured or named run's: the store knows those
-        extra = store_profiles(args.db, [placed] if placed else [])
-    except NotAProfile:
-        extra = {}
-    device = profile_device(run, extra)
+    placed, device = _placed_device(args, run)
     if device is None:
         sys.stderr.write(safe_text(f"rooftop show: the roofs this profile was placed on "
                                    f"({placed or '?'}) are not known here: "
@@ -218,6 +218,72 @@ def _show_profile(console: Any, args: argparse.Namespace, store, run) -> bool:  
     console.print(profile_report(work, wide=args.wide, path=stored_path(stored),
                                  path_note=joined_text(joined) if joined else ""), crop=not args.wide)
     return True
+
+
+def _placed_device(args: argparse.Namespace, run) -> tuple[str | None, Any]:  # noqa: ANN001 - a Run
+    """The name of the roofs a profile was placed on, and those roofs (a DeviceProfile) where they are still known:
+    the catalog's, or a measured or named run's in the store; None where they are not."""
+    from rooftop.store.workloads import placed_on
+    from rooftop.tui.render.profile import profile_device
+
+    placed = placed_on(run)
+    try:
+        extra = store_profiles(args.db, [placed] if placed else [])
+    except NotAProfile:
+        extra = {}
+    return placed, profile_device(run, extra)
+
+
+SHARED_KINDS = ("profile", "measurement")  # the kinds of run `show --out` writes
+
+
+def _share_run(args: argparse.Namespace, store, run) -> None:  # noqa: ANN001 - Store, Run
+    """--out FILE: a kept profile as `rooftop profile --out` wrote it (its report made of the document its --json
+    printed, on the roofs it was placed on), a kept measurement as its report (ceilings with their conditions, the
+    roofline, the curves); a comm or fleet run is refused in one line before anything is written."""
+    if run.kind not in SHARED_KINDS:
+        raise UsageError(f"--out {args.out}: run {run.label} is a {run.kind} run; --out writes a kept "
+                         f"{' or a '.join(SHARED_KINDS)} (`rooftop show {run.short_id} --json` has this one's figures)")
+    samples = store.samples(run.id)
+    if run.kind == "profile":
+        from rooftop.store.workloads import profile_document, profile_problem
+        from rooftop.tui.commands.job import share_profile
+
+        placed, device = _placed_device(args, run)
+        if device is None:
+            raise UsageError(f"--out {args.out}: the roofs profile {run.label} was placed on ({placed or '?'}) are "
+                             "not known here, so it cannot be drawn on them")
+        try:
+            doc = profile_document(run, samples) if not profile_problem(run, samples) else None
+        except ValueError:
+            doc = None
+        if doc is None:
+            raise UsageError(f"--out {args.out}: the stored profile {run.label} is malformed "
+                             "(`rooftop show` lists its op groups as stored)")
+        share_profile(args, doc, device)
+        return
+    _share_measurement(args, store, run, samples)
+
+
+def _share_measurement(args: argparse.Namespace, store, run, samples: list) -> None:  # noqa: ANN001 - Store, Run
+    """--out FILE of a kept measurement: the report `measure_report` makes of what `measure --json` printed."""
+    from rooftop.models.calibrate import Calibration
+    from rooftop.store.io import measurement_document
+    from rooftop.tui.commands.common import command_text
+    from rooftop.tui.share.charts import measure_charts
+    from rooftop.tui.share.figure import chart_svg_inline
+    from rooftop.tui.share.html import rooftop_version
+    from rooftop.tui.share.out import Shared, share_out
+    from rooftop.tui.share.reports import measure_report
+
+    prof = store.stored_profile(run.id)
+    if prof is None:
+        raise UsageError(f"--out {args.out}: run {run.label} has no ceilings (it did not complete), so there is no "
+                         "roofline to draw; `rooftop show` lists its samples")
+    charts = measure_charts(Calibration(prof, (), (), (), ()), samples, run.started_at)
+    doc = measurement_document(store, run)
+    share_out(args.out, Shared(charts, lambda: measure_report(
+        doc, [chart_svg_inline(c) for c in charts], version=rooftop_version(), command=command_text(args))))
 
 
 # What `rooftop show` prints after a run's facts and ceilings, by its kind (`Run.kind`): the report of the command
@@ -358,6 +424,7 @@ def add_store_commands(sub: Any) -> None:
     sh.add_argument("--page", type=_count_option, default=1, metavar="P", help="which page of samples (default 1)")
     sh.add_argument("--all", action="store_true", help="list every sample (slow for a run of many thousands)")
     add_wide_option(sh)
+    add_out_option(sh, "a kept profile or measurement: .html its whole report, .svg or .png its roofline")
     add_db_option(sh)
     sh.set_defaults(func=cmd_show)
 

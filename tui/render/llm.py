@@ -41,6 +41,7 @@ def llm_steps_table(steps: list) -> Group:
     kvd = s0.phase.kv_dtype or a.dtype
     moe = f", MoE {a.experts} experts top-{a.experts_per_token}" if a.experts else ""
     split = f"; per rank of TP {s0.tp} × PP {s0.pp}" if s0.ranks > 1 else ""
+    split += f"; the busiest of EP {s0.ep.degree} ranks" if s0.ep else ""
     head = Text.assemble(
         (f"{a.name} {s0.phase.kind}", "bold"),
         f" on {device_heading(s0.device)} — {a.params / 1e9:.2f} B params, {a.weights_label} weights "
@@ -92,9 +93,16 @@ def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
     out.append((" ·", launch_line(s0)))
     if s0.ranks > 1:
         out.append((" ·", rank_line(s0)))
-    for s in steps:  # a measured step faster than its bound
+    if s0.ep:
+        from rooftop.models.expertparallel import ep_line
+
+        out.append((" ·", ep_line(s0.ep, s0.device)))
+    from rooftop.models.claims import claim_lines
+
+    for s in steps:  # a measured step faster than its bound, a tokens/s claim above it
         where = f"batch {s.phase.batch}, {'prompt' if s.phase.kind == 'prefill' else 'ctx'} {s.phase.kv_len}: "
-        out += [(Text(" !", style="red"), Text(where + line, style="red")) for line in s.measured_lines()]
+        claim = claim_lines(s, s.claimed_tokens_per_s) if s.claimed_tokens_per_s else []
+        out += [(Text(" !", style="red"), Text(where + line, style="red")) for line in s.measured_lines() + claim]
     over = [s for s in steps if s.memory.fits is False]
     if s0.memory.weights_fit is False:  # then nothing fits: say it once, with the smallest KV cache
         least = min(steps, key=lambda s: s.memory.needed_bytes)
@@ -154,7 +162,7 @@ def amdahl_table(split) -> Group:  # noqa: ANN001 - an Amdahl
 
 def parallel_table(dims: Sequence[Any], device: Any, step: Any) -> Any:
     """Each parallel dimension's communication per step: I_comm and, per link, whether it is comm-bound."""
-    from rooftop.models.comm import COLLECTIVES
+    from rooftop.models.comm import COLLECTIVE_NAMES as COLLECTIVES
     from rooftop.models.links import LINK_LEVELS
 
     links = [lv for lv in LINK_LEVELS if lv in device.bandwidth]

@@ -204,10 +204,15 @@ def shapes_brief(text: str, limit: int = SHAPES_CHARS) -> str:
     return f"{text[:cut]} … {n:,} more shape{'s' if n != 1 else ''}" if n else text[:cut] + " …"
 
 
+NO_W = "no W"  # the I of an op group that does no arithmetic, in every table
+
+
 def intensity_text(i: float | None) -> str:
     """An op group's I in a table: 3 significant digits, whole from 1000 (4460, not 4.46e+03: 4 cells fewer)."""
     if i is None:
         return ""
+    if i == 0:  # a data movement (cat, copy): no W, so no I worth a digit, and no point on the log axis
+        return NO_W
     return "inf" if i == float("inf") else f"{i:.0f}" if abs(i) >= 1000 else f"{i:.3g}"
 
 
@@ -582,8 +587,8 @@ def ncu_report(kernels: Sequence[Any], device: Any, top: int, wide: bool = False
              style="bold"), Text(""), t,
         Text(""),
         Text("Bytes are measured: rate × kernel time per level (DRAM; L2→SM). Tensor W is the tensor pipes' "
-             "count (sm__ops_path_tensor_src_*), so padding rows are counted too; kernels without tensor work "
-             "are placed by bandwidth.", style="dim"),
+             "count (sm__ops_path_tensor_src_*; on Blackwell sm__ops_path_tensor_op_utcqmma_*, …_utcomma_*), so "
+             "padding rows are counted too; kernels without tensor work are placed by bandwidth.", style="dim"),
     )
 
 

@@ -20,7 +20,7 @@ from rooftop.store.db import StoreError
 
 if TYPE_CHECKING:  # types only: the store and the plot data load when a command reads them
     from rooftop.models.plotdata import Series
-    from rooftop.store.runs import Store
+    from rooftop.store.runs import Run, Store
 
 
 class NotAProfile(BadInput):
@@ -290,12 +290,21 @@ def store_points(db: str | Path | None, devices: list[DeviceProfile]) -> list[Se
         return run_points(store, devices)
 
 
+def run_dates(db: str | Path | None, devices: list[DeviceProfile]) -> dict[str, float]:
+    """When each device that is a store run was measured (its run's start, epoch seconds), by the device's id:
+    a shared chart says the day its roofs are from. {} when no device is a run."""
+    runs = stored_runs(devices)
+    if not runs:
+        return {}
+    with open_store(db) as store:
+        return {label: store.run(rid).started_at for label, rid in runs}
+
+
 def latest_profile_points(db: str | Path | None, device_id: str) -> tuple[list[Series], dict[str, float]]:
     """The newest kept profile placed on `device_id`, for its roofline: its op groups as points and, for a
     distributed job, its collectives as points on their links' slopes; and the ceiling (bytes/s) of each link
     those crossed. ([], {}) when there is none."""
-    from rooftop.models.plotdata import collective_points, job_links, sample_series
-    from rooftop.store.workloads import job_collectives, placed_on
+    from rooftop.store.workloads import placed_on
 
     try:
         with store_session(db) as store:
@@ -305,8 +314,16 @@ def latest_profile_points(db: str | Path | None, device_id: str) -> tuple[list[S
                     and placed_on(r) == device_id]
             if not runs:
                 return [], {}
-            run = max(runs, key=lambda r: r.started_at)
-            colls = job_collectives(run)
-            return sample_series(store.samples(run.id), run.label) + collective_points(colls), job_links(colls)
+            return profile_points(store, max(runs, key=lambda r: r.started_at))
     except StoreError:
         return [], {}
+
+
+def profile_points(store: Store, run: Run) -> tuple[list[Series], dict[str, float]]:
+    """A kept profile's op groups as points, its job's collectives as points on their links' slopes, and the
+    ceiling (bytes/s) of each link those crossed: what its roofline draws over the device's roofs."""
+    from rooftop.models.plotdata import collective_points, job_links, sample_series
+    from rooftop.store.workloads import job_collectives
+
+    colls = job_collectives(run)
+    return sample_series(store.samples(run.id), run.label) + collective_points(colls), job_links(colls)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from rooftop.models.plotdata import Series
 from rooftop.models.safetext import clean
-from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_intensity, fmt_sig
+from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_intensity, fmt_sig
 from rooftop.tui.render.chart import binary_label, decade_label, line_colors, point_markers
 from rooftop.tui.share.files import need_matplotlib
 
@@ -66,10 +66,11 @@ class Axes:
     hover: Callable[[float, float], str]  # a point's (x, y) in words
 
 
-def _rate_hover(xname: str) -> Callable[[float, float], str]:
+def _rate_hover(xname: str, unit: str, scale: float) -> Callable[[float, float], str]:
+    """A point's place in words, its rate in the axis's unit (TFLOP/s or GFLOP/s)."""
     def hover(x: float, y: float) -> str:
         where = f"I = {fmt_intensity(x)}" if xname == "I" else f"{xname} = {fmt_sig(x, 4)}"
-        return f"{where}, {fmt_flops_rate(y)}"
+        return f"{where}, {fmt_sig(y / scale, 4)} {unit}FLOP/s"
     return hover
 
 
@@ -82,10 +83,10 @@ def chart_axes(chart: Chart) -> Axes:
         return Axes("working set (bytes)", "bandwidth (GB/s)", 1e9, binary_label,
                     lambda x, y: f"working set {fmt_bytes(x)}, {fmt_bandwidth(y)}")
     if chart.kind == "gemm":
-        return Axes("n (n×n×n) or M (M×N×K)", rate, scale, decade_label, _rate_hover("size"))
+        return Axes("n (n×n×n) or M (M×N×K)", rate, scale, decade_label, _rate_hover("size", unit, scale))
     if chart.kind == "fma":
-        return Axes("R, FMAs per element", rate, scale, decade_label, _rate_hover("R"))
-    return Axes("arithmetic intensity I (FLOP/byte)", rate, scale, decade_label, _rate_hover("I"))
+        return Axes("R, FMAs per element", rate, scale, decade_label, _rate_hover("R", unit, scale))
+    return Axes("arithmetic intensity I (FLOP/byte)", rate, scale, decade_label, _rate_hover("I", unit, scale))
 
 
 def _positive(xs: tuple[float, ...], ys: tuple[float, ...]) -> list[tuple[int, float, float]]:
@@ -217,6 +218,17 @@ def _decade_axes(ax: Any, drawn_x: list[float], drawn_y: list[float], axes: Axes
     ax.set_axisbelow(True)
 
 
+def wrap_parts(text: str, width: int = 120, sep: str = " · ") -> str:
+    """A long device line broken between its parts (at `sep`), so that no line runs past the figure."""
+    lines: list[str] = []
+    for part in text.split(sep):
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
 def _figure(chart: Chart) -> tuple[Any, Drawn]:
     """The chart on a matplotlib Figure (Agg canvas): lines, points, axes, legend below, labels placed."""
     need_matplotlib()
@@ -239,7 +251,7 @@ def _figure(chart: Chart) -> tuple[Any, Drawn]:
                 ha="center", va="center", color="#777777")
     fig.suptitle(clean(chart.title), fontsize=13, fontweight="bold")
     if chart.subtitle:
-        ax.set_title(clean(chart.subtitle), fontsize=9.5, color="#555555")
+        ax.set_title(wrap_parts(clean(chart.subtitle)), fontsize=9.5, color="#555555")
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncols=2 if len(labels) < 24 else 3,

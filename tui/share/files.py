@@ -41,12 +41,16 @@ def out_format(path: str) -> str:
 
 
 def _file_mode(target: Path) -> int:
-    """The mode the file gets: the one it has if it exists, else what a plain open() would give (0666 less
-    the umask, read from /proc where it can be: os.umask() would change it for every thread meanwhile)."""
+    """The mode the file gets: the one it has if it exists, else a new file's."""
     try:
         return target.stat().st_mode & 0o777
     except OSError:
-        pass
+        return _new_mode()
+
+
+def _new_mode() -> int:
+    """What a plain open() gives a new file: 0666 less the umask, read from /proc where it can be (os.umask()
+    would change it for every thread meanwhile)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
@@ -82,6 +86,30 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
             raise OutError(f"cannot write {target}: {exc.strerror or exc}") from None
         raise
     return target
+
+
+def write_new(folder: Path, stem: str, suffix: str, data: str | bytes) -> Path:
+    """Write `data` to folder/stem+suffix, or stem-2, stem-3…: the first name not taken, never replacing a file
+    (a key press cannot ask for --force). Written whole to a temporary name, then linked into place: the link
+    fails on a name taken meanwhile, so there is no window for a race, and a reader never sees half a file."""
+    import itertools
+
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+        os.chmod(tmp, _new_mode())
+        for n in itertools.count(1):
+            path = folder / f"{stem}{'' if n == 1 else f'-{n}'}{suffix}"
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                continue
+            return path
+        raise AssertionError("unreachable")  # itertools.count never ends
+    finally:
+        os.unlink(tmp)
 
 
 def need_matplotlib() -> Any:

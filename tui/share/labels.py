@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-# Offsets in points from the anchor, nearest first, with the alignment that keeps the text off the point.
-SPOTS = [(dx * r, dy * r, ha, va) for r in (1, 2.2, 3.6) for dx, dy, ha, va in (
-    (7, 5, "left", "bottom"), (7, -5, "left", "top"), (-7, 5, "right", "bottom"), (-7, -5, "right", "top"),
-    (0, 9, "center", "bottom"), (0, -9, "center", "top"))]
+# The spots around a point, offsets in points with the alignment that keeps the text off the point, tried
+# nearest ring first (RINGS: how far out); a label past the first two rings gets a leader line to its point.
+DIRECTIONS = ((7, 5, "left", "bottom"), (7, -5, "left", "top"), (-7, 5, "right", "bottom"),
+              (-7, -5, "right", "top"), (0, 9, "center", "bottom"), (0, -9, "center", "top"))
+RINGS = (1, 2.2, 3.6, 5.5, 8)
+NEAR_RINGS = 2  # the ridges' I* labels stay this close, with no line: they are the chart's least important text
 MARKER_PT = 4.5  # half the box a point's marker covers, in points
 
 
@@ -40,14 +42,19 @@ def _covers(box: Any, points: list[tuple[float, float]]) -> bool:
     return any(box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1 for x, y in points)
 
 
-def _annotate(ax: Any, x: float, y: float, text: str, color: str, spot: tuple, size: float, weight: str) -> Any:
+def _annotate(ax: Any, xy: tuple[float, float], text: str, color: str, spot: tuple, style: tuple,
+              leader: bool) -> Any:
+    """The label at `spot` (offset in points, alignment) from its point, with a thin line from its corner
+    nearest the point if `leader`."""
     dx, dy, ha, va = spot
-    far = abs(dx) > 10 or abs(dy) > 12
+    size, weight = style
+    corner = ({"left": 0.0, "right": 1.0}.get(ha, 0.5), 0.0 if va == "bottom" else 1.0)
     return ax.annotate(
-        text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=size,
+        text, xy, xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=size,
         color=color, fontweight=weight, zorder=6,
         bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
-        arrowprops={"arrowstyle": "-", "color": color, "lw": 0.7, "shrinkA": 0, "shrinkB": 4} if far else None)
+        arrowprops={"arrowstyle": "-", "color": color, "lw": 0.7, "shrinkA": 0, "shrinkB": 4, "relpos": corner}
+        if leader else None)
 
 
 def place_labels(fig: Any, ax: Any, drawn: Any) -> int:
@@ -66,26 +73,32 @@ def place_labels(fig: Any, ax: Any, drawn: Any) -> int:
                                        px + MARKER_PT * scale, py + MARKER_PT * scale))
     lines = _line_points(ax)
     placed = 0
-    for anchors, size, weight in ((drawn.anchors, 8.5, "bold"), (drawn.ridges, 7.5, "normal")):
-        for x, y, text, color in anchors:
-            box = _first_spot(ax, renderer, frame, (x, y, text, color), size, weight, taken, lines)
+    for anchors, style, rings in ((drawn.anchors, (8.5, "bold"), RINGS), (drawn.ridges, (7.5, "normal"),
+                                                                             RINGS[:NEAR_RINGS])):
+        for anchor in anchors:
+            box = _first_spot(ax, renderer, frame, anchor, style, taken, lines, rings)
             if box is not None:
                 taken.append(box)
                 placed += 1
     return placed
 
 
-def _first_spot(ax: Any, renderer: Any, frame: Any, anchor: tuple, size: float, weight: str, taken: list,
-                lines: list[tuple[float, float]]) -> Any:
-    """The box of the first spot where the label fits: inside the axes, over no other label or point, and
-    (first try) over no line; None, and no label, where none fits."""
+def _first_spot(ax: Any, renderer: Any, frame: Any, anchor: tuple, style: tuple, taken: list,
+                lines: list[tuple[float, float]], rings: tuple[float, ...] = RINGS) -> Any:
+    """The box of the nearest spot where the label fits: inside the axes, over no other label or point, and
+    over no line where a spot on the same ring allows; None, and no label, where none fits."""
     x, y, text, color = anchor
-    for strict in (True, False):
-        for spot in SPOTS:
-            note = _annotate(ax, x, y, text, color, spot, size, weight)
-            box = note.get_window_extent(renderer)
-            if (_inside(box, frame) and not any(_boxes_overlap(box, t) for t in taken)
-                    and not (strict and _covers(box, lines))):
-                return box
-            note.remove()
+    for ring in rings:
+        for strict in (True, False):
+            for dx, dy, ha, va in DIRECTIONS:
+                spot = (dx * ring, dy * ring, ha, va)
+                note = _annotate(ax, (x, y), text, color, spot, style, leader=False)  # measured without its line
+                box = note.get_window_extent(renderer)
+                if (_inside(box, frame) and not any(_boxes_overlap(box, t) for t in taken)
+                        and not (strict and _covers(box, lines))):
+                    if ring > RINGS[1]:  # far from its point: a leader line says whose it is
+                        note.remove()
+                        _annotate(ax, (x, y), text, color, spot, style, leader=True)
+                    return box
+                note.remove()
     return None

@@ -42,7 +42,7 @@ def write_out(path: str, shared: Shared) -> Path:
             raise OutError(f"--out {path}: this command writes a chart, not a report; use .svg or .png")
         return write_atomic(path, shared.html())
     if not shared.charts:
-        raise OutError(f"--out {path}: this command has no chart to write; use .html")
+        raise OutError(f"--out {path}: nothing to draw: no roof, point or curve to chart; no file written")
     chart = shared.charts[0]
     return write_atomic(path, chart_svg(chart) if fmt == "svg" else chart_png(chart))
 

@@ -272,7 +272,11 @@ def job_section(doc: Mapping[str, Any], comm_svg: str = "") -> str:
                 "busbw": "busbw", "of link": "fraction_of_link", "α-β": "expected_s", "ranks": "group_size"}
         rows = [[Cell(r[h], _num(c.get(keys[h])) if h in keys else None) for h in heads] for r, c in zip(colls, raw)]
         if comm_svg:
-            body.append(figure(comm_svg, "The collectives on their link slopes (algbw against the link roofs)."))
+            unroofed = sorted({str(c.get("link")) for c in raw if c.get("link") and not _num(c.get("link_bandwidth"))})
+            missing = (f" No roof is known for {', '.join(unroofed)} on this device, so its collectives stand "
+                       "against no slope: `rooftop comm` measures one." if unroofed else "")
+            body.append(figure(comm_svg, "The collectives on their link slopes (algbw against the link roofs)."
+                               + missing))
         body.append(table(heads, rows, numeric_cols=[i for i, h in enumerate(heads) if h in keys],
                           caption="Collectives (algbw, busbw in GB/s; busbw = algbw × nccl-tests' bus factor)."))
         body.append(notes(dict.fromkeys(str(c.get("link_why", "")) for c in raw), "muted"))
@@ -288,8 +292,10 @@ def profile_report(payload: Mapping[str, Any], charts_svg: Sequence[str], *, ver
     s = payload.get("summary") or {}
     charts = list(charts_svg)
     head = section("Headline", headline(profile_figures(s)), profile_lines(payload), anchor="headline")
+    no_w = sum(1 for o in (payload.get("ops") or ())[:top] if isinstance(o, Mapping) and o.get("intensity") == 0)
+    unplotted = f" {no_w} of them do no arithmetic (no W: a copy, a cat) and have no point." if no_w else ""
     roof = section("Roofline", figure(charts[0], "Each op group is a point at its I and achieved FLOP/s; hover one "
-                                      "for its name, shapes, I, rate, regime and fraction of the roof."),
+                                      "for its name, shapes, I, rate, regime and fraction of the roof." + unplotted),
                    anchor="roofline") if charts else ""
     parts = [head, roof, job_section(payload, charts[1] if len(charts) > 1 else ""), ops_section(payload, top),
              idle_section(payload), kernels_section(payload), steps_section(payload), path_section(payload),
@@ -365,7 +371,7 @@ def measure_report(payload: Mapping[str, Any], charts_svg: Sequence[str], *, ver
              section("Ceilings", ceilings_table(prof))]
     if info:
         parts.append(section("Device", table(("fact", "value"), [[Cell(str(k)), Cell(str(v))] for k, v in info.items()
-                                                                  if not isinstance(v, (dict, list))], sortable=False)))
+                                                                  if v is not None and not isinstance(v, (dict, list))], sortable=False)))
     title = f"{prof.get('name') or prof.get('id', 'device')} measured"
     return page(title, parts, version=version, command=command, subtitle=str(prof.get("id", "")))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -24,6 +23,7 @@ from rooftop.store.runs import BadName, Run, Store, name_problem
 from rooftop.tui.render.runkinds import StoredRun, read_run, run_detail, run_series
 from rooftop.tui.services.context import open_db
 from rooftop.tui.app.reads import read_store
+from rooftop.tui.share.files import write_new
 from rooftop.tui.app.widgets import Col, Dialog, ErrorLine, FitTable, RooflinePlot, TextField, watch_app
 
 # The run table at 80 columns: plan, then the sample count, then the device go first (the detail
@@ -288,20 +288,3 @@ class History(Widget):
             self.notify(f"export failed: {exc}", severity="error", timeout=6)
             return
         self.notify(f"exported to {out}", timeout=5)
-
-
-def write_new(folder: Path, stem: str, suffix: str, text: str) -> Path:
-    """Write `text` to folder/stem+suffix, or stem-2, stem-3…: the first name not taken.
-
-    An export never replaces a file (the CLI asks for --force to do that; a key press
-    cannot), and creating the file exclusively leaves no window for a race.
-    """
-    for n in itertools.count(1):
-        path = folder / f"{stem}{'' if n == 1 else f'-{n}'}{suffix}"
-        try:
-            with path.open("x", encoding="utf-8") as f:
-                f.write(text)
-        except FileExistsError:
-            continue
-        return path
-    raise AssertionError("unreachable")  # itertools.count never ends

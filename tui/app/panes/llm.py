@@ -132,6 +132,39 @@ class Llm(Widget):
         series = llm_step_series(step)
         self.query_one("#llm-plot", RooflinePlot).show(series, f"{step.arch.name} {step.phase.kind}, batch {step.phase.batch}")
 
+    def export_file(self, svg: bool) -> None:
+        """e: the step on show as the report `rooftop llm --out FILE.html` writes; E: its chart as SVG, with the
+        device's source under its title (app/export.py)."""
+        from rooftop.tui.app.export import export_tab, file_stem
+        from rooftop.tui.share.charts import roofline_chart
+        from rooftop.tui.share.out import Shared
+
+        plot = self.query_one("#llm-plot", RooflinePlot)
+        dev = self.profiles.get(str(self.query_one("#llm-device", Select).value))
+        if dev is None or not plot.series:
+            self.notify("nothing to export yet: choose a model and a device", severity="warning", timeout=4)
+            return
+        chart, step = roofline_chart([dev], plot.series, plot.title), self.step
+        try:
+            model, phase, device, batch, ctx = self._inputs()
+        except ModelError:
+            step = None  # the fields were edited since: the chart on show still goes, as SVG
+
+        def report() -> str:  # the report `rooftop llm MODEL --out FILE.html` writes, of the step on show
+            import shlex
+
+            from rooftop.models.llm import llm_doc
+            from rooftop.tui.share.figure import chart_svg_inline
+            from rooftop.tui.share.html import rooftop_version
+            from rooftop.tui.share.reports import llm_report
+
+            doc = llm_doc(step.arch, step.device, [step])
+            same = ["rooftop", "llm", model, "-d", device, "--phase", phase, "--batch", str(batch),
+                    "--prompt" if phase == "prefill" else "--context", str(ctx)]  # what the CLI would write
+            return llm_report(doc, [chart_svg_inline(chart)], version=rooftop_version(), command=shlex.join(same))
+
+        export_tab(self, file_stem("llm", plot.title, dev.id), lambda: Shared([chart], report if step else None), svg)
+
     def set_profiles(self, profiles: dict[str, DeviceProfile]) -> None:
         if profiles is self.profiles:
             return

@@ -27,6 +27,7 @@ from rooftop.models.job import TOP_GROUPS
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_percent, fmt_time
 from rooftop.models.workload import RANGES, OpGroup, flag_lines
 from rooftop.models.sample import Sample
+from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
 from rooftop.store.critpath import stored_path
 from rooftop.store.workloads import StoredProfile, profile_summary, stored_profile
@@ -191,6 +192,34 @@ class ProfilePane(Widget):
         kept: StoredProfile | None
         error: str = ""
         bad: str = ""
+
+    def export_file(self, svg: bool) -> None:
+        """e / E: the profile on show, its op groups on its device's roofline, to a file (app/export.py)."""
+        from rooftop.store.workloads import placed_on
+        from rooftop.tui.app.export import export_tab, file_stem
+        from rooftop.tui.share.charts import profile_chart
+        from rooftop.tui.share.out import Shared
+
+        if self.shown is None:
+            self.notify("nothing to export yet: choose a profile", severity="warning", timeout=4)
+            return
+        run, db = self.shown[0], self.db_path
+        dev = getattr(self.app, "profiles", {}).get(placed_on(run) or "")
+        if dev is None:
+            self.notify(f"this profile's device ({placed_on(run) or 'unknown'}) has no roofline here to export",
+                        severity="warning", timeout=6)
+            return
+
+        def build() -> Shared:  # in the worker: the op groups are read from the store
+            from rooftop.tui.services.context import profile_points
+
+            read, error = read_store(db, lambda store: profile_points(store, run))
+            if read is None:
+                raise StoreError(error or "the store is gone", "missing")
+            points, links = read
+            return Shared([profile_chart(dev, points, links, f"profile: {run.label} on {dev.id}", run.started_at)])
+
+        export_tab(self, file_stem("profile", run.label, dev.id), build, svg)
 
     def reload(self) -> None:
         """Read the kept profiles again, off the UI thread; `_profiles_read` lists them."""

@@ -134,6 +134,23 @@ class Roofline(Widget):
         if overlay_id in self.profiles and select.value != overlay_id:
             select.value = overlay_id
 
+    def export_file(self, svg: bool) -> None:
+        """e / E: the chart on show, with each device's source under its title, to a file (app/export.py)."""
+        from rooftop.tui.app.export import export_tab, file_stem
+        from rooftop.tui.share.charts import roofline_chart
+        from rooftop.tui.share.out import Shared
+
+        plot = self.query_one("#rl-plot", RooflinePlot)
+        devices = [self.profiles[self.device_id]] + ([self.profiles[self.overlay_id]] if self.overlay_id else [])
+        series, title, db = plot.series, "roofline: " + plot.title, self.app.config.db_path
+
+        def build() -> Shared:  # in the worker: the store says when a measured device's roofs were measured
+            from rooftop.tui.services.context import run_dates
+
+            return Shared([roofline_chart(devices, series, title, run_dates(db, devices))])
+
+        export_tab(self, file_stem("roofline", *(d.id for d in devices)), build, svg)
+
     def redraw(self) -> None:
         if not self.is_mounted:
             return

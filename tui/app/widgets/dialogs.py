@@ -28,6 +28,7 @@ A roofline lab: where an op sits on this device's ceilings, what bounds it, what
 | `PgUp` / `PgDn` | LLM under 90 columns: scroll to the op table's end and the chart |
 | `p` | What-if: pin the op to the Roofline tab, or unpin it; pins are kept in the store |
 | `r` `d` `e` | History: rename, delete, export the selected run |
+| `e` `E` | Roofline, LLM, Profile: export to History's folder (else the current one) — `e` the LLM step's report as HTML, elsewhere the chart as SVG; `E` the chart as SVG |
 | `Tab` | move between fields; `Esc` leaves a text field |
 | `?` | this help |
 | `q` | quit |

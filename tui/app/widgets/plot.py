@@ -34,6 +34,7 @@ class RooflinePlot(PlotextPlot):
     def __init__(self, *, kind: str = "roofline", id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id, classes=classes)
         self._draw = DRAWERS[kind]
+        self._kind = kind
         self._series: list[Series] = []
         self._title = ""
         self._legend: bool | str = True  # False: the tab's side legend has it all; "points": its lines
@@ -42,11 +43,20 @@ class RooflinePlot(PlotextPlot):
     def series(self) -> list[Series]:
         return list(self._series)
 
+    @property
+    def title(self) -> str:
+        return self._title
+
+    @property
+    def kind(self) -> str:
+        """Which axes it draws (a key of DRAWERS: roofline, bandwidth, gemm, fma), as a shared chart's kind."""
+        return self._kind
+
     def show(self, series: list[Series], title: str = "", kind: str | None = None, legend: bool | str = True) -> None:
         """Draw `series`; legend=False when the tab shows the legend itself, "points" when a side legend
         has the lines and the points go below the chart (the Roofline tab: they fit there at 80×24)."""
         if kind is not None:
-            self._draw = DRAWERS[kind]
+            self._draw, self._kind = DRAWERS[kind], kind
         self._series = [dataclasses.replace(s, label=safe_text(s.label)) for s in series]  # labels name devices
         self._title = safe_text(title)
         self._legend = legend
