@@ -69,3 +69,26 @@ def kernel_family(name: str) -> str:
         if any(m in low for m in marks):
             return family
     return OTHER
+
+
+# What a GEMM / conv kernel's name says of fp32 math: TF32 tensor cores on NVIDIA (cuBLAS / CUTLASS
+# `tensorop_s1688` / `s1684` / `s16816` over fp32, cuBLASLt and cuDNN `*tf32*`, `sm80_xmma_*_tf32f32_*`, nvjet
+# where the name says tf32, a mangled CUTLASS template over `tfloat32_t`), XF32 on AMD (Tensile / hipBLASLt
+# `Cijk_*` with `xf32`). CUTLASS's `s` in `tensorop_s16816` is the accumulator's type, so a name that also names a
+# half or fp8 type is that GEMM, not TF32. The FP32 path's kernels say so too: cuBLAS `*sgemm*` and `gemv*`,
+# CUTLASS `simt`, cuDNN's `scudnn` and its FMA engines, Tensile's `Cijk_*` without xf32. A helper (cuBLASLt's
+# split-K reduce, an epilogue, im2col) says neither: it does no matrix math.
+TF32_MARKS = ("tf32", "xf32", "tfloat32", "tensorop_s1688", "tensorop_s1684", "tensorop_s16816")
+HALF_MARKS = ("f16", "half_t", "bfloat16", "fp8", "e4m3", "e5m2")
+FP32_MARKS = ("sgemm", "gemv", "gemmk1", "simt", "scudnn", "dgrad_engine", "wgrad_alg", "winograd", "cijk_")
+TF32, FP32 = "tf32", "fp32"
+
+
+@functools.lru_cache(maxsize=4096)
+def fp32_math(name: str) -> str:
+    """The unit a kernel's name says it did fp32 matrix math on: `tf32` (TF32 / XF32 tensor cores), `fp32` (the
+    FP32 path: FMA, or fp32 MFMA on AMD), or "" where the name says neither (a helper, another dtype's kernel)."""
+    low = name.lower()
+    if any(m in low for m in TF32_MARKS) and not any(h in low.replace("tf32", "") for h in HALF_MARKS):
+        return TF32
+    return FP32 if any(m in low for m in FP32_MARKS) else ""

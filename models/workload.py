@@ -39,9 +39,9 @@ from .calibrate import ABOVE_ROOF
 from .collectives import sized_collective_ops
 from .commtrace import is_comm_op
 from .counters import Counted, TraceCounters
-from .kernelfamily import kernel_family
+from .kernelfamily import TF32, fp32_math, kernel_family
 from .links import link_on
-from .paths import LEVELS, matmul_ladder
+from .paths import LEVELS, matmul_ladder, matmul_path
 from .opcontext import OpContext, needs_context
 from .profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
@@ -874,6 +874,7 @@ def _device_rows(trace: Trace, costs: _Costs, elements: Mapping[int, tuple[str, 
         g.time_s, g.alone_s = t, alone
         groups[key] = g
     rows.kernel_group = _kernel_groups(trace, owned.whose, elements)
+    tf32_paths(trace, groups, rows.kernel_group)
     kernel_s = sum(k.dur for k in trace.kernels if k.cat == "kernel")
     notes += owner_notes(owned.early, owned.loose, [g for g in groups.values() if g.owner == "annotation"], kernel_s,
                          trace.step_names[0] if trace.step_names else "the first step")
@@ -887,6 +888,45 @@ def _device_rows(trace: Trace, costs: _Costs, elements: Mapping[int, tuple[str, 
         _count_top(trace, trace.counters, rows.top)
     notes.extend(_device_notes(trace))
     return rows
+
+
+FP32_PATH, TF32_PATH = matmul_path("fp32"), matmul_path("tf32")
+TF32_COUNTING = "; fp32 on TF32 tensor cores (from its kernels' names)"
+
+
+def kernel_path(path: str, name: str) -> str:
+    """The path of one kernel of an op on `path`: an fp32 GEMM's kernel whose name says TF32 ran on tf32-tc."""
+    return TF32_PATH if path == FP32_PATH and fp32_math(name) == TF32 else path
+
+
+def tf32_paths(trace: Trace, groups: Mapping[tuple, OpGroup], kernel_group: Sequence[tuple | None]) -> None:
+    """Place each fp32 GEMM / conv group whose kernels ran on TF32 tensor cores (allow_tf32, cuDNN's default) on the
+    tf32-tc path: the op's dtype says fp32 either way, the kernels' names say which unit did the math. Where a
+    group's kernels disagree, the larger share of the time of those that say decides, and its counting says so."""
+    split: dict[tuple, list[float]] = {}  # group key → [time in TF32 kernels, time in FP32 ones]
+    for k, key in zip(trace.kernels, kernel_group):
+        if key is None or k.cat != "kernel":
+            continue
+        g = groups.get(key)
+        if g is None or g.path != FP32_PATH or g.dtype != "fp32":
+            continue
+        unit = fp32_math(k.name)  # a helper kernel (split-K reduce, epilogue) says neither and has no vote
+        if unit:
+            split.setdefault(key, [0.0, 0.0])[0 if unit == TF32 else 1] += k.dur
+    for key, (tc, fp32) in split.items():
+        if tc <= 0:
+            continue
+        g = groups[key]
+        if fp32 <= 0:
+            g.path, g.counting = TF32_PATH, g.counting + TF32_COUNTING
+            continue
+        part = f"{fmt_percent(tc / (tc + fp32))} of its matrix kernels' time ran in TF32 kernels"
+        if tc > fp32:
+            g.path = TF32_PATH
+            g.counting += f"{TF32_COUNTING}: {part}, the rest in FP32 ones, so it is placed by the larger share"
+        else:
+            g.counting += (f"; fp32 on the FP32 path (from its kernels' names): only {part}, the rest in FP32 ones, "
+                           "so it is placed by the larger share")
 
 
 def _device_notes(trace: Trace) -> list[str]:
@@ -1050,7 +1090,7 @@ def top_kernels(trace: Trace, costs: Mapping[int, OpCost], n: int = TOP_KERNELS)
             t.flops += costs[oi].flops * share
             t.bytes += costs[oi].bytes * share
             if costs[oi].flops > 0 and not t.path:
-                t.path = costs[oi].path
+                t.path = kernel_path(costs[oi].path, k.name)
     return sorted(by.values(), key=lambda t: -t.time_s)[:n]
 
 
