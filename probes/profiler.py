@@ -1,6 +1,6 @@
 """Run a user's program under torch.profiler and write its Chrome trace (torch imported lazily).
 
-Two ways in, one result (a Chrome trace that `rooftop.models.trace` reads):
+Two ways in, one result (a Chrome trace that `rooftop.models.trace.read` reads):
 
 - `run_script(argv, trace_path, steps)`: runs `python script.py ARGS…` (or
   `python -m module ARGS…`) in this process with `runpy`, its argv set, as

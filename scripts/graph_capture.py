@@ -15,9 +15,10 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from rooftop.models.capture import join_captures
+from rooftop.models.trace.capture import join_captures
+from rooftop.models.program.opcontext import reads_inside
 from rooftop.models.catalog import lookup_device
-from rooftop.models.workload import build_workload
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 
 MORE = Path(__file__).resolve().parent.parent / "tests" / "data" / "real-traces" / "more"
@@ -29,7 +30,7 @@ def main() -> None:
     table = []
     for stem, csv_dir in PAIRS:
         replay, capture = MORE / f"{stem}.replay.json.gz", MORE / f"{stem}.capture.json.gz"
-        trace, rep = join_captures(load_trace(replay), [(capture.name, load_trace(capture))])
+        trace, rep = join_captures(load_trace(replay), [(capture.name, load_trace(capture))], whole_subtree=reads_inside)
         work = build_workload(trace, dev)
         print(f"{stem}: {rep.joined}/{rep.launches} graph launches joined, {rep.kernels_joined}/{rep.kernels} "
               f"replayed kernels, {rep.share:.2%} of their time ({rep.time_joined_s * 1e3:.3f} of "

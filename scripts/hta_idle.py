@@ -157,7 +157,7 @@ def record(names: list[str], figures_of: Callable[[Path], dict] = figures,
 
 def rooftop_split(path: Path) -> tuple[float, dict[str, float]]:
     """rooftop's span and idle time by HTA's category (seconds)."""
-    from rooftop.models.timeline import idle_causes
+    from rooftop.models.trace.timeline import idle_causes
     from rooftop.store.tracefile import load_trace
 
     t = load_trace(path)

@@ -1,6 +1,6 @@
 """Holistic Trace Analysis's queue length of the test traces, kept as tests/data/hta-queue.json.
 
-rooftop's launch-queue depth (rooftop.models.launchqueue) is checked against the figures this script writes,
+rooftop's launch-queue depth (rooftop.models.trace.launchqueue) is checked against the figures this script writes,
 so the default suite needs no HTA. Re-run it in HTA's venv (see scripts/hta_idle.py for how to make one):
 
     /tmp/hta/bin/python scripts/hta_queue.py record > tests/data/hta-queue.json
@@ -59,7 +59,7 @@ def figures(path: Path) -> dict:
 
 
 def table() -> int:
-    from rooftop.models.launchqueue import launch_queue
+    from rooftop.models.trace.launchqueue import launch_queue
     from rooftop.store.tracefile import load_trace
 
     doc = json.loads((DATA / "hta-queue.json").read_text())

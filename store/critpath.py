@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rooftop.models import plausible
-from rooftop.models.critpath import SPLIT_KEYS, CriticalPath, FixFirst, PathOp, StepPath, WhatIf
-from rooftop.models.jobpath import Joined
+from rooftop.models.program.critpath import SPLIT_KEYS, CriticalPath, FixFirst, PathOp, StepPath, WhatIf
+from rooftop.models.program.jobpath import Joined
 
 PATH_KEYS = ("critical_path", "what_if", "fix_first")
 

@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from rooftop.models.llm import Arch, ModelError, arch_from_config, builtin_arch, builtin_models, served
+from rooftop.models.llm.step import Arch, ModelError, arch_from_config, builtin_arch, builtin_models, served
 
 
 def load_arch(ref: str) -> Arch:

@@ -1,9 +1,9 @@
-"""Reading a trace file (.json or .json.gz) for `rooftop.models.trace`: the I/O and its errors, in one line.
+"""Reading a trace file (.json or .json.gz) for `rooftop.models.trace.read`: the I/O and its errors, in one line.
 
 The file's text is streamed, never held whole: it is read (gunzipped) 64 KiB
 at a time, the traceEvents array is cut between two of its events, and each
 piece is decoded by msgspec straight into the typed events of
-`rooftop.models.trace` (only the fields rooftop reads; the rest is skipped
+`rooftop.models.trace.read` (only the fields rooftop reads; the rest is skipped
 without building Python objects), which the reader consumes before the next
 piece is read. That is what keeps a multi-million-event trace within a fraction
 of `json.load`'s time and memory. A file that is not strict JSON of that shape
@@ -24,7 +24,7 @@ from typing import BinaryIO, cast
 
 import msgspec
 from rooftop.models.counters import RANGE_CAT
-from rooftop.models.trace import Event, EmptyTrace, EventChunks, Trace, TraceDoc, TraceError, parse_trace
+from rooftop.models.trace.read import Event, EmptyTrace, EventChunks, Trace, TraceDoc, TraceError, parse_trace
 
 _DECODER = msgspec.json.Decoder(TraceDoc | list[msgspec.Raw])
 MAX_DEPTH = "the JSON nests arrays or objects too deeply to be a trace (over about 1000 levels)"

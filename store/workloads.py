@@ -16,13 +16,13 @@ from dataclasses import dataclass, fields
 from typing import Any, TypedDict, cast
 
 from rooftop.models import plausible
-from rooftop.models.critpath import CriticalPath
-from rooftop.models.jobpath import Joined
+from rooftop.models.program.critpath import CriticalPath
+from rooftop.models.program.jobpath import Joined
 from rooftop.models.profile import DeviceProfile
-from rooftop.models.launchqueue import LaunchQueue
+from rooftop.models.trace.launchqueue import LaunchQueue
 from rooftop.models.sample import Sample, TimeStats
-from rooftop.models.timeline import IdleCause, StepSplit
-from rooftop.models.workload import MEASURED, Flag, OpGroup, TopKernel, Transfer, Workload
+from rooftop.models.trace.timeline import IdleCause, StepSplit
+from rooftop.models.program.workload import MEASURED, Flag, OpGroup, TopKernel, Transfer, Workload
 
 from .critpath import PATH_KEYS, path_doc, path_problem
 from .runs import PROFILE_PLAN, Run, Store
@@ -124,7 +124,7 @@ def profile_device_info(work: Workload, source: str, job: Mapping[str, Any] | No
                         path: CriticalPath | None = None, joined: Joined | None = None) -> dict[str, Any]:
     """The run's device facts for a profile: the device, and the step split under "profile", with the critical
     path, what-ifs and fix first where `path` is given. A distributed job's ranks, straggler and collectives
-    (`rooftop.models.job.Job.to_dict`) are kept there under "job"; `work` is then its lowest rank's."""
+    (`rooftop.models.program.job.Job.to_dict`) are kept there under "job"; `work` is then its lowest rank's."""
     info: dict[str, Any] = {
         "name": work.device_name or ("CPU" if not work.on_device else "GPU"),
         "kind": "gpu" if work.on_device else "cpu",

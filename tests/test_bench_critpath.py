@@ -18,10 +18,10 @@ import time
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.critpath import _step, critical_path, windows_of
-from rooftop.models.depgraph import build_graph
-from rooftop.models.retime import last_points, window_starts
-from rooftop.models.workload import build_workload
+from rooftop.models.program.critpath import _step, critical_path, windows_of
+from rooftop.models.program.depgraph import build_graph
+from rooftop.models.program.retime import last_points, window_starts
+from rooftop.models.program.workload import build_workload
 
 from test_bench_trace import replayed
 

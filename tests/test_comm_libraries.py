@@ -13,9 +13,9 @@ import pytest
 from helpers.kineto import B200, H100, MI300X, V100, KinetoTrace
 from inprocess import run_main
 from rooftop.models.catalog import lookup_device
-from rooftop.models.collectives import rank_collectives
-from rooftop.models.job import exposed
-from rooftop.models.trace import parse_trace
+from rooftop.models.program.collectives import rank_collectives
+from rooftop.models.program.job import exposed
+from rooftop.models.trace.read import parse_trace
 
 MULTIMEM = ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, "
             "unsigned int**, unsigned long, unsigned long)")
@@ -257,7 +257,7 @@ def test_xgmi_as_an_ops_level_where_the_device_has_that_link():
 
 
 def test_a_peer_copy_on_an_amd_gpu_crosses_its_xgmi():
-    from rooftop.models.workload import build_workload
+    from rooftop.models.program.workload import build_workload
 
     t = KinetoTrace(MI300X)
     t.events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP (Device -> Device)", "pid": 0, "tid": 7,

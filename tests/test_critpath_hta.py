@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from rooftop.models import depgraph as dg
+from rooftop.models.program import depgraph as dg
 from rooftop.models.catalog import lookup_device
-from rooftop.models.critpath import EDGE_SPLIT, critical_path, windows_of
-from rooftop.models.depgraph import build_graph
-from rooftop.models.retime import critical_path as path_edges
-from rooftop.models.retime import last_points, window_starts
-from rooftop.models.workload import build_workload
+from rooftop.models.program.critpath import EDGE_SPLIT, critical_path, windows_of
+from rooftop.models.program.depgraph import build_graph
+from rooftop.models.program.retime import critical_path as path_edges
+from rooftop.models.program.retime import last_points, window_starts
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 
 DATA = Path(__file__).parent / "data"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.models import depgraph as dg
+from rooftop.models.program import depgraph as dg
 from rooftop.models.catalog import lookup_device
-from rooftop.models.critpath import (
+from rooftop.models.program.critpath import (
     AT_ROOF,
     HIDDEN,
     NO_GAPS,
@@ -27,10 +27,10 @@ from rooftop.models.critpath import (
     shrinkable,
     windows_of,
 )
-from rooftop.models.depgraph import build_graph
-from rooftop.models.retime import last_points, retime, retime_few, window_ends
-from rooftop.models.trace import parse_trace
-from rooftop.models.workload import build_workload
+from rooftop.models.program.depgraph import build_graph
+from rooftop.models.program.retime import last_points, retime, retime_few, window_ends
+from rooftop.models.trace.read import parse_trace
+from rooftop.models.program.workload import build_workload
 
 US = 1e-6
 DATA = Path(__file__).parent / "data"
@@ -364,7 +364,7 @@ def test_a_full_launch_queue_makes_the_step_device_bound_and_its_kernels_at_thei
     """The 16 launches the full queue held each returned when a matmul ended: the CPU's path runs through the
     device's matmuls (device-bound, 16 ms of the 17.2 ms step), not through 16 ms of slow launch calls. So the
     matmuls at their roof shorten the step by what they lose, every µs of it: the CPU is freed that much earlier."""
-    from rooftop.models.launchqueue import blocked_launches
+    from rooftop.models.trace.launchqueue import blocked_launches
 
     t = _full_queue_step().trace()
     assert blocked_launches(t) == [(64 + k, k) for k in range(16)]

@@ -33,11 +33,11 @@ BAD_INPUT = {
     "tui.services.context.NotAProfile": Exception,
     "tui.services.workloads.NoRoofs": Exception,
     "tui.share.files.OutError": ValueError,  # --out: an unknown extension, a missing or read-only folder
-    "models.expertparallel.ExpertParallelError": ValueError,  # --ep: N not dividing the experts, a dense model
-    "models.trace.TraceError": ValueError,  # … and those commands/ re-raised by hand as UsageError
-    "models.trace.EmptyTrace": ValueError,
-    "models.capture.CaptureError": ValueError,
-    "models.critpath.WindowError": ValueError,
+    "models.llm.expertparallel.ExpertParallelError": ValueError,  # --ep: N not dividing the experts, a dense model
+    "models.trace.read.TraceError": ValueError,  # … and those commands/ re-raised by hand as UsageError
+    "models.trace.read.EmptyTrace": ValueError,
+    "models.trace.capture.CaptureError": ValueError,
+    "models.program.critpath.WindowError": ValueError,
     "models.ncu.NcuError": ValueError,
     "models.check.CheckError": ValueError,
     "models.errors.BadValue": ValueError,  # parse_dtype's and parallel_comm's, plain ValueErrors before
@@ -54,7 +54,7 @@ BAD_INPUT = {
 }
 # the package's other exception classes, and why none is bad input the user is told of as such
 NOT_BAD_INPUT = {
-    "models.opcost.base.BadShape": "a recorded call's shapes describe no tensors: the op is left uncosted",
+    "models.program.opcost.base.BadShape": "a recorded call's shapes describe no tensors: the op is left uncosted",
     "models.ncu._BadRow": "one CSV row skipped and counted in the export's warning",
     "store.refcsv.CsvFormatError": "caught by the import and said as an ImportFailed naming the file",
     "store.io.Malformed": "caught by the import and said as an ImportFailed naming the run",
@@ -122,7 +122,7 @@ def test_bad_input_is_no_value_error_so_no_except_catches_more_than_it_did():
 
 def test_the_plain_value_errors_of_a_dtype_and_a_parallel_degree_are_bad_input():
     from rooftop.models.dtypes import parse_dtype
-    from rooftop.models.parallel import parallel_comm
+    from rooftop.models.llm.parallel import parallel_comm
 
     with pytest.raises(BadValue, match="unknown dtype 'fp7'"):
         parse_dtype("fp7")

@@ -17,11 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.models.capture import CaptureError, join_captures
+from rooftop.models.program.opcontext import reads_inside
+from rooftop.models.trace.capture import CaptureError
+from rooftop.models.trace.capture import join_captures as join_with
 from rooftop.models.catalog import lookup_device
-from rooftop.models.workload import build_workload
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
+
+
+def join_captures(replay, captures):
+    """The join as `rooftop profile --graph-capture` does it: a MoE layer's op copied with the ops inside it."""
+    return join_with(replay, captures, whole_subtree=reads_inside)
 
 MORE = Path(__file__).parent / "data" / "real-traces" / "more"
 PAIRS = {"vllm": ("vllm-decode-full-mi300x", "vllm_decode_full"),

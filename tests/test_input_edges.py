@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.models.llm import ModelError, arch_from_config
+from rooftop.models.llm.step import ModelError, arch_from_config
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.store.io import ImportFailed, export_json, import_file
 from rooftop.store.runs import Store

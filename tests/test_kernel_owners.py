@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from rooftop.models.catalog import lookup_device
-from rooftop.models.kernelfamily import kernel_family
-from rooftop.models.trace import parse_trace
-from rooftop.models.workload import build_workload
+from rooftop.models.trace.kernelfamily import kernel_family
+from rooftop.models.trace.read import parse_trace
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
 

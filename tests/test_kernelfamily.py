@@ -3,7 +3,7 @@ aiter, SGLang, vLLM, NCCL, Triton, ATen)."""
 
 import pytest
 
-from rooftop.models.kernelfamily import ABOUT, FAMILIES, kernel_family
+from rooftop.models.trace.kernelfamily import ABOUT, FAMILIES, kernel_family
 
 REAL = {
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)": "comm",

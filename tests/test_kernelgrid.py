@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from rooftop.models.kernelgrid import grid_blocks, units_of
+from rooftop.models.trace.kernelgrid import grid_blocks, units_of
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
 

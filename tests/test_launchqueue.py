@@ -10,8 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from rooftop.models.launchqueue import CUDA_CAP, blocked_launches, launch_queue, time_at_depth
-from rooftop.models.trace import parse_trace
+from rooftop.models.trace.launchqueue import CUDA_CAP, blocked_launches, launch_queue, time_at_depth
+from rooftop.models.trace.read import parse_trace
 from rooftop.store.tracefile import load_trace
 
 from tests.helpers.kineto import KinetoTrace
@@ -126,7 +126,7 @@ def test_a_graph_replays_kernels_hold_no_slot_of_their_own():
 
 
 def test_it_round_trips_through_json():
-    from rooftop.models.launchqueue import LaunchQueue
+    from rooftop.models.trace.launchqueue import LaunchQueue
 
     q = launch_queue(parse_trace(full_queue(200, 300).doc()))
     back = LaunchQueue.from_dict(json.loads(json.dumps(q.to_dict())))

@@ -147,6 +147,46 @@ def test_layers_and_rooms_import_only_downwards() -> None:
     assert not bad, "imports against the rooms (docs/architecture.md):\n" + "\n".join(bad)
 
 
+# The rooms of models/: its core (units, profiles, the catalog, the roofline, op specs) at the bottom; reading a trace
+# (`trace`) and an LLM step (`llm`) on it, each knowing nothing of the other; a profiled program's op costs, groups,
+# job and critical path (`program`) over both. Reading a trace imports no op-cost model.
+MODEL_ROOMS = ("trace", "program", "llm")
+MODELS_ALLOWED = {
+    "core": set(),
+    "trace": {"core"},
+    "llm": {"core"},
+    "program": {"core", "trace", "llm"},  # llm: a MoE layer's expected experts hit (llm.step.expected_experts)
+}
+
+
+def models_room(mod: str) -> str:
+    """The room of models/ a module of it lives in: core, trace, program or llm."""
+    parts = mod.split(".")
+    return parts[2] if len(parts) > 2 and parts[2] in MODEL_ROOMS else "core"
+
+
+def test_models_has_its_rooms() -> None:
+    mods = [m for m in module_files() if room(m) == "rooftop.models"]
+    for r in MODEL_ROOMS:
+        inside = [m for m in mods if models_room(m) == r]
+        assert f"rooftop.models.{r}" in inside and len(inside) > 2, f"models/{r}/ is not a room of its own: {inside}"
+    # the chains live in their rooms, not in the core
+    for m in ("trace.read", "trace.capture", "program.workload", "program.critpath", "program.opcost.base",
+              "llm.step", "llm.parallel"):
+        assert f"rooftop.models.{m}" in mods, m
+
+
+def test_models_rooms_import_only_downwards() -> None:
+    graph = import_graph()
+    bad = sorted(f"{m} → {t}" for m, targets in graph.items() if room(m) == "rooftop.models" for t in targets
+                 if room(t) == "rooftop.models" and models_room(t) != models_room(m)
+                 and models_room(t) not in MODELS_ALLOWED[models_room(m)])
+    assert not bad, "imports against the rooms of models/ (docs/architecture.md):\n" + "\n".join(bad)
+    reading = [m for m in graph if models_room(m) == "trace"]
+    assert not [t for m in reading for t in graph[m] if ".opcost" in t or ".shapecost" in t], \
+        "reading a trace imports an op-cost model"
+
+
 def third_party(mod: str) -> set[str]:
     """The top-level names of everything `mod` imports (module and function level, TYPE_CHECKING too)."""
     path = module_files()[mod]

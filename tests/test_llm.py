@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.llm import (
+from rooftop.models.llm.step import (
     ModelError,
     Phase,
     amdahl,

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.claims import binding_cap, claim_lines
-from rooftop.models.llm import Phase, step_bound, with_dtype
+from rooftop.models.llm.claims import binding_cap, claim_lines
+from rooftop.models.llm.step import Phase, step_bound, with_dtype
 from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.expertparallel import expert_parallel
-from rooftop.models.llm import Phase, step_bound
+from rooftop.models.llm.expertparallel import expert_parallel
+from rooftop.models.llm.step import Phase, step_bound
 from rooftop.models.profile import Ceiling
 from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.llm import (
+from rooftop.models.llm.step import (
     ModelError,
     Phase,
     arch_from_config,
@@ -79,7 +79,7 @@ def test_the_sum_of_op_bounds_is_never_below_the_bytes_bound(model, kind, batch,
                                                             tp, pp) -> None:
     from hypothesis import assume
 
-    from rooftop.models.llm import ModelError, check_parallel, with_dtype
+    from rooftop.models.llm.step import ModelError, check_parallel, with_dtype
 
     assume(f"{dtype}-tc" in lookup_device(device).peak)
     arch = with_dtype(builtin_arch(model), dtype)
@@ -113,7 +113,7 @@ def test_a_measured_launch_overhead_sets_a_floor_under_the_step() -> None:
     assert d["kernels"] == step.kernels and d["launch_floor_s"] == step.launch_floor_s
     assert d["graph_floor_s"] == step.graph_floor_s and d["binds"] == "launch"
     assert d["step_time_bound_s"] == step.launch_floor_s
-    from rooftop.models.llm import launch_line
+    from rooftop.models.llm.step import launch_line
 
     line = launch_line(step)
     assert "an estimate" in line and "the launches bind" in line and "CUDA graph" in line
@@ -123,7 +123,7 @@ def test_without_a_launch_figure_the_step_says_so_and_uses_none() -> None:
     step = step_bound(load_arch("qwen2.5-7b"), Phase("decode", 8), UNTIMED)
     assert step.launch_floor_s is None and step.graph_floor_s is None
     assert step.time_bound_s == step.lower_bound_s and step.binds == "roofline"
-    from rooftop.models.llm import launch_line
+    from rooftop.models.llm.step import launch_line
 
     assert "launch overhead not measured for untimed" in launch_line(step)
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 from rooftop.models.catalog import catalog, lookup_device
-from rooftop.models.llm import FUSED_MOE_LAUNCHES, Phase, launch_line, step_bound
+from rooftop.models.llm.step import FUSED_MOE_LAUNCHES, Phase, launch_line, step_bound
 from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.llm import Phase, step_bound, weights_read_bytes
-from rooftop.models.mla import LatentAttention
+from rooftop.models.llm.step import Phase, step_bound, weights_read_bytes
+from rooftop.models.llm.mla import LatentAttention
 from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main
 
@@ -138,7 +138,7 @@ def test_mla_flag_on_a_model_without_it_is_one_line_exit_2(capsys: pytest.Captur
 
 
 def test_an_mla_config_missing_a_dimension_names_it() -> None:
-    from rooftop.models.llm import ModelError, arch_from_config
+    from rooftop.models.llm.step import ModelError, arch_from_config
 
     cfg = json.loads(Path(LITE).read_text())
     del cfg["v_head_dim"]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.llm import ModelError, Phase, expected_experts, step_bound
+from rooftop.models.llm.step import ModelError, Phase, expected_experts, step_bound
 from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main
 

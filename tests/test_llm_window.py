@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from rooftop.models.catalog import lookup_device
-from rooftop.models.llm import ModelError, Phase, arch_from_config, step_bound, with_dtype
+from rooftop.models.llm.step import ModelError, Phase, arch_from_config, step_bound, with_dtype
 from rooftop.models.ops import Attention
 from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main

@@ -10,7 +10,7 @@ import math
 import random
 
 import pytest
-from rooftop.models.shapecost import cost_op
+from rooftop.models.program.shapecost import cost_op
 
 F, L = "float", "long int"
 
@@ -189,7 +189,7 @@ def test_malformed_records_are_uncosted_not_a_crash(name, dims, types, concrete)
 
 def test_fuzzed_records_never_raise_and_never_give_nan_inf_or_negative():
     """Real records with dims, types and arguments swapped for bad values: every result is a plain figure."""
-    from rooftop.models.opcost import matmul, memory, rows
+    from rooftop.models.program.opcost import matmul, memory, rows
 
     base = [
         ("aten::convolution", CONV[1], CONV[2], ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"]),

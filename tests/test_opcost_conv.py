@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.workload import build_workload
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
 
@@ -49,8 +49,8 @@ HALVES = {"both": (True, True), "grad_input": (True, False), "grad_weight": (Fal
 
 def _rooftop(mod, x, tmp: Path) -> dict[str, float]:
     """rooftop's conv FLOPs per phase of one forward and backward of `mod` on `x`, from its trace."""
-    from rooftop.models.shapecost import cost_op
-    from rooftop.models.workload import work_ops
+    from rooftop.models.program.shapecost import cost_op
+    from rooftop.models.program.workload import work_ops
 
     path = tmp / "conv.trace.json"
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
@@ -118,7 +118,7 @@ def test_conv_forward_and_each_backward_half_equal_flop_counter(case, half, tmp_
 def test_conv_backward_without_stride_and_padding_counts_from_grad_output():
     """A convolution_backward recorded with shapes and no arguments (PyTorch 1.11–1.13 write no Concrete Inputs):
     grad_output holds the output size, so its W needs no stride or padding; the halves are told apart by shape."""
-    from rooftop.models.shapecost import cost_op
+    from rooftop.models.program.shapecost import cost_op
 
     f = "float"
     plain = cost_op("aten::convolution_backward", [[32, 64, 56, 56], [32, 64, 112, 112], [64, 64, 3, 3], []]
@@ -192,7 +192,7 @@ def test_a_2021_resnet50s_convolutions_from_the_ops_around_them(resnet):
 def test_the_output_size_from_the_next_op_when_no_backward_says(resnet):
     """With only the forward in the trace (an inference run), the op after each convolution gives its output
     size: the same W as the backward gave."""
-    from rooftop.models.opcontext import OpContext
+    from rooftop.models.program.opcontext import OpContext
 
     trace = load_trace(RESNET)
     ctx = OpContext(trace)

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.opcontext import OpContext
-from rooftop.models.opcost import embedding
-from rooftop.models.opcost.base import Tensor
-from rooftop.models.shapecost import cost_op, cost_with
-from rooftop.models.workload import build_workload
+from rooftop.models.program.opcontext import OpContext
+from rooftop.models.program.opcost import embedding
+from rooftop.models.program.opcost.base import Tensor
+from rooftop.models.program.shapecost import cost_op, cost_with
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 
 REAL = Path(__file__).parent / "data" / "real-traces"

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from helpers.flopcheck import run  # noqa: E402 - after the torch skip
-from rooftop.models.shapecost import cost_op  # noqa: E402
+from rooftop.models.program.shapecost import cost_op  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def _cost(name, shapes, causal_index, causal, bshd=False, backward=False, n_args
 def test_gpu_attention_ops_read_their_schema_and_match_flop_counters_formulas(name):
     """The GPU attention ops (no GPU here): their argument layout checked against torch's own schema, their
     FLOPs against FlopCounterMode's formulas on the same shapes, halved when causal."""
-    from rooftop.models.opcost.matmul import ATTENTION
+    from rooftop.models.program.opcost.matmul import ATTENTION
     from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
 
     a = ATTENTION[name]
@@ -136,8 +136,8 @@ def test_gpu_attention_ops_read_their_schema_and_match_flop_counters_formulas(na
 
 
 def test_conv_and_norm_argument_positions_follow_torchs_schema():
-    from rooftop.models.opcost.matmul import CONVS
-    from rooftop.models.opcost.rows import NORMS
+    from rooftop.models.program.opcost.matmul import CONVS
+    from rooftop.models.program.opcost.rows import NORMS
 
     for name, a in CONVS.items():
         op = getattr(torch.ops.aten, name.split("::")[1], None)

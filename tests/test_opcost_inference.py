@@ -23,9 +23,9 @@ import pytest
 
 from helpers.tracelens import MORE, rows
 from rooftop.models.catalog import lookup_device
-from rooftop.models.shapecost import cost_op
-from rooftop.models.trace import CpuOp
-from rooftop.models.workload import build_workload
+from rooftop.models.program.shapecost import cost_op
+from rooftop.models.trace.read import CpuOp
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 
 COPIES = ("aten::copy_", "aten::cumsum")
@@ -94,7 +94,7 @@ def _op(trace, name):
 def test_attention_without_the_steps_lengths_is_w_unknown_and_with_an_enclosing_annotation_is_costed():
     """The capture records the attention's shapes but not its lengths: no model, never a guess. With the step's
     annotation enclosing it (or the only one in the trace), the context pass costs it."""
-    from rooftop.models.opcontext import OpContext
+    from rooftop.models.program.opcontext import OpContext
 
     trace = load_trace(VLLM_CAPTURE)
     i = _op(trace, "vllm::unified_attention_with_output")
@@ -116,7 +116,7 @@ def test_attention_without_the_steps_lengths_is_w_unknown_and_with_an_enclosing_
 
 
 def test_the_moe_wrapper_owns_its_matmuls_once_and_the_capture_workload_counts_each_gemm_once():
-    from rooftop.models.opcontext import OpContext
+    from rooftop.models.program.opcontext import OpContext
 
     trace = load_trace(VLLM_CAPTURE)
     i = _op(trace, "vllm::moe_forward")
@@ -175,8 +175,8 @@ def test_aiter_batch_prefill_reads_its_causal_flag_and_its_paged_caches_kv_heads
     """aiter::mha_batch_prefill(q [tokens, h, d], k, v as a paged cache [blocks, h_kv, d/8, block, 8], cu_seqlens_q,
     kv_indptr, kv_page_indices, max_seqlen_q, max_seqlen_k, p_dropout, softmax_scale, logits_soft_cap,
     zero_tensors, is_causal, …): two prefill chunks, 100 tokens after 400 cached and 200 after 600."""
-    from rooftop.models.opcost import inference
-    from rooftop.models.shapecost import cost_with
+    from rooftop.models.program.opcost import inference
+    from rooftop.models.program.shapecost import cost_with
 
     bf = "c10::BFloat16"
     dims = [[300, 32, 128], [1000, 8, 16, 16, 8], [1000, 8, 16, 16, 8], [3], [3], [80]] + [[]] * 9

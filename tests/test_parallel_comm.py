@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from rooftop.models.catalog import catalog
-from rooftop.models.parallel import parallel_comm
+from rooftop.models.llm.parallel import parallel_comm
 
 
 def test_counts_and_intensity():

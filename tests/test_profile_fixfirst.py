@@ -15,9 +15,9 @@ from rich.console import Console
 
 from helpers.critpaths import ADVICE, made_path
 from rooftop.models.catalog import lookup_device
-from rooftop.models.critpath import SPLIT_KEYS, critical_path
-from rooftop.models.job import group_label
-from rooftop.models.workload import OpGroup, Workload, build_workload
+from rooftop.models.program.critpath import SPLIT_KEYS, critical_path
+from rooftop.models.program.job import group_label
+from rooftop.models.program.workload import OpGroup, Workload, build_workload
 from rooftop.store.critpath import path_doc, stored_path
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace

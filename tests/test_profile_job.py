@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from rooftop.models.units import fmt_time
-from rooftop.models.collectives import RankCollective, bus_factor, rank_collectives
-from rooftop.models.commtrace import collective_name
-from rooftop.models.job import RankSummary, align, missing_text, straggler
+from rooftop.models.program.collectives import RankCollective, bus_factor, rank_collectives
+from rooftop.models.trace.commtrace import collective_name
+from rooftop.models.program.job import RankSummary, align, missing_text, straggler
 from rooftop.store.tracefile import load_trace
 
 from inprocess import run_main
@@ -404,7 +404,7 @@ def test_python_api_names_one_trace_per_rank(monkeypatch):
 
 def test_unlinked_nccl_kernels_match_their_collectives_in_order():
     """A trace whose kernels name no launch: each NCCL kernel goes to the next collective issued before it."""
-    from rooftop.models.trace import parse_trace
+    from rooftop.models.trace.read import parse_trace
 
     def comm(ts: float, n: int) -> dict:
         return {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": ts, "dur": 5,
@@ -629,9 +629,9 @@ def test_clock_offsets_stay_in_the_traces_own_clocks_when_times_count_from_each_
     between two ranks is still the one between their traces' clocks: rank 1's trace stamped 7 s later is 7 s
     further off, with the same waits."""
     from rooftop.models.catalog import lookup_device
-    from rooftop.models.job import summarize
-    from rooftop.models.trace import parse_trace
-    from rooftop.models.workload import build_workload
+    from rooftop.models.program.job import summarize
+    from rooftop.models.trace.read import parse_trace
+    from rooftop.models.program.workload import build_workload
 
     def rank(doc_or_path, r):
         t = load_trace(doc_or_path) if isinstance(doc_or_path, Path) else parse_trace(doc_or_path)
@@ -651,7 +651,7 @@ def test_clock_offsets_stay_in_the_traces_own_clocks_when_times_count_from_each_
 
 
 def test_exposed_communication_never_exceeds_communication_by_rounding():
-    from rooftop.models.job import exposed
+    from rooftop.models.program.job import exposed
 
     # times counted from a trace's first event: sums of these round in the last digit (0.0010868110000000033
     # exposed beside 0.0010868109999999998 communication was seen on a real gloo job)

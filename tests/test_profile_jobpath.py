@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rooftop.models import jobpath
-from rooftop.models.critpath import SPLIT_KEYS, STRAGGLER
+from rooftop.models.program import jobpath
+from rooftop.models.program.critpath import SPLIT_KEYS, STRAGGLER
 
 from inprocess import run_main
 from test_critpath_synthetic import BIG_MM, NCCL, Events
@@ -178,10 +178,10 @@ def test_the_sampled_ranks_collectives_are_joined_only_to_the_same_call():
     the n-th kernel of a name pairs calls up to 253 ms apart). Joined as the job's alignment pairs them: five calls
     both ranks ran, each pair the same collective on the same process group, of the same size (an all-to-all's
     differs per rank), ending within 0.4 ms on the graph's clock; the alignment pairs the same five."""
-    from rooftop.models.collectives import collective_kernels
-    from rooftop.models.critpath import peer_windows, windows_of
-    from rooftop.models.depgraph import build_graph
-    from rooftop.models.job import PER_RANK_SIZES, pair_collectives
+    from rooftop.models.program.collectives import collective_kernels
+    from rooftop.models.program.critpath import peer_windows, windows_of
+    from rooftop.models.program.depgraph import build_graph
+    from rooftop.models.program.job import PER_RANK_SIZES, pair_collectives
     from rooftop.store.tracefile import load_trace
 
     t0, t1 = load_trace(RANK0), load_trace(RANK1)
@@ -203,7 +203,7 @@ def test_a_jobs_path_builds_its_graph_once_and_follows_the_rank_that_ends_last(m
     of its own: one graph per job path (a two-rank graph of the sampled ranks is ~1 s here), from rank 1."""
     from rooftop.models import critpath, depgraph
     from rooftop.models.catalog import lookup_device
-    from rooftop.models.workload import build_workload
+    from rooftop.models.program.workload import build_workload
     from rooftop.store.tracefile import load_trace
 
     built = []

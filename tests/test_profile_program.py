@@ -100,7 +100,7 @@ def test_python_api_context_manager_and_decorator(tmp_path):
     import torch
 
     from rooftop.models.catalog import lookup_device
-    from rooftop.models.workload import build_workload
+    from rooftop.models.program.workload import build_workload
     from rooftop.probes.profiler import profile
     from rooftop.store.tracefile import load_trace
 
@@ -142,7 +142,7 @@ def test_convolution_flops_from_shapes_and_arguments(tmp_path):
     import torch
 
     from rooftop.models.catalog import lookup_device
-    from rooftop.models.workload import build_workload
+    from rooftop.models.program.workload import build_workload
     from rooftop.probes.profiler import profile
     from rooftop.store.tracefile import load_trace
 

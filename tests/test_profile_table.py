@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from rooftop.models.workload import OpGroup
+from rooftop.models.program.workload import OpGroup
 from rooftop.tui.cli import main
 from rooftop.tui.render.profile import op_label
 

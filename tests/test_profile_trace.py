@@ -15,10 +15,10 @@ import pytest
 
 from rooftop.models.catalog import lookup_device
 from rooftop.models.ncu import NcuError, parse_ncu_csv
-from rooftop.models.shapecost import cost_op
-from rooftop.models.trace import TraceError, parse_trace, union_length
-from rooftop.models.kernelfamily import kernel_family
-from rooftop.models.workload import build_workload
+from rooftop.models.program.shapecost import cost_op
+from rooftop.models.trace.read import TraceError, parse_trace, union_length
+from rooftop.models.trace.kernelfamily import kernel_family
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
 
@@ -476,7 +476,7 @@ def test_an_op_group_above_its_roof_is_flagged_with_the_roof_and_its_source():
     import dataclasses
 
     from rooftop.models.profile import Ceiling
-    from rooftop.models.workload import flag_lines
+    from rooftop.models.program.workload import flag_lines
 
     h200 = lookup_device("h200")
     slow = dataclasses.replace(h200, id="slow-h200", bandwidth={"dram": Ceiling(1e12, "measured", "test")})

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.workload import build_workload
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
 
@@ -60,7 +60,7 @@ def test_w_unknown_in_the_report_json_and_show(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["aten::my_custom_op", "vllm::not_a_known_op"])
 def test_cost_of_an_unknown_op_counts_nothing(name):
-    from rooftop.models.shapecost import cost_op
+    from rooftop.models.program.shapecost import cost_op
 
     c = cost_op(name, [[100, 10]], ["float"])
     assert c.model == "tensors" and c.flops == 0 and c.bytes == 0 and "4000 B" in c.counting
@@ -75,7 +75,7 @@ def test_cost_of_an_unknown_op_counts_nothing(name):
 def test_arange_from_its_recorded_bounds(dims, types, concrete, nbytes):
     """aten::arange (on every HF decode trace here) had no model and read 'memory-bound'; its length is its
     bounds, recorded as Concrete Inputs."""
-    from rooftop.models.shapecost import cost_op
+    from rooftop.models.program.shapecost import cost_op
 
     c = cost_op("aten::arange", dims, types, None, concrete)
     if nbytes is None:

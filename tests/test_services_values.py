@@ -87,7 +87,7 @@ def test_the_device_for_a_trace_is_chosen_from_values(tmp_path: Path, capsys: py
 
 def test_a_workload_is_kept_and_a_comm_run_gives_the_link_roof(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from rooftop.models.workload import build_workload
+    from rooftop.models.program.workload import build_workload
 
     db = tmp_path / "r.db"
     h200 = lookup_device("h200")

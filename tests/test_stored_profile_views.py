@@ -16,8 +16,8 @@ from textual.widgets import Static
 from helpers.critpaths import made_path
 from inprocess import run_main
 from rooftop.models.catalog import lookup_device
-from rooftop.models.profilediff import diff_groups
-from rooftop.models.workload import Workload, build_workload
+from rooftop.models.program.profilediff import diff_groups
+from rooftop.models.program.workload import Workload, build_workload
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace
 from rooftop.store.workloads import PLAN, group_sample, profile_device_info, save_profile, stored_groups

@@ -14,8 +14,8 @@ import pytest
 from helpers.kineto import H100, KinetoTrace
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.kernelfamily import FP32, TF32, fp32_math
-from rooftop.models.workload import build_workload
+from rooftop.models.trace.kernelfamily import FP32, TF32, fp32_math
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from rooftop.models.parallel import parallel_comm
+from rooftop.models.llm.parallel import parallel_comm
 from rooftop.tui.cli import main
 
 

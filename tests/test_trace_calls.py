@@ -4,7 +4,7 @@ CPU's user ranges: what the critical path's graph is built from."""
 
 from __future__ import annotations
 
-from rooftop.models.trace import CALL_KINDS, parse_trace
+from rooftop.models.trace.read import CALL_KINDS, parse_trace
 
 US = 1e-6
 

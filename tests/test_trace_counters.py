@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from rooftop.models.catalog import lookup_device
 from rooftop.models.counters import DRAM_BYTES, DRAM_READ, DRAM_WRITE, TENSOR_INSTS, counted, rule
-from rooftop.models.trace import parse_trace
-from rooftop.models.workload import MEASURED, RANGES, build_workload
+from rooftop.models.trace.read import parse_trace
+from rooftop.models.program.workload import MEASURED, RANGES, build_workload
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace
 from rooftop.store.workloads import profile_json, profile_problem, save_profile, stored_workload

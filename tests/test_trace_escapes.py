@@ -103,7 +103,7 @@ def test_profile_and_show_of_a_job_from_hostile_traces_print_no_control(ranks, t
 def _keep_old_job(tmp_path: Path) -> str:
     """A job kept before its trace's text was cleaned as read: its stored backend and collective hold an OSC."""
     from rooftop.models.catalog import lookup_device
-    from rooftop.models.workload import build_workload
+    from rooftop.models.program.workload import build_workload
     from rooftop.store.runs import Store
     from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from rooftop.models.timeline import idle_causes
+from rooftop.models.trace.timeline import idle_causes
 from rooftop.store.tracefile import load_trace
 
 DATA = Path(__file__).parent / "data"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from rooftop.models.catalog import lookup_device
-from rooftop.models.timeline import idle_causes, sweep
-from rooftop.models.trace import parse_trace
-from rooftop.models.workload import build_workload
+from rooftop.models.trace.timeline import idle_causes, sweep
+from rooftop.models.trace.read import parse_trace
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 
 QWEN = Path(__file__).parent / "data" / "qwen2.5-7b-decode-b8-ctx1024-h200.trace.json.gz"
@@ -129,7 +129,7 @@ def test_a_point_ten_times_its_roof_is_blamed_on_the_count_not_the_roof():
     import gzip
     import json
 
-    from rooftop.models.workload import flag_lines
+    from rooftop.models.program.workload import flag_lines
     from rooftop.tui.render.profile import headline_lines
 
     doc = json.loads(gzip.decompress(QWEN.read_bytes()))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from helpers.rawtrace import raw_events, union
-from rooftop.models.workload import OWNERS
+from rooftop.models.program.workload import OWNERS
 from rooftop.tui.cli import main
 
 DATA = Path(__file__).parent / "data"

@@ -231,7 +231,7 @@ def test_a_kept_profile_shows_its_new_rows_as_profile_gave_them(tmp_path, capsys
 def test_older_writers_categories_and_async_cpu_to_gpu_flows_link_the_same(tmp_path):
     """Older torch writes `Operator`, `Kernel`, `Runtime`, `Memcpy` and `async_cpu_to_gpu` flows; a kernel
     whose args lack both ids is linked through its flow. The attribution is the same as the trace's own."""
-    from rooftop.models.trace import parse_trace
+    from rooftop.models.trace.read import parse_trace
 
     doc = json.loads(gzip.decompress((REAL / "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz").read_bytes()))
     mine = parse_trace(doc)

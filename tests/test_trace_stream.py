@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rooftop.models.trace import TraceError, parse_trace
+from rooftop.models.trace.read import TraceError, parse_trace
 from rooftop.store import tracefile
 from rooftop.store.tracefile import decode, load_trace, read_bytes
 

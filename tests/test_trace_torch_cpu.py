@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.workload import build_workload
+from rooftop.models.program.workload import build_workload
 from rooftop.store.tracefile import load_trace
 from rooftop.tui.cli import main
 
@@ -109,8 +109,8 @@ def test_an_index_whose_indices_are_recorded_empty_is_costed_from_the_ops_inside
     as the tensors the program made say. W = 0."""
     from torch.profiler import ProfilerActivity, profile
 
-    from rooftop.models.opcontext import OpContext
-    from rooftop.models.shapecost import cost_op
+    from rooftop.models.program.opcontext import OpContext
+    from rooftop.models.program.shapecost import cost_op
 
     x, y = torch.randn(64, 48, dtype=torch.bfloat16), torch.randn(8, 16, 12)
     rows, cols = torch.randint(0, 64, (32,)), torch.randint(0, 48, (32,))

@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from helpers.critpaths import ADVICE, made_path
 from rooftop.models.catalog import lookup_device
-from rooftop.models.workload import build_workload
+from rooftop.models.program.workload import build_workload
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace
 from rooftop.store.workloads import save_profile

@@ -7,7 +7,7 @@ from pathlib import Path
 from textual.widgets import Static
 
 from rooftop.models.catalog import lookup_device
-from rooftop.models.workload import Workload, build_workload
+from rooftop.models.program.workload import Workload, build_workload
 from rooftop.store.workloads import save_profile
 from rooftop.store.runs import Store
 from rooftop.store.tracefile import load_trace

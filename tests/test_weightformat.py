@@ -13,9 +13,9 @@ import pytest
 
 from rooftop.models.catalog import lookup_device
 from rooftop.models.dtypes import grouped_dtype, weight_dtype
-from rooftop.models.llm import Phase, step_bound, weights_read_bytes
+from rooftop.models.llm.step import Phase, step_bound, weights_read_bytes
 from rooftop.models.errors import ModelError
-from rooftop.models.weightformat import weight_format
+from rooftop.models.llm.weightformat import weight_format
 from rooftop.store.hfconfig import load_arch
 from rooftop.tui.cli import main
 

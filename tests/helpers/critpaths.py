@@ -1,10 +1,10 @@
 """Critical paths made by hand over a real workload's op groups, for the tests of what the report, the store and
-the Profile tab show of one (the path itself is found and tested in models/critpath.py's tests)."""
+the Profile tab show of one (the path itself is found and tested in models/program/critpath.py's tests)."""
 
 from __future__ import annotations
 
-from rooftop.models.critpath import SPLIT_KEYS, CriticalPath, FixFirst, PathOp, StepPath, WhatIf
-from rooftop.models.workload import Workload
+from rooftop.models.program.critpath import SPLIT_KEYS, CriticalPath, FixFirst, PathOp, StepPath, WhatIf
+from rooftop.models.program.workload import Workload
 from rooftop.tui.render.profile import op_label
 
 ADVICE = "memory-bound: I = 7.98 < I* = 206 — cut bytes or raise I"

@@ -157,8 +157,8 @@ def _grouped_weight_grads(model, batch) -> tuple[float, float]:
 def run(name: str, optimizer: str = "fused", tmp: Path | None = None) -> Check:
     """One training step of the named model, costed by rooftop and counted by FlopCounterMode."""
     import torch
-    from rooftop.models.shapecost import cost_op
-    from rooftop.models.workload import work_ops
+    from rooftop.models.program.shapecost import cost_op
+    from rooftop.models.program.workload import work_ops
     from rooftop.store.tracefile import load_trace
 
     torch.manual_seed(0)

@@ -69,7 +69,7 @@ def _records(pair: str) -> tuple[dict, dict]:
 
 def _lengths(pair: str):
     """The replay's iteration annotation: the step's query and key lengths."""
-    from rooftop.models.opcost.inference import lengths_of
+    from rooftop.models.program.opcost.inference import lengths_of
 
     doc = json.loads(gzip.open(MORE / f"{PAIRS[pair]}.replay.json.gz").read())
     names = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "user_annotation"}
@@ -78,13 +78,13 @@ def _lengths(pair: str):
 
 
 def _cost(trace, i: int, lengths):
-    from rooftop.models.opcontext import OpContext, needs_context
-    from rooftop.models.shapecost import NO_MODEL, cost_op, cost_with
+    from rooftop.models.program.opcontext import OpContext, needs_context
+    from rooftop.models.program.shapecost import NO_MODEL, cost_op, cost_with
 
     o = trace.ops[i]
     c = cost_op(o.name, o.dims, o.types, None, o.concrete)
     if c.model in NO_MODEL and needs_context(o.name):
-        from rooftop.models.opcost import inference
+        from rooftop.models.program.opcost import inference
 
         if inference.base_name(o.name) in inference.ATTENTION:  # the capture has no annotation: the replay's
             return cost_with(o.name, o.dims, o.types, o.concrete, lambda call: inference.attention(call, lengths)) or c

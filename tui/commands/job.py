@@ -1,6 +1,6 @@
 """`rooftop profile --trace A B … | DIR` and `-- torchrun …`: a distributed job, read one rank at a time.
 
-Each trace is read, reduced to its rank's summary (rooftop.models.job) and
+Each trace is read, reduced to its rank's summary (rooftop.models.program.job) and
 dropped before the next is read, so the job's size does not bound memory. A
 file that does not belong (another job, a rank seen twice, a damaged file) gets
 one line naming it and is left out; the ranks that read well are kept.
@@ -26,7 +26,7 @@ from rooftop.tui.commands.common import UsageError, _device_list
 from rooftop.tui.services.workloads import keep_workload, link_roofs, trace_device
 
 if TYPE_CHECKING:
-    from rooftop.models.trace import Trace
+    from rooftop.models.trace.read import Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # only a name that says `rank`: a date, a version or a model's size in a name (train-20261130, ROCm6_2,
@@ -38,7 +38,7 @@ JOB_FIELDS = ("world size", "backend", "GPU", "NCCL version")  # what must agree
 def trace_files(paths: list[str]) -> list[Path]:
     """The trace files given: files as named, a folder's .json / .json.gz files (sorted by name); TraceError for
     a folder with none."""
-    from rooftop.models.trace import TraceError
+    from rooftop.models.trace.read import TraceError
 
     out: list[Path] = []
     for p in map(Path, paths):
@@ -65,7 +65,7 @@ def is_count(x: Any) -> bool:
 
 def world_of(d: Any) -> tuple[int | None, str]:
     """The trace's world size (None where it gives none) and, where it gives one that cannot be, why."""
-    from rooftop.models.job import MAX_WORLD
+    from rooftop.models.program.job import MAX_WORLD
 
     w = d.get("world_size")
     if w is None:
@@ -78,7 +78,7 @@ def world_of(d: Any) -> tuple[int | None, str]:
 
 def rank_of(d: Any, path: Path, world: int | None) -> tuple[int | None, str]:
     """The file's rank: its distributedInfo's, else its name's (`…rank-N…`); and why it has none it can use."""
-    from rooftop.models.job import MAX_WORLD
+    from rooftop.models.program.job import MAX_WORLD
 
     r = d.get("rank")
     where = "in its distributedInfo"
@@ -121,15 +121,15 @@ def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfil
              window: str | None = None) -> tuple[Any, Any, list[str]]:
     """Read the traces one at a time: (the job, the lowest rank's workload, the problems). `device_for(trace)`
     chooses the device's roofs from the first trace read; `read` holds traces already read, by path (given
-    up as they are used); `held` (a rooftop.models.jobpath.HeldRanks) keeps, within its limits, the ranks' traces
+    up as they are used); `held` (a rooftop.models.program.jobpath.HeldRanks) keeps, within its limits, the ranks' traces
     for the job's critical path. The job's link roofs come from the store at `db` (a comm run's, else the
     device's); `link` is --link, `per_node` the ranks per node torchrun started (None: told from the ranks);
     `window` is --window NAME, checked against the first trace read before its roofs are chosen."""
     read = read if read is not None else {}
-    from rooftop.models.job import build_job, group_conflicts, process_groups, summarize
+    from rooftop.models.program.job import build_job, group_conflicts, process_groups, summarize
     from rooftop.models.links import GPU_LINK_LEVELS, gpu_link
-    from rooftop.models.trace import TraceError
-    from rooftop.models.workload import build_workload
+    from rooftop.models.trace.read import TraceError
+    from rooftop.models.program.workload import build_workload
     from rooftop.store.tracefile import load_trace
     from rooftop.tui.render.text import clean
 
@@ -191,7 +191,7 @@ def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfil
             return None, None, problems
     summaries, al = one_job(summaries, problems)
     if world:
-        from rooftop.models.job import missing_count, missing_text
+        from rooftop.models.program.job import missing_count, missing_text
 
         have = {x.rank for x in summaries}
         if missing_count(have, world):
@@ -210,7 +210,7 @@ def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfil
 def one_job(summaries: list[Any], problems: list[str]) -> tuple[list[Any], Any]:
     """The ranks of the lowest rank's job, aligned: one whose collectives cannot be of it (they pair with none of
     the lowest rank's, or they ended far apart in wall-clock time) gets its line and is left out."""
-    from rooftop.models.job import align, foreign_ranks, without
+    from rooftop.models.program.job import align, foreign_ranks, without
 
     summaries = sorted(summaries, key=lambda x: x.rank)
     al = align(summaries)
@@ -236,7 +236,7 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups; the job's
     critical path (each collective joined across the ranks held for it). The roofs are picked as for one trace
     (services' `trace_device`), from the first trace read; `per_node`: the ranks per node torchrun started."""
-    from rooftop.models.jobpath import HeldRanks
+    from rooftop.models.program.jobpath import HeldRanks
     from rooftop.tui.render.critpath import joined_text
     from rooftop.tui.render.job import job_report
     from rooftop.tui.render.jsonout import print_json
@@ -311,7 +311,7 @@ def share_profile(args: argparse.Namespace, doc: dict[str, Any], device: Any) ->
 def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[Any, Any]:
     """The job's critical path (its op groups named as the op table names them) and whose it is, from the ranks'
     traces `held` among `ranks` (those the job kept); (None, None) where none of them is held."""
-    from rooftop.models.jobpath import job_path
+    from rooftop.models.program.jobpath import job_path
     from rooftop.tui.render.profile import relabelled
 
     kept = held.of(ranks)
@@ -328,7 +328,7 @@ def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[A
 
 def check_window(trace: Any, name: str | None) -> None:
     """UsageError (one line naming some the trace has) where --window NAME names no annotation of the trace."""
-    from rooftop.models.critpath import WindowError, windows_of
+    from rooftop.models.program.critpath import WindowError, windows_of
 
     if name is not None:
         try:

@@ -16,7 +16,7 @@ from rooftop.tui.services.context import resolve_devices, store_profiles
 
 def cmd_llm(args: argparse.Namespace) -> int:
     from rooftop.models.dtypes import parse_dtype
-    from rooftop.models.llm import Phase, amdahl, compute_bound_batch, llm_doc, step_bound, with_dtype
+    from rooftop.models.llm.step import Phase, amdahl, compute_bound_batch, llm_doc, step_bound, with_dtype
     from rooftop.store.hfconfig import load_arch
 
     if args.out:
@@ -100,7 +100,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
 
 def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
     """--tp / --pp: each dimension's communication for the first step, one rank's (empty when both are 1)."""
-    from rooftop.models.parallel import parallel_comm
+    from rooftop.models.llm.parallel import parallel_comm
 
     dims = parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
                          args.tp, args.pp, per_rank=step.ranks > 1, vocab=arch.vocab, logits_rows=step.phase.batch)
@@ -109,7 +109,7 @@ def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
 
 def _step_dict(step: Any) -> dict[str, Any]:
     """A step for --json, with its tokens/s claim judged where one was given."""
-    from rooftop.models.claims import claim_dict
+    from rooftop.models.llm.claims import claim_dict
 
     out: dict[str, Any] = step.to_dict()
     if step.claimed_tokens_per_s:
@@ -119,7 +119,7 @@ def _step_dict(step: Any) -> dict[str, Any]:
 
 def _ep(args: argparse.Namespace, arch: Any, phase: Any) -> Any:
     """--ep / --ep-imbalance: the busiest expert-parallel rank for this step (None without EP)."""
-    from rooftop.models.expertparallel import expert_parallel
+    from rooftop.models.llm.expertparallel import expert_parallel
 
     return expert_parallel(arch, phase, args.ep, args.ep_imbalance)
 

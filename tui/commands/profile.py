@@ -3,7 +3,7 @@
 Three inputs: a Python program run under torch.profiler (`-- python script.py
 ARGS…`), an existing Chrome/Kineto trace (`--trace FILE`), or an Nsight Compute
 raw CSV (`--ncu FILE`). The first two give the op groups, the step split and
-MFU (rooftop.models.workload) and are kept as a run; the third gives real
+MFU (rooftop.models.program.workload) and are kept as a run; the third gives real
 kernels with measured bytes per level (rooftop.models.ncu). torch is imported
 only to run a program.
 """
@@ -191,8 +191,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     else:
         trace, source = _run_program(program, args)
         backend = "torch.profiler"
-    from rooftop.models.critpath import critical_path
-    from rooftop.models.workload import build_workload
+    from rooftop.models.program.critpath import critical_path
+    from rooftop.models.program.workload import build_workload
 
     check_window(trace, args.window)  # before the roofs are chosen: a wrong name is the one line said
     device, note = trace_device(args.db, ids, trace)
@@ -215,8 +215,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def _join_capture(trace: Any, paths: list[str]) -> Any:
     """The replay joined to the graph captures in `paths` (files or folders), read as --trace reads a trace."""
-    from rooftop.models.capture import CaptureError, join_captures
-    from rooftop.models.trace import TraceError
+    from rooftop.models.program.opcontext import reads_inside
+    from rooftop.models.trace.capture import CaptureError, join_captures
+    from rooftop.models.trace.read import TraceError
     from rooftop.store.tracefile import load_trace
 
     try:
@@ -225,7 +226,7 @@ def _join_capture(trace: Any, paths: list[str]) -> Any:
         raise UsageError(f"--graph-capture {exc}") from None
     captures = [(f.name, load_trace(f)) for f in files]
     try:
-        return join_captures(trace, captures)[0]
+        return join_captures(trace, captures, whole_subtree=reads_inside)[0]
     except CaptureError as exc:
         raise UsageError(f"--graph-capture: {exc}") from None
 
@@ -235,7 +236,7 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
         import torch  # noqa: F401 - the profiler needs it; say so in one line when it is missing
     except ImportError:
         raise UsageError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
-    from rooftop.models.trace import EmptyTrace
+    from rooftop.models.trace.read import EmptyTrace
     from rooftop.probes.profiler import run_script
     from rooftop.store.tracefile import load_trace
 
@@ -308,7 +309,7 @@ def _stored(store: Any, ref: str) -> tuple[Any, StoredProfile]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from rooftop.models.profilediff import diff_groups, diff_split
+    from rooftop.models.program.profilediff import diff_groups, diff_split
     from rooftop.tui.services.context import open_store
     from rooftop.tui.render.report import make_console
 

@@ -1,6 +1,6 @@
 """A distributed job as text (Rich, no textual): the rank table, the straggler, the collectives on their links.
 
-Every function reads the job as JSON (`rooftop.models.job.Job.to_dict`, as `--json` prints it and a stored
+Every function reads the job as JSON (`rooftop.models.program.job.Job.to_dict`, as `--json` prints it and a stored
 profile keeps it under "job"), so the command line, a kept run and the app show the same thing.
 """
 

@@ -22,7 +22,7 @@ from rooftop.tui.render.layout import Prose, hanging
 from rooftop.tui.render.report import device_heading
 
 if TYPE_CHECKING:  # types only
-    from rooftop.models.llm import Amdahl, StepBound
+    from rooftop.models.llm.step import Amdahl, StepBound
 
 
 def _gib(n: float) -> str:
@@ -89,7 +89,7 @@ def llm_steps_table(steps: list) -> Group:
 def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
     """The launch floor (it scales with the kernels, the same at every batch) and the memory fit:
     each step that does not fit, else the largest that does."""
-    from rooftop.models.llm import arch_lines, launch_line, rank_line
+    from rooftop.models.llm.step import arch_lines, launch_line, rank_line
 
     s0 = steps[0]
     out: list[tuple[str | Text, str | Text]] = [(" ·", line) for line in arch_lines(s0.arch)]
@@ -97,10 +97,10 @@ def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
     if s0.ranks > 1:
         out.append((" ·", rank_line(s0)))
     if s0.ep:
-        from rooftop.models.expertparallel import ep_line
+        from rooftop.models.llm.expertparallel import ep_line
 
         out.append((" ·", ep_line(s0.ep, s0.device)))
-    from rooftop.models.claims import claim_lines
+    from rooftop.models.llm.claims import claim_lines
 
     for s in steps:  # a measured step faster than its bound, a tokens/s claim above it
         where = f"batch {s.phase.batch}, {'prompt' if s.phase.kind == 'prefill' else 'ctx'} {s.phase.kv_len}: "

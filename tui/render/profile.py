@@ -15,12 +15,12 @@ from rich.console import Group
 from rich.text import Text
 
 from rooftop.models.catalog import UnknownDevice, lookup_device
-from rooftop.models.critpath import CriticalPath, FixFirst, PathOp
+from rooftop.models.program.critpath import CriticalPath, FixFirst, PathOp
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.roofline import ABOVE_ROOF
 from rooftop.models.sample import Sample
 from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
-from rooftop.models.workload import MEASURED, RANGES, owner_tag
+from rooftop.models.program.workload import MEASURED, RANGES, owner_tag
 from rooftop.store.runs import Run
 from rooftop.store.workloads import placed_on, profile_summary, stored_groups
 from rooftop.tui.render.critpath import OP_WHAT_IF, path_head, path_lines
@@ -535,7 +535,7 @@ def split_lines(work: Any, path: CriticalPath | None = None) -> list[Text]:
     lines.append(Text(f"largest share: {'idle time' if top == 'idle' else clean(top)}", style="bold"))
     if work.device_note:
         lines.append(Text(f"device: {clean(work.device_note)}", style="yellow"))
-    from rooftop.models.workload import flag_lines
+    from rooftop.models.program.workload import flag_lines
 
     for f in flag_lines(work.flags):
         lines.append(Text(f"flag: {clean(f)}", style="bold red"))

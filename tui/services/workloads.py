@@ -11,23 +11,23 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeAlias
 
-from rooftop.models.collectives import LINKS, LinkRoof
+from rooftop.models.program.collectives import LINKS, LinkRoof
 from rooftop.models.comm import comm_points, fit_points
 from rooftop.models.errors import BadInput
 from rooftop.models.links import link_on
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import clean, safe_text
-from rooftop.models.workload import Workload, roof_source
+from rooftop.models.program.workload import Workload, roof_source
 from rooftop.store.db import StoreError
 from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 from rooftop.tui.services.context import open_store, resolve_devices, store_profiles, tell_interrupted
 from rooftop.tui.services.keeper import RunKeeper
 
 if TYPE_CHECKING:
-    from rooftop.models.critpath import CriticalPath
+    from rooftop.models.program.critpath import CriticalPath
     from rooftop.models.devicefamily import Placement
-    from rooftop.models.jobpath import Joined
-    from rooftop.models.trace import Trace
+    from rooftop.models.program.jobpath import Joined
+    from rooftop.models.trace.read import Trace
 
 Db: TypeAlias = "str | Path | None"  # --db as given: None is ROOFTOP_DB, else the data directory
 

@@ -14,7 +14,7 @@ from typing import Any
 from rooftop.models.units import (
     fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_percent, fmt_ratio, fmt_time,
 )
-from rooftop.models.workload import MEASURED, RANGES, OpGroup, owner_tag
+from rooftop.models.program.workload import MEASURED, RANGES, OpGroup, owner_tag
 from rooftop.tui.render.profile import (
     IDLE_LEGEND, STEP_LINES, TOP, achieved_text, basis_text, coverage_text, headline_lines, intensity_text, op_label,
     short_kernel,
@@ -111,7 +111,7 @@ def profile_lines(doc: Mapping[str, Any]) -> str:
 def notes_section(doc: Mapping[str, Any]) -> str:
     """Coverage in words, the device note, the flags (one line per kind and roof, as the terminal's), the notes and
     a job's problems, and what the figures are."""
-    from rooftop.models.workload import Flag, flag_lines
+    from rooftop.models.program.workload import Flag, flag_lines
 
     s = doc.get("summary") or {}
     flags = [Flag.from_dict(f) for f in doc.get("flags") or () if isinstance(f, Mapping)]
@@ -232,7 +232,7 @@ def path_section(doc: Mapping[str, Any]) -> str:
     c = doc.get("critical_path") or {}
     body = [prose(path_head(cp), "lead")]
     if "rank" in c:
-        from rooftop.models.jobpath import Joined
+        from rooftop.models.program.jobpath import Joined
 
         body.append(prose(joined_text(Joined(int(c["rank"]), tuple(c.get("joined_ranks") or ()),
                                              str(c.get("not_joined") or "")))))

@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Static
 
-from rooftop.models.llm import (
+from rooftop.models.llm.step import (
     ModelError, Phase, StepBound, arch_lines, builtin_models, compute_bound_batch, step_bound,
 )
 from rooftop.store.hfconfig import load_arch
@@ -153,7 +153,7 @@ class Llm(Widget):
         def report() -> str:  # the report `rooftop llm MODEL --out FILE.html` writes, of the step on show
             import shlex
 
-            from rooftop.models.llm import llm_doc
+            from rooftop.models.llm.step import llm_doc
             from rooftop.tui.share.figure import chart_svg_inline
             from rooftop.tui.share.html import rooftop_version
             from rooftop.tui.share.reports import llm_report

@@ -22,10 +22,10 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from rooftop.models.critpath import CriticalPath, FixFirst
-from rooftop.models.job import TOP_GROUPS
+from rooftop.models.program.critpath import CriticalPath, FixFirst
+from rooftop.models.program.job import TOP_GROUPS
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops_rate, fmt_percent, fmt_time
-from rooftop.models.workload import RANGES, OpGroup, flag_lines
+from rooftop.models.program.workload import RANGES, OpGroup, flag_lines
 from rooftop.models.sample import Sample
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run

@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .roofline import beats
+from ..roofline import beats
 
 if TYPE_CHECKING:
-    from .llm import StepBound
+    from .step import StepBound
 
 
 @dataclass(frozen=True)

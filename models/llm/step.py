@@ -21,15 +21,15 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any, Callable, Mapping, Sequence
 
-from . import roofline
-from .analysis import Analysis, analyze
-from .dtypes import DTYPES, lookup_dtype
-from .errors import ModelError
+from .. import roofline
+from ..analysis import Analysis, analyze
+from ..dtypes import DTYPES, lookup_dtype
+from ..errors import ModelError
 from .mla import Mla, mla_from_config
-from .ops import Attention, Elementwise, Gemm, Norm, Op
-from .profile import DeviceProfile
-from .safetext import safe_text
-from .units import fmt_count
+from ..ops import Attention, Elementwise, Gemm, Norm, Op
+from ..profile import DeviceProfile
+from ..safetext import safe_text
+from ..units import fmt_count
 from .weightformat import WeightFormat, on_device, weight_format
 
 # models.expertparallel.ExpertParallel, which builds on this module: typed as Any here to keep imports one-way

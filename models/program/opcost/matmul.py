@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..paths import matmul_path
+from ...paths import matmul_path
 from .base import FLOAT_DTYPES, SCALAR_TYPES, BadShape, Call, OpCost, Tensor, broadcast
 
 GEMMS = frozenset(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",

@@ -7,12 +7,12 @@ the tail of the first recorded step's kernels (that step's order repeated, where
 queued), each one's twin is the kernel at the same place in that step, and its op is the twin's op, with the
 same shapes assumed. Where they are not, they have no twins (and are grouped by kernel family).
 
-Pure: over `rooftop.models.trace` activities.
+Pure: over `rooftop.models.trace.read` activities.
 """
 
 from __future__ import annotations
 
-from .trace import Trace
+from .read import Trace
 
 
 def twins(trace: Trace) -> dict[int, int]:

@@ -19,10 +19,10 @@ Every activity is an interval with a start point and an end point: a runtime cal
   the stream of the thread's last launch; cudaEventSynchronize: the event's record's; a blocking memcpy: its copy;
   and on each such stream the last activity with no launch in the trace, queued before it began, that ended before
   the sync returned: a warm-up's kernels, which the step's first sync waits on);
-- queue: a launch call held by its stream's full launch queue (rooftop.models.launchqueue.blocked_launches): the end
+- queue: a launch call held by its stream's full launch queue (rooftop.models.trace.launchqueue.blocked_launches): the end
   of the activity that freed its slot → the call's end (the CPU waited on the device: a device-bound step);
 - peer (several ranks): each collective joined to its counterpart on every other rank (the same collective, process
-  group and size, running at once: rooftop.models.job.pair_collectives, as the job's alignment pairs them): every
+  group and size, running at once: rooftop.models.program.job.pair_collectives, as the job's alignment pairs them): every
   rank's start → every rank's end, weighted with the collective's time after the last rank arrived (the last to
   arrive sets the end).
 An edge whose predecessor happened after its point is no constraint the trace shows (a clock's skew, a sync that
@@ -31,7 +31,7 @@ returned before a kernel ended) and is left out, but for an activity's own time 
 Weights, so that re-timing the graph with nothing changed gives back the trace's every time exactly: each point's
 *binding* in-edge is the one whose predecessor happened last (ties: stream, then launch, then thread), and it
 carries the observed delay; every other in-edge weighs 0 (a peer edge: the collective's own time), never more than
-its observed slack. A what-if then moves the graph only as the edges allow (rooftop.models.retime).
+its observed slack. A what-if then moves the graph only as the edges allow (rooftop.models.program.retime).
 
 Pure: a Trace in, flat arrays out (a million-event trace's graph is a few hundred thousand points).
 """
@@ -48,8 +48,8 @@ import numpy as np
 
 from .collectives import collective_kernels
 from .job import pair_collectives
-from .launchqueue import LaunchQueue, blocked_launches
-from .trace import CALL_KINDS, Kernel, Trace
+from ..trace.launchqueue import LaunchQueue, blocked_launches
+from ..trace.read import CALL_KINDS, Kernel, Trace
 
 # edge kinds
 DEVICE, LAUNCH_CALL, CALL, THREAD, LAUNCH, STREAM, EVENT, SYNC, PEER, JOIN, QUEUE = range(11)
@@ -338,7 +338,7 @@ def _launch_edges(b: _Builder, trace: Trace, call_act: Sequence[int], dev_act: S
                 waited.add(i)
             if calls.kind[ci] == _LAUNCH or calls.kind[ci] == _COPY:
                 b.edge(2 * call_act[ci], 2 * dev_act[i], EVENT if ci in after_wait else LAUNCH)
-    # a launch a full queue held returned when an activity ahead of it on its stream ended (rooftop.models.launchqueue)
+    # a launch a full queue held returned when an activity ahead of it on its stream ended (rooftop.models.trace.launchqueue)
     for launched, freed in blocked:
         c = kernels[launched].correlation
         ci = by_corr.get(c) if c is not None else None
@@ -486,7 +486,7 @@ def build_graph(traces: Sequence[Trace], windows: Sequence[Sequence[tuple[float,
 def joined_collectives(traces: Sequence[Trace], first_device: Sequence[int]) -> list[tuple[int, ...]]:
     """Each collective kernel of the first trace joined to its counterparts on the others (one activity per rank
     that ran it, the first rank's first): the calls paired as the job's alignment pairs them
-    (rooftop.models.job.pair_collectives: the same collective, group and size, running at once), a call's kernels
+    (rooftop.models.program.job.pair_collectives: the same collective, group and size, running at once), a call's kernels
     in order."""
     if len(traces) < 2:
         return []

@@ -1,9 +1,9 @@
 """A rank's collectives from its trace, matched to the kernels that ran them, placed on the communication roofline.
 
-Pure. Each collective the CPU recorded (`rooftop.models.commtrace`) is matched
+Pure. Each collective the CPU recorded (`rooftop.models.trace.commtrace`) is matched
 to the communication kernel(s) launched inside it (the launch falls within the
 collective's CPU interval); the kernels' duration is its time. A communication
-kernel is one of kernel family "comm" (`rooftop.models.kernelfamily`): NCCL and
+kernel is one of kernel family "comm" (`rooftop.models.trace.kernelfamily`): NCCL and
 RCCL, torch's symmetric memory, vLLM's and SGLang's custom and quick
 all-reduce, DeepEP's dispatch and combine. A kernel no recorded collective
 launched (DeepEP records none; a graph replays its custom all-reduce) is a
@@ -25,11 +25,11 @@ from typing import Any
 import dataclasses
 import re
 
-from . import comm
-from .commtrace import LIBRARY, SOURCES, CommCall, collective_in, collective_name, is_comm_op
-from .kernelfamily import kernel_family
-from .links import GPUS_PER_NODE, LINK_LEVELS, link_name
-from .trace import Kernel, Trace
+from .. import comm
+from ..trace.commtrace import LIBRARY, SOURCES, CommCall, collective_in, collective_name, is_comm_op
+from ..trace.kernelfamily import kernel_family
+from ..links import GPUS_PER_NODE, LINK_LEVELS, link_name
+from ..trace.read import Kernel, Trace
 
 NO_WIRE = ("wait", "barrier")  # recorded as collectives, but they move no message
 LINKS = LINK_LEVELS

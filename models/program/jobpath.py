@@ -6,7 +6,7 @@ A job is read one rank at a time so that its size does not bound memory; the pat
 events in all; above that only the lowest rank's is kept, and its own path (its collectives not joined to its
 peers') is given, said so in one line.
 
-Pure: traces and workloads in (rooftop.models.critpath does the graph and the path).
+Pure: traces and workloads in (rooftop.models.program.critpath does the graph and the path).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .critpath import CriticalPath, WindowError, critical_path, peer_windows, why_no_graph, windows_of
 from .depgraph import window_ends_of
-from .trace import Trace
+from ..trace.read import Trace
 from .workload import Workload
 
 PATH_RANKS = 8  # the most ranks' traces held at once for the job's path

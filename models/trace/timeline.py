@@ -1,6 +1,6 @@
 """The device's timeline from a trace: busy, overlap, the gaps and what each gap waited for, per step.
 
-Pure functions over `rooftop.models.trace` activities. Busy time is the union
+Pure functions over `rooftop.models.trace.read` activities. Busy time is the union
 of the activities' intervals (kernels, memcpy, memset; several streams count
 once); each activity's *alone* time is the part of it during which nothing
 else ran, and the time two or more ran at once is the overlap, so alone times
@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .trace import ITEM_OPS, HostCall, Kernel, Trace
+from .read import ITEM_OPS, HostCall, Kernel, Trace
 
 KERNEL_WAIT_NS = 30_000  # HTA's consecutive_kernel_delay (30 µs): a gap before a queued kernel under it is kernel wait
 TOP_CAUSES = 6  # CPU ops named one by one among the causes; the rest are summed
@@ -224,7 +224,7 @@ def step_splits(trace: Trace) -> list[StepSplit]:
     during the sync that opens its first step) belongs to no step. A trace that records no launch at all splits
     by the activities' start. A step is [start, end): a launch where one step ends and the next begins is the
     next one's, counted once. On a CPU trace: the top-level ops inside each step."""
-    from .trace import union_length
+    from .read import union_length
 
     out: list[StepSplit] = []
     names = trace.step_names or tuple(f"step {i}" for i in range(len(trace.steps)))

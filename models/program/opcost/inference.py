@@ -34,9 +34,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..llm import expected_experts
-from ..paths import matmul_path, vector_path
+from ...llm.step import expected_experts
+from ...paths import matmul_path, vector_path
 from .base import FLOAT_DTYPES, Call, OpCost, Tensor
+from ...trace.read import ITERATION
 
 
 def _vec(dtype: str) -> str:
@@ -243,7 +244,6 @@ class Lengths:
         return self.c_sk + self.g_sk
 
 
-ITERATION = "execute_"  # how vLLM's and SGLang's iteration annotations begin
 PHASE = r"_(context|generation)_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
 
 

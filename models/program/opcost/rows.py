@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..paths import vector_path
+from ...paths import vector_path
 from .base import FLOAT_DTYPES, BadShape, Call, OpCost, Tensor
 
 # norm → (FLOP per element forward, backward): x̂ = (x−μ)·rstd, y = x̂·w + b; backward

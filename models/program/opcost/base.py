@@ -16,16 +16,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from ...trace.types import TORCH_TYPES
 
 # torch's type names in `Input type` → (rooftop dtype or a plain name, bytes per element)
-TORCH_TYPES: dict[str, tuple[str, float]] = {
-    "double": ("fp64", 8), "float": ("fp32", 4), "c10::Half": ("fp16", 2), "c10::BFloat16": ("bf16", 2),
-    "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1), "c10::Float8_e4m3fnuz": ("fp8", 1),
-    "c10::Float8_e5m2fnuz": ("fp8", 1),
-    "long int": ("int64", 8), "long": ("int64", 8), "int": ("int32", 4), "short int": ("int16", 2),
-    "short": ("int16", 2), "signed char": ("int8", 1), "unsigned char": ("uint8", 1), "bool": ("bool", 1),
-    "c10::complex<float>": ("complex64", 8), "c10::complex<double>": ("complex128", 16),
-}
 FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16", "fp8")
 # c10::ScalarType codes, as `Concrete Inputs` writes a dtype argument → (dtype, bytes)
 SCALAR_TYPES: dict[str, tuple[str, float]] = {

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from .dtypes import grouped_dtype, weight_dtype, weight_size
-from .errors import ModelError
-from .paths import matmul_path
+from ..dtypes import grouped_dtype, weight_dtype, weight_size
+from ..errors import ModelError
+from ..paths import matmul_path
 
 # The linear-layer parts a format can convert; everything else stays at the model's dtype.
 PARTS = ("attention", "mlp", "experts", "shared")

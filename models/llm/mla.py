@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-from .dtypes import DTYPES
-from .errors import ModelError
-from .ops import Attention, Cost, Gemm, Norm, Op
-from .paths import matmul_path
+from ..dtypes import DTYPES
+from ..errors import ModelError
+from ..ops import Attention, Cost, Gemm, Norm, Op
+from ..paths import matmul_path
 
 CONVENTIONS = ("absorbed", "expanded")
 

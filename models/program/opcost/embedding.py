@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..paths import vector_path
+from ...paths import vector_path
 from .base import FLOAT_DTYPES, Call, OpCost, Tensor
 
 FORWARD = re.compile(r"^fbgemm::split_embedding_codegen_lookup_([a-z0-9_]+?)_function$")

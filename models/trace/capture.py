@@ -3,7 +3,7 @@
 A CUDA / HIP graph replay is one runtime call (cudaGraphLaunch, hipGraphLaunch) whose kernels no op of the replay
 trace launched. A trace of the capture (vLLM's `capture_torch_profiler`, SGLang's `--enable-profile-cuda-graph`)
 records each launch the graph was made of, inside the op that issued it and with its shapes, but no kernel ran
-then (`rooftop.models.trace.CapturedGraph`). Pure: traces in, a joined trace and what was joined out.
+then (`rooftop.models.trace.read.CapturedGraph`). Pure: traces in, a joined trace and what was joined out.
 
 How a replay is matched, per graph launch:
 - by graph: its activities (by start, per stream) against every captured graph's launches (in the order the CPU
@@ -28,16 +28,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from .errors import BadInput
-from .opcontext import reads_inside
-from .trace import CapturedGraph, CpuOp, Kernel, Trace
-from .units import fmt_percent, fmt_time
+from ..errors import BadInput
+from .read import CapturedGraph, CpuOp, Kernel, Trace
+from ..units import fmt_percent, fmt_time
 
 PASS_OVER = 0.25  # at most this share of a captured graph's launches (or PASS_OVER_MIN) may have no replayed kernel
 PASS_OVER_MIN = 2
@@ -305,7 +304,7 @@ def _launches(trace: Trace) -> list[list[int]]:
     return sorted(by.values(), key=lambda ix: trace.kernels[ix[0]].ts)
 
 
-def _template(g: _Graph) -> tuple[list[int], dict[int, int]]:
+def _template(g: _Graph, whole_subtree: Callable[[str], bool]) -> tuple[list[int], dict[int, int]]:
     """The capture trace's ops a graph's launches need (the launching ops and the ops around them, parents first;
     the whole subtree of an op whose W is read from the ops inside it, as a MoE layer's experts are), and each
     one's place in that list."""
@@ -316,7 +315,7 @@ def _template(g: _Graph) -> tuple[list[int], dict[int, int]]:
         while oi is not None and oi not in need:
             need.add(oi)
             oi = ops[oi].parent
-    inside = [oi for oi in need if reads_inside(ops[oi].name)]
+    inside = [oi for oi in need if whole_subtree(ops[oi].name)]
     while inside:
         oi = inside.pop()
         need.add(oi)
@@ -338,9 +337,13 @@ def _copies(g: _Graph, order: Sequence[int], place: dict[int, int], base: int, a
     return out
 
 
-def join_captures(replay: Trace, captures: Sequence[tuple[str, Trace]]) -> tuple[Trace, GraphJoin]:
+def join_captures(replay: Trace, captures: Sequence[tuple[str, Trace]], *,
+                  whole_subtree: Callable[[str], bool]) -> tuple[Trace, GraphJoin]:
     """The replay with each graph-replayed kernel linked to the op that launched it at capture (its ops appended,
     origin "capture"; the join's lines lead its notes, its figures in `graph_join`), and what was joined.
+    `whole_subtree(name)` says which ops are copied with every op inside them, not only the ones that launched
+    kernels: those whose W is read from the ops inside (a MoE layer's experts), which the op-cost room knows
+    (`rooftop.models.program.opcontext.reads_inside`); reading a trace knows no op's cost.
     CaptureError when there is nothing to join."""
     graphs = _graphs(captures)
     launches = _launches(replay)
@@ -370,7 +373,7 @@ def join_captures(replay: Trace, captures: Sequence[tuple[str, Trace]]) -> tuple
         report.by_order += not m.graph.named
         tpl = templates.get(id(m.graph))
         if tpl is None:
-            tpl = templates[id(m.graph)] = _template(m.graph)
+            tpl = templates[id(m.graph)] = _template(m.graph, whole_subtree)
         order, place = tpl
         base = len(replay.ops) + len(added)
         at = acts[0].launch_ts if acts[0].launch_ts is not None else acts[0].ts

@@ -29,9 +29,9 @@ from .collectives import (
     is_comm_kernel,
     rank_collectives,
 )
-from .commtrace import is_comm_op
-from .trace import US, Trace, union_length
-from .units import fmt_time
+from ..trace.commtrace import is_comm_op
+from ..trace.read import US, Trace, union_length
+from ..units import fmt_time
 from .workload import COMM, Workload, owner_tag
 
 TOP_GROUPS = 40  # op groups kept per rank for the straggler's diff
@@ -60,7 +60,7 @@ class RankSummary:
     groups: Mapping[str, float] = field(default_factory=dict)  # compute op group → time, the largest TOP_GROUPS
     collectives: tuple[RankCollective, ...] = ()
     rows: tuple[Mapping[str, Any], ...] = ()  # those groups as the Profile tab lists them (ROW_KEYS), largest first
-    origin_us: float = 0.0  # the trace time (µs) the rank's times count from (rooftop.models.trace.Trace.origin_us)
+    origin_us: float = 0.0  # the trace time (µs) the rank's times count from (rooftop.models.trace.read.Trace.origin_us)
     wall_base_us: float | None = None  # the wall-clock time of its trace clock's zero (Trace.wall_base_us)
 
     @property

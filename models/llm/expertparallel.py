@@ -34,15 +34,15 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .comm import wire_bytes
-from .dtypes import DTYPES
-from .errors import BadInput
-from .links import GPUS_PER_NODE, link_name, link_on
+from ..comm import wire_bytes
+from ..dtypes import DTYPES
+from ..errors import BadInput
+from ..links import GPUS_PER_NODE, link_name, link_on
 from .parallel import CommDim
-from .profile import DeviceProfile
+from ..profile import DeviceProfile
 
 if TYPE_CHECKING:
-    from .llm import Arch, Phase
+    from .step import Arch, Phase
 
 
 class ExpertParallelError(BadInput, ValueError):
@@ -137,7 +137,7 @@ class ExpertParallel:
 def expert_parallel(arch: Arch, phase: Phase, degree: int, imbalance: float = 1.0) -> ExpertParallel | None:
     """The busiest EP rank of `degree` for this model and step; None for degree 1 (no EP). An ExpertParallelError
     in one line for a degree or imbalance the model does not allow."""
-    from .llm import expected_experts
+    from .step import expected_experts
 
     if degree < 1:
         raise ExpertParallelError(f"--ep {degree}: degrees start at 1")
@@ -162,7 +162,7 @@ def expert_parallel(arch: Arch, phase: Phase, degree: int, imbalance: float = 1.
 
 def ep_line(ep: ExpertParallel, device: DeviceProfile) -> str:
     """The all-to-alls per layer and what they add to T, in a line."""
-    from .units import fmt_bytes, fmt_time
+    from ..units import fmt_bytes, fmt_time
 
     links = " + ".join(f"{fmt_bytes(q)} over {link_name(link_on(device, lv)[0])}" for lv, q in ep.link_shares().items())
     head = (f"EP {ep.degree}: {ep.local_experts} of {ep.experts} routed experts a rank, the busiest running "

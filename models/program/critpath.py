@@ -4,8 +4,8 @@ Summing the gaps a profile finds ("every op at its roof saves x") is right only 
 back to back. Real steps overlap: compute with communication on another stream, copies with kernels, the CPU
 running ahead or falling behind. Speeding an op shortens a step only where the op is on the chain of delays that
 set the step's length. So each window (a ProfilerStep#N, by launch time as the step split counts it; a named
-annotation; the whole trace where there are no steps) gets its dependency graph (rooftop.models.depgraph), the path
-back from its last point along the tight edges (rooftop.models.retime), that path's time classed into SPLIT_KEYS,
+annotation; the whole trace where there are no steps) gets its dependency graph (rooftop.models.program.depgraph), the path
+back from its last point along the tight edges (rooftop.models.program.retime), that path's time classed into SPLIT_KEYS,
 and each what-if re-timed on the graph: an op group's kernels shrunk to their roof bounds (never below), the launch
 gaps closed, every op at its roof, communication hidden, the straggler rank as fast as the median one.
 
@@ -24,12 +24,12 @@ import numpy as np
 
 from . import depgraph as dg
 from .depgraph import DepGraph, build_graph, duration_edges
-from .errors import BadInput
+from ..errors import BadInput
 from .job import group_label
-from .kernelfamily import kernel_family
+from ..trace.kernelfamily import kernel_family
 from .retime import critical_path as path_edges
 from .retime import last_points, retime, retime_few, window_ends, window_starts
-from .trace import STEP_PREFIX, Trace
+from ..trace.read import STEP_PREFIX, Trace
 from .workload import COMM, OpGroup, Workload
 
 SPLIT_KEYS = ("cpu", "device", "launch", "kernel_gap", "other_stream", "peers")

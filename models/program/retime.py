@@ -1,4 +1,4 @@
-"""Re-time a dependency graph (rooftop.models.depgraph) with some edges made lighter, and walk its critical path.
+"""Re-time a dependency graph (rooftop.models.program.depgraph) with some edges made lighter, and walk its critical path.
 
 Re-timing works in shifts, not times: each point moves by the most any of its in-edges lets it,
 `shift(p) = max over q → p of shift(q) − slack(q → p) − cut(q → p)`, with a point no edge holds (and anything in

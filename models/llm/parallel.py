@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .comm import wire_bytes
-from .dtypes import DTYPES
-from .errors import BadValue
-from .links import LINK_LEVELS
-from .profile import DeviceProfile
+from ..comm import wire_bytes
+from ..dtypes import DTYPES
+from ..errors import BadValue
+from ..links import LINK_LEVELS
+from ..profile import DeviceProfile
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .trace import Kernel, Trace
+from .read import Kernel, Trace
 
 CUDA_CAP = 1024  # CUDA's launch queue holds this many pending launches per stream by default
 LONG_CALL = 4.0  # a launch call at least this many times the median one is a candidate for blocked

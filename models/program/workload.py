@@ -34,22 +34,22 @@ from typing import Any, Protocol
 
 import msgspec
 
-from . import roofline
-from .calibrate import ABOVE_ROOF
+from .. import roofline
+from ..calibrate import ABOVE_ROOF
 from .collectives import sized_collective_ops
-from .commtrace import is_comm_op
-from .counters import Counted, TraceCounters
-from .kernelfamily import TF32, fp32_math, kernel_family
-from .links import link_on
-from .paths import LEVELS, matmul_ladder, matmul_path
+from ..trace.commtrace import is_comm_op
+from ..counters import Counted, TraceCounters
+from ..trace.kernelfamily import TF32, fp32_math, kernel_family
+from ..links import link_on
+from ..paths import LEVELS, matmul_ladder, matmul_path
 from .opcontext import OpContext, needs_context
-from .profile import Ceiling, DeviceProfile, NoRoof
+from ..profile import Ceiling, DeviceProfile, NoRoof
 from .shapecost import NO_MODEL, OpCost, cost_op, element_from_kernel, op_dtype
-from .spillover import twins
-from .launchqueue import LaunchQueue, launch_queue
-from .timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
-from .trace import CpuOp, Trace, paused_gc
-from .units import fmt_percent
+from ..trace.spillover import twins
+from ..trace.launchqueue import LaunchQueue, launch_queue
+from ..trace.timeline import IdleCause, StepSplit, idle_causes, step_splits, sweep
+from ..trace.read import CpuOp, Trace, paused_gc
+from ..units import fmt_percent
 
 # who owns a group's kernels, in the order a kernel's owner is looked for: the op that launched it, the op that
 # launched it when its graph was captured, the annotation enclosing its launch, its kernel family by name; and
@@ -265,7 +265,7 @@ class Workload:
     kernel_times: str = MEASURED  # RANGES: the kernels are counter ranges, timed by the profiler's split
     launch_queue: LaunchQueue | None = None  # per stream, the launches queued ahead of the device; None: no launch
     # per Trace.kernels index, the key of the op group whose time it is (OpGroup.key; None: a memcpy / memset, or a
-    # CPU trace's), so the critical path can shrink one group's kernels on the graph (rooftop.models.critpath)
+    # CPU trace's), so the critical path can shrink one group's kernels on the graph (rooftop.models.program.critpath)
     kernel_group: tuple[tuple | None, ...] = ()
 
     def group_by_key(self) -> dict[tuple, OpGroup]:

@@ -39,7 +39,7 @@ from .opcost import embedding, inference, matmul, memory
 from .opcost.base import Tensor, parse_ints
 from .opcost.inference import Experts, Lengths
 from .shapecost import TORCH_TYPES, OpCost, cost_with
-from .trace import CpuOp, Trace
+from ..trace.read import CpuOp, Trace
 
 # the backward halves PyTorch ≤ 1.9 records as ops of their own: name → (output_mask of the half)
 HALVES = {

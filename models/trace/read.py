@@ -55,12 +55,13 @@ from typing import Any
 import msgspec
 
 from .commtrace import COMM_NAMES, CommArgs, CommCall, comm_call
-from .counters import RANGE_CAT, Counted, TraceCounters, counted, value
-from .errors import BadInput
+from ..counters import RANGE_CAT, Counted, TraceCounters, counted, value
+from ..errors import BadInput
 from .kernelgrid import SAMPLES as GRID_SAMPLES
 from .kernelgrid import units_of
-from .opcost.inference import ITERATION
-from .safetext import clean, clean_tree
+from ..safetext import clean, clean_tree
+
+ITERATION = "execute_"  # how vLLM's and SGLang's iteration annotations begin (a step of the server)
 
 US = 1e-6
 STEP_PREFIX = "ProfilerStep#"
@@ -325,7 +326,7 @@ class Trace:
     gpu_evidence: bool = False  # runtime calls, device properties or GPU ranges: a GPU program even with 0 kernels
     cpu_threads: int | None = None  # the program's torch threads, when the trace says
     warnings: tuple[str, ...] = ()  # what was skipped or dropped, counted (and what a graph-capture join did)
-    comms: tuple[CommCall, ...] = ()  # the collectives the CPU side recorded, by start (rooftop.models.commtrace)
+    comms: tuple[CommCall, ...] = ()  # the collectives the CPU side recorded, by start (rooftop.models.trace.commtrace)
     distributed: Mapping[str, Any] = field(default_factory=dict)  # distributedInfo: backend, rank, world_size, …
     captured: tuple[CapturedGraph, ...] = ()  # the graphs this trace captured (a capture trace's), by start
     graph_join: Mapping[str, Any] = field(default_factory=dict)  # joined to a graph capture: what was (capture.py)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..paths import vector_path
+from ...paths import vector_path
 from .base import FLOAT_DTYPES, SCALAR_TYPES, Call, OpCost, Tensor, broadcast, dim_index
 
 # FLOP per output element of the elementwise ops (as a fused kernel computes them).

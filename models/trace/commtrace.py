@@ -1,6 +1,6 @@
 """The collectives a trace recorded on the CPU side: what was sent, in which group, as the profiler wrote it.
 
-Pure: the trace reader (`rooftop.models.trace`) hands each `cpu_op` and
+Pure: the trace reader (`rooftop.models.trace.read`) hands each `cpu_op` and
 `user_annotation` event here, and keeps what comes back. Three writers are in use:
 - `record_param_comms` ops (PyTorch ≥ 2.1 with NCCL) carry `Collective name`,
   `In msg nelems`, `Out msg nelems`, `dtype`, `Group size` and
@@ -9,7 +9,7 @@ Pure: the trace reader (`rooftop.models.trace`) hands each `cpu_op` and
   carries the tensor's `Input Dims` and `Input type` (older NCCL traces, and
   gloo, whose range runs on the backend's worker thread while the work runs);
 - the `c10d::allreduce_` op that enqueued it, with its TensorList's dims.
-The reader keeps all three; `rooftop.models.collectives` takes, per trace, the
+The reader keeps all three; `rooftop.models.program.collectives` takes, per trace, the
 richest one present, so no collective is counted twice.
 
 Collectives that bypass torch.distributed are ops of their own library (source
@@ -20,7 +20,7 @@ aiter's, and the frameworks' own wrappers (`vllm::all_reduce`,
 `sglang::outplace_all_reduce`) around whichever library ran it. Each carries
 its tensor's `Input Dims` and `Input type`; a wrapper is dropped where the call
 it wraps was recorded too. DeepEP's dispatch and combine record no op at all:
-only their kernels say they ran (`rooftop.models.collectives`).
+only their kernels say they ran (`rooftop.models.program.collectives`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any
 
 import msgspec
 
-from .safetext import clean
-from .shapecost import TORCH_TYPES
+from ..safetext import clean
+from .types import TORCH_TYPES
 
 # c10 ScalarType names (record_param_comms' `dtype`) → bytes per element
 SCALAR_TYPES: dict[str, int] = {
@@ -231,7 +231,7 @@ def _json(v: Any) -> Any:
 
 def comm_call(kind: str, name: str, ts: float, dur: float, pid: Any, tid: Any, a: Any) -> CommCall | None:
     """The collective an op or annotation event records (times in seconds), or None when it records none.
-    `a` is the event's args (`rooftop.models.trace.EventArgs`)."""
+    `a` is the event's args (`rooftop.models.trace.read.EventArgs`)."""
     if a is None:
         return None
     if name == "record_param_comms":

@@ -34,7 +34,7 @@ from .opcost.base import (
     make_call,
     op_dtype,
 )
-from .paths import vector_path
+from ..paths import vector_path
 
 __all__ = [
     "NO_MODEL",
