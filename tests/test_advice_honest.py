@@ -200,7 +200,8 @@ def test_a_time_below_the_launch_floor_it_is_bound_by_is_flagged() -> None:
 
 def test_the_above_roof_threshold_has_one_home() -> None:
     # It was written as 1.10 in calibrate, in advice and (as ABOVE_BOUND) in llm: three homes to keep in step.
-    from rooftop.models import advice, calibrate, llm, roofline
+    from rooftop.models import advice, calibrate, roofline
+    from rooftop.models.llm import step as llm
 
     assert advice.ABOVE_ROOF is roofline.ABOVE_ROOF and calibrate.ABOVE_ROOF is roofline.ABOVE_ROOF
     assert not hasattr(llm, "ABOVE_BOUND")

@@ -201,7 +201,7 @@ def test_the_sampled_ranks_collectives_are_joined_only_to_the_same_call():
 def test_a_jobs_path_builds_its_graph_once_and_follows_the_rank_that_ends_last(monkeypatch):
     """Which rank ends last is read from the ranks' windows as the graph places their activities, without a graph
     of its own: one graph per job path (a two-rank graph of the sampled ranks is ~1 s here), from rank 1."""
-    from rooftop.models import critpath, depgraph
+    from rooftop.models.program import critpath, depgraph
     from rooftop.models.catalog import lookup_device
     from rooftop.models.program.workload import build_workload
     from rooftop.store.tracefile import load_trace
