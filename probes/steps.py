@@ -68,12 +68,12 @@ class Budget:
     def check(self, key: str, work: float) -> None:
         hit = self._slow.get(key)
         if hit and work >= hit[0]:
-            raise TooSlow(f"skipped: {hit[1]} was already over the {self.limit_s:g} s per-call budget")
+            raise TooSlow(f"{hit[1]} was already over the {self.limit_s:g} s per-call budget")
         last = self._last.get(key)
         if last and last[0] > 0 and work > last[0]:
             predicted = last[1] * work / last[0]
             if predicted > self.limit_s:
-                raise TooSlow(f"skipped: predicted {predicted:.3g} s per call, over the {self.limit_s:g} s budget")
+                raise TooSlow(f"predicted {predicted:.3g} s per call, over the {self.limit_s:g} s budget")
 
     def guard(self, key: str, work: float, what: str, fn: Callable[[], Sample]) -> Sample:
         """Run fn unless the budget says no; learn from what it measured."""

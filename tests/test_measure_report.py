@@ -24,9 +24,9 @@ def samples() -> list[Sample]:
     out += [fma("fp32", r, 1 << 24, 0.002 * r ** 0.5, method="torch-chain") for r in (1, 4, 16)]
     out.append(Sample("gemm", "tf32", {"m": 64, "n": 64, "k": 64}, 1.0, 1.0, skipped="TF32 is a tensor-core mode"))
     out.append(Sample("gemm", "bf16", {"m": 1024, "n": 1024, "k": 1024}, 1.0, 1.0,
-                      skipped="skipped: predicted 1.7 s per call, over the 0.5 s budget"))
+                      skipped="predicted 1.7 s per call, over the 0.5 s budget"))
     out.append(Sample("gemm", "bf16", {"m": 2048, "n": 2048, "k": 2048}, 1.0, 1.0,
-                      skipped="skipped: bf16 1024x1024x1024 was already over the 0.5 s per-call budget"))
+                      skipped="bf16 1024x1024x1024 was already over the 0.5 s per-call budget"))
     out.append(Sample("launch", "fp32", {"n": 1}, 1.0, 8.0, 4.0, stats=stats(5e-6)))
     return out
 
