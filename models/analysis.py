@@ -8,7 +8,7 @@ from typing import Any, Iterable
 from . import roofline
 from .advice import advise, warn
 from .links import link_on
-from .ops import Collective, Op
+from .ops import Collective, Op, with_batch
 from .placement import Analysis, Measured
 from .profile import DeviceProfile, NoRoof
 
@@ -74,8 +74,6 @@ def flip_point(op: Op, device: DeviceProfile, limit: int = 1 << 24) -> int | Non
 
     None when it never gets there below `limit` (decode attention, elementwise ops).
     """
-    from .ops import with_batch
-
     def compute(v: int) -> bool:
         c = with_batch(op, v).cost()
         return c.intensity >= device.ridge(c.path, c.level)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from .comm import bus_factor, reduce_flops, wire_bytes
 from .dtypes import DTYPES, SCALE_GROUP, output_size, weight_scale_bytes, weight_size
 from .paths import fma_path, matmul_path, vector_path
 
@@ -395,8 +396,6 @@ class Collective(Op):
         return self.n * _size(self.dtype)
 
     def cost(self) -> Cost:
-        from .comm import bus_factor, reduce_flops, wire_bytes
-
         name = COLLECTIVE_OPS[self.coll]
         wire = wire_bytes(name, self.world, self.message_bytes)
         return Cost(

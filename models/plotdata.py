@@ -13,7 +13,9 @@ from typing import Any
 
 from .analysis import Analysis
 from .profile import DeviceProfile
+from .safetext import clean
 from .sample import CACHE_PROBES, DATA_MOVING, Sample
+from .units import fmt_bytes, fmt_percent, fmt_time
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,6 @@ def roof_series(
 def point_series(a: Analysis, label: str | None = None) -> Series:
     """An op's point: at its attainable P, or at its measured throughput when timed. An op that does no
     arithmetic (a gather, a p2p send) sits at I = 0, off a log-log chart: its series has no point."""
-    from .units import fmt_percent
-
     y = a.measured.achieved_flops if a.measured else a.attainable
     if not (0 < a.intensity < math.inf and 0 < y < math.inf):
         return Series(label or a.op.describe(), (), (), "point")
@@ -161,9 +161,6 @@ def fma_curves(samples: list[Sample]) -> list[Series]:
 def op_group_series(ops: Sequence[Mapping[str, Any]], top: int) -> list[Series]:
     """A profile's first `top` op groups (`rooftop profile --json`'s "ops", largest first) that have a W, a Q and a
     measured time, as points at (I, achieved FLOP/s): one series per regime, so the legend says which is which."""
-    from .safetext import clean
-    from .units import fmt_percent, fmt_time
-
     groups: dict[str, tuple[list[float], list[float], list[str]]] = {}
     for o in ops[:top]:
         i, p = _number(o.get("intensity")), _number(o.get("achieved_flops"))
@@ -220,9 +217,6 @@ def collective_points(collectives: Sequence[Mapping[str, Any]]) -> list[Series]:
     additions, Q the bytes each rank put on its link. Such a point sits on its link's slope B·I at the fraction
     busbw / B. Groups that add nothing (all-gather, all-to-all, broadcast) have no W, so no point: they are left
     out here (the Profile tab and `rooftop show` list them). The largest COLLECTIVE_POINTS by time."""
-    from .safetext import clean
-    from .units import fmt_bytes, fmt_percent
-
     out: list[tuple[float, Series]] = []
     for c in collectives:
         i, p = _number(c.get("intensity")), _number(c.get("achieved_flops"))

@@ -7,7 +7,7 @@ from typing import Any, Iterator, Mapping
 
 from . import plausible
 from .errors import BadInput
-from .paths import PATHS, alias_of, level_sort_key, path_for, path_sort_key
+from .paths import PATHS, alias_of, level_sort_key, matmul_ladder, path_for, path_sort_key
 
 # Where a number comes from. Every ceiling carries one, and every view shows it.
 SOURCES = {
@@ -157,8 +157,6 @@ class DeviceProfile:
 
     def is_roofline(self) -> bool:
         """A DRAM slope and at least one matmul roof: enough to stand in as a default device."""
-        from .paths import matmul_ladder
-
         return "dram" in self.bandwidth and any(p in self.peak for p in matmul_ladder(self.kind))
 
     def ridge(self, path: str, level: str = "dram") -> float:

@@ -8,6 +8,7 @@ reads: TFLOP/s, GB/s (10^9), µs/ms, MiB/GiB for sizes.
 from __future__ import annotations
 
 import math
+import time
 
 KiB = 1024
 MiB = 1024**2
@@ -134,8 +135,6 @@ def fmt_percent(fraction: float | None, decimals: int = 1, none: str = "") -> st
 def fmt_when(t: float | None, fmt: str = "%Y-%m-%d %H:%M", utc: bool = False) -> str:
     """An epoch time as local (or UTC) date and time; "unknown" for a time that is not one
     (NaN, ±inf, before 1970 or past what the platform's clock reaches), "" for none."""
-    import time
-
     if t is None:
         return ""
     try:

@@ -49,6 +49,7 @@ class CudaTimer:
     """
 
     def __init__(self, device: Any) -> None:
+        # deferred: torch, only when a probe runs
         import torch
 
         self._torch = torch
@@ -92,6 +93,7 @@ class Backend:
 
     @property
     def torch_device(self) -> Any:
+        # deferred: torch, only when a probe runs
         import torch
 
         return torch.device(self.spec)
@@ -103,6 +105,7 @@ class Backend:
         """Make this GPU the calling thread's current device: Triton launches and new CUDA streams
         go to the current device, and a TUI worker thread does not inherit the main thread's."""
         if self.is_cuda:
+            # deferred: torch, only when a probe runs
             import torch
 
             torch.cuda.set_device(self.torch_device)
@@ -110,11 +113,13 @@ class Backend:
     def free_bytes(self) -> int:
         """Memory free for new tensors now (on a GPU, with what torch's allocator holds unused)."""
         if self.is_cuda:
+            # deferred: torch, only when a probe runs
             import torch
 
             dev = self.torch_device
             cached = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
             return int(torch.cuda.mem_get_info(dev)[0] + cached)
+        # deferred: psutil (~15 ms), only when free memory is asked for
         import psutil
 
         return int(psutil.virtual_memory().available)
@@ -132,6 +137,7 @@ class Backend:
 
     def flush(self) -> None:
         """Evict the caches by writing a buffer larger than them (outside the timed interval)."""
+        # deferred: torch, only when a probe runs
         import torch
 
         if self._flush_buf is None:
@@ -146,6 +152,7 @@ class Backend:
         by one of `reserve` bytes (the sweep's largest set) when that fits, so the sweep grows it once; on a
         CPU its pages are touched only as the sets reach them. Unsupported when `nbytes` does not fit.
         """
+        # deferred: torch, only when a probe runs
         import torch
 
         if self._scratch is not None and self._scratch.numel() * 4 >= nbytes:
@@ -165,6 +172,7 @@ class Backend:
         self._flush_buf = None
         self._scratch = None
         if self.is_cuda:
+            # deferred: torch, only when a probe runs
             import torch
 
             torch.cuda.empty_cache()
@@ -190,6 +198,7 @@ def select_backend(spec: str | None = None, threads: int | None = None) -> Backe
     default the CPU backend keeps torch's count unless other work holds some
     CPUs at the start: then it uses the idle ones only (busy_note says so).
     """
+    # deferred: torch, only when a probe runs
     import torch
 
     kind, index = parse_device(spec)

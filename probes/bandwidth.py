@@ -27,6 +27,7 @@ CONVENTION = (
 
 def _triad(a: list[Any]) -> object:
     """a0 = a1 + s·a2 into a preallocated output (no temporary)."""
+    # deferred: torch, only when a probe runs
     import torch
 
     return torch.add(a[1], a[2], alpha=0.5, out=a[0])

@@ -132,9 +132,11 @@ def _relative_error(got: Any, want: Any) -> float:
 
 
 def _run_l2(backend: Backend, sweep: CacheSweep, tmpl: Sample) -> Sample:
+    # deferred: torch, only when a probe runs
     import torch
 
-    from . import cache_triton  # here, not above: it imports triton (heavy; absent off Linux x86-64)
+    # deferred: triton (heavy; absent off Linux x86-64), only when the GPU sweep runs
+    from . import cache_triton
 
     _ready(backend)
     backend.check_fits(tmpl.footprint_bytes)
@@ -153,9 +155,11 @@ def _run_l2(backend: Backend, sweep: CacheSweep, tmpl: Sample) -> Sample:
 
 
 def _run_l1(backend: Backend, sweep: CacheSweep, tmpl: Sample) -> Sample:
+    # deferred: torch, only when a probe runs
     import torch
 
-    from . import cache_triton  # here, not above: it imports triton (heavy; absent off Linux x86-64)
+    # deferred: triton (heavy; absent off Linux x86-64), only when the GPU sweep runs
+    from . import cache_triton
 
     _ready(backend)
     backend.check_fits(tmpl.footprint_bytes)

@@ -14,6 +14,7 @@ torch is imported inside functions only.
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import queue as queue_mod
 import signal
@@ -118,6 +119,7 @@ def _size_arg(text: str) -> int:
 
 
 def _gpu_count() -> int:
+    # deferred: torch, only when a comm sweep runs
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -194,6 +196,7 @@ def rank_main(rank: int, plan: CommPlan, port: int, out: Any, parent_pid: int | 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the ranks; a terminal's Ctrl-C reaches all
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
                        "WORLD_SIZE": str(plan.world), "LOCAL_RANK": str(rank)})
+    # deferred: torch, only when a comm sweep runs
     import torch
     import torch.distributed as dist
 
@@ -293,6 +296,7 @@ def host_device_sweep(plan: CommPlan, cancel: threading.Event | None = None, ind
 
     Timed with CUDA events by the probes' protocol in this process (no ranks needed).
     """
+    # deferred: torch, only when a comm sweep runs
     import torch
 
     dev = torch.device("cuda", index)
@@ -321,8 +325,7 @@ def host_device_sweep(plan: CommPlan, cancel: threading.Event | None = None, ind
 
 def _run_ranks(plan: CommPlan, result: CommResult, on_point: Callable[[Sample, int], None] | None,
                cancel: threading.Event | None) -> None:
-    import logging
-
+    # deferred: torch, only when a comm sweep runs
     import torch.multiprocessing as tmp
 
     # torch's launcher logs each rank it terminates after another failed; the failure itself is reported in one line

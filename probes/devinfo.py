@@ -8,6 +8,7 @@ here raises for a fact it cannot get: the field stays None.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import platform
@@ -147,8 +148,6 @@ def driver_l2_bytes(index: int, lib: Any = None) -> int | None:
     `index` is the CUDA ordinal, as torch counts it (both honour CUDA_VISIBLE_DEVICES).
     `lib` may be injected (tests); by default libcuda.so.1 is loaded. None when it cannot say.
     """
-    import ctypes
-
     try:
         cuda = lib or ctypes.CDLL("libcuda.so.1")
         dev, value = ctypes.c_int(), ctypes.c_int()
@@ -205,6 +204,7 @@ def nvml_facts(cuda_index: int, uuid: str | None, nvml: Any = None) -> NvmlFacts
 
 
 def cuda_info(index: int) -> DeviceInfo:
+    # deferred: torch, only when the device is read
     import torch
 
     props = torch.cuda.get_device_properties(index)
@@ -235,12 +235,14 @@ def cuda_info(index: int) -> DeviceInfo:
 
 def busy_cpus(interval_s: float = 0.2) -> int:
     """CPUs more than half busy over a short look, before we start using them."""
+    # deferred: psutil (~15 ms), only when the CPU is read
     import psutil
 
     return sum(1 for pct in psutil.cpu_percent(interval=interval_s, percpu=True) if pct > 50)
 
 
 def cpu_info() -> DeviceInfo:
+    # deferred: psutil (~15 ms) and torch, only when the device is read
     import psutil
     import torch
 

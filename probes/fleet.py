@@ -31,7 +31,9 @@ import logging
 import os
 import pickle
 import queue as queue_mod
+import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -114,8 +116,6 @@ def _local_main(rank: int, target: Callable[..., dict[str, Any]], jobs: Sequence
     ends at its next check with what it measured.
     """
     die_with_parent(parent_pid)
-    import signal
-    import threading
 
     stop = threading.Event()
     for sig in ("SIGINT", "SIGHUP"):
@@ -143,6 +143,7 @@ def run_local(target: Callable[..., dict[str, Any]], jobs: Sequence[Any], wait_s
     whether a rank elsewhere has finished (a torchrun rank's peers): from then on the same bounded wait
     runs, so a process of one job that hangs is stopped too.
     """
+    # deferred: torch, only when ranks start
     import torch.multiprocessing as tmp
 
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
@@ -210,8 +211,6 @@ def _device(job: Any) -> str:
 
 
 def _death(code: int | None) -> str:
-    import signal
-
     if code is not None and code < 0:
         try:
             return f"it died of {signal.Signals(-code).name}"
@@ -228,8 +227,7 @@ class RankGroup:
     life there. `cancel` is the rank's stop (set by a signal): waits shorten to STOP_PEERS_S from it."""
 
     def __init__(self, env: RankEnv, wait_s: float = DEFAULT_WAIT_S, cancel: Any = None) -> None:
-        import threading
-
+        # deferred: torch, only when ranks start
         import torch.distributed as dist
 
         self.env, self.wait_s, self._dist, self.cancel = env, wait_s, dist, cancel
@@ -241,6 +239,7 @@ class RankGroup:
         except Exception as exc:  # broad on purpose: torch.distributed's rendezvous raises many kinds; said in one line
             raise FleetError(f"the ranks could not meet ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
                              "start them with torchrun (MASTER_ADDR, MASTER_PORT)") from None
+        # deferred: torch, only when ranks start
         from torch.distributed.distributed_c10d import _get_default_store
 
         self.store = _get_default_store()

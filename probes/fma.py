@@ -70,6 +70,7 @@ def constants(torch: Any, dtype: Any) -> tuple[float, float]:
 
 
 def max_error(x: Any, y: Any, reps: int) -> float:
+    # deferred: torch, only when a probe runs
     import torch
 
     a, b = constants(torch, x.dtype)
@@ -80,6 +81,7 @@ def max_error(x: Any, y: Any, reps: int) -> float:
 
 def chain_kernel(x: Any, y: Any, reps: int, chunk_elems: int) -> Callable[[], None]:
     """The CPU torch chain: per chunk, y = b + a·x, then R−1 × y = b + a·y in place (one kernel each)."""
+    # deferred: torch, only when a probe runs
     import torch
 
     pairs = list(zip(x.split(chunk_elems), y.split(chunk_elems)))
@@ -140,13 +142,15 @@ class FmaProbe:
         if self.backend.is_cuda:
             if not triton_available():
                 raise Unsupported("triton is not installed: the GPU FMA sweep needs its compiled kernel")
-            from . import fma_triton  # here, not above: it imports triton (heavy; absent off Linux x86-64)
+            # deferred: triton (heavy; absent off Linux x86-64), only when the GPU sweep runs
+            from . import fma_triton
 
             return lambda: fma_triton.run(x, y, reps, A, B)
         elems = chunk_bytes(self.backend) // x.element_size()
         return chain_kernel(x, y, reps, elems)
 
     def _run(self, tmpl: Sample) -> Sample:
+        # deferred: torch, only when a probe runs
         import torch
 
         dtype, n, reps = tmpl.dtype, tmpl.shape["n"], tmpl.shape["reps"]

@@ -65,6 +65,7 @@ def tf32_mode(enabled: bool) -> Iterator[None]:
     `torch.backends.cuda.matmul.fp32_precision` (then `get_float32_matmul_precision` raises too).
     Both are restored exactly. torch 2.9's warnings about the legacy call are not the user's concern.
     """
+    # deferred: torch, only when a probe runs
     import torch
 
     with warnings.catch_warnings():
@@ -88,6 +89,7 @@ def tf32_mode(enabled: bool) -> Iterator[None]:
 
 def unsupported(backend: Backend, dtype: str) -> str | None:
     """Why `dtype` GEMMs cannot run on this backend, or None when they can."""
+    # deferred: torch, only when a probe runs
     import torch
 
     cc = backend.info.compute_capability
@@ -138,6 +140,7 @@ TORCH_DTYPE = {"fp64": "float64", "fp32": "float32", "tf32": "float32", "fp16": 
 def matrix(dtype: str, rows: int, cols: int, device: Any, column_major: bool = False) -> Any:
     """A random rows×cols operand in `dtype`: row-major, or column-major (the transpose of a
     contiguous cols×rows tensor, strides (1, rows))."""
+    # deferred: torch, only when a probe runs
     import torch
 
     shape = (cols, rows) if column_major else (rows, cols)
@@ -160,6 +163,7 @@ def inputs(dtype: str, m: int, n: int, k: int, device: Any, b_column_major: bool
 def fp8_inputs(m: int, n: int, k: int, device: Any) -> tuple[Any, Any, Any]:
     """A (m×k, row-major) and B (k×n, column-major) in e4m3 and a tensor-wise fp32 scale of 1: the
     layouts and scale torch._scaled_mm accepts on CUDA."""
+    # deferred: torch, only when a probe runs
     import torch
 
     a, b = inputs("fp8", m, n, k, device)
@@ -169,6 +173,7 @@ def fp8_inputs(m: int, n: int, k: int, device: Any) -> tuple[Any, Any, Any]:
 def operands(dtype: str, m: int, n: int, k: int, device: Any,
              b_column_major: bool | None = None) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """(kernel, float64 reference) for C = A·B with random inputs in `dtype`, laid out by `inputs`."""
+    # deferred: torch, only when a probe runs
     import torch
 
     if dtype == "fp8":

@@ -34,6 +34,7 @@ def template(family: str, kernels: int = 1) -> Sample:
 
 
 def _plain(backend: Backend) -> Sample:
+    # deferred: torch, only when a probe runs
     import torch
 
     x = torch.zeros(N, device=backend.torch_device)
@@ -42,6 +43,7 @@ def _plain(backend: Backend) -> Sample:
 
 
 def _graph(backend: Backend) -> Sample:
+    # deferred: torch, only when a probe runs
     import torch
 
     if not backend.is_cuda:

@@ -233,6 +233,7 @@ def door(lib: Any = None) -> Nvml:
     One door per binding, so every caller shares one init, one memo and one reason."""
     if lib is None:
         try:
+            # deferred: pynvml (~18 ms), only when NVML is first opened
             import pynvml
         except ImportError as exc:
             return Nvml(None, reason=f"NVML not available: {_one_line(exc)}")

@@ -74,6 +74,7 @@ class Recorder:
         self._warmup_written = False
 
     def _new_profiler(self) -> Any:
+        # deferred: torch, only when a program is profiled
         import torch
         from torch.profiler import ProfilerActivity, profile as torch_profile
 
@@ -84,6 +85,7 @@ class Recorder:
 
     def _threads_metadata(self) -> None:
         """The program's torch threads, in the trace: a CPU roof measured with fewer is said to be low."""
+        # deferred: torch, only when a program is profiled
         import torch
 
         add = getattr(self._prof, "add_metadata", None)
@@ -124,6 +126,7 @@ class Recorder:
         return self._done
 
     def _sync(self) -> None:
+        # deferred: torch, only when a program is profiled
         import torch
 
         if torch.cuda.is_available():
@@ -193,6 +196,7 @@ class _StepHooks:
         self.handles: list[Any] = []
 
     def __enter__(self) -> "_StepHooks":
+        # deferred: torch, only when a program is profiled
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
         def pre(_m: Any, _a: Any) -> None:

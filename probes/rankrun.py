@@ -15,6 +15,7 @@ skipping the interpreter's teardown.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import signal
@@ -56,11 +57,13 @@ def keep_process_groups() -> None:
     destroyed (shut down, out of torch's registry) but not freed until the rank leaves (see the module's
     docstring). Called before the script runs, so that its own `from torch.distributed import …` gets this."""
     try:
+        # deferred: torch, only in a profiled rank
         import torch.distributed as dist
     except ImportError:  # no torch: run_script says so
         return
     if not dist.is_available():
         return
+    # deferred: torch, only in a profiled rank
     from torch.distributed import distributed_c10d as c10d
 
     real = c10d.destroy_process_group
@@ -90,8 +93,6 @@ def run_rank(argv: list[str]) -> NoReturn:
 def leave(code: int) -> NoReturn:
     """End the rank once its script is done and its trace written: the script's exit handlers run, the output
     is flushed, and the interpreter's teardown (which would free KEPT) is skipped."""
-    import atexit
-
     try:
         atexit._run_exitfuncs()
     finally:

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Callable, Iterable
 
@@ -383,6 +383,7 @@ def _field(read: Callable[[], Any]) -> Any:
 def _process_name(pid: int) -> str | None:
     """A process's name (psutil), or None where it cannot be seen."""
     try:
+        # deferred: psutil (~15 ms), only when a process is named or a sampler starts
         import psutil
     except ImportError:  # a broken install: the processes go unnamed
         return None
@@ -408,6 +409,7 @@ class CpuSource:
     """The CPU through psutil: utilisation per core, frequency, memory, load."""
 
     def __init__(self) -> None:
+        # deferred: psutil (~15 ms), only when a process is named or a sampler starts
         import psutil
 
         self._ps = psutil
@@ -608,8 +610,6 @@ def conditions(snapshots: Iterable[Snapshot], gpu: int = 0) -> dict[str, Any]:
 
 def snapshot_dict(s: Snapshot) -> dict[str, Any]:
     """A JSON-ready snapshot (SI units; None for N/A)."""
-    from dataclasses import asdict
-
     d = asdict(s)
     for g in d["gpus"]:
         g["clock_events"] = list(g["clock_events"])
@@ -624,8 +624,6 @@ WATCH_KEYS = ("dram_bandwidth", "dram_fraction_of_roof", "tensor_active", "sm_ac
 def watch_dict(s: Snapshot) -> dict[str, Any]:
     """A snapshot for `rooftop watch --json`: snapshot_dict, the WATCH_KEYS of its first GPU at the top
     (null where unknown: no NVML, no GPM, no roof), and `processes` on every GPU shown, each with its GPU."""
-    from dataclasses import asdict
-
     d = snapshot_dict(s)
     first = s.gpus[0] if s.gpus else None
     for key in WATCH_KEYS:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .profiler import NotPython, ProgramFailed, partial_path
+
 RANK_MODULE = "rooftop.probes.rankrun"
 TRACE_NAME = "rank-{rank}.trace.json"
 _TRACE = re.compile(r"rank-(\d+)\.trace\.json$")
@@ -76,11 +78,10 @@ def run_torchrun(argv: Sequence[str], out_dir: str | Path, steps: int = 3, log_d
     Stopped for a stop signal. `log_dir`: torch's log folder, where torchrun is given no --log-dir and no
     --redirects or --tee (whose logs are the user's to read); `stopped`: stop signals a caller took before
     this call (then no rank is started)."""
+    # deferred: torch, only when a launch starts (`rooftop --help` loads this module)
     from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
-
-    from .profiler import NotPython, ProgramFailed, partial_path  # here, not above: `rooftop --help` loads this module, not that one
 
     try:
         parser = get_args_parser()

@@ -199,7 +199,7 @@ def _size_limit_room(path: Path) -> tuple[int, int] | None:
     """(bytes this process's file-size limit leaves the store or its -wal, the limit), where one is set
     (`ulimit -f`); None otherwise."""
     try:
-        import resource  # POSIX only
+        import resource  # deferred: resource is POSIX only; elsewhere the ImportError leaves no limit
     except ImportError:
         return None
     soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]

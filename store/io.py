@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence, cast
 
 from rooftop.models import plausible
-from rooftop.models.calibrate import Hardware, calibrate, case_of
+from rooftop.models.calibrate import Hardware, above_roof, calibrate, case_of, label_of
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.comm import COLLECTIVES, COPIES
 from rooftop.models.paths import LEVELS, PATHS
@@ -127,8 +127,6 @@ def run_document(store: Store, run: Run) -> dict[str, Any]:
 def measurement_document(store: Store, run: Run) -> dict[str, Any]:
     """A kept measurement as `rooftop measure --json` printed it (what its HTML report is made of): its ceilings,
     samples and device facts, how long it took, and the points above their roof or taken while the GPU throttled."""
-    from rooftop.models.calibrate import above_roof, label_of
-
     profile = store.stored_profile(run.id)
     samples = store.samples(run.id)
     return {

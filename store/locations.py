@@ -16,7 +16,7 @@ def data_dir() -> Path:
     home = os.environ.get("ROOFTOP_HOME")
     if home:
         return Path(home)
-    import platformdirs
+    import platformdirs  # deferred: platformdirs (~8 ms), not loaded by `rooftop --help`; only without ROOFTOP_HOME
 
     return Path(platformdirs.user_data_dir(APP, appauthor=False))
 

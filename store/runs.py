@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Literal, Mapping, Sequence, get_args
 
 from rooftop.models import plausible
+from rooftop.models.catalog import catalog
 from rooftop.models.profile import Ceiling, DeviceProfile
 from rooftop.models.sample import Sample, TimeStats
 from rooftop.models.units import fmt_when
@@ -98,8 +99,6 @@ def name_problem(name: str) -> str | None:
     `--device NAME`; so a name must not read as either of the others: no hex
     digits only from MIN_PREFIX long (`abc1` could be an id prefix; `fab` cannot), no catalog device id, not `local`.
     """
-    from rooftop.models.catalog import catalog
-
     if not NAME_RE.fullmatch(name):
         return "start with a letter, then letters, digits, '.', '_' or '-' (64 at most)"
     if len(name) >= MIN_PREFIX and HEX_RE.fullmatch(name):
@@ -172,6 +171,7 @@ class NewRun:
 
 def default_versions() -> dict[str, str]:
     """Versions rooftop can know without importing torch; the backend adds its own."""
+    # deferred: importlib.metadata (~15 ms: it loads email and zipfile), only when a run is kept
     from importlib.metadata import PackageNotFoundError, version
 
     try:

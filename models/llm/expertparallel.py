@@ -32,17 +32,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..comm import wire_bytes
 from ..dtypes import DTYPES
 from ..errors import BadInput
 from ..links import GPUS_PER_NODE, link_name, link_on
+from ..units import fmt_bytes, fmt_time
 from .parallel import CommDim
 from ..profile import DeviceProfile
-
-if TYPE_CHECKING:
-    from .step import Arch, Phase
+from .step import Arch, Phase, expected_experts
 
 
 class ExpertParallelError(BadInput, ValueError):
@@ -137,8 +136,6 @@ class ExpertParallel:
 def expert_parallel(arch: Arch, phase: Phase, degree: int, imbalance: float = 1.0) -> ExpertParallel | None:
     """The busiest EP rank of `degree` for this model and step; None for degree 1 (no EP). An ExpertParallelError
     in one line for a degree or imbalance the model does not allow."""
-    from .step import expected_experts
-
     if degree < 1:
         raise ExpertParallelError(f"--ep {degree}: degrees start at 1")
     if not (math.isfinite(imbalance) and imbalance >= 1):
@@ -162,8 +159,6 @@ def expert_parallel(arch: Arch, phase: Phase, degree: int, imbalance: float = 1.
 
 def ep_line(ep: ExpertParallel, device: DeviceProfile) -> str:
     """The all-to-alls per layer and what they add to T, in a line."""
-    from ..units import fmt_bytes, fmt_time
-
     links = " + ".join(f"{fmt_bytes(q)} over {link_name(link_on(device, lv)[0])}" for lv, q in ep.link_shares().items())
     head = (f"EP {ep.degree}: {ep.local_experts} of {ep.experts} routed experts a rank, the busiest running "
             f"{ep.used:.3g} a layer ({ep.rows:.3g} rows each; imbalance {ep.imbalance:g}); a MoE layer's dispatch and "

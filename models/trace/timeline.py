@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .read import ITEM_OPS, HostCall, Kernel, Trace
+from .read import ITEM_OPS, HostCall, Kernel, Trace, union_length
 
 KERNEL_WAIT_NS = 30_000  # HTA's consecutive_kernel_delay (30 µs): a gap before a queued kernel under it is kernel wait
 TOP_CAUSES = 6  # CPU ops named one by one among the causes; the rest are summed
@@ -224,8 +224,6 @@ def step_splits(trace: Trace) -> list[StepSplit]:
     during the sync that opens its first step) belongs to no step. A trace that records no launch at all splits
     by the activities' start. A step is [start, end): a launch where one step ends and the next begins is the
     next one's, counted once. On a CPU trace: the top-level ops inside each step."""
-    from .read import union_length
-
     out: list[StepSplit] = []
     names = trace.step_names or tuple(f"step {i}" for i in range(len(trace.steps)))
     if trace.on_device:

@@ -9,17 +9,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
+from pathlib import Path
 from typing import Callable
 
-from rooftop.models.analysis import Analysis
-from rooftop.models.catalog import catalog
+from rooftop.models.analysis import Analysis, analyze
+from rooftop.models.catalog import catalog, lookup_device
 from rooftop.models.ops import Op
 from rooftop.models.plotdata import Series
-from rooftop.models.profile import DeviceProfile
+from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.safetext import safe_text
+from rooftop.models.spec import SpecError, parse_spec
 from rooftop.models.units import fmt_count
 from rooftop.probes.telemetry import Sampler, Snapshot
 from rooftop.store.db import StoreError
+from rooftop.store.fleets import by_device_key
 from rooftop.tui.app.messages import (
     FileWritten,
     MeasureFinished,
@@ -34,7 +37,7 @@ from rooftop.tui.app.panes.live import Live, MeasurePanel
 from rooftop.tui.app.panes.llm import Llm
 from rooftop.tui.app.panes.profile import ProfilePane
 from rooftop.tui.app.panes.roofline import Roofline
-from rooftop.tui.app.panes.whatif import WhatIf
+from rooftop.tui.app.panes.whatif import DEFAULT_SPEC, WhatIf
 from rooftop.tui.app.state import AppConfig, RunView, StoreAtStart, measured_here
 from rooftop.tui.app.widgets import HelpScreen
 from rooftop.tui.app.widgets.base import closing
@@ -47,14 +50,17 @@ from rooftop.tui.services.context import (
     run_points,
     store_session,
 )
+from rooftop.tui.services.measure import measure_run
 from rooftop.tui.services.stopsignals import leave_terminal, on_stop_signals
+from rooftop.tui.share.out import wrote_line
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widget import Widget
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widget import MountError, Widget
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState, get_current_worker
 
 TABS = ("live", "roofline", "whatif", "compare", "history", "llm", "profile")
@@ -152,11 +158,6 @@ class RooftopApp(App[None]):
 
     def _first_op(self) -> Analysis | None:
         """The What-if tab's opening op (a batch-1 decode GEMV) on the first device."""
-        from rooftop.models.analysis import analyze
-        from rooftop.models.profile import NoRoof
-        from rooftop.models.spec import parse_spec
-        from rooftop.tui.app.panes.whatif import DEFAULT_SPEC
-
         try:
             return analyze(parse_spec(DEFAULT_SPEC), self.profiles[self.device_id])
         except (NoRoof, KeyError):
@@ -164,8 +165,6 @@ class RooftopApp(App[None]):
 
     def _saved_pins(self, specs: tuple[str, ...]) -> list[Op]:
         """The pinned ops saved in the store; one that no longer parses is named in a note, not dropped."""
-        from rooftop.models.spec import SpecError, parse_spec
-
         ops, bad = [], []
         for spec in specs:
             try:
@@ -226,8 +225,6 @@ class RooftopApp(App[None]):
     def _pick_device(self) -> tuple[str, str]:
         """The first device shown, and a note saying why when it was not named (the default-device rule)."""
         if self.config.device:
-            from rooftop.models.catalog import lookup_device
-
             return lookup_device(self.config.device, self.profiles).id, ""
         chosen = default_device(self.profiles)
         notes = {
@@ -275,8 +272,6 @@ class RooftopApp(App[None]):
     def _focus_home(self, tab: str) -> None:
         """Focus the shown tab's home, so its keys work at once and show in the footer: History's
         table (r, d, e), the What-if and LLM panes ([ ] p , .); on the other tabs the tab bar."""
-        from textual.widgets import Tabs
-
         if self.query_one(TabbedContent).active != tab:
             return  # another tab was asked for since (fast keys): focusing here would pull this one back
         pane = self.query_one(f"#{tab}")
@@ -301,8 +296,6 @@ class RooftopApp(App[None]):
             if self._sampler.local is None:  # live DRAM bandwidth as a fraction of this machine's measured B
                 self._sampler.local = self.profiles.get("local")
             if self._sampler.own is None:  # … and each GPU's against its own, where it was measured
-                from rooftop.store.fleets import by_device_key
-
                 self._sampler.own = by_device_key(self.profiles.values())
             self._sampler.on_snapshot = lambda s: self.post_message(Telemetry(s))  # thread-safe
             self._sampler.start()
@@ -332,9 +325,6 @@ class RooftopApp(App[None]):
     def _handle_exception(self, error: Exception) -> None:
         """Once quit was asked for, a widget that finds its children already removed (a tab mounted by a
         key typed just before `q`: its Mount arrives during teardown) is not a crash; anything else is."""
-        from textual.css.query import NoMatches
-        from textual.widget import MountError
-
         if closing(self) and isinstance(error, (NoMatches, MountError)):
             return
         super()._handle_exception(error)
@@ -411,8 +401,6 @@ class RooftopApp(App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="measure", description="measuring")
     def measure(self) -> object:
         """Run the plan in a thread; only messages reach the UI (harlequin's pattern)."""
-        from rooftop.tui.services.measure import measure_run
-
         worker = get_current_worker()
         plan = self.config.plan()
         info = plan.backend.info
@@ -457,9 +445,6 @@ class RooftopApp(App[None]):
         if m.error:
             self.notify(safe_text(m.error), severity="error", timeout=8)
             return
-        from pathlib import Path
-
-        from rooftop.tui.share.out import wrote_line
 
         self.notify(safe_text(wrote_line(Path(m.path))), timeout=6)
 
@@ -512,8 +497,6 @@ class RooftopApp(App[None]):
     def action_escape(self) -> None:
         """Esc leaves a text field for the tab's home, so 1–7, m, q and the tab's own keys ([ ] p)
         work again (with no focus at all they would wait for another tab); elsewhere it cancels."""
-        from textual.widgets import Input
-
         if isinstance(self.focused, Input):
             self.set_focus(None)
             self._focus_home(self.query_one(TabbedContent).active)

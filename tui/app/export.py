@@ -14,7 +14,11 @@ from typing import Callable
 
 from textual.widget import Widget
 
+from rooftop.models.errors import BadInput
+from rooftop.store.db import StoreError
 from rooftop.tui.app.messages import FileWritten
+from rooftop.tui.share.figure import chart_svg
+from rooftop.tui.share.files import OutError, write_new
 from rooftop.tui.share.out import Shared
 
 NOT_A_NAME = re.compile(r"[^A-Za-z0-9._-]+|\.{2,}|-{2,}")  # and no "..": a name, never a way up a folder
@@ -34,9 +38,6 @@ def export_folder(widget: Widget) -> Path:
 
 def write_shared(folder: Path, stem: str, shared: Shared, svg: bool) -> Path:
     """The report (HTML) unless `svg` or there is none, else the first chart as SVG, to a new file in `folder`."""
-    from rooftop.tui.share.figure import chart_svg
-    from rooftop.tui.share.files import OutError, write_new
-
     if shared.html is not None and not svg:
         return write_new(folder, stem, ".html", shared.html())
     if not shared.charts:
@@ -50,9 +51,6 @@ def export_tab(widget: Widget, stem: str, build: Callable[[], Shared], svg: bool
     folder = export_folder(widget)
 
     def work() -> None:
-        from rooftop.models.errors import BadInput
-        from rooftop.store.db import StoreError
-
         try:
             path = write_shared(folder, stem, build(), svg)
         except (BadInput, StoreError, OSError) as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
@@ -9,7 +10,10 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from rooftop.models.calibrate import Calibration
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.units import fmt_count
+from rooftop.probes.backend import select_backend
+from rooftop.probes.plan import build_plan
 from rooftop.probes.telemetry import Sampler
+from rooftop.store.process import host_name
 from rooftop.store.runs import Run
 
 if TYPE_CHECKING:  # types only: the plan and its progress load with the measurement
@@ -74,8 +78,6 @@ def measured_on(backend: str, device_name: str, profile: DeviceProfile | None) -
 def measured_here(run: Run) -> bool:
     """A measurement of this machine's ceilings: a profiled program or a collectives sweep is a run of its own
     kind (the Profile and History tabs show those), not what the Live tab or the start-up measurement go by."""
-    from rooftop.store.process import host_name
-
     return run.host == host_name() and not run.imported_from and run.kind == "measurement"
 
 
@@ -89,12 +91,7 @@ def default_plan() -> Plan:  # torch loads here, in the worker thread
     On a CPU, torch's threads spin between kernels; with every core theirs the app
     could not answer a key for seconds (measured: tests/test_bench_tui_keys.py).
     """
-    import os
-
-    import torch
-
-    from rooftop.probes.backend import select_backend
-    from rooftop.probes.plan import build_plan
+    import torch  # deferred: torch, only when a measurement's plan is built
 
     if torch.cuda.is_available():
         return build_plan(select_backend(None), "quick")

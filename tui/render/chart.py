@@ -10,6 +10,8 @@ columns a chart is 35–55 wide; "(log-log)" on x says both axes are.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from typing import Any, Iterable
 
 from rooftop.models.plotdata import Series
@@ -152,9 +154,7 @@ def roofline_text(series: list[Series], title: str, width: int | None = None, he
                   max_height: int = 1000) -> str:
     """The roofline as text for stdout: the terminal's size unless given (80 columns when piped), and
     colour only on a terminal without NO_COLOR, so a file or a pipe gets no escape codes."""
-    import os
-    import sys
-
+    # deferred: plotext (~25 ms), only when a roofline is drawn as text
     import plotext
 
     tty = sys.stdout.isatty()

@@ -5,6 +5,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich.console import Group
+from rich.padding import Padding
+from rich.table import Table
+
+from rooftop.models.comm import comm_points, fit_points
+from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
+from rooftop.tui.render.layout import hanging
+from rooftop.tui.render.text import printable
+
 
 def comm_json(points: Any, fits: Any) -> dict[str, Any]:
     """The points and α-β fits as `rooftop comm --json` gives them (and `rooftop show --json` for a comm run)."""
@@ -13,8 +22,6 @@ def comm_json(points: Any, fits: Any) -> dict[str, Any]:
 
 def fit_note(fit: Any, bus: float) -> str:
     """One collective's α-β fit and S* in words, or why there is none."""
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
-
     if fit is None:
         return "fewer than two sizes measured"
     if not math.isfinite(fit.beta):
@@ -26,14 +33,6 @@ def fit_note(fit: Any, bus: float) -> str:
 
 def comm_report(points: Any, fits: Any, backend: str) -> Any:
     """Per collective: size, time, p10–p90, algbw, busbw, then its α-β fit as a note that wraps under itself."""
-    from rich.console import Group
-    from rich.padding import Padding
-    from rich.table import Table
-
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
-    from rooftop.tui.render.layout import hanging
-    from rooftop.tui.render.text import printable
-
     parts: list[Any] = []
     for coll, fit in fits.items():
         rows = [p for p in points if p.collective == coll]
@@ -54,9 +53,6 @@ def comm_report(points: Any, fits: Any, backend: str) -> Any:
 
 def fit_lines(samples: Any) -> list[str]:
     """One line per collective of a comm run: its α-β fit and S*, or why there is none (the History tab's)."""
-    from rooftop.models.comm import comm_points, fit_points
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
-
     points = comm_points(samples)
     out = []
     for coll, fit in fit_points(points).items():

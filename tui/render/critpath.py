@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from rich.text import Text
 
 from rooftop.models.program.critpath import SPLIT_KEYS, WHOLE, CriticalPath, FixFirst
+from rooftop.models.program.job import missing_text
 from rooftop.models.program.jobpath import Joined
 from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
 from rooftop.models.program.workload import OpGroup
@@ -78,8 +79,6 @@ def fix_first_lines(cp: CriticalPath, wide: bool = False) -> list[Any]:
 
 def joined_text(j: Joined) -> str:
     """A job's path in a line: whose it is and the ranks it joined at their collectives, or why it stands alone."""
-    from rooftop.models.program.job import missing_text
-
     if not j.ranks:
         return f"rank {j.rank}'s own path" + (f": {clean(j.alone)}" if j.alone else "")
     top = max(j.ranks) + 1

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rooftop.models.check import Verdict
-from rooftop.models.fleet import FleetReport, ceiling_values, peer_rule
+from rooftop.models.fleet import FleetReport, ceiling_values, fmt_ceiling, peer_rule
 from rooftop.models.safetext import safe_text
 
 COLUMNS_PER_BLOCK = 5
@@ -74,8 +74,6 @@ def fleet_tables(report: FleetReport) -> Group:
 
 def member_lines(report: FleetReport) -> list[str]:
     """One line per member (for a narrow detail view): its status and main ceilings, in screen units."""
-    from rooftop.models.fleet import fmt_ceiling
-
     out = []
     for m in report.members:
         vals = ceiling_values(m.profile) if m.profile else {}

@@ -7,6 +7,7 @@ every row fits `width` (80 by default), cutting the throttle words before anythi
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 ROW_WIDTH = 80
@@ -67,8 +68,6 @@ def gpu_rows(gpus: Any, width: int = ROW_WIDTH, selected: int | None = None) -> 
 def watch_block(snapshot: Any, cpu_lines: list[str], width: int = ROW_WIDTH) -> list[str]:
     """`rooftop watch`'s lines for one tick with many GPUs: the time and the header, a row per GPU, then the
     CPU's line(s) as the detailed view writes them (`cpu_lines`)."""
-    import time
-
     stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.time))
     rows = gpu_rows(snapshot.gpus, width)
     return [stamp, *rows, *cpu_lines]

@@ -8,6 +8,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from rooftop.models.comm import COLLECTIVE_NAMES as COLLECTIVES
+from rooftop.models.links import LINK_LEVELS
+from rooftop.models.llm.claims import claim_lines
+from rooftop.models.llm.expertparallel import ep_line
+from rooftop.models.llm.step import arch_lines, launch_line, rank_line
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import (
     fmt_bandwidth,
@@ -89,18 +94,13 @@ def llm_steps_table(steps: list) -> Group:
 def llm_step_notes(steps: list) -> list[tuple[str | Text, str | Text]]:
     """The launch floor (it scales with the kernels, the same at every batch) and the memory fit:
     each step that does not fit, else the largest that does."""
-    from rooftop.models.llm.step import arch_lines, launch_line, rank_line
-
     s0 = steps[0]
     out: list[tuple[str | Text, str | Text]] = [(" ·", line) for line in arch_lines(s0.arch)]
     out.append((" ·", launch_line(s0)))
     if s0.ranks > 1:
         out.append((" ·", rank_line(s0)))
     if s0.ep:
-        from rooftop.models.llm.expertparallel import ep_line
-
         out.append((" ·", ep_line(s0.ep, s0.device)))
-    from rooftop.models.llm.claims import claim_lines
 
     for s in steps:  # a measured step faster than its bound, a tokens/s claim above it
         where = f"batch {s.phase.batch}, {'prompt' if s.phase.kind == 'prefill' else 'ctx'} {s.phase.kv_len}: "
@@ -165,9 +165,6 @@ def amdahl_table(split: Amdahl) -> Group:
 
 def parallel_table(dims: Sequence[Any], device: Any, step: Any) -> Any:
     """Each parallel dimension's communication per step: I_comm and, per link, whether it is comm-bound."""
-    from rooftop.models.comm import COLLECTIVE_NAMES as COLLECTIVES
-    from rooftop.models.links import LINK_LEVELS
-
     links = [lv for lv in LINK_LEVELS if lv in device.bandwidth]
     ph = step.phase
     t = Table(title=f"communication per step, one rank ({ph.kind}, batch {ph.batch}, {ph.tokens} tokens): "

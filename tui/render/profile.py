@@ -19,8 +19,9 @@ from rooftop.models.program.critpath import CriticalPath, FixFirst, PathOp
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.roofline import ABOVE_ROOF
 from rooftop.models.sample import Sample
-from rooftop.models.units import fmt_percent, fmt_ratio, fmt_time
-from rooftop.models.program.workload import MEASURED, RANGES, owner_tag
+from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_percent, fmt_ratio, fmt_time
+from rooftop.models.program.workload import MEASURED, RANGES, flag_lines, owner_tag
+from rooftop.store.critpath import stored_path
 from rooftop.store.runs import Run
 from rooftop.store.workloads import placed_on, profile_summary, stored_groups
 from rooftop.tui.render.critpath import OP_WHAT_IF, path_head, path_lines
@@ -84,8 +85,6 @@ def profile_detail(run: Run, samples: Sequence[Any]) -> Text:
 def path_detail(s: Mapping[str, Any]) -> Text:
     """A stored profile's critical path and its fix-first rows, a line each (nothing where none was kept, none
     could be built, or what was kept is malformed)."""
-    from rooftop.store.critpath import stored_path
-
     try:
         path = stored_path(s)
     except ValueError:
@@ -219,8 +218,6 @@ def intensity_text(i: float | None) -> str:
 
 def achieved_text(g: Any) -> str:
     """What the group achieved on its limiting resource: B/s when memory-bound, FLOP/s otherwise."""
-    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
-
     if g.time_s <= 0 or not g.timed:  # no time recorded (a 0-µs event, a counter range): no rate, not "0 GB/s"
         return ""
     if g.flops > 0 and g.regime == "compute":
@@ -236,8 +233,6 @@ def ops_table(work: Any, top: int = TOP, wide: bool = False) -> FitRows:
     """The op groups, memcpy / memset and the overlap of streams by share of the span, with the idle time as a
     row of its own: each row's share is its time alone on the device, so the shares add up to 100%. One line
     per row: the op's name and shapes are cropped to the width (whole with `wide`)."""
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_time
-
     span = work.span_s or 1.0
     rows: list[tuple[float, list[Any]]] = []
     rows.append((work.idle_s, [share(work.idle_s / span), fmt_time(work.idle_s), "", Text("idle time", style="bold"),
@@ -267,8 +262,6 @@ COUNTED_COLS = (Col("op dtype shapes", "left", text=True), Col("W model", drop=2
 
 def counted_cells(flops: Any, nbytes: Any) -> tuple[str, str]:
     """W and Q as the counters counted them, for a table ("" where not counted)."""
-    from rooftop.models.units import fmt_bytes, fmt_flops
-
     real = (int, float)
     return (fmt_flops(flops) if isinstance(flops, real) else "", fmt_bytes(nbytes) if isinstance(nbytes, real) else "")
 
@@ -276,8 +269,6 @@ def counted_cells(flops: Any, nbytes: Any) -> tuple[str, str]:
 def counter_lines(work: Any, top: int = TOP, wide: bool = False) -> list[Any]:
     """The op groups' W and Q as the trace's GPU counters measured them, beside the model's estimate, one line each
     (a trace without counters: none). Empty columns (no DRAM counter recorded: Q counted) are left out."""
-    from rooftop.models.units import fmt_bytes, fmt_flops
-
     if not work.counted_by:
         return []
     rows = []
@@ -304,8 +295,6 @@ IDLE_COLS = (Col("share"), Col("time"), Col("cause", "left"), Col("", "left", te
 def idle_lines(work: Any, wide: bool = False) -> list[Any]:
     """The idle time by cause (host wait, kernel wait, other), largest first: one line each, the cause's
     name cropped to the width."""
-    from rooftop.models.units import fmt_time
-
     if not work.idle_causes:
         return []
     span = work.span_s or 1.0
@@ -326,8 +315,6 @@ KERNEL_COLS = (Col("time"), Col("calls", "left"), Col("kernel", "left", text=Tru
 def kernel_lines(work: Any, n: int = 5, wide: bool = False) -> list[Any]:
     """The top kernels by time: name, calls, time, achieved FLOP/s and GB/s (W and Q from their ops), one line
     each: a narrow terminal crops a long name instead of wrapping the figures onto the next line."""
-    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate, fmt_time
-
     if not work.top_kernels:
         return []
     rows = []
@@ -351,8 +338,6 @@ STEP_COLS = (Col("step", "left", text=True), Col("CPU"), Col("kernels", drop=1),
 
 def step_lines(work: Any, wide: bool = False) -> list[Any]:
     """The first STEP_LINES profiler steps, one line each: CPU time, kernels, busy and idle; then how many more."""
-    from rooftop.models.units import fmt_time
-
     if not work.steps:
         return []
     rows = [(clean(s.name), fmt_time(s.cpu_s), str(s.kernels) if work.on_device else "", fmt_time(s.busy_s),
@@ -373,8 +358,6 @@ def ranges_text(span_s: float, kernels: Any) -> str:
 
 def mfu_text(work: Any) -> str:
     """MFU against the main matmul path's roof (what it leaves out and where it is held: `headline_lines`)."""
-    from rooftop.models.units import fmt_flops_rate
-
     if work.kernel_times == RANGES:
         return "MFU n/a (no kernel was timed)"
     if work.mfu is None:
@@ -430,8 +413,6 @@ def coverage_text(cov: Any, on_device: bool = True, brief: bool = False) -> str:
 def headline_lines(head: Any, on_device: bool = True) -> list[str]:
     """What MFU and bandwidth utilisation leave out (op groups above their roof by more than 1.5×: a wrong W or Q)
     and where they were held at the busy fraction (Workload.headline, as computed or stored)."""
-    from rooftop.models.units import fmt_time
-
     if not isinstance(head, Mapping):
         return []
     out: list[str] = []
@@ -495,8 +476,6 @@ def summed_text(at_roof: Any, no_gaps: Any, both: Any, span: float, brief: bool 
 def split_lines(work: Any, path: CriticalPath | None = None) -> list[Text]:
     """The step split and (where no critical path could be re-timed) what each fix would give summed, then MFU
     beside bandwidth utilisation."""
-    from rooftop.models.units import fmt_bandwidth, fmt_time
-
     span = work.span_s or 1.0
     what = "kernels" if work.on_device else "ops"
     if not work.on_device:
@@ -535,7 +514,6 @@ def split_lines(work: Any, path: CriticalPath | None = None) -> list[Text]:
     lines.append(Text(f"largest share: {'idle time' if top == 'idle' else clean(top)}", style="bold"))
     if work.device_note:
         lines.append(Text(f"device: {clean(work.device_note)}", style="yellow"))
-    from rooftop.models.program.workload import flag_lines
 
     for f in flag_lines(work.flags):
         lines.append(Text(f"flag: {clean(f)}", style="bold red"))
@@ -569,8 +547,6 @@ def ncu_report(kernels: Sequence[Any], device: Any, top: int, wide: bool = False
     """Nsight Compute's kernels on the roofs of `device`: measured bytes per level, tensor work, the DRAM roof's
     share; the `top` longest (a table of 100k kernels helps no one: --json has them all). One line a kernel: its
     name gives way to the figures (whole with `wide`)."""
-    from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_flops, fmt_time
-
     shown = sorted(kernels, key=lambda k: -k.time_s)[: max(top, 1)]
     rows = []
     for k in shown:
@@ -602,8 +578,6 @@ def compare_report(ra: Any, rb: Any, split: dict[str, Any], diffs: Sequence[Any]
                    wide: bool = False) -> Group:
     """Two stored profiles side by side: the step split, then each op group's time in A and in B (one line
     each, the op cropped to the width; whole with `wide`)."""
-    from rooftop.models.units import fmt_ratio, fmt_time
-
     def both(key: str, fmt: Any) -> str:
         a, b = split[key]
         if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):

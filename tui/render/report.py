@@ -11,6 +11,7 @@ from rich.text import Text
 
 from rooftop.models.analysis import Analysis
 from rooftop.models.calibrate import write_figure
+from rooftop.models.compare import compare_path, thread_note
 from rooftop.models.conditions import capped_line
 from rooftop.models.paths import PATHS, distinct_paths, path_sort_key
 from rooftop.models.profile import SOURCES, DeviceProfile
@@ -113,8 +114,6 @@ def _devices_table(rows: list[Analysis]) -> Table:
 
 def comparison_line(rows: list[Analysis]) -> Table:
     """Which device is faster for this op, and where the first two devices' roofs cross."""
-    from rooftop.models.compare import compare_path
-
     best = min(rows, key=lambda a: a.time_lower_bound)
     others = [a for a in rows if a is not best]
     ratio = min(a.time_lower_bound for a in others) / best.time_lower_bound
@@ -240,7 +239,6 @@ def compare_tables(profiles: list[DeviceProfile], pairs: list) -> Group:
     legend = Prose("B: dram bandwidth per level; F: peak per compute path; I* = F/B (dram). "
                   "Below the crossover intensity the bandwidth-richer roof is higher, above it the "
                   "compute-richer one.", style="dim")
-    from rooftop.models.compare import thread_note
 
     threads = thread_note(profiles)
     crossings: Table | Prose = x

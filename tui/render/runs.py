@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rooftop.models.safetext import safe_text
+from rooftop.models.sample import CACHE_PROBES, DATA_MOVING
 from rooftop.models.units import (
     fmt_bandwidth,
     fmt_flops_rate,
@@ -17,6 +18,7 @@ from rooftop.models.units import (
 )
 from rooftop.store.runs import Run
 from rooftop.tui.render.layout import NBSP, Prose
+from rooftop.tui.render.profile import sample_label
 
 
 def _when(t: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
@@ -101,8 +103,6 @@ def samples_table(samples: list, start: int = 0) -> Table:
     W and Q are in `rooftop export` (JSON); here the line has to fit 80 columns. `start` numbers the first
     row (a page of a longer run).
     """
-    from rooftop.models.sample import CACHE_PROBES, DATA_MOVING
-
     moving = DATA_MOVING + CACHE_PROBES  # their figure is GB/s (the cache probes' one add is no FLOP roof)
     t = Table(header_style="bold", box=None, pad_edge=False)
     cols: tuple[tuple[str, JustifyMethod], ...] = (
@@ -113,8 +113,6 @@ def samples_table(samples: list, start: int = 0) -> Table:
     for i, s in enumerate(samples, start=start):
         kernel = safe_text(f"{s.family} {s.dtype} {s.shape_text}" + (" cold" if s.cache == "cold" else ""))
         if s.family == "profile":  # an op group of a profiled program: named as the profile names it
-            from rooftop.tui.render.profile import sample_label
-
             kernel = safe_text(sample_label(s))
         intensity = f"{s.intensity:.3g}" if s.flops else "—"
         if s.stats is None:

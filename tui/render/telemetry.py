@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Sequence
 
 from rooftop.models.units import fmt_percent
@@ -78,9 +79,7 @@ def telemetry_lines(s: "Snapshot", width: int = WATCH_WIDTH) -> list[str]:
 
     Why a GPU part is missing (no NVML) is not repeated here: `rooftop watch` says it once.
     """
-    import time as _time
-
-    stamp = _time.strftime("%H:%M:%S", _time.localtime(s.time))
+    stamp = time.strftime("%H:%M:%S", time.localtime(s.time))
     lines = []
     for g in s.gpus:
         if g.lost:

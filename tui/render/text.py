@@ -9,6 +9,8 @@ Three kinds of outside text, three treatments, each kept as the views have alway
 
 from __future__ import annotations
 
+import unicodedata
+
 from rooftop.models.safetext import clean, safe_text
 
 __all__ = ["clean", "printable", "safe_text"]
@@ -17,7 +19,5 @@ __all__ = ["clean", "printable", "safe_text"]
 def printable(text: str, limit: int = 24) -> str:
     """A name from outside (a process's, read from /proc) made safe for a terminal: control and other
     non-printing characters become '?', and it is cut to `limit` characters."""
-    import unicodedata
-
     clean = "".join("?" if unicodedata.category(ch).startswith("C") else ch for ch in str(text))
     return clean if len(clean) <= limit else clean[: limit - 1] + "…"

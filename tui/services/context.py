@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Iterator, Literal, Mapping, Sequence, overload
 
 from rooftop.models.catalog import catalog, lookup_device
 from rooftop.models.errors import BadInput
+from rooftop.models.plotdata import collective_points, job_links, sample_series
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import safe_text
+from rooftop.probes.identify import local_placement
 from rooftop.store.db import StoreError, read_only_reason, store_error
 from rooftop.store.locations import db_path, is_chosen
 from rooftop.store.runs import Run, Store, UnknownRun
@@ -144,7 +146,6 @@ def default_device(profiles: Mapping[str, DeviceProfile] | None = None) -> Defau
     local = (profiles or {}).get("local")
     if local is not None and local.is_roofline():
         return DefaultDevice(local, "local")
-    from rooftop.probes.identify import local_placement  # here, not above: `rooftop --help` loads this module, not that one
 
     placed = local_placement()
     if placed is not None and placed.profile is not None:
@@ -272,8 +273,6 @@ def stored_runs(devices: Sequence[DeviceProfile]) -> list[tuple[str, str]]:
 
 def run_points(store: Store, devices: Sequence[DeviceProfile]) -> list[Series]:
     """Sample points of the devices that are store runs, as plot series (each labelled with its device's id)."""
-    from rooftop.models.plotdata import sample_series  # here, not above: `rooftop --help` loads this module, not that one
-
     return [s for label, rid in stored_runs(devices) for s in sample_series(store.samples(rid), label)]
 
 
@@ -315,7 +314,5 @@ def latest_profile_points(db: str | Path | None, device_id: str) -> tuple[list[S
 def profile_points(store: Store, run: Run) -> tuple[list[Series], dict[str, float]]:
     """A kept profile's op groups as points, its job's collectives as points on their links' slopes, and the
     ceiling (bytes/s) of each link those crossed: what its roofline draws over the device's roofs."""
-    from rooftop.models.plotdata import collective_points, job_links, sample_series  # `rooftop --help` loads this module, not that one
-
     colls = job_collectives(run)
     return sample_series(store.samples(run.id), run.label) + collective_points(colls), job_links(colls)

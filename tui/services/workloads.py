@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeAlias
 
+from rooftop.models.devicefamily import place_by_units, place_device, same_card
 from rooftop.models.program.collectives import LINKS, LinkRoof
 from rooftop.models.comm import comm_points, fit_points
 from rooftop.models.errors import BadInput
@@ -18,6 +19,8 @@ from rooftop.models.links import link_on
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import clean, safe_text
 from rooftop.models.program.workload import Workload, roof_source
+from rooftop.probes.identify import local_placement
+from rooftop.store.comms import is_comm
 from rooftop.store.db import StoreError
 from rooftop.store.workloads import PLAN, group_sample, profile_device_info
 from rooftop.tui.services.context import open_store, resolve_devices, store_profiles, tell_interrupted
@@ -46,16 +49,12 @@ def _unknown_gpu(placed: Placement) -> str:
 
 def _measured_card(db: Db, placed: Placement) -> DeviceProfile | None:
     """This machine's measured profile (`local`) where it is of the very card `placed` names, else None."""
-    from rooftop.models.devicefamily import same_card  # here, not above: `rooftop --help` loads this module, not that one
-
     local = store_profiles(db, []).get("local")
     return local if local is not None and placed.identity is not None and same_card(local, placed.identity) else None
 
 
 def check_local_gpu(db: Db) -> None:
     """NoRoofs, before a program runs here, where NVML names a GPU no profile fits and none was measured."""
-    from rooftop.probes.identify import local_placement  # here, not above: `rooftop --help` loads this module, not that one
-
     placed = local_placement()
     if placed is not None and placed.profile is None and _measured_card(db, placed) is None:
         raise NoRoofs(clean(_unknown_gpu(placed)))
@@ -65,8 +64,6 @@ def _placed(db: Db, name: str, props: Mapping[str, Any], metadata: Mapping[str, 
             source: str) -> tuple[DeviceProfile, str]:
     """The profile a file's GPU is placed on, and how, said on stderr; this machine's measured `local` where it
     is that very card and the catalog has none; else NoRoofs naming -d."""
-    from rooftop.models.devicefamily import place_device  # here, not above: `rooftop --help` loads this module, not that one
-
     placed = place_device(name, props, metadata=metadata, whose=f"the {source}'s")
     if placed.profile is not None:
         sys.stderr.write(clean(f"rooftop profile: using {placed.profile.id}: {placed.note}") + "\n")
@@ -82,8 +79,6 @@ def _placed(db: Db, name: str, props: Mapping[str, Any], metadata: Mapping[str, 
 def _by_kernel_units(units: int) -> tuple[DeviceProfile, str]:
     """The profile for a trace that names no GPU but whose kernels say its SM count (models.devicefamily's
     rule), said on stderr; a count no profile has is an unknown GPU, refused as one."""
-    from rooftop.models.devicefamily import place_by_units  # here, not above: `rooftop --help` loads this module, not that one
-
     placed = place_by_units(units)
     if placed.profile is None:
         raise NoRoofs(clean(_unknown_gpu(placed)))
@@ -149,8 +144,6 @@ def link_roofs(db: Db, device: DeviceProfile, backend: str, intra: str = "nvlink
 
 def _measured_link(db: Db, backend: str, intra: str = "nvlink") -> LinkRoof | None:
     """The link roof the latest complete comm run of `backend` measured (its allreduce), else None."""
-    from rooftop.store.comms import is_comm  # here, not above: `rooftop --help` loads this module, not that one
-
     try:
         with open_store(db) as store:
             runs = [r for r in store.runs() if is_comm(r) and r.backend == backend and r.status == "complete"]

@@ -10,10 +10,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rooftop.models.plotdata import Series, bandwidth_curves, fma_curves, gemm_curves, intensity_span, roof_series
+from rooftop.models.plotdata import (
+    PLOT_PATHS, Series, bandwidth_curves, fma_curves, gemm_curves, intensity_span, link_slopes, roof_series,
+)
 from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import clean
 from rooftop.models.units import fmt_when
+from rooftop.tui.render.measure_report import point_series
 from rooftop.tui.share.figure import Chart
 
 
@@ -40,8 +43,6 @@ def profile_chart(device: DeviceProfile, points: list[Series], links: Mapping[st
                   when: float | None = None) -> Chart:
     """A kept profile's roofline: the device's usual roofs, a slope per level and per link its job crossed,
     and its op groups (and collectives) as points."""
-    from rooftop.models.plotdata import PLOT_PATHS, link_slopes
-
     span = intensity_span([device], [x for s in points for x in s.xs])
     paths = [p for p in PLOT_PATHS if p in device.peak] or device.paths()[:1]
     series = roof_series(device, paths, device.levels(), span) + link_slopes(device, links, span, paths) + points
@@ -51,8 +52,6 @@ def profile_chart(device: DeviceProfile, points: list[Series], links: Mapping[st
 def measure_charts(cal: Any, samples: list[Any], when: float | None = None) -> list[Chart]:
     """A measurement's charts (models.calibrate Calibration and its samples): the measured roofline with the
     GEMM and FMA points first (what .svg and .png write), then the bandwidth, GEMM and FMA curves it has."""
-    from rooftop.tui.render.measure_report import point_series
-
     prof = cal.profile
     line = roofs_subtitle([prof], {prof.id: when} if when else None)
     charts = []

@@ -24,6 +24,7 @@ from rooftop.models.safetext import clean
 from rooftop.models.units import fmt_bandwidth, fmt_bytes, fmt_intensity, fmt_sig
 from rooftop.tui.render.chart import binary_label, decade_label, line_colors, point_markers
 from rooftop.tui.share.files import need_matplotlib
+from rooftop.tui.share.labels import place_labels
 
 KINDS = ("roofline", "bandwidth", "gemm", "fma")
 LINES = ("roof", "slope", "curve")
@@ -195,6 +196,7 @@ def _draw_points(ax: Any, chart: Chart, axes: Axes, drawn: Drawn) -> None:
 
 def _decade_axes(ax: Any, drawn_x: list[float], drawn_y: list[float], axes: Axes) -> None:
     """Log-log, decade-aligned limits, a tick at each decade labelled as the terminal labels it."""
+    # deferred: matplotlib is the optional extra rooftop[share]
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
     ax.set_xscale("log")
@@ -232,6 +234,7 @@ def wrap_parts(text: str, width: int = 120, sep: str = " · ") -> str:
 def _figure(chart: Chart) -> tuple[Any, Drawn]:
     """The chart on a matplotlib Figure (Agg canvas): lines, points, axes, legend below, labels placed."""
     need_matplotlib()
+    # deferred: matplotlib is the optional extra rooftop[share]
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -256,7 +259,6 @@ def _figure(chart: Chart) -> tuple[Any, Drawn]:
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncols=2 if len(labels) < 24 else 3,
                    fontsize=8.5, frameon=False, handlelength=2.6)
-    from rooftop.tui.share.labels import place_labels
 
     place_labels(fig, ax, drawn)  # draws once, to lay out and measure
     fig.set_layout_engine("none")  # the layout is done: a save draws it as measured, and in half the time

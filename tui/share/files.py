@@ -7,6 +7,7 @@ nothing; the file itself is written to a temporary name in the same folder and r
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from pathlib import Path
@@ -92,8 +93,6 @@ def write_new(folder: Path, stem: str, suffix: str, data: str | bytes) -> Path:
     """Write `data` to folder/stem+suffix, or stem-2, stem-3…: the first name not taken, never replacing a file
     (a key press cannot ask for --force). Written whole to a temporary name, then linked into place: the link
     fails on a name taken meanwhile, so there is no window for a race, and a reader never sees half a file."""
-    import itertools
-
     blob = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=folder)
     try:
@@ -116,6 +115,7 @@ def need_matplotlib() -> Any:
     """matplotlib, for drawing on its own Figure and Agg/SVG canvases (pyplot and its global backend are never
     touched, so the app's threads can draw); OutError naming the extra to install when it is missing."""
     try:
+        # deferred: matplotlib is the optional extra rooftop[share]
         import matplotlib
         from matplotlib.backends import backend_agg  # noqa: F401  (the canvas every chart is measured on)
     except ImportError:

@@ -27,6 +27,7 @@ def esc(text: object) -> str:
 
 def rooftop_version() -> str:
     """The installed rooftop's version, which a report names beside the command that made it."""
+    # deferred: importlib.metadata (~15 ms: it loads email and zipfile), only when a report is written
     from importlib.metadata import PackageNotFoundError, version
 
     try:

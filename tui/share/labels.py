@@ -60,6 +60,7 @@ def _annotate(ax: Any, xy: tuple[float, float], text: str, color: str, spot: tup
 def place_labels(fig: Any, ax: Any, drawn: Any) -> int:
     """Label `drawn.anchors` (op points), then `drawn.ridges` (I* values, smaller, where room is left);
     returns how many labels were placed."""
+    # deferred: matplotlib is the optional extra rooftop[share]
     from matplotlib.transforms import Bbox
 
     fig.canvas.draw()  # lay the figure out (constrained layout moves the axes), then measure in pixels

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from rooftop.models.safetext import safe_text
 from rooftop.tui.share.figure import Chart, chart_png, chart_svg
 from rooftop.tui.share.files import OutError, out_format, write_atomic
 
@@ -56,7 +57,6 @@ def wrote_line(path: Path) -> str:
 def share_out(path: str, shared: Shared) -> Path:
     """write_out, then the line saying so on stderr."""
     written = write_out(path, shared)
-    from rooftop.models.safetext import safe_text
 
     sys.stderr.write(safe_text(wrote_line(written)) + "\n")
     return written

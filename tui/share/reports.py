@@ -11,14 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rooftop.models.plotdata import (
+    collective_points, intensity_span, job_links, link_slopes, op_group_series, roof_series,
+)
 from rooftop.models.units import (
     fmt_bandwidth, fmt_bytes, fmt_flops, fmt_flops_rate, fmt_intensity, fmt_percent, fmt_ratio, fmt_time,
 )
-from rooftop.models.program.workload import MEASURED, RANGES, OpGroup, owner_tag
+from rooftop.models.program.jobpath import Joined
+from rooftop.models.program.workload import MEASURED, RANGES, Flag, OpGroup, flag_lines, owner_tag
+from rooftop.store.critpath import stored_path
+from rooftop.tui.render.critpath import joined_text, path_head, what_if_text
+from rooftop.tui.render.job import COLLECTIVE_COLS, RANK_COLUMNS, RANK_LEGEND, collective_rows, straggler_lines
 from rooftop.tui.render.profile import (
     IDLE_LEGEND, STEP_LINES, TOP, achieved_text, basis_text, coverage_text, headline_lines, intensity_text, op_label,
     short_kernel,
 )
+from rooftop.tui.share.figure import Chart
 from rooftop.tui.share.html import Cell, Figure, figure, headline, notes, page, prose, section, table
 
 __all__ = ["ceilings_table", "compare_report", "group_of", "llm_report", "measure_report", "op_report", "op_rows",
@@ -111,8 +119,6 @@ def profile_lines(doc: Mapping[str, Any]) -> str:
 def notes_section(doc: Mapping[str, Any]) -> str:
     """Coverage in words, the device note, the flags (one line per kind and roof, as the terminal's), the notes and
     a job's problems, and what the figures are."""
-    from rooftop.models.program.workload import Flag, flag_lines
-
     s = doc.get("summary") or {}
     flags = [Flag.from_dict(f) for f in doc.get("flags") or () if isinstance(f, Mapping)]
     return section("Flags and notes", prose(coverage_text(s.get("coverage"), bool(s.get("on_device")))),
@@ -217,9 +223,6 @@ def steps_section(doc: Mapping[str, Any]) -> str:
 
 def path_section(doc: Mapping[str, Any]) -> str:
     """The critical path: its length and split, the op groups on it, the what-ifs and what to fix first."""
-    from rooftop.store.critpath import stored_path
-    from rooftop.tui.render.critpath import joined_text, path_head, what_if_text
-
     try:
         cp = stored_path(doc)
     except ValueError as exc:
@@ -232,8 +235,6 @@ def path_section(doc: Mapping[str, Any]) -> str:
     c = doc.get("critical_path") or {}
     body = [prose(path_head(cp), "lead")]
     if "rank" in c:
-        from rooftop.models.program.jobpath import Joined
-
         body.append(prose(joined_text(Joined(int(c["rank"]), tuple(c.get("joined_ranks") or ()),
                                              str(c.get("not_joined") or "")))))
     if cp.ops:
@@ -253,8 +254,6 @@ def path_section(doc: Mapping[str, Any]) -> str:
 
 def job_section(doc: Mapping[str, Any], comm_svg: str = "") -> str:
     """A job's rank table, its straggler and its collectives on the communication roofline."""
-    from rooftop.tui.render.job import COLLECTIVE_COLS, RANK_COLUMNS, RANK_LEGEND, collective_rows, straggler_lines
-
     if not doc.get("ranks"):
         return ""
     slow = (doc.get("straggler") or {}).get("rank")
@@ -306,11 +305,6 @@ def profile_report(payload: Mapping[str, Any], charts_svg: Sequence[str], *, ver
 def profile_charts(doc: Mapping[str, Any], device: Any, top: int = TOP) -> list[Any]:
     """A profile's charts (share.figure.Chart): its op groups on the roofs of `device` (a DeviceProfile), and for
     a job its collectives on the link slopes."""
-    from rooftop.models.plotdata import (
-        collective_points, intensity_span, job_links, link_slopes, op_group_series, roof_series,
-    )
-    from rooftop.tui.share.figure import Chart
-
     s = doc.get("summary") or {}
     title, sub = profile_title(doc)
     points = op_group_series([o for o in doc.get("ops") or () if isinstance(o, Mapping)], top)

@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
+from rooftop.store.io import export_json
 from rooftop.tui.render.jsonout import dumps_json
 from rooftop.models.safetext import safe_text
 from rooftop.models.units import fmt_when
@@ -279,7 +280,6 @@ class History(Widget):
         run_id = self._current()
         if run_id is None:
             return
-        from rooftop.store.io import export_json
 
         try:
             with self._open_for_change() as store:

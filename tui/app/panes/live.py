@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from rich.console import Console
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Label, Sparkline, Static
+from textual.widgets import Label, ProgressBar, Sparkline, Static
 
-from rooftop.models.calibrate import Calibration
+from rooftop.models.calibrate import Calibration, write_figure
+from rooftop.models.conditions import capped_line
+from rooftop.models.plotdata import bandwidth_curves, fma_curves, gemm_curves, intensity_span, roof_series, sample_series
 from rooftop.models.profile import Ceiling, DeviceProfile
-from rooftop.models.units import fmt_count
+from rooftop.models.units import fmt_bandwidth, fmt_count, fmt_flops_rate, fmt_sig
 from rooftop.probes.telemetry import CpuSnapshot, GpuSnapshot, Snapshot
 from rooftop.store.runs import Run
 from rooftop.tui.app.state import RunView
-from rooftop.tui.app.widgets import watch_app
+from rooftop.tui.app.widgets import RooflinePlot, watch_app
+from rooftop.tui.render.gpu_rows import gpu_rows
 from rooftop.tui.render.measure_report import kept_words
+from rooftop.tui.render.telemetry import gpm_parts, processes_text
 
-if TYPE_CHECKING:  # types only: the progress bar, the plan and its result load when a run shows
-    from textual.widgets import ProgressBar
-
+if TYPE_CHECKING:  # types only
     from rooftop.probes.plan import Progress
     from rooftop.tui.services.measure import RunResult
 
@@ -66,8 +70,6 @@ class GpuRows(Static, can_focus=True):
         self.selected: int | None = None
 
     def show(self, gpus: tuple[GpuSnapshot, ...], selected: int | None) -> None:
-        from rooftop.tui.render.gpu_rows import gpu_rows
-
         self.indices, self.selected = [g.index for g in gpus], selected
         width = max(40, min(self.size.width or 80, 80))
         lines = gpu_rows(gpus, width, selected)
@@ -134,8 +136,6 @@ class TelemetryPanel(Widget):
     def _show_roofs(self, g: GpuSnapshot | None) -> None:
         """The GPU's live DRAM bandwidth against its measured B, tensor and SM activity, and its processes;
         why they are missing (no GPM on this GPU, NVML not answering); nothing for the CPU."""
-        from rooftop.tui.render.telemetry import gpm_parts, processes_text
-
         roofs, procs = self.query_one("#tel-roofs", Static), self.query_one("#tel-procs", Static)
         if g is None:
             roofs.display = procs.display = False
@@ -261,10 +261,6 @@ class MeasurePanel(Widget):
         watch_app(self, run_view=self.show_run, curve=self.show_curve)  # mounted late: the run so far
 
     def compose(self) -> ComposeResult:
-        from textual.widgets import ProgressBar
-
-        from rooftop.tui.app.widgets import RooflinePlot
-
         yield Static(Text("no measurement running — press m to measure this machine (quick plan)", style="dim"),
                      id="ms-status")
         yield ProgressBar(id="ms-progress", show_eta=True)
@@ -296,8 +292,6 @@ class MeasurePanel(Widget):
         elif view.progress is not None:
             self.update_progress(view, view.progress)
         else:
-            from textual.widgets import ProgressBar
-
             bar = self.query_one("#ms-progress", ProgressBar)
             bar.update(total=view.points, progress=0)
             self._show_eta(bar, True)
@@ -311,8 +305,6 @@ class MeasurePanel(Widget):
             eta.display = shown
 
     def update_progress(self, view: RunView, progress: Progress) -> None:
-        from textual.widgets import ProgressBar
-
         sample = view.samples[-1]
         self.query_one("#ms-progress", ProgressBar).update(total=progress.total, progress=progress.done)
         note = f" — skipped: {sample.skipped}" if sample.skipped else ("" if sample.stable else " — unstable")
@@ -322,16 +314,6 @@ class MeasurePanel(Widget):
 
     def _redraw(self) -> None:
         """The curves and ceilings for the samples so far (coalesced: see REDRAW_S)."""
-        from rooftop.models.plotdata import (
-            bandwidth_curves,
-            fma_curves,
-            gemm_curves,
-            intensity_span,
-            roof_series,
-            sample_series,
-        )
-        from rooftop.tui.app.widgets import RooflinePlot
-
         calibration = self.view.calibration
         if not self._dirty or calibration is None:
             return
@@ -355,8 +337,6 @@ class MeasurePanel(Widget):
 
     def _stored(self, view: RunView, run: Run) -> None:
         """This machine's last run (`view.stored`), from the store: what the tab shows until m measures again."""
-        import time
-
         self._dirty = True
         self._redraw()
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))
@@ -366,8 +346,6 @@ class MeasurePanel(Widget):
         self.query_one("#ms-status", Static).update(text)
 
     def _finished(self, result: RunResult) -> None:
-        from textual.widgets import ProgressBar
-
         self.view.calibration = result.calibration
         self._dirty = True
         self._redraw()
@@ -393,10 +371,6 @@ def ceilings_text(cal: Calibration, cases: bool = True, width: int | None = None
     """The ceilings so far (a Calibration's), each with the case that produced it; write beside B; which
     ran capped. Without `cases` they are packed (each unit once, 3 figures) to fit `lines` rows of `width`
     columns: the roofs that do not fit are counted at the end ("+2 more"), never cut off at the edge."""
-    from rooftop.models.calibrate import write_figure
-    from rooftop.models.conditions import capped_line
-    from rooftop.models.units import fmt_bandwidth, fmt_flops_rate
-
     prof = cal.profile
     write = write_figure(prof)
     unstable = f"  ({len(cal.unstable)} unstable left out)" if cal.unstable else ""
@@ -423,8 +397,6 @@ def _packed(prof: DeviceProfile, write: Ceiling | None, unstable: str, capped: s
             lines: int | None) -> Text:
     """The short screen's ceilings: `GB/s dram 16.8, llc 42.4; TFLOP/s fp32-matmul 0.0338, …`, dropping
     the last roofs (counted, "+N more") until the whole fits `lines` rows of `width` columns."""
-    from rooftop.models.units import fmt_sig
-
     bw = [f"{lv} {fmt_sig(prof.bandwidth[lv].value / 1e9)}" for lv in prof.levels()]
     if write:
         bw.append(f"write {fmt_sig(write.value / 1e9)}")
@@ -451,6 +423,4 @@ def _packed(prof: DeviceProfile, write: Ceiling | None, unstable: str, capped: s
 
 def _rows(text: Text, width: int) -> int:
     """How many rows `text` takes wrapped at `width` columns."""
-    from rich.console import Console
-
     return len(text.wrap(Console(width=width, color_system=None), width))

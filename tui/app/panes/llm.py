@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -11,14 +13,20 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Label, Select, Static
 
 from rooftop.models.llm.step import (
-    ModelError, Phase, StepBound, arch_lines, builtin_models, compute_bound_batch, step_bound,
+    ModelError, Phase, StepBound, arch_lines, builtin_models, compute_bound_batch, llm_doc, step_bound,
 )
 from rooftop.store.hfconfig import load_arch
 from rooftop.models.plotdata import llm_step_series
 from rooftop.models.profile import DeviceProfile, NoRoof
 from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_number, fmt_time
+from rooftop.tui.app.export import export_tab, file_stem
 from rooftop.tui.app.widgets import ErrorLine, RooflinePlot, TextField, device_options, refresh_select, watch_app
+from rooftop.tui.share.charts import roofline_chart
+from rooftop.tui.share.figure import chart_svg_inline
+from rooftop.tui.share.html import rooftop_version
+from rooftop.tui.share.out import Shared
+from rooftop.tui.share.reports import llm_report
 
 BATCH = Binding.Group("batch ÷2 ×2")
 CONTEXT = Binding.Group("ctx ÷2 ×2")
@@ -135,10 +143,6 @@ class Llm(Widget):
     def export_file(self, svg: bool) -> None:
         """e: the step on show as the report `rooftop llm --out FILE.html` writes; E: its chart as SVG, with the
         device's source under its title (app/export.py)."""
-        from rooftop.tui.app.export import export_tab, file_stem
-        from rooftop.tui.share.charts import roofline_chart
-        from rooftop.tui.share.out import Shared
-
         plot = self.query_one("#llm-plot", RooflinePlot)
         dev = self.profiles.get(str(self.query_one("#llm-device", Select).value))
         if dev is None or not plot.series:
@@ -151,13 +155,6 @@ class Llm(Widget):
             step = None  # the fields were edited since: the chart on show still goes, as SVG
 
         def report() -> str:  # the report `rooftop llm MODEL --out FILE.html` writes, of the step on show
-            import shlex
-
-            from rooftop.models.llm.step import llm_doc
-            from rooftop.tui.share.figure import chart_svg_inline
-            from rooftop.tui.share.html import rooftop_version
-            from rooftop.tui.share.reports import llm_report
-
             assert step is not None  # report is offered only with a step (html=None otherwise)
             doc = llm_doc(step.arch, step.device, [step])
             same = ["rooftop", "llm", model, "-d", device, "--phase", phase, "--batch", str(batch),

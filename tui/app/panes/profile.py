@@ -30,14 +30,18 @@ from rooftop.models.sample import Sample
 from rooftop.store.db import StoreError
 from rooftop.store.runs import Run
 from rooftop.store.critpath import stored_path
-from rooftop.store.workloads import StoredProfile, profile_summary, stored_profile
-from rooftop.tui.render.job import rank_group_rows, rank_rows
+from rooftop.store.workloads import StoredProfile, placed_on, profile_summary, stored_profile
+from rooftop.tui.app.export import export_tab, file_stem
+from rooftop.tui.render.job import job_head, rank_group_rows, rank_rows, straggler_lines
 from rooftop.tui.render.critpath import fix_cells, opened_text, panel_head
 from rooftop.tui.render.profile import (basis_text, counted_cells, coverage_text, headline_lines, intensity_text, op_label,
                                         ranges_text, short_kernel, summed_text, times_text)
 from rooftop.tui.render.text import clean
 from rooftop.tui.app.reads import read_store
 from rooftop.tui.app.widgets import Col, FitTable, watch_app
+from rooftop.tui.services.context import profile_points
+from rooftop.tui.share.charts import profile_chart
+from rooftop.tui.share.out import Shared
 
 RUNS = (Col("run", "run"), Col("device", "device", max_width=22), Col("started", "started"),
         Col("ops", "ops", drop=1), Col("source", "source", drop=2, max_width=40))
@@ -195,11 +199,6 @@ class ProfilePane(Widget):
 
     def export_file(self, svg: bool) -> None:
         """e / E: the profile on show, its op groups on its device's roofline, to a file (app/export.py)."""
-        from rooftop.store.workloads import placed_on
-        from rooftop.tui.app.export import export_tab, file_stem
-        from rooftop.tui.share.charts import profile_chart
-        from rooftop.tui.share.out import Shared
-
         if self.shown is None:
             self.notify("nothing to export yet: choose a profile", severity="warning", timeout=4)
             return
@@ -211,8 +210,6 @@ class ProfilePane(Widget):
             return
 
         def build() -> Shared:  # in the worker: the op groups are read from the store
-            from rooftop.tui.services.context import profile_points
-
             read, error = read_store(db, lambda store: profile_points(store, run))
             if read is None:
                 raise StoreError(error or "the store is gone", "missing")
@@ -374,8 +371,6 @@ def stored_job(run: Run) -> dict[str, Any] | None:
 def job_text(job: dict[str, Any]) -> Group:
     """A kept job's head and straggler, above its rank table (the collectives are in the Roofline tab, on their
     links, and in `rooftop show` / `--json`)."""
-    from rooftop.tui.render.job import job_head, straggler_lines
-
     return Group(job_head(job), *straggler_lines(job))  # an op group's line ends in "…" at the pane's edge
 
 

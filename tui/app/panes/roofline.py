@@ -16,9 +16,13 @@ from rooftop.models.compare import thread_note
 from rooftop.models.plotdata import Series, intensity_span, link_slopes, point_series, roof_series
 from rooftop.models.paths import same_path
 from rooftop.models.profile import DeviceProfile, NoRoof
+from rooftop.tui.app.export import export_tab, file_stem
 from rooftop.tui.app.state import LabApp
 from rooftop.tui.render.chart import line_colors
 from rooftop.tui.app.widgets import RooflinePlot, device_options, refresh_select, watch_app
+from rooftop.tui.services.context import latest_profile_points, run_dates
+from rooftop.tui.share.charts import roofline_chart
+from rooftop.tui.share.out import Shared
 
 NO_OVERLAY = "(none)"
 DEFAULT_PATHS = ("fp64-tc", "fp32-fma", "fp32-matmul", "bf16-tc", "fp8-tc")
@@ -140,17 +144,11 @@ class Roofline(Widget):
 
     def export_file(self, svg: bool) -> None:
         """e / E: the chart on show, with each device's source under its title, to a file (app/export.py)."""
-        from rooftop.tui.app.export import export_tab, file_stem
-        from rooftop.tui.share.charts import roofline_chart
-        from rooftop.tui.share.out import Shared
-
         plot = self.query_one("#rl-plot", RooflinePlot)
         devices = [self.profiles[self.device_id]] + ([self.profiles[self.overlay_id]] if self.overlay_id else [])
         series, title, db = plot.series, "roofline: " + plot.title, cast(LabApp, self.app).config.db_path
 
         def build() -> Shared:  # in the worker: the store says when a measured device's roofs were measured
-            from rooftop.tui.services.context import run_dates
-
             return Shared([roofline_chart(devices, series, title, run_dates(db, devices))])
 
         export_tab(self, file_stem("roofline", *(d.id for d in devices)), build, svg)
@@ -170,8 +168,6 @@ class Roofline(Widget):
             except NoRoof:
                 roofless.append(op.describe())
         if dev.id not in self.measured:  # read once: a stored run's sample points, the newest profile's ops
-            from rooftop.tui.services.context import latest_profile_points
-
             lab = cast(LabApp, self.app)  # Textual types it App; it is the RooftopApp
             stored = lab.run_points(dev) if dev.extra.get("run_id") else []
             kept, self.links[dev.id] = latest_profile_points(lab.config.db_path, dev.id)

@@ -73,7 +73,7 @@ class HelpScreen(Dialog[None]):
     """
 
     def compose(self) -> ComposeResult:
-        from textual.widgets import Markdown  # markdown-it costs ~40 ms: only when help is asked for
+        from textual.widgets import Markdown  # deferred: markdown-it (~40 ms), only when help is asked for
 
         with VerticalScroll():
             yield Markdown(HELP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from plotext import colorize  # ANSI as the chart's own, so a legend swatch has its line's colour
 from rich.console import Group
 from rich.text import Text
 from textual.app import RenderResult
@@ -72,7 +73,6 @@ class RooflinePlot(PlotextPlot):
             return super().render()
         self._draw(self.plt, self._series, self._title, legend=False)
         width, height = self.size
-        from plotext import colorize  # ANSI as the chart's own, so a swatch has its line's colour
 
         legend = legend_lines(self._series, width, colorize, lines_too=self._legend is True) if self._legend else []
         legend = legend[: max(0, height - 8)]  # the chart keeps 8 rows at least
