@@ -231,6 +231,62 @@ def test_matplotlib_is_imported_inside_functions_only() -> None:
     assert not bad, f"matplotlib imported at module level: {bad}"
 
 
+# A function-level import is kept only where it defers something heavy (torch, triton, matplotlib the optional
+# extra, plotext, pynvml, psutil, …) or a cycle; anything else is imported at the top of its module. Each one kept
+# says what it defers in a `# deferred:` comment: at the end of its line, or on the line above it (above the run
+# of imports it stands in, so one comment heads `import torch` and `import torch.distributed as dist`).
+NOT_YET = {"tui/commands"}  # sorted out on another branch: the exemption goes once both are merged
+
+
+def undeferred(source: str) -> list[int]:
+    """The first lines of the function-level imports in `source` that say nothing of what they defer."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    inside = {id(n): n for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for n in _imports(f)}
+    start_of = {n.end_lineno: n.lineno for n in inside.values()}  # an import's last line → its first
+    bad = []
+    for n in inside.values():
+        own = any("# deferred:" in lines[i - 1] for i in range(n.lineno, (n.end_lineno or n.lineno) + 1))
+        above = n.lineno - 1
+        while above in start_of:  # up the run of imports this one stands in
+            above = start_of[above] - 1
+        if not own and not (above >= 1 and lines[above - 1].strip().startswith("# deferred:")):
+            bad.append(n.lineno)
+    return sorted(bad)
+
+
+def test_the_deferred_reader_finds_an_import_without_its_reason() -> None:
+    source = ("import os\n"
+              "def f():\n"
+              "    import a  # deferred: a, only in f\n"
+              "    # deferred: b and c, only in f\n"
+              "    import b\n"
+              "    from c import (\n"
+              "        d,\n"
+              "    )\n"
+              "\n"
+              "    import e\n"
+              "    x = 1\n"
+              "    # deferred: g\n"
+              "    x = 2\n"
+              "    import g\n"
+              "    def h():\n"
+              "        import i\n")
+    assert undeferred(source) == [10, 14, 16]
+
+
+def test_every_function_level_import_says_what_it_defers() -> None:
+    bad = []
+    for mod, path in module_files().items():
+        rel = path.relative_to(ROOT).as_posix()
+        if any(rel.startswith(folder + "/") for folder in NOT_YET):
+            continue
+        bad += [f"{rel}:{line}" for line in undeferred(path.read_text(encoding="utf-8"))]
+    assert not bad, ("function-level imports without a `# deferred:` comment (import them at the top of the "
+                     f"module, or say what they defer): {bad}")
+
+
 def test_pyproject_installs_every_subpackage() -> None:
     """`pip install .` is not editable: a subpackage missing from [tool.setuptools] packages would not ship."""
     import re
