@@ -263,6 +263,9 @@ def test_a_deepseek_v3_config_caches_one_latent_not_k_and_v_per_head() -> None:
           "first_k_dense_replace": 3, "torch_dtype": "bfloat16"}
     arch = arch_from_config(v3)
     assert arch.kv_bytes(1) == (512 + 64) * 61 * 2 == 70_272
+    no_width = {k: v for k, v in v3.items() if k != "intermediate_size"}  # the fuzzer's find: the 3 dense layers
+    with pytest.raises(ModelError, match="give intermediate_size"):  # had an MLP of width 0, I = inf in the table
+        arch_from_config(no_width)
 
 
 def test_amdahl_seed_002() -> None:

@@ -254,6 +254,8 @@ def arch_from_config(cfg: Mapping[str, Any], name: str = "") -> Arch:
     dense = _config_int(cfg, "first_k_dense_replace", 0, 0) if experts else 0
     if dense > layers:
         raise ModelError(f"first_k_dense_replace = {dense} is more than the {layers} layers")
+    if dense and not inter:
+        raise ModelError(f"first_k_dense_replace = {dense} dense layers need their MLP's width: give intermediate_size")
     fmt, fmt_note = weight_format(outer if outer.get("quantization_config") is not None else cfg)
     raw_name = cfg.get("name") or cfg.get("_name_or_path") or cfg.get("model_type") or "model"
     return Arch(
