@@ -478,6 +478,7 @@ class Sampler:
             raise ValueError(f"interval {self.interval!r} s: from {MIN_INTERVAL_S} s (at most 20 Hz) to 3600 s")
         self._buffer = deque(maxlen=self.capacity)
         self._lock = threading.Lock()
+        self._tick = threading.Lock()  # one read at a time: the thread's tick and a caller's sample_once take turns
 
     # -- sources -----------------------------------------------------------------
 
@@ -505,7 +506,20 @@ class Sampler:
         return min(READ_TIMEOUT_S, max(0.1, 0.8 * self.interval))
 
     def sample_once(self) -> Snapshot:
-        """Take one snapshot now (opening the sources on first use); never raises."""
+        """Take one snapshot now (opening the sources on first use); never raises. Safe while the thread runs:
+        the two take turns, so neither finds the GPUs' workers busy with the other's read and skips them."""
+        with self._tick:
+            snap = self._read()
+        with self._lock:
+            self._buffer.append(snap)
+        if self.on_snapshot is not None:
+            try:
+                self.on_snapshot(snap)
+            except Exception as exc:  # broad on purpose: the caller's callback may raise anything, the thread goes on
+                log.warning("telemetry callback failed: %s", exc)
+        return snap
+
+    def _read(self) -> Snapshot:
         if self._nvml_source is None:
             self._open()
         assert self._nvml_source is not None
@@ -522,15 +536,7 @@ class Sampler:
                 cpu = self._cpu_source.read()
             except Exception as exc:  # broad on purpose, as for the GPUs: the sampler's thread goes on
                 log.info("CPU sample failed: %s", exc)
-        snap = Snapshot(time=time.time(), gpus=gpus, cpu=cpu, state=self._nvml_source.state)
-        with self._lock:
-            self._buffer.append(snap)
-        if self.on_snapshot is not None:
-            try:
-                self.on_snapshot(snap)
-            except Exception as exc:  # broad on purpose: the caller's callback may raise anything, the thread goes on
-                log.warning("telemetry callback failed: %s", exc)
-        return snap
+        return Snapshot(time=time.time(), gpus=gpus, cpu=cpu, state=self._nvml_source.state)
 
     # -- the thread --------------------------------------------------------------
 

@@ -97,6 +97,24 @@ def test_error_mid_run_does_not_stop_the_sampler() -> None:
     assert len(s.history()) == 3
 
 
+def test_a_caller_sampling_while_the_thread_runs_gets_every_field() -> None:
+    """A fleet worker asks for a snapshot while its sampler's thread ticks: the two take turns, so neither
+    finds the GPU's worker busy with the other's read and hands back a GPU with every field None."""
+
+    class SlowPower(FakeNVML):
+        def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+            time.sleep(0.02)  # a real NVML call takes ms; long enough here for the two readers to meet
+            return super().nvmlDeviceGetPowerUsage(h)
+
+    powers = []
+    with Sampler(interval=0.05, nvml=SlowPower(), cpu=False) as s:
+        for _ in range(12):
+            powers.append(s.sample_once().gpus[0].power_w)
+            time.sleep(0.017)  # off the thread's beat, so that each side sometimes starts while the other reads
+    assert powers == [650] * 12
+    assert all(snap.gpus[0].power_w == 650 for snap in s.history())  # the thread's own ticks too
+
+
 def test_lost_gpu_is_reported_and_sampling_goes_on() -> None:
     nv = FakeNVML(names=["NVIDIA H200", "NVIDIA H200"])
     s = Sampler(interval=0.05, nvml=nv)
