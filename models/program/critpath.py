@@ -309,9 +309,10 @@ def _kernel_cuts(trace: Trace, kernel_group: Sequence[tuple | None], groups: Map
                 keys.append(key)
             code_l[i], f_l[i] = c, f
         if not is_comm and k.cat == "kernel":
-            is_comm = family.get(k.name)
-            if is_comm is None:
-                is_comm = family[k.name] = kernel_family(k.name) == COMM
+            named = family.get(k.name)
+            if named is None:
+                named = family[k.name] = kernel_family(k.name) == COMM
+            is_comm = named
         talks_l[i] = is_comm
     code, talks = np.array(code_l, dtype=np.int64), np.array(talks_l, dtype=bool)
     e = own_time[first:first + n]
