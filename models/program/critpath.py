@@ -281,6 +281,51 @@ def _lengths(g: DepGraph, shift: Sequence[float], starts: Sequence[float], live:
     return sum(ends[w] - starts[w] for w in live)
 
 
+def _kernel_cuts(trace: Trace, kernel_group: Sequence[tuple | None], groups: Mapping[tuple, OpGroup],
+                 act_window: np.ndarray, own_time: np.ndarray, first: int, per_group: dict[tuple, dict[int, float]],
+                 comm: dict[int, float]) -> None:
+    """One rank's cuts, added to `per_group` and `comm`: each of its kernels in a window, at its op group's roof (its
+    own-time edge weighing dur × (1 − factor) less, where the group shrinks), and gone where it communicates (its
+    group's regime, or its name's family). Whole-array over the kernels; the dicts filled in kernel order."""
+    kernels = trace.kernels
+    n = len(kernels)
+    if not n:
+        return
+    factor = {key: (shrinkable(grp), grp.regime == COMM) for key, grp in groups.items()}  # key → (f, comm)
+    number: dict[tuple, int] = {}  # a group key with a factor below 1 → its number, by first kernel
+    keys: list[tuple] = []
+    code_l, f_l, talks_l = [-1] * n, [1.0] * n, [False] * n
+    family: dict[str, bool] = {}
+    placed = act_window[first:first + n] >= 0
+    for i, (k, inside) in enumerate(zip(kernels, placed.tolist())):
+        if not inside:
+            continue
+        key = kernel_group[i] if i < len(kernel_group) else None
+        f, is_comm = factor.get(key, (None, False)) if key is not None else (None, False)
+        if f is not None and f < 1.0 and key is not None:
+            c = number.get(key)
+            if c is None:
+                c = number[key] = len(keys)
+                keys.append(key)
+            code_l[i], f_l[i] = c, f
+        if not is_comm and k.cat == "kernel":
+            is_comm = family.get(k.name)
+            if is_comm is None:
+                is_comm = family[k.name] = kernel_family(k.name) == COMM
+        talks_l[i] = is_comm
+    code, talks = np.array(code_l, dtype=np.int64), np.array(talks_l, dtype=bool)
+    e = own_time[first:first + n]
+    dur = np.fromiter((k.dur for k in kernels), dtype=np.float64, count=n)
+    cut = dur * (1.0 - np.array(f_l, dtype=np.float64))
+    sel = np.flatnonzero(code >= 0)  # placed, and shrinking
+    by_code = sel[np.argsort(code[sel], kind="stable")]
+    bounds = np.searchsorted(code[by_code], np.arange(len(keys) + 1))
+    for c, key in enumerate(keys):
+        idx = by_code[bounds[c]:bounds[c + 1]]
+        per_group.setdefault(key, {}).update(zip(e[idx].tolist(), cut[idx].tolist()))
+    comm.update(dict.fromkeys(e[talks].tolist(), math.inf))  # placed, and communicating
+
+
 def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], groups: Mapping[tuple, OpGroup],
               steps: Sequence[StepPath], starts: Sequence[float], lasts: Sequence[int], before: float,
               ) -> tuple[WhatIf, ...]:
@@ -290,25 +335,14 @@ def _what_ifs(g: DepGraph, traces: Sequence[Trace], works: Sequence[Workload], g
     live = [w for w, p in enumerate(lasts) if p >= 0]
     per_group: dict[tuple, dict[int, float]] = {}
     comm: dict[int, float] = {}
-    act_window = g.act_window.tolist()
+    act_window = np.frombuffer(g.act_window, dtype=np.int32)
     own_time = duration_edges(g)
+    own_np = np.asarray(own_time, dtype=np.int64)
     for r, trace in enumerate(traces):
         work = works[r] if r < len(works) else None
-        kg = work.kernel_group if work is not None else ()
         own = groups if r == 0 else work.group_by_key() if work is not None else {}
-        factor = {key: (shrinkable(grp), grp.regime == COMM) for key, grp in own.items()}  # key → (f, comm)
-        first = g.device_act(r, 0)
-        for i, k in enumerate(trace.kernels):
-            a = first + i
-            if act_window[a] < 0:
-                continue
-            key = kg[i] if i < len(kg) else None
-            f, is_comm = factor.get(key, (None, False)) if key is not None else (None, False)
-            e = own_time[a]
-            if f is not None and f < 1.0 and key is not None:
-                per_group.setdefault(key, {})[e] = k.dur * (1.0 - f)
-            if is_comm or (k.cat == "kernel" and kernel_family(k.name) == COMM):
-                comm[e] = math.inf
+        _kernel_cuts(trace, work.kernel_group if work is not None else (), own, act_window, own_np,
+                     g.device_act(r, 0), per_group, comm)
 
     def run(name: str, cuts: Mapping[int, float], held: bool = True) -> WhatIf:
         moved = None

@@ -251,6 +251,12 @@ class _Builder:
         self.kind.extend(kind.astype(np.uint8).tobytes())
         return range(a, a + k)
 
+    def edges(self, src: np.ndarray, dst: np.ndarray, kind: np.ndarray) -> None:
+        """Edges src[i] → dst[i] of kind[i], whole-array, in that order (`edge` for each)."""
+        self.src.frombytes(np.ascontiguousarray(src, dtype=np.int32).tobytes())
+        self.dst.frombytes(np.ascontiguousarray(dst, dtype=np.int32).tobytes())
+        self.kind.extend(np.ascontiguousarray(kind, dtype=np.uint8).tobytes())
+
     def edge(self, q: int, p: int, kind: int) -> None:
         self.src.append(q)
         self.dst.append(p)
@@ -307,43 +313,47 @@ def _thread_edges(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[
             b.causal(2 * a + 1, 2 * ends[w], THREAD)
 
 
-def _launch_edges(b: _Builder, trace: Trace, call_act: Sequence[int], dev_act: Sequence[int],
-                  blocked: Sequence[tuple[int, int]]) -> tuple[dict[int, int], dict[int, list[int]], set[int]]:
+def _launch_edges(b: _Builder, trace: Trace, call_act: range, dev_act: range,
+                  blocked: Sequence[tuple[int, int]]) -> tuple[dict[int, int], dict[int, list[int]], np.ndarray]:
     """Launch → activity, by correlation (a graph launch issues many), and queue edges; returns each correlation's
-    first call, each call's activities, and the activities that waited on an event the trace does not name."""
+    first call, each call's activities, and which activities waited on an event the trace does not name (a mask).
+    Whole-array: a million-event trace has a hundred thousand launches."""
     calls, kernels = trace.calls, trace.kernels
-    by_corr: dict[int, int] = {}
-    for i in range(len(calls)):
-        c = calls.correlation[i]
-        if c >= 0:
-            by_corr.setdefault(c, i)
+    corr = np.asarray(calls.correlation, dtype=np.int64)
+    kind = np.frombuffer(calls.kind, dtype=np.uint8)
+    with_id = np.flatnonzero(corr >= 0)
+    ids, at = np.unique(corr[with_id], return_index=True)
+    first_call = with_id[at]  # each correlation's first call
+    by_corr = dict(zip(ids.tolist(), first_call.tolist()))
     # a launch right after a cudaStreamWaitEvent on its thread that no cuda_sync event explains waited on an event
-    # the trace does not name (HTA pairs them so): its delay is another stream's, not the launch's
-    explained = {s.correlation for s in trace.device_syncs if s.name == "Stream Wait Event"}
-    after_wait: set[int] = set()
-    waiting: set[int] = set()  # threads with a wait not yet followed by a launch
-    for i in range(len(calls)):
-        if calls.kind[i] == _WAIT and calls.correlation[i] not in explained:
-            waiting.add(calls.thread[i])
-        elif calls.kind[i] == _LAUNCH and calls.thread[i] in waiting:
-            waiting.discard(calls.thread[i])
-            after_wait.add(i)
+    # the trace does not name (HTA pairs them so): its delay is another stream's, not the launch's or the queue's
+    explained = [s.correlation for s in trace.device_syncs if s.name == "Stream Wait Event" and s.correlation is not None]
+    wait = (kind == _WAIT) & ~np.isin(corr, np.asarray(explained, dtype=np.int64))
+    launch = kind == _LAUNCH
+    seq = np.flatnonzero(wait | launch)
+    seq = seq[np.argsort(np.asarray(calls.thread, dtype=np.int32)[seq], kind="stable")]  # per thread, in order
+    th = np.asarray(calls.thread, dtype=np.int32)[seq]
+    after_wait = np.zeros(len(calls), dtype=bool)  # a launch whose thread's last wait or launch was such a wait
+    after_wait[seq[1:][(th[1:] == th[:-1]) & wait[seq[:-1]] & launch[seq[1:]]]] = True
+    k_corr = np.fromiter((-1 if k.correlation is None else k.correlation for k in kernels), dtype=np.int64,
+                         count=len(kernels))
+    j = np.minimum(np.searchsorted(ids, k_corr), max(len(ids) - 1, 0))
+    linked = np.flatnonzero(ids[j] == k_corr) if len(ids) else np.zeros(0, dtype=np.int64)
+    ci = first_call[j[linked]]  # each linked activity's call
     issued: dict[int, list[int]] = {}  # call index → its activities
-    waited: set[int] = set()  # the activities those launches issued
-    for i, k in enumerate(kernels):
-        ci = by_corr.get(k.correlation) if k.correlation is not None else None
-        if ci is not None:
-            issued.setdefault(ci, []).append(i)
-            if ci in after_wait:
-                waited.add(i)
-            if calls.kind[ci] == _LAUNCH or calls.kind[ci] == _COPY:
-                b.edge(2 * call_act[ci], 2 * dev_act[i], EVENT if ci in after_wait else LAUNCH)
+    for i, c in zip(linked.tolist(), ci.tolist()):
+        issued.setdefault(c, []).append(i)
+    waited = np.zeros(len(kernels), dtype=bool)  # the activities those launches issued
+    waited[linked[after_wait[ci]]] = True
+    by_launch = (kind[ci] == _LAUNCH) | (kind[ci] == _COPY)
+    src, dst = ci[by_launch], linked[by_launch]
+    b.edges(2 * (call_act.start + src), 2 * (dev_act.start + dst), np.where(after_wait[src], EVENT, LAUNCH))
     # a launch a full queue held returned when an activity ahead of it on its stream ended (rooftop.models.trace.launchqueue)
     for launched, freed in blocked:
         c = kernels[launched].correlation
-        ci = by_corr.get(c) if c is not None else None
-        if ci is not None:
-            b.causal(2 * dev_act[freed] + 1, 2 * call_act[ci] + 1, QUEUE)
+        got = by_corr.get(c) if c is not None else None
+        if got is not None:
+            b.causal(2 * dev_act[freed] + 1, 2 * call_act[got] + 1, QUEUE)
     return by_corr, issued, waited
 
 
@@ -351,21 +361,34 @@ class _Streams:
     """Stream order (its edges added when made), and per stream the activities by launch time: what a record or a
     sync follows."""
 
-    def __init__(self, b: _Builder, kernels: Sequence[Kernel], dev_act: Sequence[int], waited: set[int]) -> None:
+    def __init__(self, b: _Builder, kernels: Sequence[Kernel], dev_act: range, waited: np.ndarray) -> None:
         self.kernels = kernels
-        self.by_key: dict[tuple, list[int]] = {}  # (device, stream) → its activities, by start
-        for i, k in enumerate(kernels):  # by start already
-            self.by_key.setdefault((k.device, k.stream), []).append(i)
+        index: dict[tuple, int] = {}  # (device, stream) → its number, by first activity
+        code = np.fromiter((index.setdefault((k.device, k.stream), len(index)) for k in kernels), dtype=np.int64,
+                           count=len(kernels))
+        launch_ts = np.fromiter((math.nan if k.launch_ts is None else k.launch_ts for k in kernels),
+                                dtype=np.float64, count=len(kernels))
+        end = np.fromiter((k.end for k in kernels), dtype=np.float64, count=len(kernels))
+        by_code = np.argsort(code, kind="stable")  # each stream's activities, by start (the kernels are)
+        bounds = np.searchsorted(code[by_code], np.arange(len(index) + 1))
+        self.by_key: dict[tuple, np.ndarray] = {}  # (device, stream) → its activities, by start
         self.launched_on: dict[tuple, tuple[list[float], list[int]]] = {}
         self.unlaunched_on: dict[tuple, tuple[list[float], list[int]]] = {}  # by end: those queued before the trace
-        for key, ks in self.by_key.items():
-            for x, y in zip(ks, ks[1:]):
-                b.edge(2 * dev_act[x] + 1, 2 * dev_act[y], EVENT if y in waited else STREAM)
-            lk = sorted((t, i) for i in ks if (t := kernels[i].launch_ts) is not None)
-            self.launched_on[key] = ([t for t, _ in lk], [i for _, i in lk])
-            if len(lk) < len(ks):
-                un = sorted((kernels[i].end, i) for i in ks if kernels[i].launch_ts is None)
-                self.unlaunched_on[key] = ([t for t, _ in un], [i for _, i in un])
+        for key, c in index.items():
+            ks = by_code[bounds[c]:bounds[c + 1]]
+            self.by_key[key] = ks
+            un = np.isnan(launch_ts[ks])
+            lk = ks[~un]
+            lk = lk[np.lexsort((lk, launch_ts[lk]))]
+            self.launched_on[key] = (launch_ts[lk].tolist(), lk.tolist())
+            if un.any():
+                uk = ks[un]
+                uk = uk[np.lexsort((uk, end[uk]))]
+                self.unlaunched_on[key] = (end[uk].tolist(), uk.tolist())
+        ahead, behind = by_code[:-1], by_code[1:]
+        same = code[ahead] == code[behind]  # one stream's consecutive activities
+        ahead, behind = ahead[same], behind[same]
+        b.edges(2 * (dev_act.start + ahead) + 1, 2 * (dev_act.start + behind), np.where(waited[behind], EVENT, STREAM))
         self.keys = {key[1]: key for key in self.by_key}  # a stream id → its (device, stream)
 
     def last_launched(self, key: tuple, t: float) -> int | None:

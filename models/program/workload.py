@@ -831,12 +831,13 @@ def _device_rows(trace: Trace, costs: _Costs, elements: Mapping[int, tuple[str, 
     per_op = owned.per_op
     mine = launch_work(trace, costs, per_op)
     group_families: dict[tuple, set[str]] = {}
+    made: dict[tuple, tuple] = {}  # (the key rule, an op) → its group key, as `owned.whose` names them
     for oi, (n, t, alone, nc) in per_op.items():
         o = trace.ops[oi]
         owner = OWNER_OF.get(o.origin, "op")
         if owner == "annotation":
             mine[oi] = ANNOTATION_COST
-        key = _launcher_key(o, elements.get(oi))
+        key = made[(_launcher_key, oi)] = _launcher_key(o, elements.get(oi))
         g = _group(groups, key, mine[oi], list(o.dims), key[2])
         g.owner = owner
         if oi in owned.range_families:
@@ -873,7 +874,7 @@ def _device_rows(trace: Trace, costs: _Costs, elements: Mapping[int, tuple[str, 
         g.comm_kernels = nc
         g.time_s, g.alone_s = t, alone
         groups[key] = g
-    rows.kernel_group = _kernel_groups(trace, owned.whose, elements)
+    rows.kernel_group = _kernel_groups(trace, owned.whose, elements, made)
     tf32_paths(trace, groups, rows.kernel_group)
     kernel_s = sum(k.dur for k in trace.kernels if k.cat == "kernel")
     notes += owner_notes(owned.early, owned.loose, [g for g in groups.values() if g.owner == "annotation"], kernel_s,
@@ -985,11 +986,11 @@ def _host_rows(trace: Trace, costs: _Costs, notes: list[str]) -> _Rows:
     return _Rows(groups=groups, busy_s=busy_s)
 
 
-def _kernel_groups(trace: Trace, whose: Sequence[tuple | None],
-                   elements: Mapping[int, tuple[str, float]]) -> tuple[tuple | None, ...]:
+def _kernel_groups(trace: Trace, whose: Sequence[tuple | None], elements: Mapping[int, tuple[str, float]],
+                   made: Mapping[tuple, tuple] | None = None) -> tuple[tuple | None, ...]:
     """Each kernel's op group key, from how the build grouped it: (the key rule, its op) or (None, its loose row);
-    each op's key made once (its shapes' JSON is the costly part)."""
-    keys: dict[tuple, tuple] = {}
+    each op's key made once (its shapes' JSON is the costly part), or taken from `made` where the build made it."""
+    keys: dict[tuple, tuple] = dict(made or {})
     out: list[tuple | None] = []
     for w in whose:
         if w is None:

@@ -11,6 +11,8 @@ member that is not a list of ints) raises BadShape: the op is left uncosted.
 
 from __future__ import annotations
 
+import functools
+
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -155,6 +157,12 @@ def make_call(name: str, dims: Sequence[Any], types: Sequence[str], list_element
 
 def op_dtype(types: Sequence[str]) -> str:
     """The op's element type: its first floating input's, else its first tensor's, else ''."""
+    return _dtype_of(types if types.__class__ is tuple else tuple(types))
+
+
+@functools.lru_cache(maxsize=4096)
+def _dtype_of(types: tuple[str, ...]) -> str:
+    """op_dtype, once per distinct list of types (a trace's ops share a few hundred)."""
     names = [TORCH_TYPES[t][0] for t in types if t in TORCH_TYPES]
     floats = [n for n in names if n in FLOAT_DTYPES]
     return (floats or names or [""])[0]
