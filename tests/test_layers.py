@@ -235,7 +235,6 @@ def test_matplotlib_is_imported_inside_functions_only() -> None:
 # extra, plotext, pynvml, psutil, …) or a cycle; anything else is imported at the top of its module. Each one kept
 # says what it defers in a `# deferred:` comment: at the end of its line, or on the line above it (above the run
 # of imports it stands in, so one comment heads `import torch` and `import torch.distributed as dist`).
-NOT_YET = {"tui/commands"}  # sorted out on another branch: the exemption goes once both are merged
 
 
 def undeferred(source: str) -> list[int]:
@@ -280,8 +279,6 @@ def test_every_function_level_import_says_what_it_defers() -> None:
     bad = []
     for mod, path in module_files().items():
         rel = path.relative_to(ROOT).as_posix()
-        if any(rel.startswith(folder + "/") for folder in NOT_YET):
-            continue
         bad += [f"{rel}:{line}" for line in undeferred(path.read_text(encoding="utf-8"))]
     assert not bad, ("function-level imports without a `# deferred:` comment (import them at the top of the "
                      f"module, or say what they defer): {bad}")

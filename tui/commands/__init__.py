@@ -17,6 +17,9 @@ from typing import Callable, Sequence
 
 from rooftop.models.errors import BadInput
 from rooftop.models.safetext import safe_text
+from rooftop.store.db import store_error
+from rooftop.tui.commands import analyse, comm, fleet, llm, measure, profile, store, watch
+from rooftop.tui.commands.app import run_app
 from rooftop.tui.commands.common import Parser, add_db_option
 from rooftop.tui.services import context
 
@@ -38,7 +41,6 @@ def build_parser() -> Parser:
                         "measured profile `local`, else this GPU's reference, else h100)")
     add_db_option(p, top=True)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    from rooftop.tui.commands import analyse, comm, fleet, llm, measure, profile, store, watch
 
     # the order of --help's list of commands
     measure.add_measure_command(sub)  # light: torch loads only when measuring
@@ -66,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # said by the command's own parser: `rooftop op: error: unrecognized arguments: …`
         command = getattr(args, "_parser", None) or _subparser(parser, args.command)
         (command or parser).error(f"unrecognized arguments: {' '.join(extra)}")
-    func: Callable[[argparse.Namespace], int] = getattr(args, "func", None) or _run_app
+    func: Callable[[argparse.Namespace], int] = getattr(args, "func", None) or run_app
     args._argv = list(sys.argv[1:] if argv is None else argv)  # what a shared report names as its command
     name = f"rooftop {args.command}" if args.command else "rooftop"
     context.begin_command()
@@ -95,8 +97,6 @@ def exit_status(exc: BaseException, name: str, args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     if isinstance(exc, sqlite3.DatabaseError):  # met mid-command outside the Store: said as the store says it
-        from rooftop.store.db import store_error
-
         sys.stderr.write(f"{name}: error: {safe_text(store_error(exc, context.db_file(getattr(args, 'db', None))))}\n")
         return 2
     if isinstance(exc, OSError):  # a path that cannot be read or written (export -o /nonexistent/x.json, …)
@@ -109,9 +109,3 @@ def exit_status(exc: BaseException, name: str, args: argparse.Namespace) -> int:
         sys.stderr.write(safe_text(f"{name}: internal error: {exc!r} (set ROOFTOP_DEBUG=1 for the traceback)") + "\n")
         return 1
     raise exc
-
-
-def _run_app(args: argparse.Namespace) -> int:
-    from rooftop.tui.commands.app import run_app  # textual loads only when the app opens
-
-    return run_app(args)

@@ -7,19 +7,28 @@ import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import combinations
 from typing import Any
 
 from rooftop.models.analysis import analyze, devices_with_roof
 from rooftop.models.catalog import catalog, lookup_device
+from rooftop.models.compare import common_paths, compare_path, thread_note
+from rooftop.models.links import LINK_LEVELS
+from rooftop.models.plotdata import PLOT_PATHS, intensity_span, point_series, roof_series
 from rooftop.models.profile import NoRoof
 from rooftop.models.safetext import safe_text
 from rooftop.models.spec import SpecError, op_kinds, parse_specs
+from rooftop.store.locations import db_path
 from rooftop.tui.commands.common import (
     UsageError, _device_list, _measured_times, _path_list, add_db_option, add_device_option, add_out_option,
-    plot_size,
+    command_text, plot_size,
 )
+from rooftop.tui.render.chart import roofline_text
 from rooftop.tui.render.jsonout import print_json
-from rooftop.tui.services.context import open_store, resolve_devices, store_points, store_profiles
+from rooftop.tui.render.report import (
+    Prose, analysis_table, compare_tables, devices_table, make_console, profile_detail, trimmed,
+)
+from rooftop.tui.services.context import open_store, resolve_devices, run_dates, store_points, store_profiles
 
 
 EPILOG_OP = """\
@@ -55,8 +64,6 @@ def pinned_ops(args: argparse.Namespace) -> list:  # models.ops ops
 
     A saved pin that no longer parses is named on stderr and left out: it must not sink the others.
     """
-    from rooftop.store.locations import db_path
-
     if not db_path(getattr(args, "db", None)).exists():
         return []
     ops = []
@@ -72,6 +79,7 @@ def pinned_ops(args: argparse.Namespace) -> list:  # models.ops ops
 def check_out(args: argparse.Namespace) -> None:
     """A bad --out is told before any work."""
     if getattr(args, "out", None):
+        # deferred: the share modules (xml.etree, ~20 ms of imports), only with --out
         from rooftop.tui.share.out import out_target
 
         out_target(args.out)
@@ -81,8 +89,7 @@ def share_roofline(args: argparse.Namespace, devices: list, series: list, title:
                    report: Callable[..., str]) -> None:
     """--out: the roofline as the command drew it, with each device's source and date, as SVG or PNG; or as
     HTML, `report(charts_svg, version=, command=)` (a share.reports builder given the command's --json)."""
-    from rooftop.tui.commands.common import command_text
-    from rooftop.tui.services.context import run_dates
+    # deferred: the share modules (xml.etree, ~60 ms of imports), only with --out
     from rooftop.tui.share.charts import roofline_chart
     from rooftop.tui.share.figure import chart_svg_inline
     from rooftop.tui.share.html import rooftop_version
@@ -98,8 +105,6 @@ def roofline_series(devices: list, analyses: list, wanted: list[str] | None = No
     """Each device's roofs (the paths asked, else the usual four and the ops' own) and a slope per level, then
     the ops' points (each labelled with its device where more than one device is drawn), then `points` (a
     store run's samples), the intensity span wide enough for them all."""
-    from rooftop.models.plotdata import PLOT_PATHS, intensity_span, point_series, roof_series
-
     span = intensity_span(devices, [a.intensity for a in analyses] + [x for s in points for x in s.xs])
     series = []
     for dev in devices:
@@ -141,6 +146,7 @@ def cmd_op(args: argparse.Namespace) -> int:
             results.append(row)
     payload = [a.to_dict() for rows in results for a in rows]
     if args.out:
+        # deferred: the share modules (xml.etree, ~60 ms of imports), only with --out
         from rooftop.tui.share.reports import op_report
 
         share_roofline(args, devices, [dataclasses.replace(s, label=safe_text(s.label))
@@ -150,7 +156,6 @@ def cmd_op(args: argparse.Namespace) -> int:
     if args.json:
         print_json(payload)
         return 0
-    from rooftop.tui.render.report import analysis_table, make_console
 
     console = make_console()
     for i, rows in enumerate(results):
@@ -172,7 +177,6 @@ def cmd_devices(args: argparse.Namespace) -> int:
             out.append(d)
         print_json(out)
         return 0
-    from rooftop.tui.render.report import Prose, devices_table, make_console, profile_detail
 
     console = make_console()
     if args.ids:
@@ -193,9 +197,6 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from rooftop.tui.render.chart import roofline_text
-    from rooftop.tui.render.report import Prose, make_console, trimmed
-
     check_out(args)
     ops = parse_specs(args.op) if args.op else []  # bad input first: one line, before any note on the device
     ids = _device_list(args.device)
@@ -211,6 +212,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     series = [dataclasses.replace(s, label=safe_text(s.label)) for s in series]  # names from a store or a file
     title = safe_text("roofline: " + " vs ".join(f"{d.id} ({d.source})" for d in devices))
     if args.out:
+        # deferred: the share modules (xml.etree, ~60 ms of imports), only with --out
         from rooftop.tui.share.reports import plot_report
 
         share_roofline(args, devices, series, title, partial(plot_report, [d.to_dict() for d in devices]))
@@ -224,10 +226,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from itertools import combinations
-
-    from rooftop.models.compare import common_paths, compare_path, thread_note
-
     ids = _device_list(args.devices, "DEVICE")
     if len(ids) < 2:
         raise UsageError("compare needs at least two devices: rooftop compare A B [C…] (catalog ids, run ids or names)")
@@ -251,7 +249,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
         return 0
-    from rooftop.tui.render.report import compare_tables, make_console
 
     make_console().print(compare_tables(profiles, pairs))
     return 0
@@ -260,7 +257,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def share_compare(args: argparse.Namespace, profiles: list, payload: dict[str, Any]) -> None:
     """--out on compare: the memory roofs side by side (a link's slope, pcie or xgmi, would stretch the axes by
     decades), and as HTML the crossovers and each device's roofs (`payload`: what --json prints)."""
-    from rooftop.models.links import LINK_LEVELS
+    # deferred: the share modules (xml.etree, ~60 ms of imports), only with --out
     from rooftop.tui.share.reports import compare_report
 
     memory = [dataclasses.replace(p, bandwidth={k: v for k, v in p.bandwidth.items() if k not in LINK_LEVELS})

@@ -14,6 +14,7 @@ def run_app(args: argparse.Namespace) -> int:
     if args.device is not None:
         _device_list(args.device)  # `rooftop -d ''`: refused like any other command's
         lookup_device(args.device, store_profiles(args.db, [args.device]))  # a bad id: one line, before the screen opens
+    # deferred: the Textual app (textual, plotext: ~0.5 s of imports), only when the app opens
     from rooftop.tui.app import AppConfig, create_app
 
     app = create_app(AppConfig(device=args.device, db_path=getattr(args, "db", None), autostart=True))

@@ -11,10 +11,14 @@ import sys
 import threading
 from typing import Any
 
+from rooftop.models.comm import COLLECTIVES, comm_points, fit_points
 from rooftop.models.safetext import safe_text
+from rooftop.models.units import fmt_bytes, fmt_count, fmt_time
+from rooftop.store.comms import COMM_PLAN, comm_device_info
 from rooftop.tui.commands.common import add_db_option
 from rooftop.tui.render.comm import comm_json, comm_report
 from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.render.report import make_console
 from rooftop.tui.services.keeper import RunKeeper
 from rooftop.tui.services.stopsignals import stop_on_signals
 
@@ -56,11 +60,8 @@ def cmd_comm(args: argparse.Namespace) -> int:
 
 
 def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
-    from rooftop.store.comms import COMM_PLAN, comm_device_info
+    # deferred: the rank launcher (subprocess, ctypes: ~25 ms of imports), only when comm runs
     from rooftop.probes.comm import CommError, build_comm_plan, run_comm
-    from rooftop.models.comm import COLLECTIVES
-    from rooftop.models.units import fmt_bytes, fmt_count, fmt_time
-    from rooftop.tui.render.report import make_console
 
     plan = build_comm_plan(args.backend, args.world, args.plan, args.port, max_size=args.max_size)  # or CommError
     err = make_console(stderr=True)
@@ -73,6 +74,7 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
                                                               style="yellow"),
                        on_beside=lambda msg: err.print(safe_text(f"rooftop comm: warning: {msg}"), style="yellow"))
     if keeper.save:
+        # deferred: torch (seconds to load), only for the kept run's versions
         import torch
 
         keeper.begin(comm_device_info(plan.backend, plan.world, _device_name(plan.backend), plan.name),
@@ -97,18 +99,17 @@ def _comm(args: argparse.Namespace, cancel: threading.Event) -> int:
 
 def _device_name(backend: str) -> str:
     if backend == "nccl":
+        # deferred: torch (seconds to load), only to name an nccl run's GPU
         import torch
 
         return str(torch.cuda.get_device_name(0))
+    # deferred: the CPU's facts reader (~8 ms of imports), only to name a gloo run's CPU
     from rooftop.probes.devinfo import cpu_name
 
     return cpu_name()
 
 
 def _report(args: argparse.Namespace, plan: Any, result: Any, err: Any, run_id: str | None) -> int:
-    from rooftop.models.comm import comm_points, fit_points
-    from rooftop.tui.render.report import make_console
-
     points = comm_points(result.samples)
     fits = fit_points(points)
     err.print(f"rooftop comm: {len(points)} points in {result.wall_s:.1f} s"

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
+import shutil
 import sys
+import textwrap
 from typing import Any, NoReturn
 
 from rooftop.models.errors import BadInput
 from rooftop.models.safetext import safe_text
-from rooftop.models.spec import SpecError
+from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_count
 
 
@@ -27,14 +30,10 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """
 
     def __init__(self, prog: str, **kwargs: Any) -> None:
-        import shutil
-
         kwargs.setdefault("width", min(shutil.get_terminal_size().columns, HELP_WIDTH) - 2)
         super().__init__(prog, **kwargs)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        import textwrap
-
         out: list[str] = []
         prose: list[str] = []
 
@@ -126,8 +125,6 @@ def _path_list(raw: str) -> list[str]:
 def _int_list(raw: str, what: str, one: bool = False) -> list[int]:
     """Comma-separated counts (`one`: a single count); an empty item is an error, not skipped:
     `--batch 1,,2` is more likely a lost number than a wish for two batches."""
-    from rooftop.models.spec import parse_count
-
     items = [v.strip() for v in raw.split(",")]
     if one and (len(items) > 1 or not items[0]):
         raise UsageError(f"--{what} {raw!r}: give one number, e.g. 128")
@@ -203,8 +200,6 @@ def add_out_option(p: argparse.ArgumentParser, what: str) -> None:
 
 def command_text(args: argparse.Namespace) -> str:
     """The command line that made a result, as a report names it (the words main() was given)."""
-    import shlex
-
     words = getattr(args, "_argv", None) or [str(getattr(args, "command", "") or "")]
     return shlex.join(["rooftop", *words])
 

@@ -9,20 +9,27 @@ median row, the stragglers. torch is imported only once a measurement starts.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 import time
 from typing import Any, Mapping, Sequence
 
+from rooftop.models.catalog import find_by_name, lookup_device
+from rooftop.models.fleet import fleet_report, member_from_dict
+from rooftop.models.profile import DeviceProfile
 from rooftop.models.safetext import safe_text
+from rooftop.store.db import StoreError
+from rooftop.store.fleets import fleet_of, fleet_runs, is_fleet, member_ids
 from rooftop.tui.commands.common import UsageError, add_db_option
 from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.render.report import make_console
+from rooftop.tui.services.context import open_store, store_profiles
+from rooftop.tui.services.keeper import RunKeeper
 
 
 def members_from_payloads(payloads: Sequence[Mapping[str, Any]]) -> list[Any]:
     """The payloads as fleet members (their profiles read back, leniently: they were measured, not typed)."""
-    from rooftop.models.fleet import member_from_dict
-    from rooftop.models.profile import DeviceProfile
-
     out = []
     for i, p in enumerate(payloads):
         prof = DeviceProfile.from_dict(p["profile"], strict=False) if p.get("profile") else None
@@ -34,10 +41,8 @@ def _keep(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str, p
           err: Any) -> tuple[str | None, Any]:
     """Keep the fleet through the run keeper, as other runs are kept; its id (None when it could not be
     kept: told once) and, read back as kept, its report (None when not read: told once)."""
-    from rooftop.store.db import StoreError
-    from rooftop.store.fleets import fleet_of, fleet_runs
+    # deferred: the fleet's measuring half (the probes: ~85 ms of imports), only when a fleet is measured
     from rooftop.tui.services.fleet import store_warning
-    from rooftop.tui.services.keeper import RunKeeper
 
     def warn(exc: object, kept_as: str | None = None) -> None:
         err.print(safe_text(store_warning(exc, kept_as)), style="yellow")
@@ -76,8 +81,7 @@ def _report(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str,
     """Keep the fleet (unless --no-save), then print its report or JSON; 1 when a member gave no result or the
     fleet run could not be kept (the report is printed either way). `on_kept(run_id)` hears at once how the
     keeping went (the other ranks wait for it); a stop (`stopped_by`) ends in one line saying what was kept."""
-    from rooftop.models.fleet import fleet_report
-    from rooftop.tui.render.report import make_console
+    # deferred: the fleet's measuring half (the probes: ~85 ms of imports), only when a fleet is measured
     from rooftop.tui.services.fleet import store_warning
 
     err = make_console(stderr=True)
@@ -106,6 +110,7 @@ def _report(args: argparse.Namespace, payloads: list[dict[str, Any]], mode: str,
         print_json({"mode": mode, "plan": plan, "run_id": run_id, "wall_s": wall, "stopped_by": stopped_by,
                     **report.to_dict()})
         return status
+    # deferred: the fleet tables (with the check rules: ~8 ms of imports), only to print a fleet's report
     from rooftop.tui.render.fleet import fleet_flag_lines, fleet_tables
 
     console = make_console()
@@ -120,8 +125,6 @@ def _job(args: argparse.Namespace, only: Sequence[str], **kw: Any) -> dict[str, 
 
 
 def _signal_name(stopped: Sequence[int]) -> str | None:
-    import signal
-
     return signal.Signals(stopped[0]).name if stopped else None
 
 
@@ -131,12 +134,14 @@ def cmd_all_gpus(args: argparse.Namespace, only: Sequence[str], cancel: Any, sto
     if args.device or args.threads:
         raise UsageError("--all-gpus measures every visible GPU: leave out --device and --threads "
                       "(CUDA_VISIBLE_DEVICES chooses which GPUs)")
+    # deferred: torch (seconds to load), only when GPUs are measured
     import torch
 
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if n < 1:
         raise UsageError(f"--all-gpus: torch sees no CUDA GPU here (torch {torch.__version__}); measure the CPU with "
                       "--device cpu, or many CPU ranks with torchrun … rooftop measure --fleet --device cpu")
+    # deferred: the fleet's measuring half (the probes: ~85 ms of imports), only when a fleet is measured
     from rooftop.probes.fleet import run_local
     from rooftop.tui.services.fleet import measure_member
 
@@ -162,6 +167,7 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None,
     """This rank of a torchrun job: measure the local device and post the row; the keeper (rank 0, or the lowest
     rank alive when rank 0 is gone) keeps the fleet. A stop signal (`cancel`, `stopped`) ends the measurement at
     its next point: what it measured is sent and kept, within the 30 s torchrun allows before it kills."""
+    # deferred: the fleet's measuring half (the probes: ~85 ms of imports), only when a fleet is measured
     from rooftop.probes.fleet import NOT_ASKED, RankEnv, RankGroup, cpu_share
 
     env = RankEnv.from_env()  # FleetError where torchrun's variables cannot be read
@@ -172,8 +178,8 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None,
     if device not in ("", "cpu", "cuda"):
         raise UsageError(f"--fleet --device {args.device}: each rank measures its own device (cuda:LOCAL_RANK, or its "
                       "share of the CPUs); give --device cpu or cuda, or leave it out")
-    import os
 
+    # deferred: torch (seconds to load), only when GPUs are measured
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -213,6 +219,7 @@ def cmd_fleet(args: argparse.Namespace, only: Sequence[str], cancel: Any = None,
 def _sent(env: Any, group: Any, payload: dict[str, Any], stopped_by: str | None) -> int:
     """A rank whose row another rank keeps: quiet when the keeper kept it; one line when stopped or when the
     keeper never said (exit 1: the row may not be in any store)."""
+    # deferred: the fleet's measuring half (the probes: ~85 ms of imports), only when a fleet is measured
     from rooftop.probes.fleet import NOT_ASKED
 
     said = group.said
@@ -236,6 +243,7 @@ def _rank_payload(env: Any, job: dict[str, Any], group: Any, wait_s: float, canc
     fault, os._exit) or hangs leaves this rank alive to send a row naming how: torchrun would otherwise end
     the whole job, and rank 0 could keep none of the others' rows. A stop signal (cancel) asks the child to
     hand in what it measured."""
+    # deferred: the fleet's measuring half (the probes: ~85 ms of imports), only when a fleet is measured
     from rooftop.probes.fleet import run_local
     from rooftop.tui.services.fleet import measure_member
 
@@ -270,8 +278,6 @@ def add_check_command(sub: Any) -> None:
 
 
 def _latest(store: Any) -> Any:
-    from rooftop.store.fleets import is_fleet, member_ids
-
     members = member_ids(store)
     runs = [r for r in store.runs() if r.status == "complete" and (is_fleet(r) or r.has_ceilings)
             and r.id not in members]
@@ -282,14 +288,10 @@ def _latest(store: Any) -> Any:
 
 def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
     """The --against profile; without one, the catalog's reference for the run's device (or None)."""
-    from rooftop.models.catalog import lookup_device
-    from rooftop.tui.services.context import store_profiles
-
     if args.against is not None:
         if not args.against.strip():
             raise UsageError("--against '': give a run id or name, or a device id from `rooftop devices`")
         return lookup_device(args.against, store_profiles(args.db, [args.against]))
-    from rooftop.models.catalog import find_by_name
 
     return find_by_name(model) if model else None
 
@@ -297,10 +299,9 @@ def _baseline(args: argparse.Namespace, run: Any, model: str) -> Any:
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0 when every ceiling holds, 1 when one falls short or a fleet member gave no result, 2 for bad
     input (one line)."""
+    # deferred: the check rules (~5 ms of imports), only for `rooftop check`
     from rooftop.models.check import (check_fleet, check_profile, fleet_notes, model_notes, tolerance_problem,
                                       unchecked, verdict)
-    from rooftop.store.fleets import fleet_of, is_fleet
-    from rooftop.tui.services.context import open_store
 
     problem = tolerance_problem(args.tolerance)
     if problem:
@@ -338,6 +339,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print_json({"run": run.id, "baseline": base.id if base is not None else None, "tolerance": args.tolerance,
                     **v.to_dict()})
         return 0 if v.ok else 1
+    # deferred: the verdict's lines (with the fleet tables: ~8 ms of imports), only to print a verdict
     from rooftop.tui.render.fleet import verdict_lines
 
     for line in verdict_lines(v):

@@ -15,14 +15,34 @@ import signal
 import sys
 import tempfile
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
 
+from rooftop.models.devicefamily import trace_vendor
+from rooftop.models.links import GPU_LINK_LEVELS, gpu_link
 from rooftop.models.profile import DeviceProfile
+from rooftop.models.program.critpath import WindowError, windows_of
+from rooftop.models.program.job import (
+    MAX_WORLD, align, build_job, foreign_ranks, group_conflicts, missing_count, missing_text, process_groups,
+    summarize, without,
+)
+from rooftop.models.program.jobpath import HeldRanks, job_path
+from rooftop.models.program.workload import build_workload
 from rooftop.models.safetext import safe_text
-from rooftop.tui.commands.common import UsageError, _device_list
+from rooftop.models.trace.read import TraceError
+from rooftop.probes.torchrun import Stopped, run_torchrun
+from rooftop.store.critpath import path_doc
+from rooftop.tui.commands.common import UsageError, _device_list, command_text
+from rooftop.tui.render.critpath import joined_text
+from rooftop.tui.render.job import job_report
+from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.render.profile import TOP, profile_report, relabelled
+from rooftop.tui.render.report import make_console
+from rooftop.tui.render.text import clean
+from rooftop.tui.services.stopsignals import leave_terminal, stop_on_signals
 from rooftop.tui.services.workloads import keep_workload, link_roofs, trace_device
 
 if TYPE_CHECKING:
@@ -38,8 +58,6 @@ JOB_FIELDS = ("world size", "backend", "GPU", "NCCL version")  # what must agree
 def trace_files(paths: list[str]) -> list[Path]:
     """The trace files given: files as named, a folder's .json / .json.gz files (sorted by name); TraceError for
     a folder with none."""
-    from rooftop.models.trace.read import TraceError
-
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -65,8 +83,6 @@ def is_count(x: Any) -> bool:
 
 def world_of(d: Any) -> tuple[int | None, str]:
     """The trace's world size (None where it gives none) and, where it gives one that cannot be, why."""
-    from rooftop.models.program.job import MAX_WORLD
-
     w = d.get("world_size")
     if w is None:
         return None, ""
@@ -78,8 +94,6 @@ def world_of(d: Any) -> tuple[int | None, str]:
 
 def rank_of(d: Any, path: Path, world: int | None) -> tuple[int | None, str]:
     """The file's rank: its distributedInfo's, else its name's (`…rank-N…`); and why it has none it can use."""
-    from rooftop.models.program.job import MAX_WORLD
-
     r = d.get("rank")
     where = "in its distributedInfo"
     if r is None:
@@ -97,8 +111,6 @@ def rank_of(d: Any, path: Path, world: int | None) -> tuple[int | None, str]:
 
 def clean_value(x: Any) -> str:
     """A value from the file, short and safe to print."""
-    from rooftop.tui.render.text import clean
-
     text = clean(repr(x) if isinstance(x, str) else str(x))
     return text if len(text) <= 40 else text[:39] + "…"
 
@@ -110,8 +122,6 @@ def is_job(paths: list[str]) -> bool:
 
 def job_vendor(trace: Any, device: Any) -> str:
     """The GPU vendor of a job's traces: the trace's device (its name, else its properties), else the profile's."""
-    from rooftop.models.devicefamily import trace_vendor
-
     return trace_vendor(trace.device_name, trace.device_props) or str(getattr(device, "vendor", "") or "")
 
 
@@ -126,12 +136,8 @@ def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfil
     device's); `link` is --link, `per_node` the ranks per node torchrun started (None: told from the ranks);
     `window` is --window NAME, checked against the first trace read before its roofs are chosen."""
     read = read if read is not None else {}
-    from rooftop.models.program.job import build_job, group_conflicts, process_groups, summarize
-    from rooftop.models.links import GPU_LINK_LEVELS, gpu_link
-    from rooftop.models.trace.read import TraceError
-    from rooftop.models.program.workload import build_workload
+    # deferred: gzip and the trace reader (~8 ms of imports), only when a trace is read
     from rooftop.store.tracefile import load_trace
-    from rooftop.tui.render.text import clean
 
     summaries = []
     problems: list[str] = []
@@ -191,8 +197,6 @@ def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfil
             return None, None, problems
     summaries, al = one_job(summaries, problems)
     if world:
-        from rooftop.models.program.job import missing_count, missing_text
-
         have = {x.rank for x in summaries}
         if missing_count(have, world):
             problems.append(f"missing ranks: {missing_text(have, world)} ({len(have)} of {world} ranks read: no "
@@ -210,8 +214,6 @@ def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfil
 def one_job(summaries: list[Any], problems: list[str]) -> tuple[list[Any], Any]:
     """The ranks of the lowest rank's job, aligned: one whose collectives cannot be of it (they pair with none of
     the lowest rank's, or they ended far apart in wall-clock time) gets its line and is left out."""
-    from rooftop.models.program.job import align, foreign_ranks, without
-
     summaries = sorted(summaries, key=lambda x: x.rank)
     al = align(summaries)
     foreign = foreign_ranks(summaries, al)
@@ -236,13 +238,6 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     """Many traces, one job: the rank table, the straggler, the collectives; the lowest rank's op groups; the job's
     critical path (each collective joined across the ranks held for it). The roofs are picked as for one trace
     (services' `trace_device`), from the first trace read; `per_node`: the ranks per node torchrun started."""
-    from rooftop.models.program.jobpath import HeldRanks
-    from rooftop.tui.render.critpath import joined_text
-    from rooftop.tui.render.job import job_report
-    from rooftop.tui.render.jsonout import print_json
-    from rooftop.tui.render.profile import profile_report
-    from rooftop.tui.render.report import make_console
-
     files = trace_files(paths)
     held = HeldRanks()
     ids = _device_list(getattr(args, "device", None))
@@ -277,8 +272,6 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
 def profile_doc(work: Any, path: Any, run_id: str | None, job: Any = None, joined: Any = None) -> dict[str, Any]:
     """The one document `rooftop profile --json` prints (and its HTML report is made of): the workload's ops and
     summary, a job's ranks and collectives (`job`), the critical path (`joined`: a job's, whose it is), the run id."""
-    from rooftop.store.critpath import path_doc
-
     doc = work.to_dict()
     if job is not None:
         doc.update(job.to_dict())
@@ -290,20 +283,17 @@ def profile_doc(work: Any, path: Any, run_id: str | None, job: Any = None, joine
 
 def share_profile(args: argparse.Namespace, doc: dict[str, Any], device: Any) -> None:
     """--out FILE: the profile `doc` (what --json prints) as its HTML report, or its roofline as SVG / PNG."""
-    from rooftop.tui.commands.common import command_text
+    # deferred: the share modules (xml.etree, ~60 ms of imports), only with --out
     from rooftop.tui.share.figure import chart_svg_inline
     from rooftop.tui.share.html import rooftop_version
     from rooftop.tui.share.out import Shared, share_out
-    from dataclasses import replace
-
-    from rooftop.tui.render.profile import TOP
-    from rooftop.tui.share.reports import profile_charts, profile_report
+    from rooftop.tui.share import reports
 
     top = getattr(args, "top", TOP)  # `rooftop show` has no --top: the terminal's number of op groups
-    charts = profile_charts(doc, device, top)
+    charts = reports.profile_charts(doc, device, top)
     # in the page the roofline's title would repeat the page's own (the same words): the line under it stays
     inline = [replace(c, title="") if i == 0 else c for i, c in enumerate(charts)]
-    share_out(args.out, Shared(charts, lambda: profile_report(
+    share_out(args.out, Shared(charts, lambda: reports.profile_report(
         doc, [chart_svg_inline(c) for c in inline], version=rooftop_version(), command=command_text(args),
         top=top)))
 
@@ -311,9 +301,6 @@ def share_profile(args: argparse.Namespace, doc: dict[str, Any], device: Any) ->
 def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[Any, Any]:
     """The job's critical path (its op groups named as the op table names them) and whose it is, from the ranks'
     traces `held` among `ranks` (those the job kept); (None, None) where none of them is held."""
-    from rooftop.models.program.jobpath import job_path
-    from rooftop.tui.render.profile import relabelled
-
     kept = held.of(ranks)
     if not kept:  # the one rank held past the limit was left out of the job
         return None, None
@@ -328,8 +315,6 @@ def job_critical_path(held: Any, ranks: set[int], window: str | None) -> tuple[A
 
 def check_window(trace: Any, name: str | None) -> None:
     """UsageError (one line naming some the trace has) where --window NAME names no annotation of the trace."""
-    from rooftop.models.program.critpath import WindowError, windows_of
-
     if name is not None:
         try:
             windows_of(trace, name)
@@ -341,11 +326,9 @@ def profile_torchrun(program: list[str], args: argparse.Namespace) -> int:
     """`-- torchrun …` (or `python -m torch.distributed.run …`): torch's launcher starts the ranks, each under the
     profiler, each writing its trace; the traces are then read as one job. SIGTERM, SIGINT and SIGHUP stop it:
     the ranks are stopped and one line says what was kept (exit status 128 + the signal)."""
-    from rooftop.probes.torchrun import Stopped, run_torchrun  # torch loads with the launch
-    from rooftop.tui.services.stopsignals import stop_on_signals
-
     with stop_on_signals(threading.Event()) as stopped:  # from the start: torch alone takes seconds to load
         try:
+            # deferred: torch (seconds to load), only when a program is launched
             import torch  # noqa: F401 - the launcher and the profiler need it
         except ImportError:
             raise UsageError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
@@ -374,8 +357,6 @@ def profile_torchrun(program: list[str], args: argparse.Namespace) -> int:
 
 def tell_stopped(stop: Any, save_trace: str | None) -> int:
     """The one line a stopped launch ends with, saying what was kept; its exit status (128 + the signal)."""
-    from rooftop.tui.services.stopsignals import leave_terminal
-
     name = signal.Signals(stop.signum).name
     if stop.signum == getattr(signal, "SIGHUP", None):
         leave_terminal()  # the terminal is gone: the line still goes to a file or a pipe

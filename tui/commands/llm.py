@@ -6,20 +6,23 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
+from rooftop.models.dtypes import parse_dtype
+from rooftop.models.llm.claims import claim_dict
+from rooftop.models.llm.step import Phase, amdahl, compute_bound_batch, llm_doc, step_bound, with_dtype
+from rooftop.models.plotdata import llm_step_series
+from rooftop.store.hfconfig import load_arch
 from rooftop.tui.commands.common import (
     UsageError, _device_list, _int_list, _measured_times, _named_values, add_db_option, add_device_option,
-    add_out_option,
+    add_out_option, command_text,
 )
 from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.render.report import Prose, make_console
 from rooftop.tui.services.context import resolve_devices, store_profiles
 
 
 def cmd_llm(args: argparse.Namespace) -> int:
-    from rooftop.models.dtypes import parse_dtype
-    from rooftop.models.llm.step import Phase, amdahl, compute_bound_batch, llm_doc, step_bound, with_dtype
-    from rooftop.store.hfconfig import load_arch
-
     if args.out:
+        # deferred: the share modules (xml.etree, ~20 ms of imports), only with --out
         from rooftop.tui.share.out import out_target
 
         out_target(args.out)  # a bad path said before the model is read
@@ -57,12 +60,11 @@ def cmd_llm(args: argparse.Namespace) -> int:
         }
     dims = _parallel(args, arch, steps[0])
     if args.out:
-        from rooftop.tui.commands.common import command_text
+        # deferred: the share modules (xml.etree, ~60 ms of imports), only with --out
         from rooftop.tui.share.figure import Chart, chart_svg_inline
         from rooftop.tui.share.html import rooftop_version
         from rooftop.tui.share.out import Shared, share_out
         from rooftop.tui.share.reports import llm_report
-        from rooftop.models.plotdata import llm_step_series
 
         s0 = steps[0]
         chart = Chart("roofline", llm_step_series(s0), f"{arch.name} {s0.phase.kind}, batch {s0.phase.batch}",
@@ -73,8 +75,8 @@ def cmd_llm(args: argparse.Namespace) -> int:
     if args.json:
         print_json(llm_doc(arch, device, steps, dims, flips, split, step_dict=_step_dict))
         return 0
+    # deferred: the llm tables (~12 ms of imports), only when they are printed
     from rooftop.tui.render.llm import amdahl_table, llm_ops_table, llm_steps_table
-    from rooftop.tui.render.report import Prose, make_console
 
     console = make_console()
     console.print(llm_steps_table(steps))
@@ -91,6 +93,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
         console.print()
         console.print(amdahl_table(split))
     if dims:
+        # deferred: the llm tables (~12 ms of imports), only when they are printed
         from rooftop.tui.render.llm import parallel_table
 
         console.print()
@@ -100,6 +103,7 @@ def cmd_llm(args: argparse.Namespace) -> int:
 
 def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
     """--tp / --pp: each dimension's communication for the first step, one rank's (empty when both are 1)."""
+    # deferred: the tensor/pipeline-parallel model (~4 ms of imports), only with --tp or --pp
     from rooftop.models.llm.parallel import parallel_comm
 
     dims = parallel_comm(arch.layers, arch.hidden, arch.dtype, step.phase.tokens, step.flops, step.compute_s,
@@ -109,8 +113,6 @@ def _parallel(args: argparse.Namespace, arch: Any, step: Any) -> list[Any]:
 
 def _step_dict(step: Any) -> dict[str, Any]:
     """A step for --json, with its tokens/s claim judged where one was given."""
-    from rooftop.models.llm.claims import claim_dict
-
     out: dict[str, Any] = step.to_dict()
     if step.claimed_tokens_per_s:
         out["claim"] = claim_dict(step, step.claimed_tokens_per_s)
@@ -119,6 +121,7 @@ def _step_dict(step: Any) -> dict[str, Any]:
 
 def _ep(args: argparse.Namespace, arch: Any, phase: Any) -> Any:
     """--ep / --ep-imbalance: the busiest expert-parallel rank for this step (None without EP)."""
+    # deferred: the expert-parallel model (~7 ms of imports), only with --ep
     from rooftop.models.llm.expertparallel import expert_parallel
 
     return expert_parallel(arch, phase, args.ep, args.ep_imbalance)

@@ -10,11 +10,19 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
+from rooftop.models.calibrate import label_of
+from rooftop.models.plotdata import intensity_span, roof_series
 from rooftop.models.safetext import safe_text
-from rooftop.tui.commands.common import UsageError, add_db_option, add_out_option, plot_size
+from rooftop.models.units import fmt_count
+from rooftop.tui.commands.common import UsageError, add_db_option, add_out_option, command_text, plot_size
+from rooftop.tui.commands.fleet import cmd_all_gpus, cmd_fleet
+from rooftop.tui.render.chart import roofline_text
 from rooftop.tui.render.jsonout import print_json
+from rooftop.tui.render.measure_report import kept_words, measure_report, point_series
+from rooftop.tui.render.report import make_console, trimmed
 from rooftop.tui.services.stopsignals import stop_on_signals
 
 
@@ -52,11 +60,6 @@ def add_measure_command(sub: Any) -> None:
 
 def _measure_plot(cal: Any, samples: list[Any], width: int | None, height: int | None) -> str:
     """The measured roofline with the GEMM / FMA points, as text."""
-    from rooftop.models.plotdata import intensity_span, roof_series
-    from rooftop.tui.render.chart import roofline_text
-    from rooftop.tui.render.report import trimmed
-    from rooftop.tui.render.measure_report import point_series
-
     prof = cal.profile
     if not prof.peak or not prof.bandwidth:
         return "(no roofline: the run measured no compute roof or no bandwidth)"
@@ -76,12 +79,13 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[int]) -> int:
     """Select the device, build the plan, measure; `cancel` is set, and `stopped` filled, by a stop signal."""
+    # deferred: the measuring half (rich.progress, the probes, telemetry: ~100 ms of imports), only to measure
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from rooftop.probes.plan import parse_only
 
     only = parse_only(args.only)  # PlanError (bad input) for a probe rooftop has not
     if args.out:  # before minutes of measuring: a bad --out costs nothing
+        # deferred: the share modules (xml.etree, ~20 ms of imports), only with --out
         from rooftop.tui.share.out import out_target
 
         if args.fleet or args.all_gpus:
@@ -89,10 +93,9 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
         out_target(args.out)
     if args.fleet or args.all_gpus:
         return _measure_fleet(args, only, cancel, stopped)
+    # deferred: the measuring half (the probes, telemetry: ~100 ms of imports), only to measure
     from rooftop.probes.backend import select_backend
     from rooftop.probes.plan import build_plan
-    from rooftop.models.units import fmt_count
-    from rooftop.tui.render.report import make_console
 
     backend = select_backend(args.device, args.threads)  # BackendError (bad input) for a device not here
     plan = build_plan(backend, args.plan, only)
@@ -105,6 +108,7 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
     for note in plan.notes:
         if "busy with other work" in note:
             err.print(f"rooftop measure: note: {note}", style="yellow")
+    # deferred: the measuring half (the probes, telemetry: ~100 ms of imports), only to measure
     from rooftop.probes.telemetry import Sampler
     from rooftop.tui.services.measure import measure_run
 
@@ -124,8 +128,6 @@ def _measure(args: argparse.Namespace, cancel: threading.Event, stopped: list[in
 def _measure_fleet(args: argparse.Namespace, only: tuple[str, ...], cancel: threading.Event,
                    stopped: list[int]) -> int:
     """--all-gpus or --fleet: many devices at once, kept as one fleet run (rooftop.tui.commands.fleet)."""
-    from rooftop.tui.commands.fleet import cmd_all_gpus, cmd_fleet
-
     if not 1 <= args.wait <= 86400:
         raise UsageError(f"--wait {args.wait:g}: give seconds from 1 to 86400")
     run = cmd_all_gpus if args.all_gpus else cmd_fleet
@@ -134,11 +136,6 @@ def _measure_fleet(args: argparse.Namespace, only: tuple[str, ...], cancel: thre
 
 def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err: Any, stopped_by: str | None) -> int:
     """The run's summary on stderr, then the report or the JSON on stdout; the exit status (130 for Ctrl-C)."""
-    from rooftop.models.calibrate import label_of
-    from rooftop.models.units import fmt_count
-    from rooftop.tui.render.measure_report import kept_words
-    from rooftop.tui.render.report import make_console
-
     samples, cal, wall = result.samples, result.calibration, result.wall_s
     interrupted = result.status == "cancelled"
     if result.store_error and result.run_id is not None:  # a failure after the start (the start's was told)
@@ -179,7 +176,6 @@ def _report(args: argparse.Namespace, plan: Any, backend: Any, result: Any, err:
         print_json(payload)
         _share(args, cal, samples, payload)
         return _exit_status(result)
-    from rooftop.tui.render.measure_report import measure_report
 
     console = make_console()
     console.print(measure_report(cal, samples, list(plan.notes)))
@@ -193,18 +189,16 @@ def _share(args: argparse.Namespace, cal: Any, samples: list[Any], payload: dict
     """--out: the measured roofline as SVG or PNG, or the report (ceilings, roofline and curves, from what --json
     prints) as HTML; written after the report is printed and the run kept, so a failed write loses nothing."""
     if args.out:
-        import time
-
-        from rooftop.tui.commands.common import command_text
+        # deferred: the share modules (xml.etree, ~60 ms of imports), only with --out
         from rooftop.tui.share.charts import measure_charts
         from rooftop.tui.share.figure import chart_svg_inline
         from rooftop.tui.share.html import rooftop_version
         from rooftop.tui.share.out import Shared, share_out
-        from rooftop.tui.share.reports import measure_report
+        from rooftop.tui.share import reports
 
         sys.stdout.flush()
         charts = measure_charts(cal, samples, time.time() - float(payload["wall_s"]))
-        share_out(args.out, Shared(charts, lambda: measure_report(
+        share_out(args.out, Shared(charts, lambda: reports.measure_report(
             payload, [chart_svg_inline(c) for c in charts], version=rooftop_version(), command=command_text(args))))
 
 

@@ -18,8 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from rooftop.models.links import LINK_LEVELS
+from rooftop.models.program.critpath import critical_path
+from rooftop.models.program.opcontext import reads_inside
+from rooftop.models.program.profilediff import diff_groups, diff_split
+from rooftop.models.program.workload import build_workload
 from rooftop.models.safetext import safe_text
-from rooftop.store.workloads import StoredProfile
+from rooftop.models.trace.read import EmptyTrace, TraceError
+from rooftop.probes.profiler import run_script
+from rooftop.store.workloads import StoredProfile, is_profile, profile_problem, stored_profile
 from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import (
     UsageError, _device_list, add_db_option, add_device_option, add_out_option, add_wide_option,
@@ -35,8 +41,10 @@ from rooftop.tui.commands.job import (
     trace_files,
 )
 from rooftop.tui.render.jsonout import print_json
-from rooftop.tui.render.profile import TOP, profile_report, relabelled
+from rooftop.tui.render.profile import TOP, compare_report, ncu_report, profile_report, relabelled
+from rooftop.tui.render.report import make_console
 from rooftop.tui.render.text import clean
+from rooftop.tui.services.context import open_store
 from rooftop.tui.services.workloads import check_local_gpu, file_device, keep_workload, trace_device
 
 EPILOG = """\
@@ -160,6 +168,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise UsageError("--out writes a trace's or a program's profile: give --trace FILE or a program to run, "
                          "not --ncu or --compare")
     if args.out:
+        # deferred: the share modules (xml.etree, ~20 ms of imports), only with --out
         from rooftop.tui.share.out import out_target
 
         out_target(args.out)  # a bad path costs nothing: said before the trace is read or the program run
@@ -179,6 +188,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if program and is_torchrun(program):
         return profile_torchrun(program, args)
     if args.trace:
+        # deferred: gzip and the trace reader (~8 ms of imports), only when a trace is read
         from rooftop.store.tracefile import load_trace
 
         trace = load_trace(args.trace[0])  # TraceError naming the file: bad input
@@ -191,8 +201,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     else:
         trace, source = _run_program(program, args)
         backend = "torch.profiler"
-    from rooftop.models.program.critpath import critical_path
-    from rooftop.models.program.workload import build_workload
 
     check_window(trace, args.window)  # before the roofs are chosen: a wrong name is the one line said
     device, note = trace_device(args.db, ids, trace)
@@ -204,7 +212,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.json:
         print_json(profile_doc(work, path, run_id))
         return 0
-    from rooftop.tui.render.report import make_console
 
     console = make_console()
     console.print(profile_report(work, args.top, args.wide, path), crop=not args.wide)
@@ -215,9 +222,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def _join_capture(trace: Any, paths: list[str]) -> Any:
     """The replay joined to the graph captures in `paths` (files or folders), read as --trace reads a trace."""
-    from rooftop.models.program.opcontext import reads_inside
+    # deferred: the capture joiner and the trace reader (gzip: ~18 ms of imports), only with --graph-capture
     from rooftop.models.trace.capture import CaptureError, join_captures
-    from rooftop.models.trace.read import TraceError
     from rooftop.store.tracefile import load_trace
 
     try:
@@ -233,11 +239,11 @@ def _join_capture(trace: Any, paths: list[str]) -> Any:
 
 def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str]:
     try:
+        # deferred: torch (seconds to load), only when a program is run
         import torch  # noqa: F401 - the profiler needs it; say so in one line when it is missing
     except ImportError:
         raise UsageError("running a program needs torch (pip install torch); --trace FILE reads a trace without it")
-    from rooftop.models.trace.read import EmptyTrace
-    from rooftop.probes.profiler import run_script
+    # deferred: gzip and the trace reader (~8 ms of imports), only when a trace is read
     from rooftop.store.tracefile import load_trace
 
     with tempfile.TemporaryDirectory(prefix="rooftop-profile-") as tmp:
@@ -265,6 +271,7 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
 
 
 def _ncu(args: argparse.Namespace) -> int:
+    # deferred: the Nsight Compute reader (~9 ms of imports), only with --ncu
     from rooftop.models.ncu import DEVICE_NAME, NcuError, read_ncu
 
     p = Path(args.ncu)
@@ -284,8 +291,6 @@ def _ncu(args: argparse.Namespace) -> int:
         print_json({"device": device.id, "kernels": [k.to_dict(device) for k in kernels],
                     "skipped_rows": export.skipped})
         return 0
-    from rooftop.tui.render.profile import ncu_report
-    from rooftop.tui.render.report import make_console
 
     make_console().print(ncu_report(kernels, device, args.top, args.wide), crop=not args.wide)
     return 0
@@ -295,8 +300,6 @@ def _ncu(args: argparse.Namespace) -> int:
 
 
 def _stored(store: Any, ref: str) -> tuple[Any, StoredProfile]:
-    from rooftop.store.workloads import is_profile, profile_problem, stored_profile
-
     run = store.run(ref)
     if not is_profile(run):
         raise UsageError(f"run {run.label} is a {run.plan or 'measurement'} run, not a profile "
@@ -309,10 +312,6 @@ def _stored(store: Any, ref: str) -> tuple[Any, StoredProfile]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from rooftop.models.program.profilediff import diff_groups, diff_split
-    from rooftop.tui.services.context import open_store
-    from rooftop.tui.render.report import make_console
-
     with open_store(args.db) as store:
         (ra, pa), (rb, pb) = (_stored(store, r) for r in args.compare)
     diffs = diff_groups(pa.groups, pb.groups)
@@ -321,8 +320,6 @@ def _compare(args: argparse.Namespace) -> int:
         print_json({"a": ra.id, "b": rb.id, "summary": {k: list(v) for k, v in split.items()},
                    "ops": [d.to_dict() for d in diffs]})
         return 0
-
-    from rooftop.tui.render.profile import compare_report
 
     make_console().print(compare_report(ra, rb, split, diffs, args.top, args.wide), crop=not args.wide)
     return 0

@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
+from rooftop.models.calibrate import Calibration
+from rooftop.models.comm import comm_points, fit_points
 from rooftop.models.safetext import safe_text
+from rooftop.models.spec import SpecError, parse_count
 from rooftop.models.units import fmt_count
+from rooftop.store.comms import is_comm
+from rooftop.store.critpath import stored_joined, stored_path
+from rooftop.store.db import inspect
+from rooftop.store.fleets import fleet_of
+from rooftop.store.io import (
+    CSV_LIMITS, IMPORT_LIMITS, add_sources, export_csv, export_json, measurement_document, read_sources, run_document,
+)
+from rooftop.store.locations import db_path, is_chosen
 from rooftop.store.runs import Run, Store
-from rooftop.tui.commands.common import UsageError, add_db_option, add_out_option, add_wide_option
+from rooftop.store.workloads import (
+    is_profile, placed_on, profile_document, profile_problem, profile_summary, stored_workload,
+)
+from rooftop.tui.commands.common import UsageError, add_db_option, add_out_option, add_wide_option, command_text
+from rooftop.tui.commands.job import share_profile
+from rooftop.tui.render.comm import comm_report
+from rooftop.tui.render.critpath import joined_text
+from rooftop.tui.render.job import job_report
 from rooftop.tui.render.jsonout import dumps_json, print_json
+from rooftop.tui.render.profile import profile_device, profile_report
+from rooftop.tui.render.report import Prose, make_console, profile_detail
+from rooftop.tui.render.runs import run_facts, runs_table, sample_groups_table, samples_table
 from rooftop.tui.services.context import NotAProfile, open_store, store_profiles
 
 
@@ -19,8 +42,6 @@ def _runs_of(store: Store, refs: Sequence[str]) -> list[Run]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from rooftop.store.locations import db_path, is_chosen
-
     path = db_path(args.db)
     if not path.exists():
         why = (f"its folder {path.parent} does not exist: create it, or give another --db" if
@@ -32,8 +53,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if args.json:
             print_json([_run_json(r) for r in runs])
             return 0
-        from rooftop.tui.render.report import Prose, make_console
-        from rooftop.tui.render.runs import runs_table
 
         console = make_console()
         if not runs:
@@ -50,8 +69,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _run_json(run: Run) -> dict[str, Any]:
-    import dataclasses
-
     return {**dataclasses.asdict(run), "short_id": run.short_id}
 
 
@@ -65,6 +82,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     --all), so a large run shows at once; a comm or profile run's report reads all of its samples.
     """
     if args.out:
+        # deferred: the share modules (xml.etree, ~20 ms of imports), only with --out
         from rooftop.tui.share.out import out_target
 
         out_target(args.out)  # a bad path is said before the store is read
@@ -73,14 +91,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         if args.out:
             _share_run(args, store, run)
         if args.json:
-            from rooftop.store.io import run_document
-
+            # deferred: the run kinds' JSON (~15 ms of imports: the check rules), only for show --json
             from rooftop.tui.render.runkinds import show_json_extra
 
             print_json({**run_document(store, run), **show_json_extra(run, store.samples(run.id))})
             return 0
-        from rooftop.tui.render.report import make_console, profile_detail
-        from rooftop.tui.render.runs import run_facts
 
         _page_of(run, args)  # a page past the last is refused before anything is printed
         console = make_console()
@@ -97,7 +112,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show_fleet(console: Any, args: argparse.Namespace, store: Store, run: Run) -> bool:
     """A fleet run's table of members and what was flagged."""
-    from rooftop.store.fleets import fleet_of
+    # deferred: the fleet tables (~8 ms of imports), only to show a fleet run
     from rooftop.tui.render.fleet import fleet_flag_lines, fleet_tables
 
     report = fleet_of(store, run)
@@ -111,9 +126,6 @@ def _show_fleet(console: Any, args: argparse.Namespace, store: Store, run: Run) 
 def _show_sample_page(console: Any, store: Store, run: Run, args: argparse.Namespace) -> None:
     """One page of the run's samples (read with LIMIT/OFFSET), after a count of them per kernel when the
     page is not all of them, and a line saying how many are not shown and how to see them."""
-    from rooftop.tui.render.report import Prose
-    from rooftop.tui.render.runs import sample_groups_table, samples_table
-
     rows, first = _page_of(run, args)
     page = store.samples(run.id, rows, first)
     if rows is not None and rows < run.samples:
@@ -150,9 +162,6 @@ def _page_line(total: int, first: int, rows: int, page: int, after: int) -> str:
 
 def _show_comm(console: Any, args: argparse.Namespace, store: Store, run: Run) -> bool:
     """A comm run as `rooftop comm` reports it; False (the samples table instead) when its points are malformed."""
-    from rooftop.models.comm import comm_points, fit_points
-    from rooftop.tui.render.comm import comm_report
-
     samples = store.samples(run.id)
     try:
         points = comm_points(samples)
@@ -178,9 +187,6 @@ def _same(a: Any, b: Any) -> bool:
 def _show_profile(console: Any, args: argparse.Namespace, store: Store, run: Run) -> bool:
     """The profile's report on the roofs it was placed on; False (the samples table instead) when those roofs are
     no longer known or the stored profile is malformed."""
-    from rooftop.store.workloads import profile_problem, profile_summary, stored_workload
-    from rooftop.tui.render.profile import profile_report
-
     samples = store.samples(run.id)
     problem = profile_problem(run, samples)
     if problem:  # a store written before imports were checked may hold one
@@ -208,12 +214,8 @@ def _show_profile(console: Any, args: argparse.Namespace, store: Store, run: Run
     console.print()
     job = stored.get("job")
     if isinstance(job, dict) and job.get("ranks"):  # a distributed job's: its ranks first, as profile shows them
-        from rooftop.tui.render.job import job_report
-
         console.print(job_report(job, args.wide), crop=not args.wide)
         console.print()
-    from rooftop.store.critpath import stored_joined, stored_path
-    from rooftop.tui.render.critpath import joined_text
 
     joined = stored_joined(stored)
     console.print(profile_report(work, wide=args.wide, path=stored_path(stored),
@@ -224,9 +226,6 @@ def _show_profile(console: Any, args: argparse.Namespace, store: Store, run: Run
 def _placed_device(args: argparse.Namespace, run: Run) -> tuple[str | None, Any]:
     """The name of the roofs a profile was placed on, and those roofs (a DeviceProfile) where they are still known:
     the catalog's, or a measured or named run's in the store; None where they are not."""
-    from rooftop.store.workloads import placed_on
-    from rooftop.tui.render.profile import profile_device
-
     placed = placed_on(run)
     try:
         extra = store_profiles(args.db, [placed] if placed else [])
@@ -247,9 +246,6 @@ def _share_run(args: argparse.Namespace, store: Store, run: Run) -> None:
                          f"{' or a '.join(SHARED_KINDS)} (`rooftop show {run.short_id} --json` has this one's figures)")
     samples = store.samples(run.id)
     if run.kind == "profile":
-        from rooftop.store.workloads import profile_document, profile_problem
-        from rooftop.tui.commands.job import share_profile
-
         placed, device = _placed_device(args, run)
         if device is None:
             raise UsageError(f"--out {args.out}: the roofs profile {run.label} was placed on ({placed or '?'}) are "
@@ -268,9 +264,7 @@ def _share_run(args: argparse.Namespace, store: Store, run: Run) -> None:
 
 def _share_measurement(args: argparse.Namespace, store: Store, run: Run, samples: list) -> None:
     """--out FILE of a kept measurement: the report `measure_report` makes of what `measure --json` printed."""
-    from rooftop.models.calibrate import Calibration
-    from rooftop.store.io import measurement_document
-    from rooftop.tui.commands.common import command_text
+    # deferred: the share modules (xml.etree, ~60 ms of imports), only with --out
     from rooftop.tui.share.charts import measure_charts
     from rooftop.tui.share.figure import chart_svg_inline
     from rooftop.tui.share.html import rooftop_version
@@ -314,10 +308,6 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from rooftop.store.io import export_csv, export_json
-
     with open_store(args.db) as store:
         runs = store.runs() if args.all else _runs_of(store, args.run)
         if not runs:
@@ -355,9 +345,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 def _csv_runs(runs: list, named: bool) -> list:
     """The runs the CSVs can carry: a profile's op groups and a comm sweep's collectives have no columns there
     (they would come back as other runs). One named is refused; with --all they are left out, said in one line."""
-    from rooftop.store.comms import is_comm
-    from rooftop.store.workloads import is_profile
-
     left = [r for r in runs if is_profile(r) or is_comm(r)]
     if not left:
         return runs
@@ -377,10 +364,6 @@ def _refuse_overwrite(paths: list, force: bool) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from rooftop.store.db import inspect
-    from rooftop.store.io import add_sources, read_sources
-    from rooftop.store.locations import db_path
-
     inspect(db_path(args.db))  # an unusable database is named first (read-only: creates nothing)
     sources = read_sources(args.files)  # then a refused file stops the import before the database is created
     with open_store(args.db, create=True) as store:
@@ -397,8 +380,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _count_option(text: str) -> int:
     """argparse type of --rows / --page: a whole number ≥ 1, written as the op language writes counts (1e3, 2^10)."""
-    from rooftop.models.spec import SpecError, parse_count
-
     try:
         return parse_count(text, "value")
     except SpecError as exc:
@@ -407,7 +388,6 @@ def _count_option(text: str) -> int:
 
 def add_store_commands(sub: Any) -> None:
     """runs, show, rename, delete, export, import."""
-    from rooftop.store.io import CSV_LIMITS, IMPORT_LIMITS  # their help says what the CSVs cannot carry
     rn = sub.add_parser("runs", help="list the measured and imported runs in the store",
                         description="Every run in the store, oldest first: status, device, host, samples.")
     rn.add_argument("--json", action="store_true", help="print JSON")

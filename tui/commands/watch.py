@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import queue
 import sys
 from typing import Any
 
 from rooftop.models.plausible import finite
+from rooftop.store.fleets import by_device_key
 from rooftop.tui.commands.common import UsageError, add_db_option
+from rooftop.tui.render.gpu_rows import COMPACT_FROM, watch_block
+from rooftop.tui.render.telemetry import telemetry_lines
 from rooftop.tui.services.context import store_profiles
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    import queue
-
+    # deferred: the telemetry sampler (pynvml's reader, ~30 ms of imports), only when watching
     from rooftop.probes.telemetry import MIN_INTERVAL_S, Sampler, watch_dict
-    from rooftop.tui.render.telemetry import telemetry_lines
 
     if not (MIN_INTERVAL_S <= args.interval <= 3600):
         raise UsageError(f"--interval {args.interval:g}: give seconds from {MIN_INTERVAL_S} (20 a second) to 3600")
@@ -28,9 +30,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     snaps: queue.Queue = queue.Queue()
     # every GPU: --gpu is checked against them; `local` (this machine's measured B) is what live DRAM
     # bandwidth is a fraction of, else the GPU's reference profile
-    from rooftop.store.fleets import by_device_key
-    from rooftop.tui.render.gpu_rows import COMPACT_FROM, watch_block
-
     stored = store_profiles(args.db)
     local = stored.get("local")  # and each GPU's own measured B, where it has one (a fleet run keeps them)
     sampler = Sampler(interval=args.interval, on_snapshot=snaps.put, local=local, own=by_device_key(stored.values()))
@@ -78,8 +77,6 @@ def only_gpu(snap: Any, index: int, check: bool) -> Any:
     Checked on the first snapshot: without NVML there is nothing for --gpu to pick, and
     quietly printing the CPU instead would answer a question that was not asked.
     """
-    import dataclasses
-
     if check and not snap.gpus:
         why = snap.state if snap.state != "ok" else "NVML sees no GPU"
         raise UsageError(f"--gpu {index}: there is no GPU to pick ({why}); leave out --gpu to watch the CPU")
@@ -91,8 +88,6 @@ def only_gpu(snap: Any, index: int, check: bool) -> Any:
 
 def add_watch_command(sub: Any) -> None:
     """watch."""
-    from rooftop.tui.render.gpu_rows import COMPACT_FROM
-
     wt = sub.add_parser("watch", help="print live GPU (or CPU) telemetry, one line per interval",
                         description="Live telemetry through NVML (utilisation, clocks, power, temperature, memory, "
                                     "PCIe, throttle reasons, the processes on each GPU); on Hopper and newer also "
