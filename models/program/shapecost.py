@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -73,46 +74,36 @@ AUTOGRAD_NODE = re.compile(r"(autograd::|torch::autograd::|[A-Za-z0-9_]*Backward
 Model = Callable[[Call], "OpCost | None"]
 
 
+@dataclass(frozen=True)
+class _Starts:
+    """The op names that start with `prefix`, as a container (`name in _Starts(…)`) for the table below."""
+
+    prefix: str
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.startswith(self.prefix)
+
+
+# aten ops by name → their model, the first match winning (`aten::_foreach_copy_` is a foreach, not a copy)
+_BY_NAME: tuple[tuple[Container[str], Model], ...] = (
+    (matmul.GEMMS, matmul.gemm), (matmul.CONVS, matmul.conv), (matmul.CONV_BACKWARDS, matmul.conv_backward),
+    (matmul.ATTENTION, matmul.attention), (rows.NORMS, rows.norm), (rows.SOFTMAXES, rows.softmax),
+    (rows.SOFTMAX_BACKWARD, rows.softmax), (rows.NLL, rows.nll_loss), (rows.NLL_BACKWARD, rows.nll_loss),
+    (frozenset({"aten::cross_entropy_loss"}), rows.cross_entropy), (rows.ELEMENTWISE_LOSSES, rows.elementwise_loss),
+    (rows.POOLS, rows.pool), (rows.POOL_BACKWARD, rows.pool), (rows.ADAPTIVE, rows.pool),
+    (memory.FUSED_OPTIMIZERS, memory.fused_adam), (frozenset({"aten::_fused_sgd_"}), memory.fused_sgd),
+    (_Starts("aten::_foreach_"), memory.foreach), (memory.FILLS, memory.fill), (memory.CREATES, memory.create),
+    (memory.COPIES, memory.copy), (memory.GATHERS, memory.gather), (memory.SCATTERS, memory.scatter),
+)
+
+
 def _family(name: str) -> Model | None:
     """The op model for `name`, or None (the generic fallback)."""
     if not name.startswith("aten::") and "::" in name:  # an inference framework's op (vLLM, SGLang, aiter, fbgemm)
         return inference.model_for(inference.base_name(name)) or embedding.model_for(name)
-    if name in matmul.GEMMS:
-        return matmul.gemm
-    if name in matmul.CONVS:
-        return matmul.conv
-    if name in matmul.CONV_BACKWARDS:
-        return matmul.conv_backward
-    if name in matmul.ATTENTION:
-        return matmul.attention
-    if name in rows.NORMS:
-        return rows.norm
-    if name in rows.SOFTMAXES or name in rows.SOFTMAX_BACKWARD:
-        return rows.softmax
-    if name in rows.NLL or name in rows.NLL_BACKWARD:
-        return rows.nll_loss
-    if name == "aten::cross_entropy_loss":
-        return rows.cross_entropy
-    if name in rows.ELEMENTWISE_LOSSES:
-        return rows.elementwise_loss
-    if name in rows.POOLS or name in rows.POOL_BACKWARD or name in rows.ADAPTIVE:
-        return rows.pool
-    if name in memory.FUSED_OPTIMIZERS:
-        return memory.fused_adam
-    if name == "aten::_fused_sgd_":
-        return memory.fused_sgd
-    if name.startswith("aten::_foreach_"):
-        return memory.foreach
-    if name in memory.FILLS:
-        return memory.fill
-    if name in memory.CREATES:
-        return memory.create
-    if name in memory.COPIES:
-        return memory.copy
-    if name in memory.GATHERS:
-        return memory.gather
-    if name in memory.SCATTERS:
-        return memory.scatter
+    for names, model in _BY_NAME:
+        if name in names:
+            return model
     base, inplace = memory.base_name(name) if name.startswith("aten::") else ("", False)
     if base in memory.REDUCTIONS and not inplace:
         return lambda c: memory.reduction(c, base)
