@@ -290,20 +290,20 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
 
 
 def _thread_edges(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[float, float]], offset: float,
-                  call_act: Sequence[int], call_w: Sequence[int]) -> None:
+                  call_act: range, call_w: Sequence[int]) -> None:
     """Thread order, the joins between threads (`_joins`), and each window's end on the CPU (a step's last CPU work
     after its last call) as a point."""
     calls = trace.calls
-    last_on: dict[int, int] = {}
-    last_in: dict[tuple[int, int], int] = {}  # (window, thread) → its last call there
-    for i in range(len(calls)):
-        th = calls.thread[i]
-        prev = last_on.get(th)
-        if prev is not None:
-            b.edge(2 * prev + 1, 2 * call_act[i], THREAD)
-        last_on[th] = call_act[i]
-        if call_w[i] != NO_WINDOW:
-            last_in[(call_w[i], th)] = call_act[i]
+    thread = np.asarray(calls.thread, dtype=np.int64)
+    by_thread = np.argsort(thread, kind="stable")  # each thread's calls, in order
+    follows = thread[by_thread[1:]] == thread[by_thread[:-1]]
+    prev, nxt = by_thread[:-1][follows], by_thread[1:][follows]
+    at = np.argsort(nxt, kind="stable")  # added in the calls' order, as one pass would
+    b.edges(2 * (call_act.start + prev[at]) + 1, 2 * (call_act.start + nxt[at]), np.full(len(at), THREAD))
+    last_in: dict[tuple[int, int], int] = {}  # (window, thread) → its last call there, by its first
+    for i, w in enumerate(call_w):
+        if w != NO_WINDOW:
+            last_in[(w, calls.thread[i])] = call_act[i]
     for q, p, kind in _joins(trace):
         b.causal(2 * call_act[q] + 1, 2 * call_act[p], kind)
     ends = {w: b.act(rank, WINDOW_END, w, hi + offset, hi + offset, w, CALL) for w, (_, hi) in enumerate(windows)

@@ -590,7 +590,11 @@ def launch_work(trace: Trace, costs: OpCosts, launched: Collection[int]) -> dict
     total: dict[int, tuple[float, float]] = {}
     out: dict[int, OpCost] = {}
     for oi in sorted(launched, reverse=True):  # children come after parents in the ops' order
-        kids = inside.get(oi, ())
+        kids = inside.get(oi)
+        if kids is None:  # most launching ops launch no op that launches: their cost is their own
+            mine = out[oi] = costs[oi]
+            total[oi] = (mine.flops, mine.bytes)
+            continue
         bf, bb = sum(total[k][0] for k in kids), sum(total[k][1] for k in kids)
         mine = out[oi] = _less(costs[oi], bf, bb)
         total[oi] = (bf + mine.flops, bb + mine.bytes)
