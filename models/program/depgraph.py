@@ -284,7 +284,7 @@ def _add_rank(b: _Builder, rank: int, trace: Trace, windows: Sequence[tuple[floa
     dev_act = b.acts(rank, DEVICE_ACT, k_ts + offset, k_end + offset, dev_w, np.full(len(kernels), DEVICE))
     _thread_edges(b, rank, trace, windows, offset, call_act, call_w)
     by_corr, issued, waited = _launch_edges(b, trace, call_act, dev_act, blocked)
-    streams = _Streams(b, kernels, dev_act, waited)
+    streams = _Streams(b, kernels, k_end, dev_act, waited)
     handled = _sync_edges(b, trace, call_act, dev_act, by_corr, streams)
     _host_sync_edges(b, trace, call_act, dev_act, issued, streams, handled)
 
@@ -330,9 +330,10 @@ def _launch_edges(b: _Builder, trace: Trace, call_act: range, dev_act: range,
     explained = [s.correlation for s in trace.device_syncs if s.name == "Stream Wait Event" and s.correlation is not None]
     wait = (kind == _WAIT) & ~np.isin(corr, np.asarray(explained, dtype=np.int64))
     launch = kind == _LAUNCH
+    thread = np.asarray(calls.thread, dtype=np.int32)
     seq = np.flatnonzero(wait | launch)
-    seq = seq[np.argsort(np.asarray(calls.thread, dtype=np.int32)[seq], kind="stable")]  # per thread, in order
-    th = np.asarray(calls.thread, dtype=np.int32)[seq]
+    seq = seq[np.argsort(thread[seq], kind="stable")]  # per thread, in order
+    th = thread[seq]
     after_wait = np.zeros(len(calls), dtype=bool)  # a launch whose thread's last wait or launch was such a wait
     after_wait[seq[1:][(th[1:] == th[:-1]) & wait[seq[:-1]] & launch[seq[1:]]]] = True
     k_corr = np.fromiter((-1 if k.correlation is None else k.correlation for k in kernels), dtype=np.int64,
@@ -359,16 +360,16 @@ def _launch_edges(b: _Builder, trace: Trace, call_act: range, dev_act: range,
 
 class _Streams:
     """Stream order (its edges added when made), and per stream the activities by launch time: what a record or a
-    sync follows."""
+    sync follows. `end`: each activity's end, on its trace's clock (as `_add_rank` read them)."""
 
-    def __init__(self, b: _Builder, kernels: Sequence[Kernel], dev_act: range, waited: np.ndarray) -> None:
+    def __init__(self, b: _Builder, kernels: Sequence[Kernel], end: np.ndarray, dev_act: range,
+                 waited: np.ndarray) -> None:
         self.kernels = kernels
         index: dict[tuple, int] = {}  # (device, stream) → its number, by first activity
         code = np.fromiter((index.setdefault((k.device, k.stream), len(index)) for k in kernels), dtype=np.int64,
                            count=len(kernels))
         launch_ts = np.fromiter((math.nan if k.launch_ts is None else k.launch_ts for k in kernels),
                                 dtype=np.float64, count=len(kernels))
-        end = np.fromiter((k.end for k in kernels), dtype=np.float64, count=len(kernels))
         by_code = np.argsort(code, kind="stable")  # each stream's activities, by start (the kernels are)
         bounds = np.searchsorted(code[by_code], np.arange(len(index) + 1))
         self.by_key: dict[tuple, np.ndarray] = {}  # (device, stream) → its activities, by start

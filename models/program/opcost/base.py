@@ -12,7 +12,6 @@ member that is not a list of ints) raises BadShape: the op is left uncosted.
 from __future__ import annotations
 
 import functools
-
 import json
 import math
 from collections.abc import Mapping, Sequence
