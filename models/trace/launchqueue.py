@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from .read import Kernel, Trace
 
 CUDA_CAP = 1024  # CUDA's launch queue holds this many pending launches per stream by default
@@ -133,47 +135,65 @@ def counted(trace: Trace) -> list[int]:
     return [i for i, k in enumerate(trace.kernels) if k.launch_ts is not None and i not in graph]
 
 
-def _leaves(k: Kernel, hta: bool) -> float:
-    t = k.ts if hta else k.ts + k.dur
-    # a leave never before its join (clocks a µs apart); a counted activity has its launch
-    return t if t >= k.launch_ts else k.launch_ts  # type: ignore[operator, return-value]
+@dataclass
+class _Columns:
+    """The counted activities' launch times and leaves (as `_leaves`), by index in Trace.kernels: read from the
+    activities once, for the sweeps to take whole arrays."""
+
+    launch: np.ndarray
+    leave: np.ndarray
+
+    @classmethod
+    def of(cls, kernels: Sequence[Kernel], acts: Sequence[int], hta: bool) -> _Columns:
+        n = len(kernels)
+        launch = np.zeros(n)
+        leave = np.zeros(n)
+        idx = np.asarray(acts, dtype=np.int64)
+        launch[idx] = [kernels[i].launch_ts for i in acts]
+        t = np.array([kernels[i].ts for i in acts], dtype=np.float64)
+        if not hta:
+            t = t + np.array([kernels[i].dur for i in acts], dtype=np.float64)
+        # a leave never before its join (clocks a µs apart)
+        leave[idx] = np.where(t >= launch[idx], t, launch[idx])
+        return cls(launch, leave)
 
 
-def _sweep(kernels: Sequence[Kernel], acts: list[int], hta: bool, joins: Mapping[int, float] | None = None
-           ) -> _Stream:
+def _sweep(cols: _Columns, acts: list[int], joins: Mapping[int, float] | None = None) -> _Stream:
     """Walk the stream's joins (+1 at the call's start, or at `joins[i]`) and leaves (−1 at the activity's end,
-    or start) in time order: an activity leaving at the instant another joins leaves first ([join, leave))."""
-    at: list[tuple[float, int]] = [  # counted activities: each has its launch_ts
-        (joins.get(i, kernels[i].launch_ts) if joins else kernels[i].launch_ts, n)  # type: ignore[misc, arg-type]
-        for n, i in enumerate(acts)]
+    or start) in time order: an activity leaving at the instant another joins leaves first ([join, leave)).
+
+    Whole-array: the joins and leaves are merged by (time, leave before join), each step's depth is the running
+    count before it, and the time to the next step is added to that depth's total where it is positive, in
+    time order (np.bincount adds in the order given: the same sums a walk of the steps makes)."""
+    ids = np.asarray(acts, dtype=np.int64)
+    at = cols.launch[ids]
     if joins:
-        at.sort()
-    leave = sorted(_leaves(kernels[i], hta) for i in acts)
-    found = [0] * len(acts)
+        at = at.copy()
+        for n, i in enumerate(acts):
+            if i in joins:
+                at[n] = joins[i]
+    joined = np.argsort(at, kind="stable")  # each join's n, in time order (ties by n)
+    leave = np.sort(cols.leave[ids])
+    m = len(ids)
+    times = np.concatenate((leave, at[joined]))
+    is_join = np.concatenate((np.zeros(m, dtype=np.int8), np.ones(m, dtype=np.int8)))
+    step = np.lexsort((np.arange(2 * m), is_join, times))  # by time, a leave before a join, then as listed
+    x = times[step]
+    depth = np.concatenate(([0], np.cumsum(np.where(is_join[step] == 1, 1, -1))[:-1]))
+    found = np.empty(m, dtype=np.int64)
+    at_join = is_join[step] == 1
+    found[joined[step[at_join] - m]] = depth[at_join]
+    dt = np.diff(x)
+    moved = np.flatnonzero(dt > 0)
     at_depth: dict[int, float] = {}
-    depth = top = j = 0
-    m = len(leave)
-    last = min(at[0][0], leave[0]) if at else 0.0
-    for t, n in at:
-        while j < m and leave[j] <= t:  # the leaves up to this join, first
-            if leave[j] > last:
-                at_depth[depth] = at_depth.get(depth, 0.0) + (leave[j] - last)
-                last = leave[j]
-            depth -= 1
-            j += 1
-        if t > last:
-            at_depth[depth] = at_depth.get(depth, 0.0) + (t - last)
-            last = t
-        found[n] = depth
-        depth += 1
-        if depth > top:
-            top = depth
-    for t in leave[j:]:
-        if t > last:
-            at_depth[depth] = at_depth.get(depth, 0.0) + (t - last)
-            last = t
-        depth -= 1
-    return _Stream(acts, found, at_depth, top)
+    if len(moved):
+        d = depth[1:][moved]
+        levels, first, which = np.unique(d, return_index=True, return_inverse=True)
+        sums = np.bincount(which, weights=dt[moved], minlength=len(levels))
+        for k in np.argsort(first, kind="stable").tolist():  # each depth where first reached, as a walk finds them
+            at_depth[int(levels[k])] = float(sums[k])
+    top = int(found.max()) + 1 if m else 0
+    return _Stream(acts, found.tolist(), at_depth, max(top, 0))
 
 
 def _freed_by(kernels: Sequence[Kernel], ends: list[tuple[float, int]], c0: float, c1: float) -> int | None:
@@ -218,6 +238,7 @@ class _Queues:
 
     streams: dict[tuple[int | None, int | None], tuple[_Stream, int, list[BlockedLaunch]]]
     median: float
+    span: tuple[float, float]  # the first counted launch, the last leave
 
 
 def _queues(trace: Trace, acts: Sequence[int], hta: bool) -> _Queues:
@@ -225,20 +246,22 @@ def _queues(trace: Trace, acts: Sequence[int], hta: bool) -> _Queues:
     (unless `hta`) sweep again with each of those joining when its slot was freed: while it waited it held none.
     HTA's count keeps the first sweep (a blocked call counts from its start, one above the cap)."""
     kernels = trace.kernels
+    cols = _Columns.of(kernels, acts, hta)
     by: dict[tuple[int | None, int | None], list[int]] = {}
-    for _, i in sorted((kernels[i].launch_ts, i) for i in acts):
+    idx = np.asarray(acts, dtype=np.int64)
+    for i in idx[np.argsort(cols.launch[idx], kind="stable")].tolist():  # by launch time, ties by index
         k = kernels[i]
         by.setdefault((k.device, k.stream), []).append(i)
     durs: list[float] = [kernels[i].launch_dur for i in acts if kernels[i].launch_dur is not None]  # type: ignore[misc]
     median = statistics.median(durs) if durs else 0.0
     out = {}
     for key, ids in by.items():
-        s = _sweep(kernels, ids, hta)
+        s = _sweep(cols, ids)
         own, calls = _blocked(kernels, s, median)
         if calls and not hta:
-            s = _sweep(kernels, ids, hta, {b.activity: kernels[b.freed_by].end for b in calls})
+            s = _sweep(cols, ids, {b.activity: kernels[b.freed_by].end for b in calls})
         out[key] = (s, own, calls)
-    return _Queues(out, median)
+    return _Queues(out, median, (float(cols.launch[idx].min()), float(cols.leave[idx].max())))
 
 
 def time_at_depth(trace: Trace, hta: bool = False) -> dict[tuple[int | None, int | None], dict[int, float]]:
@@ -250,13 +273,11 @@ def launch_queue(trace: Trace, hta: bool = False) -> LaunchQueue | None:
     """The launch queue of each stream of `trace` (None: no activity was launched by a call in the trace, or
     the activities are counter ranges, whose times the profiler made up). `hta` counts as HTA does: each
     launch from its call's start to its activity's start."""
-    kernels = trace.kernels
     acts = counted(trace)
     if not acts or trace.range_times:
         return None
-    lo = min(kernels[i].launch_ts or 0.0 for i in acts)
-    span = max(_leaves(kernels[i], hta) for i in acts) - lo
     qs = _queues(trace, acts, hta)
+    span = qs.span[1] - qs.span[0]
     trace_cap = max((own for _, own, _ in qs.streams.values()), default=0) or CUDA_CAP
     streams = []
     blocked: list[BlockedLaunch] = []
