@@ -836,13 +836,23 @@ def _device_rows(trace: Trace, costs: _Costs, elements: Mapping[int, tuple[str, 
     mine = launch_work(trace, costs, per_op)
     group_families: dict[tuple, set[str]] = {}
     made: dict[tuple, tuple] = {}  # (the key rule, an op) → its group key, as `owned.whose` names them
+    keys: dict[tuple, tuple] = {}  # an op's name, shapes and types (the reader shares equal ones), origin, element
+    ops = trace.ops
     for oi, (n, t, alone, nc) in per_op.items():
-        o = trace.ops[oi]
+        o = ops[oi]
         owner = OWNER_OF.get(o.origin, "op")
         if owner == "annotation":
             mine[oi] = ANNOTATION_COST
-        key = made[(_launcher_key, oi)] = _launcher_key(o, elements.get(oi))
-        g = _group(groups, key, mine[oi], list(o.dims), key[2])
+        el = elements.get(oi)
+        seen = (o.name, id(o.dims), id(o.types), o.origin, el)
+        key = keys.get(seen)
+        if key is None:
+            key = keys[seen] = _launcher_key(o, el)
+        made[(_launcher_key, oi)] = key
+        cost = mine[oi]
+        g = groups.get(key)
+        if g is None:
+            g = _group(groups, key, cost, list(o.dims), key[2])
         g.owner = owner
         if oi in owned.range_families:
             group_families.setdefault(key, set()).update(owned.range_families[oi])
@@ -852,8 +862,8 @@ def _device_rows(trace: Trace, costs: _Costs, elements: Mapping[int, tuple[str, 
         g.comm_kernels += nc
         g.time_s += t
         g.alone_s += alone
-        g.flops += mine[oi].flops
-        g.bytes += mine[oi].bytes
+        g.flops += cost.flops
+        g.bytes += cost.bytes
     for key, fams in group_families.items():  # an annotation's kernels of one family: the family says the roof
         groups[key].family = next(iter(fams)) if len(fams) == 1 else ""
     for oi, (n, t, alone, nc) in owned.early.items():  # a share of the twin's op: its kernels before the window
