@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -310,3 +311,43 @@ def test_htas_queue_in_the_critical_path_record_is_the_one_recorded_here():
             assert t["at_max_us"] * US == pytest.approx(h["at_max_s"], rel=1e-6, abs=1e-9), (name, stream)
             met += 1
     assert met > 0
+
+
+def _walked(events: list[tuple[float, int]]) -> tuple[dict[int, float], int]:
+    """The queue walked one step at a time, as its definition reads: the steps by time, a leave (−1) before a join
+    (+1) at the same instant; the time to the next step added to the depth held over it."""
+    at_depth: dict[int, float] = {}
+    depth = top = 0
+    steps = sorted(events, key=lambda e: (e[0], e[1]))
+    for (t, d), (nxt, _) in zip(steps, [*steps[1:], (steps[-1][0], 0)]):
+        depth += d
+        top = max(top, depth)
+        if nxt > t:
+            at_depth[depth] = at_depth.get(depth, 0.0) + (nxt - t)
+    return at_depth, top
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_depths_match_a_step_by_step_walk_with_ties_on_every_instant(seed):
+    """Whole µs everywhere, so joins and leaves meet at the same instants and a kernel may end at its own launch
+    (its leave is then its join: it holds no time): the merge's tie rule, in both counts, against a plain walk."""
+    rng = random.Random(seed)
+    t = KinetoTrace()
+    for i in range(rng.randint(1, 60)):
+        c0 = float(rng.randint(0, 40))
+        ts = c0 + rng.randint(-2, 6)  # a kernel may start before its call (clocks a µs apart)
+        t.kernel(f"k{i}", c0, ts, float(rng.randint(0, 5)), launch_dur=1.0)
+    trace = parse_trace(t.doc())
+    ties = 0
+    for hta in (False, True):
+        events = []
+        for k in trace.kernels:  # the times as the reader keeps them (seconds from the first event)
+            leave = max(k.ts if hta else k.ts + k.dur, k.launch_ts)
+            events += [(k.launch_ts, 1), (leave, -1)]
+        ties += len(events) - len({e for e, _ in events})
+        want, top = _walked(events)
+        (got,) = time_at_depth(trace, hta).values()
+        assert list(got) == list(want)
+        assert got == pytest.approx(want, rel=1e-12)
+        assert launch_queue(trace, hta).streams[0].max == top
+    assert ties > 0
