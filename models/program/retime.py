@@ -26,13 +26,7 @@ def retime(g: DepGraph, cuts: Mapping[int, float] | None = None, held: bool = Tr
     rank: more than its collective's own time). The list has one more entry, the sentinel point's (0: what lies
     outside a window stays)."""
     n = g.points
-    cut = [0.0] * len(g.in_kind)
-    weight = g.in_weight
-    for e, c in (cuts or {}).items():
-        w = weight[e]
-        cut[e] = (min(c, w) if w > 0 else 0.0) if held else c
-        if cut[e] < 0:
-            cut[e] = 0.0
+    cut = _cut_list(g, cuts, held)
     shift = [0.0] * (n + 1)
     in_start, in_from, slack = g.in_start, g.in_from, g.in_slack
     for p in g.order:
@@ -53,6 +47,21 @@ def retime(g: DepGraph, cuts: Mapping[int, float] | None = None, held: bool = Tr
         if best is not None:
             shift[p] = best
     return shift
+
+
+def _cut_list(g: DepGraph, cuts: Mapping[int, float] | None, held: bool) -> list[float]:
+    """Each edge's cut (`retime`'s): whole-array, as a what-if may cut most of the graph's edges (every launch gap)."""
+    e = len(g.in_kind)
+    if not cuts:
+        return [0.0] * e
+    at = np.fromiter(cuts.keys(), dtype=np.int64, count=len(cuts))
+    c = np.fromiter(cuts.values(), dtype=np.float64, count=len(cuts))
+    if held:
+        w = np.frombuffer(g.in_weight, dtype=np.float64)[at]
+        c = np.where(w > 0, np.minimum(c, w), 0.0)
+    out = np.zeros(e)
+    out[at] = np.maximum(c, 0.0)
+    return out.tolist()
 
 
 def retime_few(g: DepGraph, cuts: Mapping[int, float], most: int | None = None) -> dict[int, float] | None:
