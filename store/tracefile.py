@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, cast
 
@@ -224,13 +226,36 @@ def _last(body: bytes, meta: dict | None) -> list:
     return doc.traceEvents or []
 
 
-def _open(p: Path) -> BinaryIO:
-    f = p.open("rb")
-    if f.read(2) == b"\x1f\x8b":
+ReadProgress = Callable[[int, int], None]  # (bytes of the file read so far, the file's size): on each read
+
+
+class _Counted:
+    """A file on disk read through, its bytes counted for a progress display: the file's own bytes (a .gz
+    file's compressed ones), so the count ends at the size `stat` gives whatever the text inflates to."""
+
+    def __init__(self, f: BinaryIO, size: int, progress: ReadProgress) -> None:
+        self.f, self.size, self.done, self.progress = f, size, 0, progress
+
+    def read(self, n: int = -1) -> bytes:
+        got = self.f.read(n)
+        self.done += len(got)
+        self.progress(self.done, self.size)
+        return got
+
+
+@contextmanager
+def _opened(p: Path, progress: ReadProgress | None) -> Iterator[BinaryIO]:
+    """The file's text (gunzipped where it is gzip), its bytes counted into `progress` where one is given; the
+    file is closed after (GzipFile closes only what it opened itself)."""
+    with p.open("rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
         f.seek(0)
-        return cast(BinaryIO, gzip.GzipFile(fileobj=f, mode="rb"))
-    f.seek(0)
-    return f
+        raw = cast(BinaryIO, _Counted(f, os.fstat(f.fileno()).st_size, progress)) if progress else f
+        if not gz:
+            yield raw
+            return
+        with gzip.GzipFile(fileobj=raw, mode="rb") as g:
+            yield cast(BinaryIO, g)
 
 
 def stream_trace(f: BinaryIO, chunk: int = CHUNK) -> Trace:
@@ -239,17 +264,21 @@ def stream_trace(f: BinaryIO, chunk: int = CHUNK) -> Trace:
     return parse_trace(event_stream(f, chunk))
 
 
-def load_trace(path: str | Path) -> Trace:
-    """The trace in `path`; TraceError naming the file and what is wrong with it."""
+def load_trace(path: str | Path, progress: ReadProgress | None = None) -> Trace:
+    """The trace in `path`; TraceError naming the file and what is wrong with it. `progress` is told the bytes
+    read as the file is read (a file that is not strict JSON is read again whole, and told so once)."""
     p = Path(path)
     if not p.is_file():
         raise TraceError(f"{p}: no such file (give a torch.profiler Chrome trace, .json or .json.gz)")
     try:
         try:
-            with _open(p) as f:
+            with _opened(p, progress) as f:
                 trace = stream_trace(f, CHUNK)
         except Unstreamable:  # not strict JSON of a trace's shape: read whole, leniently, or refused in a line
             buf = read_bytes(p)
+            if progress:  # read whole: all of it at once
+                size = p.stat().st_size
+                progress(size, size)
             doc = decode(buf)
             del buf
             trace = parse_trace(doc)

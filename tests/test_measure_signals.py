@@ -8,23 +8,19 @@ this process and signals the child once it has stored what the check needs.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import signal
 import sqlite3
-import struct
 import subprocess
 import sys
-import termios
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from rooftop.store.runs import Store
+from terminal import Terminal
 
 
 def start_measure(db: Path) -> subprocess.Popen[str]:
@@ -108,34 +104,21 @@ def test_a_hangup_mid_measure_in_the_app_keeps_the_run(tmp_path: Path) -> None:
     and SIGHUP arrives: the run is cancelled and keeps its ceilings, and the app exits 129.
     (SIGTERM takes the same path without the terminal's part.) The CPU is measured, GPU or not."""
     sig = signal.SIGHUP
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     db = tmp_path / "app.db"
     env = {**os.environ, "TERM": "xterm-256color", "CUDA_VISIBLE_DEVICES": ""}  # torch sees no GPU
-    proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "--db", str(db)], stdin=slave, stdout=slave,
-                            stderr=slave, start_new_session=True, env=env)
-    os.close(slave)
-    screen = bytearray()
-
-    def drain() -> None:  # the app writes its screen to the terminal; a full one would block it
-        with contextlib.suppress(OSError):
-            while chunk := os.read(master, 65536):
-                screen.extend(chunk)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    try:
-        wait_for(proc, db, BEYOND_PRIVATE_CACHE, 1)
-        os.close(master)  # the terminal goes first
-        master = -1
-        proc.send_signal(sig)
-        assert proc.wait(timeout=120) == 128 + sig
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        if master >= 0:
-            os.close(master)
-    assert b"Traceback" not in screen
+    with Terminal(24, 80) as term:
+        proc = subprocess.Popen([sys.executable, "-m", "rooftop.tui.cli", "--db", str(db)], stdin=term.slave,
+                                stdout=term.slave, stderr=term.slave, start_new_session=True, env=env)
+        term.started()
+        try:
+            wait_for(proc, db, BEYOND_PRIVATE_CACHE, 1)
+            term.hang_up()  # the terminal goes first
+            proc.send_signal(sig)
+            assert proc.wait(timeout=120) == 128 + sig
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert b"Traceback" not in term.screen
     with Store.open(db) as store:
         assert store.interrupted == []
         [run] = store.runs()

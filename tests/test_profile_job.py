@@ -367,10 +367,10 @@ def read_watched(tmp_path, monkeypatch, most: int, held=None) -> tuple:
     alive: list[weakref.ref] = []
     real = tracefile.load_trace
 
-    def load(p):
+    def load(p, progress=None):
         gc.collect()
         assert sum(w() is not None for w in alive) <= most, "more earlier rank traces alive than may be"
-        t = real(p)
+        t = real(p, progress)
         alive.append(weakref.ref(t))
         return t
 

@@ -36,6 +36,7 @@ from rooftop.models.trace.read import TraceError
 from rooftop.probes.torchrun import Stopped, run_torchrun
 from rooftop.store.critpath import path_doc
 from rooftop.tui.commands.common import UsageError, _device_list, command_text
+from rooftop.tui.commands.progress import StageLine
 from rooftop.tui.render.critpath import joined_text
 from rooftop.tui.render.job import job_report
 from rooftop.tui.render.jsonout import print_json
@@ -127,15 +128,17 @@ def job_vendor(trace: Any, device: Any) -> str:
 
 def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfile, str]],
              read: dict[Path, Any] | None = None, held: Any = None, *, db: str | Path | None = None,
-             link: str | None = None, per_node: int | None = None,
-             window: str | None = None) -> tuple[Any, Any, list[str]]:
+             link: str | None = None, per_node: int | None = None, window: str | None = None,
+             line: StageLine | None = None) -> tuple[Any, Any, list[str]]:
     """Read the traces one at a time: (the job, the lowest rank's workload, the problems). `device_for(trace)`
     chooses the device's roofs from the first trace read; `read` holds traces already read, by path (given
     up as they are used); `held` (a rooftop.models.program.jobpath.HeldRanks) keeps, within its limits, the ranks' traces
     for the job's critical path. The job's link roofs come from the store at `db` (a comm run's, else the
     device's); `link` is --link, `per_node` the ranks per node torchrun started (None: told from the ranks);
-    `window` is --window NAME, checked against the first trace read before its roofs are chosen."""
+    `window` is --window NAME, checked against the first trace read before its roofs are chosen; `line` shows each
+    file as it is read."""
     read = read if read is not None else {}
+    line = line or StageLine()  # none given: one never entered, which shows nothing
     # deferred: gzip and the trace reader (~8 ms of imports), only when a trace is read
     from rooftop.store.tracefile import load_trace
 
@@ -147,9 +150,9 @@ def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfil
     first_path: Path | None = None
     first_work = device = None
     intra = "nvlink"
-    for p in paths:
+    for k, p in enumerate(paths, 1):
         try:
-            trace = read.pop(p) if p in read else load_trace(p)
+            trace = read.pop(p) if p in read else load_trace(p, line.reading(p, f"reading {k}/{len(paths)}"))
         except TraceError as exc:
             problems.append(f"{clean(str(exc))}: left out")
             continue
@@ -180,6 +183,7 @@ def read_job(paths: list[Path], device_for: Callable[[Trace], tuple[DeviceProfil
             check_window(trace, window)  # a --window NAME it lacks: one line, said before the roofs
             device = device_for(trace)
             intra = gpu_link(job_vendor(trace, device[0]))
+        line.stage(f"placing rank {rank}'s op groups on the roofs of {device[0].id}")
         work = build_workload(trace, device[0], device_note=device[1])
         summaries.append(summarize(trace, work, rank, str(p)))
         if held is not None:
@@ -241,20 +245,28 @@ def profile_job(args: argparse.Namespace, paths: list[str], source: str, backend
     files = trace_files(paths)
     held = HeldRanks()
     ids = _device_list(getattr(args, "device", None))
-    job, work, problems = read_job(files, lambda t: trace_device(args.db, ids, t), read, held, db=args.db,
-                                   link=args.link, per_node=per_node, window=getattr(args, "window", None))
+    with StageLine() as line:
+        job, work, problems = read_job(files, lambda t: trace_device(args.db, ids, t), read, held, db=args.db,
+                                       link=args.link, per_node=per_node, window=getattr(args, "window", None),
+                                       line=line)
+        if job is not None:
+            line.stage("the job's critical path and its what-ifs")
+            path, joined = job_critical_path(held, {r.rank for r in job.ranks}, getattr(args, "window", None))
     if job is None and len(problems) == 1 and [Path(paths[0])] == files:  # one file named: its problem alone
         raise UsageError(problems[0].removesuffix(": left out"))
     if job is None:
         print_problems(problems)
         raise UsageError("no trace could be read as a rank of the job (each file's problem is above)")
-    path, joined = job_critical_path(held, {r.rank for r in job.ranks}, getattr(args, "window", None))
     del held  # the ranks' traces go before the report is made
     print_problems(problems)
-    run_id = None if args.no_save else keep_workload(args.db, work, source, backend, job.to_dict(), path=path,
-                                                     joined=joined)
-    if getattr(args, "out", None):
-        share_profile(args, profile_doc(work, path, run_id, job, joined), work.device)
+    with StageLine() as line:
+        if not args.no_save:
+            line.stage("keeping the run")
+        run_id = None if args.no_save else keep_workload(args.db, work, source, backend, job.to_dict(), path=path,
+                                                         joined=joined)
+        if getattr(args, "out", None):
+            line.stage(f"writing {Path(args.out).name}")
+            share_profile(args, profile_doc(work, path, run_id, job, joined), work.device)
     if args.json:
         print_json(profile_doc(work, path, run_id, job, joined))
         return 0

@@ -30,6 +30,7 @@ from rooftop.probes.torchrun import is_torchrun
 from rooftop.tui.commands.common import (
     UsageError, _device_list, add_db_option, add_device_option, add_out_option, add_wide_option,
 )
+from rooftop.tui.commands.progress import StageLine
 from rooftop.tui.commands.job import (
     TRACE_SUFFIXES,
     check_window,
@@ -72,7 +73,8 @@ def add_profile_command(sub: Any) -> None:
         description="Run a Python program under torch.profiler (or read a trace it wrote, or an Nsight Compute "
                     "raw CSV) and place its ops on a device's roofline: time share, achieved FLOP/s and B/s, "
                     "regime, the bound T and the fraction of the roof; the step split into kernel time and idle "
-                    "time; MFU beside bandwidth utilisation.",
+                    "time; MFU beside bandwidth utilisation. Progress (the MiB of a trace read, then each stage) "
+                    "goes to stderr where it is a terminal.",
         epilog=EPILOG,
     )
     add_device_option(pr, "the device whose roofs to use (default: the GPU the trace or CSV names, "
@@ -187,28 +189,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
         check_local_gpu(args.db)  # before the program runs, not after: it may run for minutes
     if program and is_torchrun(program):
         return profile_torchrun(program, args)
-    if args.trace:
-        # deferred: gzip and the trace reader (~8 ms of imports), only when a trace is read
-        from rooftop.store.tracefile import load_trace
-
-        trace = load_trace(args.trace[0])  # TraceError naming the file: bad input
-        if args.graph_capture:
-            trace = _join_capture(trace, args.graph_capture)
-        source, backend = str(args.trace[0]), "trace"
+    with StageLine() as line:
+        trace, source, backend = _trace_of(args, program, line)
         world = trace.distributed.get("world_size")
-        if isinstance(world, int) and world > 1:  # one rank of a job: shown as the job's rank table too
-            return profile_job(args, args.trace, source, backend, {Path(source): trace})
-    else:
-        trace, source = _run_program(program, args)
-        backend = "torch.profiler"
-
-    check_window(trace, args.window)  # before the roofs are chosen: a wrong name is the one line said
-    device, note = trace_device(args.db, ids, trace)
-    work = build_workload(trace, device, device_note=note)
-    path = relabelled(critical_path(trace, work, args.window), work)
-    run_id = None if args.no_save else keep_workload(args.db, work, source, backend, path=path)
-    if args.out:
-        share_profile(args, profile_doc(work, path, run_id), work.device)
+        one_rank = bool(args.trace) and isinstance(world, int) and world > 1  # shown as the job's rank table too
+        if not one_rank:
+            work, path, run_id = _placed(args, trace, ids, source, backend, line)
+    if one_rank:
+        return profile_job(args, args.trace, source, backend, {Path(source): trace})
     if args.json:
         print_json(profile_doc(work, path, run_id))
         return 0
@@ -220,8 +208,44 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _join_capture(trace: Any, paths: list[str]) -> Any:
-    """The replay joined to the graph captures in `paths` (files or folders), read as --trace reads a trace."""
+def _trace_of(args: argparse.Namespace, program: list[str], line: StageLine) -> tuple[Any, str, str]:
+    """The trace to place (--trace FILE's, joined to its --graph-capture; else the program's, run here), where it
+    came from, and by what."""
+    if not args.trace:
+        trace, source = _run_program(program, args, line)
+        return trace, source, "torch.profiler"
+    # deferred: gzip and the trace reader (~8 ms of imports), only when a trace is read
+    from rooftop.store.tracefile import load_trace
+
+    trace = load_trace(args.trace[0], line.reading(args.trace[0]))  # TraceError naming the file: bad input
+    if args.graph_capture:
+        trace = _join_capture(trace, args.graph_capture, line)
+    return trace, str(args.trace[0]), "trace"
+
+
+def _placed(args: argparse.Namespace, trace: Any, ids: list[str], source: str, backend: str,
+            line: StageLine) -> tuple[Any, Any, str | None]:
+    """The trace on its device's roofs: its workload, its critical path, the run id it is kept as (None with
+    --no-save); its --out file written. Each stage is named on `line` as it begins."""
+    check_window(trace, args.window)  # before the roofs are chosen: a wrong name is the one line said
+    device, note = trace_device(args.db, ids, trace)
+    line.stage(f"placing the op groups on the roofs of {device.id}")
+    work = build_workload(trace, device, device_note=note)
+    line.stage("the critical path and its what-ifs")
+    path = relabelled(critical_path(trace, work, args.window), work)
+    run_id = None
+    if not args.no_save:
+        line.stage("keeping the run")
+        run_id = keep_workload(args.db, work, source, backend, path=path)
+    if args.out:
+        line.stage(f"writing {Path(args.out).name}")
+        share_profile(args, profile_doc(work, path, run_id), work.device)
+    return work, path, run_id
+
+
+def _join_capture(trace: Any, paths: list[str], line: StageLine) -> Any:
+    """The replay joined to the graph captures in `paths` (files or folders), read as --trace reads a trace (each
+    shown on the stage `line` as it is read)."""
     # deferred: the capture joiner and the trace reader (gzip: ~18 ms of imports), only with --graph-capture
     from rooftop.models.trace.capture import CaptureError, join_captures
     from rooftop.store.tracefile import load_trace
@@ -230,14 +254,15 @@ def _join_capture(trace: Any, paths: list[str]) -> Any:
         files = trace_files(paths)
     except TraceError as exc:  # said with the option it came from
         raise UsageError(f"--graph-capture {exc}") from None
-    captures = [(f.name, load_trace(f)) for f in files]
+    captures = [(f.name, load_trace(f, line.reading(f, "reading the capture"))) for f in files]
+    line.stage("joining the replay to its capture")
     try:
         return join_captures(trace, captures, whole_subtree=reads_inside)[0]
     except CaptureError as exc:
         raise UsageError(f"--graph-capture: {exc}") from None
 
 
-def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str]:
+def _run_program(program: list[str], args: argparse.Namespace, line: StageLine) -> tuple[Any, str]:
     try:
         # deferred: torch (seconds to load), only when a program is run
         import torch  # noqa: F401 - the profiler needs it; say so in one line when it is missing
@@ -254,7 +279,7 @@ def _run_program(program: list[str], args: argparse.Namespace) -> tuple[Any, str
         if not rec.trace_path.is_file():
             raise UsageError("the program recorded nothing (it ended before the profiler wrote its trace)")
         try:
-            trace = load_trace(rec.trace_path)
+            trace = load_trace(rec.trace_path, line.reading(rec.trace_path, "reading the program's trace"))
         except EmptyTrace:
             raise UsageError(f"{clean(' '.join(program))} ran no torch ops: nothing to place on the roofline") from None
     if rec.whole_run:
