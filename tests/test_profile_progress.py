@@ -80,7 +80,7 @@ def test_the_line_shows_the_mib_read_then_the_linking_then_each_stage(monkeypatc
         line.reading("big.trace.json", "reading 2/8")(10 * MiB, 10 * MiB)
 
     shown = _frames(monkeypatch, all_read)
-    assert "linking big.trace.json's kernels to their ops" in shown and "10 MiB" in shown
+    assert "linking the kernels to their ops" in shown and "10 MiB" in shown
     assert "reading 2/8" not in shown.splitlines()[-1]
 
     def staged(line):
@@ -89,6 +89,18 @@ def test_the_line_shows_the_mib_read_then_the_linking_then_each_stage(monkeypatc
 
     shown = _frames(monkeypatch, staged)
     assert "the critical path and its what-ifs" in shown and "MiB" not in shown.splitlines()[-1]
+
+
+def test_a_long_name_keeps_the_line_within_80_columns(monkeypatch):
+    """Its middle goes: the bar, the MiB and the clock still fit an 80-column terminal."""
+    out = io.StringIO()
+    monkeypatch.setattr(progress, "make_console", lambda stderr=False: Console(
+        file=out, force_terminal=True, width=80, color_system=None))
+    with progress.StageLine() as line:
+        line.reading("vllm-decode-full-mi300x-tp8-rank-0-of-8.replay.trace.json", "reading 1/8")(99 * MiB, 315 * MiB)
+    last = CSI.sub("", out.getvalue()).replace("\r", "\n").strip().splitlines()[-1]
+    assert "vllm-decode-full-mi30" in last and "replay.trace.json" not in last and ".json" in last
+    assert "99 / 315 MiB" in last and "0:00:0" in last and "━" in last
 
 
 def test_a_file_name_is_shown_as_named_never_obeyed(monkeypatch):

@@ -65,10 +65,10 @@ class StageLine:
         once all of it is read, the linking that follows."""
         if not self._shown():
             return None
-        name = safe_text(Path(path).name)
+        name = _short(safe_text(Path(path).name))
         bar, task = self._bar, self._task
         bar.update(task, description=f"{what} {name}", total=None, completed=0, size="")
-        linking = f"linking {name}'s kernels to their ops"
+        linking = "linking the kernels to their ops"
 
         def progress(done: int, size: int) -> None:
             if done < size:
@@ -79,3 +79,13 @@ class StageLine:
 
         return progress
 
+
+NAME_WIDTH = 32  # a file's name on the line, at most: with the bar, the MiB and the clock it fits 80 columns
+
+
+def _short(name: str) -> str:
+    """The name, its middle left out where it is longer than NAME_WIDTH (its start and its suffix say which)."""
+    if len(name) <= NAME_WIDTH:
+        return name
+    tail = NAME_WIDTH // 3
+    return f"{name[:NAME_WIDTH - tail - 1]}…{name[-tail:]}"
